@@ -41,14 +41,13 @@ def chunk_document(
                     if count:
                         chunks.append(Chunk(s_idx, start, end, count))
                         count, start = 0, -1
-                    for i in range(0, n, capacity):
-                        window = spans[i : i + capacity]
+                    for i, j in _windows(spans, capacity):
                         chunks.append(
                             Chunk(
                                 s_idx,
-                                sentence.start + window[0][0],
-                                sentence.start + window[-1][1],
-                                len(window),
+                                sentence.start + spans[i][0],
+                                sentence.start + spans[j - 1][1],
+                                j - i,
                             )
                         )
                     continue
@@ -64,3 +63,20 @@ def chunk_document(
     if k != len(sentence_tokens):
         raise ValueError(f"got token spans for {len(sentence_tokens)} sentences, document has {k}")
     return replace(document, chunks=tuple(chunks))
+
+
+def _windows(spans: TokenSpans, capacity: int) -> list[tuple[int, int]]:
+    """Token windows `[i, j)` of at most `capacity`, cut at whitespace where possible.
+
+    A cut inside a word (between word pieces) would make the chunk's text tokenise to more
+    tokens than counted, so a window ends before the last whitespace gap that fits.
+    """
+    windows, i, n = [], 0, len(spans)
+    while i < n:
+        j = min(i + capacity, n)
+        if j < n:
+            safe = next((k for k in range(j, i, -1) if spans[k - 1][1] < spans[k][0]), None)
+            j = safe if safe is not None else j
+        windows.append((i, j))
+        i = j
+    return windows

@@ -27,6 +27,8 @@ from pathlib import Path
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
 DEFAULT_PARAMS = Path(__file__).parent / "data" / "punkt_params.json"
+# Bump when the rules layered on Punkt change: recorded in manifests with the parameters' hash.
+RULES_VERSION = 2
 
 # Abbreviations (lower case, without the final period) that Punkt should know even when the
 # training text is too small to learn them.
@@ -49,6 +51,7 @@ _MISSED_BREAK = re.compile(
     r"(?:(?<![\w.])[\d][\d,./-]*\.|\.{3,}|\b(?:a\.m|p\.m|etc|Ltd|Inc)\.)[\"”’']?"
     r"(?=\s+[\"“‘']?[A-Z][a-z]*\b(?!\.))"
 )
+_CLOSERS = "\"”’')]}"
 _CONTINUATION = re.compile(r"^[a-z,;:)\]}]")
 _SHORT_ABBREVIATION_END = re.compile(r"\b[A-Za-z]{1,4}\.$")
 _INITIALISM_END = re.compile(r"(?:\b[A-Z]\.){2,}$")
@@ -104,7 +107,7 @@ class SentenceSplitter:
         return cls(path.read_text(encoding="utf-8"))
 
     def identity(self) -> dict[str, str]:
-        return {"name": "punkt", "params_sha256": self.sha256}
+        return {"name": "punkt", "params_sha256": self.sha256, "rules_version": str(RULES_VERSION)}
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Sentence spans of `text`, without surrounding whitespace, in order."""
@@ -116,6 +119,16 @@ class SentenceSplitter:
         spans: list[tuple[int, int]] = []
         pending: tuple[int, int] | None = None  # an enumerator waiting for its sentence
         for start, end in pieces:
+            if spans and start == spans[-1][1] and text[start] in _CLOSERS:
+                # Punkt cut between `?` and its closing quote: the quote goes with the sentence
+                # it closes, and so does what follows when it continues that sentence.
+                closed = start
+                while closed < end and text[closed] in _CLOSERS:
+                    closed += 1
+                spans[-1] = (spans[-1][0], closed)
+                start = _strip(text, closed, end)[0]
+                if start >= end:
+                    continue
             if pending is not None:
                 start, pending = pending[0], None
             elif spans and _continues(text, spans[-1], start):

@@ -116,6 +116,10 @@ class FaissIndex:
         keep = ids >= 0
         return [Hits(scores[i][keep[i]], ids[i][keep[i]]) for i in range(len(queries))]
 
+    def ids(self) -> np.ndarray:
+        """All stored ids, in insertion order `(n,)` int64."""
+        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         """The stored vectors of `ids` `(n,)` -> `(n, d)` (exact for Flat)."""
         return (

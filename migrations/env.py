@@ -15,7 +15,8 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 
 
 def _url() -> str:
-    url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+    url = context.get_x_argument(as_dictionary=True).get("url")
+    url = url or config.get_main_option("sqlalchemy.url")
     if url:
         return url
     from indexer.config import get_settings

@@ -1,0 +1,1 @@
+"""The HTTP edge of docsim (FastAPI); it arrives with the /similar issue."""

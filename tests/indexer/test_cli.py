@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from indexer.cli import cli
+from indexer.db import make_engine
+from indexer.store import active_version
+from indexer.tables import documents, index_versions
+from tests.utils.corpora import synthetic_markdown, write_text_corpus
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(cli, list(args))
+
+
+def test_index_then_info(sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    result = invoke(
+        "index",
+        str(sample_corpus),
+        "--encoder",
+        str(tiny_encoder_dir),
+        "--data-dir",
+        str(data),
+        "--no-progress",
+    )
+    assert result.exit_code == 0, result.output
+    built = json.loads(result.stdout)
+    shown = invoke("info", "--data-dir", str(data))
+    assert shown.exit_code == 0, shown.output
+    info = json.loads(shown.stdout)
+    assert info["version_id"] == built["version_id"]
+    assert info["counts"] == built["counts"] == info["manifest"]["counts"]
+    assert info["counts"]["document"] == 48
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["index", "{tmp}/missing", "--encoder", "{tiny}"], "does not exist"),
+        (["index", "{corpus}", "--encoder", "{tmp}/no-such-model"], "neither a built-in encoder"),
+        (["index", "{corpus}", "--encoder", "{tmp}"], "is not a model directory"),
+        (
+            ["index", "{corpus}", "--encoder", "{tiny}", "--data-dir", "{tmp}/file/sub"],
+            "cannot create the database folder",
+        ),
+        (["info"], "no index version is active yet: run `docsim index` first"),
+    ],
+)
+def test_bad_input_gets_a_clear_message(
+    args: list[str], message: str, sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    filled = [a.format(tmp=tmp_path, tiny=tiny_encoder_dir, corpus=sample_corpus) for a in args]
+    if "--data-dir" not in filled:
+        filled += ["--data-dir", str(tmp_path / "data")]
+    result = invoke(*filled)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unwritable_index_folder(
+    sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "indexes").write_text("a file where the folder should be")
+    result = invoke(
+        "index", str(sample_corpus), "--encoder", str(tiny_encoder_dir), "--data-dir", str(data)
+    )
+    assert result.exit_code == 2
+    assert "is not writable" in result.stderr
+
+
+def _start_build(corpus: Path, tiny: Path, data: Path) -> subprocess.Popen:
+    env = {**os.environ, "DOCSIM_INDEX__BLOCK_DOCUMENTS": "4"}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "indexer.cli",
+            "index",
+            str(corpus),
+            "--encoder",
+            str(tiny),
+            "--data-dir",
+            str(data),
+            "--no-progress",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_building_rows(data: Path, timeout: float = 120) -> int:
+    engine = make_engine(f"sqlite:///{(data / 'docsim.sqlite3').resolve()}")
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                with engine.connect() as conn:
+                    row = conn.execute(
+                        select(index_versions.c.version_id).where(
+                            index_versions.c.status == "building"
+                        )
+                    ).first()
+                    if (
+                        row
+                        and conn.execute(
+                            select(documents.c.doc_id)
+                            .where(documents.c.version_id == row.version_id)
+                            .limit(1)
+                        ).first()
+                    ):
+                        return int(row.version_id)
+            except Exception:  # noqa: BLE001 - the database may not exist yet
+                pass
+            time.sleep(0.05)
+    finally:
+        engine.dispose()
+    raise AssertionError("the build never started writing")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+def test_killed_build_keeps_the_active_version(
+    sig: signal.Signals, sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    first = invoke(
+        "index",
+        str(sample_corpus),
+        "--encoder",
+        str(tiny_encoder_dir),
+        "--data-dir",
+        str(data),
+        "--no-progress",
+    )
+    assert first.exit_code == 0, first.output
+    big = write_text_corpus(tmp_path / "big", synthetic_markdown(800))
+    process = _start_build(big, tiny_encoder_dir, data)
+    building = _wait_for_building_rows(data)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=120)
+    engine = make_engine(f"sqlite:///{(data / 'docsim.sqlite3').resolve()}")
+    assert active_version(engine).version_id == 1
+    assert "Traceback" not in stderr
+    if sig == signal.SIGKILL:
+        assert process.returncode == -signal.SIGKILL
+    else:  # Ctrl-C and kill clean up at once
+        assert process.returncode == 130
+        assert "the active version is unchanged" in stderr
+        assert not list((data / "indexes").glob("*.tmp"))
+    # the next build recovers whatever was left, then publishes
+    again = invoke(
+        "index",
+        str(sample_corpus),
+        "--encoder",
+        str(tiny_encoder_dir),
+        "--data-dir",
+        str(data),
+        "--no-progress",
+    )
+    assert again.exit_code == 0, again.output
+    assert not list((data / "indexes").glob("*.tmp"))
+    with engine.connect() as conn:
+        status = conn.execute(
+            select(index_versions.c.status).where(index_versions.c.version_id == building)
+        ).scalar_one()
+        leftover = conn.execute(
+            select(documents.c.doc_id).where(documents.c.version_id == building)
+        ).first()
+    assert status == "failed" and leftover is None
+    assert active_version(engine).version_id == json.loads(again.stdout)["version_id"]
+    engine.dispose()

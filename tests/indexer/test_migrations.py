@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect
+
+from indexer.db import downgrade, make_engine, upgrade
+from indexer.tables import metadata
+
+TABLES = {
+    "index_versions",
+    "active_versions",
+    "documents",
+    "sections",
+    "paragraphs",
+    "sentences",
+    "chunks",
+}
+
+
+def test_upgrade_downgrade_on_fresh_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
+    upgrade(url)
+    engine = make_engine(url)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    with engine.connect() as conn:
+        # the migrations create exactly what the table metadata describes
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+    downgrade(url, "base")
+    assert not TABLES & set(inspect(engine).get_table_names())
+    upgrade(url)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    engine.dispose()

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexer.vector_index import FaissIndex, NumpyIndex, choose_factory, gpu_count
+
+
+def unit_vectors(n: int, d: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture()
+def data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    vectors = unit_vectors(3000, 48, seed=1)
+    ids = np.arange(3000, dtype=np.int64) * 7919 + (5 << 40)  # sparse, large, like SQL keys
+    queries = unit_vectors(25, 48, seed=2)
+    return vectors, ids, queries
+
+
+def test_flat_search_equals_numpy_brute_force(data, tmp_path: Path) -> None:
+    vectors, ids, queries = data
+    index = FaissIndex.build(vectors, ids, "Flat")
+    reference = NumpyIndex(vectors, ids)
+    for got, want in zip(index.search(queries, 10), reference.search(queries, 10), strict=True):
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5, atol=1e-5)
+    index.save(tmp_path / "x.faiss")
+    loaded = FaissIndex.load(tmp_path / "x.faiss", "Flat", mmap=True)
+    assert loaded.count == 3000
+    np.testing.assert_array_equal(loaded.search(queries, 5)[0].ids, index.search(queries, 5)[0].ids)
+    np.testing.assert_allclose(loaded.reconstruct(ids[:3]), vectors[:3], atol=1e-7)
+
+
+def test_ivf_recall_against_brute_force(data) -> None:
+    vectors, ids, queries = data
+    factory = choose_factory(len(vectors), flat_max_vectors=100, large_factory="IVF{nlist},Flat")
+    assert factory.startswith("IVF")
+    index = FaissIndex.build(vectors, ids, factory, nprobe=64)
+    reference = NumpyIndex(vectors, ids)
+    found = [
+        len(set(g.ids) & set(w.ids)) / 10
+        for g, w in zip(index.search(queries, 10), reference.search(queries, 10), strict=True)
+    ]
+    assert np.mean(found) >= 0.95
+
+
+def test_padding_labels_are_dropped() -> None:
+    vectors = unit_vectors(3, 8, seed=0)
+    index = FaissIndex.build(vectors, np.array([10, 20, 30]))
+    hits = index.search(vectors[:1], 50)[0]
+    assert sorted(hits.ids.tolist()) == [10, 20, 30]
+    assert hits.ids[0] == 10 and hits.scores[0] == pytest.approx(1.0, abs=1e-6)
+    empty = FaissIndex.build(np.empty((0, 8), np.float32), np.empty(0, np.int64))
+    assert empty.search(vectors[:2], 5)[1].ids.size == 0
+
+
+def test_mismatched_ids_are_rejected() -> None:
+    with pytest.raises(ValueError, match="do not match"):
+        FaissIndex.build(unit_vectors(3, 8, 0), np.array([1, 2]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() == 0, reason="needs faiss-gpu and a GPU")
+def test_gpu_search_equals_cpu(data) -> None:
+    vectors, ids, queries = data
+    cpu = FaissIndex.build(vectors, ids, "Flat")
+    gpu = cpu.to_gpu()
+    for got, want in zip(gpu.search(queries, 10), cpu.search(queries, 10), strict=True):
+        np.testing.assert_array_equal(got.ids, want.ids)

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.encoder import DocumentInput, Encoder
+from models.loading import EncoderNotFoundError, load_encoder, resolve_encoder_path
+from models.pooling import segment_mean
+from models.precision import autocast_dtype
+from models.transformer import TransformerEncoder
+
+TEXTS = [
+    "The appellant was convicted under Section 302 of the Indian Penal Code.",
+    "Bread dough rises because yeast ferments sugars into carbon dioxide.",
+    "Short.",
+    "A considerably longer sentence about exoplanets, transits, radial velocities and the "
+    "telescopes that measure them from the ground and from orbit, in great detail.",
+    "Marathon runners deplete glycogen after about thirty kilometres.",
+]
+
+
+def test_batched_encode_equals_one_by_one(tiny_encoder: TransformerEncoder) -> None:
+    tiny_encoder.batch_tokens = 64  # force several length-sorted batches
+    batched = tiny_encoder.encode(TEXTS)
+    single = torch.cat([tiny_encoder.encode([t]) for t in TEXTS])
+    torch.testing.assert_close(batched, single, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(batched.norm(dim=1), torch.ones(len(TEXTS)))
+    assert tiny_encoder.encode([]).shape == (0, tiny_encoder.dim)
+
+
+def test_encode_equals_a_plain_forward_pass(tiny_encoder: TransformerEncoder) -> None:
+    tokens = tiny_encoder.tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = tiny_encoder.model(**tokens).last_hidden_state
+    mask = tokens["attention_mask"].unsqueeze(-1).float()
+    expected = F.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+    torch.testing.assert_close(tiny_encoder.encode(TEXTS), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_default_encoder_bf16_stays_close_to_fp32(minilm: TransformerEncoder) -> None:
+    assert isinstance(minilm, Encoder)
+    fp32 = minilm.encode(TEXTS)
+    bf16 = TransformerEncoder(
+        minilm.model,
+        minilm.tokenizer,
+        name="minilm",
+        max_length=minilm.max_length,
+        precision="bf16",
+    ).encode(TEXTS)
+    cosine = (fp32 * bf16).sum(dim=1)
+    assert cosine.min().item() >= 0.999, cosine
+    # the model knows that legal text is closer to legal text than to baking
+    similar = minilm.encode(["The court dismissed the criminal appeal.", TEXTS[0], TEXTS[1]])
+    assert similar[0] @ similar[1] > similar[0] @ similar[2]
+
+
+def test_encode_documents_pools_levels(tiny_encoder: TransformerEncoder) -> None:
+    doc = DocumentInput(
+        sentences=TEXTS,
+        sentence_paragraph=[0, 0, 1, 2, 2],
+        paragraph_section=[0, 0, 1],
+        chunks=[" ".join(TEXTS[:3]), " ".join(TEXTS[3:])],
+        chunk_section=[0, 1],
+        chunk_tokens=[30, 40],
+    )
+    out = tiny_encoder.encode_documents([doc, doc])[1]
+    sentences = tiny_encoder.encode(TEXTS)
+    chunks = tiny_encoder.encode(doc.chunks)
+    torch.testing.assert_close(out.sentences, sentences, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        out.paragraphs[0], F.normalize(sentences[:2].mean(0), dim=0), atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(out.sections, chunks, atol=1e-5, rtol=1e-5)  # one chunk per section
+    expected_doc = F.normalize(30 * chunks[0] + 40 * chunks[1], dim=0)
+    torch.testing.assert_close(out.document, expected_doc, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        out.paragraphs, segment_mean(sentences, torch.tensor([0, 0, 1, 2, 2]), 3)
+    )
+
+
+def test_token_offsets_index_the_text(tiny_encoder: TransformerEncoder) -> None:
+    for text, spans in zip(TEXTS, tiny_encoder.token_offsets(TEXTS), strict=True):
+        assert spans and all(0 <= a < b <= len(text) for a, b in spans)
+        assert len(spans) == len(
+            tiny_encoder.tokenizer(text, add_special_tokens=False)["input_ids"]
+        )
+
+
+def test_loading_errors_and_identity(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(EncoderNotFoundError, match="neither a built-in encoder"):
+        resolve_encoder_path(tmp_path / "nope")
+    with pytest.raises(EncoderNotFoundError, match="not a model directory"):
+        resolve_encoder_path(tmp_path)
+    encoder = load_encoder(tiny_encoder_dir)
+    identity = encoder.identity()
+    assert identity["type"] == "transformer" and len(identity["checkpoint_sha256"]) == 64
+    assert load_encoder(tiny_encoder_dir).identity()["config_hash"] == identity["config_hash"]
+    with pytest.raises(ValueError, match="Valid precisions are"):
+        autocast_dtype("fp8", torch.device("cpu"))

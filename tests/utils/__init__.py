@@ -1,0 +1,1 @@
+"""Factories shared by the tests."""
