@@ -1,0 +1,36 @@
+# docsim: `make run` indexes the shipped sample corpus and prints `docsim info`;
+# `make test` runs the test suite. Both create the virtual environment first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup run test test-slow lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# CPU install path: the local CPU wheel of torch, pinned (an unpinned torch pulls CUDA).
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[cpu,dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: setup
+	$(BIN)/docsim index
+	$(BIN)/docsim info
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+test-slow: setup
+	$(BIN)/pytest -m slow
+
+bench: setup
+	$(BIN)/python benchmarks/encode_throughput.py
+
+clean:
+	rm -rf $(VENV) docsim-data
