@@ -1,0 +1,147 @@
+"""SDR's two-stage hierarchical scoring (Ginzburg et al., section 3.3), vectorised.
+
+A source document s has sentences grouped into paragraphs s_1..s_I; the collection's
+candidates have sentences grouped into paragraphs, and paragraphs into documents, all stored
+contiguously (ragged, no padding). With unit vectors, for source paragraph i and candidate
+paragraph j:
+
+    M_ij[k, r] = cos(s_i^k, c_j^r)                                 (sentence similarities)
+    P_ij       = mean_k max_r M_ij[k, r]                           (paragraph similarity)
+    z_ij       = (P_ij - mu_i) / sigma_i                           (per source paragraph, over
+                                                                     every candidate paragraph)
+    S(s, c)    = mean_i max_{j in c} z_ij                          (document score)
+
+Dimensions: n source sentences, I source paragraphs, R candidate sentences, J candidate
+paragraphs, D candidate documents, d vector size. Everything is tensors in, tensors out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class RaggedCollection:
+    """Candidate sentences grouped into paragraphs and paragraphs into documents.
+
+    Attributes:
+        sentences: `(R, d)` unit vectors, paragraph by paragraph.
+        paragraph_lengths: `(J,)` int64 sentences per paragraph (all >= 1), summing to R.
+        document_lengths: `(D,)` int64 paragraphs per document (all >= 1), summing to J.
+    """
+
+    sentences: torch.Tensor
+    paragraph_lengths: torch.Tensor
+    document_lengths: torch.Tensor
+
+    @property
+    def n_paragraphs(self) -> int:
+        return int(self.paragraph_lengths.shape[0])
+
+    @property
+    def n_documents(self) -> int:
+        return int(self.document_lengths.shape[0])
+
+
+def averaging_matrix(source_paragraph_lengths: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`(I, n)` matrix whose product with an `(n, ...)` tensor averages each source paragraph."""
+    lengths = source_paragraph_lengths
+    rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # (n,)
+    out = torch.zeros(len(lengths), int(lengths.sum()), dtype=dtype)  # (I, n)
+    out[rows, torch.arange(out.shape[1])] = 1.0 / lengths[rows].to(dtype)
+    return out
+
+
+def paragraph_similarity(
+    source: torch.Tensor,
+    source_paragraph_lengths: torch.Tensor,
+    collection: RaggedCollection,
+    *,
+    block_sentences: int = 65536,
+) -> torch.Tensor:
+    """Stage one: `P` `(I, J)`, the mean over each source paragraph's sentences of their best
+    cosine within each candidate paragraph.
+
+    The collection is processed in blocks of whole paragraphs (about `block_sentences`
+    sentences) so that the `(n, R)` sentence matrix is never held at once.
+    """
+    average = averaging_matrix(source_paragraph_lengths, source.dtype)  # (I, n)
+    lengths = collection.paragraph_lengths
+    ends = torch.cumsum(lengths, 0)  # (J,)
+    out = torch.empty(average.shape[0], len(lengths), dtype=source.dtype)  # (I, J)
+    j0 = 0
+    while j0 < len(lengths):
+        r0 = int(ends[j0 - 1]) if j0 else 0
+        j1 = int(torch.searchsorted(ends, r0 + block_sentences, right=True))
+        j1 = max(j1, j0 + 1)
+        r1 = int(ends[j1 - 1])
+        sims = collection.sentences[r0:r1] @ source.T  # (r, n): rows are candidate sentences
+        best = torch.segment_reduce(sims, "max", lengths=lengths[j0:j1], axis=0)  # (j, n)
+        out[:, j0:j1] = average @ best.T  # (I, j)
+        j0 = j1
+    return out
+
+
+@dataclass(frozen=True)
+class RowStats:
+    """Per source paragraph mean and standard deviation of `P` over candidate paragraphs."""
+
+    mean: torch.Tensor  # (I,)
+    std: torch.Tensor  # (I,)
+
+
+def row_stats(paragraph_scores: torch.Tensor) -> RowStats:
+    """Mean and (population) standard deviation of each row of `P` `(I, J)`."""
+    mean = paragraph_scores.mean(dim=1)  # (I,)
+    std = paragraph_scores.std(dim=1, correction=0)  # (I,)
+    return RowStats(mean=mean, std=std)
+
+
+def normalize_rows(
+    paragraph_scores: torch.Tensor, stats: RowStats, eps: float = 1e-6
+) -> torch.Tensor:
+    """`z = (P - mu_i) / sigma_i`; a row with no spread is only centred."""
+    std = torch.where(stats.std > eps, stats.std, torch.ones_like(stats.std))  # (I,)
+    return (paragraph_scores - stats.mean[:, None]) / std[:, None]  # (I, J)
+
+
+def document_scores(paragraph_scores: torch.Tensor, document_lengths: torch.Tensor) -> torch.Tensor:
+    """Stage two: `S` `(D,)`, the mean over source paragraphs of the best candidate paragraph
+    of each document."""
+    best = torch.segment_reduce(
+        paragraph_scores.T.contiguous(), "max", lengths=document_lengths, axis=0
+    )
+    return best.mean(dim=1)  # (D, I) -> (D,)
+
+
+def sdr_scores(
+    source: torch.Tensor,
+    source_paragraph_lengths: torch.Tensor,
+    collection: RaggedCollection,
+    *,
+    normalize: bool = True,
+    stats: RowStats | None = None,
+    block_sentences: int = 65536,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Score every document of `collection` against the source.
+
+    Args:
+        source: `(n, d)` source sentence unit vectors, paragraph by paragraph.
+        source_paragraph_lengths: `(I,)` int64 sentences per source paragraph.
+        collection: the candidates.
+        normalize: apply the z-score of step 3 (the paper) or not (the public code).
+        stats: normalisation statistics to use instead of the candidates' own (candidate mode
+            estimates them from a fixed sample of the collection).
+
+    Returns:
+        `(D,)` document scores and the `(I, J)` paragraph matrix before normalisation.
+    """
+    paragraphs = paragraph_similarity(
+        source, source_paragraph_lengths, collection, block_sentences=block_sentences
+    )  # (I, J)
+    scored = paragraphs
+    if normalize:
+        scored = normalize_rows(paragraphs, stats if stats is not None else row_stats(paragraphs))
+    return document_scores(scored, collection.document_lengths), paragraphs
