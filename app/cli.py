@@ -1,0 +1,32 @@
+"""`docsim`: the indexer's commands plus `serve`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from indexer.cli import DataDir, cli
+
+
+@cli.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (DOCSIM_API__HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (DOCSIM_API__PORT).")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Serve the active index over HTTP (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from app.core.config import get_service_settings
+    from app.main import create_app
+
+    settings = get_service_settings()
+    if data_dir:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    app = create_app(settings)
+    uvicorn.run(app, host=host or settings.api.host, port=port or settings.api.port)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,40 @@
+"""Domain errors raised inside docsim, mapped to HTTP status codes in one place."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from indexer.search import DocumentNotFoundError, QueryError
+from indexer.split import EmptyDocumentError
+from indexer.store import NoActiveIndexError
+
+
+class IndexNotReadyError(RuntimeError):
+    """No index version is loaded."""
+
+
+class DocumentTooLargeError(ValueError):
+    """A posted document exceeds the configured limits."""
+
+
+STATUS = {
+    DocumentNotFoundError: 404,
+    DocumentTooLargeError: 413,
+    EmptyDocumentError: 422,
+    QueryError: 422,
+    IndexNotReadyError: 503,
+    NoActiveIndexError: 503,
+}
+
+
+def register_error_handlers(app: FastAPI) -> None:
+    for error_type, status in STATUS.items():
+
+        async def handler(
+            _request: Request, error: Exception, status: int = status
+        ) -> JSONResponse:
+            detail = error.args[0] if error.args else type(error).__name__
+            return JSONResponse(status_code=status, content={"detail": detail})
+
+        app.add_exception_handler(error_type, handler)

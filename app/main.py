@@ -1,0 +1,49 @@
+"""`create_app()`: the FastAPI application, with a lifespan that loads the active index."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api.routes import health, similar
+from app.core.config import ServiceSettings, get_service_settings
+from app.core.errors import register_error_handlers
+from app.services.state import load_state
+from indexer.db import make_engine, upgrade
+from indexer.store import NoActiveIndexError
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: ServiceSettings | None = None) -> FastAPI:
+    settings = settings or get_service_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.db.auto_migrate:
+            upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        try:
+            app.state.service = load_state(settings, engine)
+            logger.info("Serving index version %d", app.state.service.version_id)
+        except NoActiveIndexError as error:
+            logger.warning("%s; /similar answers 503 until then", error)
+            app.state.service = None
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="docsim",
+        description="Which documents in my collection are most like this one, and why?",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.service = None
+    register_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(similar.router)
+    return app

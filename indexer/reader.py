@@ -1,0 +1,173 @@
+"""The read side of an index version: everything a query needs, loaded once.
+
+`LoadedIndex.load` reads the manifest, the FAISS index and float16 vectors of every level, and
+the structure (which sentences make which paragraph, which paragraphs which document) from
+SQL. Texts stay in SQL and are fetched per result.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sqlalchemy import Engine, func, select
+
+from indexer.documents import LEVELS
+from indexer.store import VersionRow
+from indexer.tables import LEVEL_TABLES, documents, paragraphs, sections, sentences
+from indexer.vector_index import FaissIndex
+from models.scoring import RaggedCollection
+
+logger = logging.getLogger(__name__)
+
+
+class IndexMismatchError(RuntimeError):
+    """The index on disk does not match its manifest or the serving encoder."""
+
+
+@dataclass(frozen=True)
+class DocumentRef:
+    doc_id: int
+    external_id: str
+    title: str
+
+
+@dataclass
+class LoadedIndex:
+    """One published version, ready to answer queries.
+
+    Attributes:
+        version_id: the version.
+        manifest: its manifest.
+        indices: the FAISS index of each level.
+        vectors: float32 unit vectors of each level `(n, d)`, row-aligned with `ids`.
+        ids: int64 ids of each level `(n,)`, ascending.
+        collection: sentences grouped into paragraphs and documents, for SDR scoring.
+        doc_ids: `(D,)` document ids in collection order; `doc_paragraph_start` `(D + 1,)`
+            and `paragraph_sentence_start` `(J + 1,)` are offsets into the next level.
+        paragraph_ids: `(J,)` paragraph ids in collection order.
+    """
+
+    version_id: int
+    path: Path
+    manifest: dict[str, Any]
+    indices: dict[str, FaissIndex]
+    vectors: dict[str, torch.Tensor]
+    ids: dict[str, np.ndarray]
+    collection: RaggedCollection
+    doc_ids: np.ndarray
+    external_ids: list[str]
+    titles: list[str]
+    paragraph_ids: np.ndarray
+    doc_paragraph_start: np.ndarray
+    paragraph_sentence_start: np.ndarray
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.doc_ids)
+
+    @classmethod
+    def load(cls, engine: Engine, version: VersionRow) -> LoadedIndex:
+        if version.manifest is None:
+            raise IndexMismatchError(f"version {version.version_id} has no manifest")
+        manifest, path = version.manifest, Path(version.path)
+        indices, vectors, ids = {}, {}, {}
+        for level in LEVELS:
+            info = manifest["levels"][level]
+            indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
+            ids[level] = np.load(path / info["ids_file"])
+            vectors[level] = torch.from_numpy(
+                np.load(path / info["vectors_file"]).astype(np.float32)
+            )
+            if len(ids[level]) != info["count"] or indices[level].count != info["count"]:
+                raise IndexMismatchError(
+                    f"{level} files of version {version.version_id} do not match its manifest"
+                )
+        vid = version.version_id
+        with engine.connect() as conn:
+            docs = conn.execute(
+                select(documents.c.doc_id, documents.c.external_id, documents.c.title)
+                .where(documents.c.version_id == vid)
+                .order_by(documents.c.doc_id)
+            ).all()
+            para_rows = conn.execute(
+                select(
+                    paragraphs.c.paragraph_id,
+                    paragraphs.c.doc_id,
+                    func.count(sentences.c.sentence_id),
+                )
+                .join(sentences, sentences.c.paragraph_id == paragraphs.c.paragraph_id)
+                .where(paragraphs.c.version_id == vid)
+                .group_by(paragraphs.c.paragraph_id, paragraphs.c.doc_id)
+                .order_by(paragraphs.c.paragraph_id)
+            ).all()
+        doc_ids = np.array([d.doc_id for d in docs], dtype=np.int64)
+        paragraph_ids = np.array([p[0] for p in para_rows], dtype=np.int64)
+        paragraph_docs = np.array([p[1] for p in para_rows], dtype=np.int64)
+        paragraph_lengths = np.array([p[2] for p in para_rows], dtype=np.int64)
+        document_lengths = np.searchsorted(paragraph_docs, doc_ids, side="right") - np.searchsorted(
+            paragraph_docs, doc_ids, side="left"
+        )
+        if not np.array_equal(paragraph_ids, ids["paragraph"]) or int(
+            paragraph_lengths.sum()
+        ) != len(ids["sentence"]):
+            raise IndexMismatchError(f"SQL rows and vectors of version {vid} disagree")
+        collection = RaggedCollection(
+            sentences=vectors["sentence"],
+            paragraph_lengths=torch.from_numpy(paragraph_lengths),
+            document_lengths=torch.from_numpy(document_lengths),
+        )
+        logger.info(
+            "Loaded version %d: %d documents, %d sentences", vid, len(doc_ids), len(ids["sentence"])
+        )
+        return cls(
+            version_id=vid,
+            path=path,
+            manifest=manifest,
+            indices=indices,
+            vectors=vectors,
+            ids=ids,
+            collection=collection,
+            doc_ids=doc_ids,
+            external_ids=[d.external_id for d in docs],
+            titles=[d.title for d in docs],
+            paragraph_ids=paragraph_ids,
+            doc_paragraph_start=np.concatenate([[0], np.cumsum(document_lengths)]),
+            paragraph_sentence_start=np.concatenate([[0], np.cumsum(paragraph_lengths)]),
+        )
+
+
+def level_unit_rows(engine: Engine, level: str, unit_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """doc_id, char offsets (and section title) of units of one level, by id."""
+    table, id_column = LEVEL_TABLES[level]
+    if level == "document":
+        columns = [id_column, documents.c.doc_id]
+    else:
+        columns = [id_column, table.c.doc_id, table.c.char_start, table.c.char_end]
+        if level == "section":
+            columns.append(sections.c.title)
+    with engine.connect() as conn:
+        rows = conn.execute(select(*columns).where(id_column.in_(unit_ids))).mappings().all()
+    return {int(row[id_column.name]): dict(row) for row in rows}
+
+
+def document_texts(engine: Engine, doc_ids: list[int]) -> dict[int, str]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(documents.c.doc_id, documents.c.text).where(documents.c.doc_id.in_(doc_ids))
+        )
+        return {int(r.doc_id): r.text for r in rows}
+
+
+def paragraph_offsets(engine: Engine, paragraph_ids: list[int]) -> dict[int, tuple[int, int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(paragraphs.c.paragraph_id, paragraphs.c.char_start, paragraphs.c.char_end).where(
+                paragraphs.c.paragraph_id.in_(paragraph_ids)
+            )
+        )
+        return {int(r.paragraph_id): (r.char_start, r.char_end) for r in rows}

@@ -1,0 +1,529 @@
+"""Ranking a collection against a query document: SDR, single-vector, BM25 and hybrid.
+
+`Searcher.similar` is the one code path behind `POST /similar` and `docsim evaluate`.
+
+- `sdr` (default): the paper's hierarchical scoring (`models.scoring`). Exhaustive mode scores
+  every document and normalises over all of them (the reference). Candidate mode scores only
+  documents retrieved through the sentence and document FAISS indices, and takes the z-score
+  statistics from a fixed random sample of the collection, so that they do not depend on which
+  documents were retrieved. `auto` picks exhaustive up to `exhaustive_max_sentences`.
+- `document`: cosine of the document vectors.
+- `bm25`: Okapi BM25 (bm25s) over the document texts.
+- `hybrid`: reciprocal-rank fusion of `bm25` and `sdr`, score = sum 1 / (60 + rank).
+Ties are broken by a fixed random order of the documents, never by id or file order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+import torch
+from sqlalchemy import Engine, select
+
+from indexer.documents import Document
+from indexer.pipeline import add_chunks
+from indexer.reader import LoadedIndex, document_texts, level_unit_rows, paragraph_offsets
+from indexer.sentences import SentenceSplitter
+from indexer.split import split_document
+from indexer.tables import LEVEL_TABLES
+from models.encoder import Encoder
+from models.scoring import RaggedCollection, normalize_rows, row_stats, sdr_scores
+
+logger = logging.getLogger(__name__)
+
+RRF_K = 60
+
+
+class Method(str, Enum):
+    sdr = "sdr"
+    document = "document"
+    bm25 = "bm25"
+    hybrid = "hybrid"
+
+
+class Granularity(str, Enum):
+    document = "document"
+    section = "section"
+    paragraph = "paragraph"
+    sentence = "sentence"
+
+
+class ScoringMode(str, Enum):
+    auto = "auto"
+    exhaustive = "exhaustive"
+    candidate = "candidate"
+
+
+class QueryError(ValueError):
+    """The query cannot be answered as asked (maps to 422)."""
+
+
+class DocumentNotFoundError(LookupError):
+    """An indexed document id that the active version does not have (maps to 404)."""
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    top_k: int = 10
+    granularity: Granularity = Granularity.document
+    method: Method = Method.sdr
+    normalize: bool = True
+    mode: ScoringMode = ScoringMode.auto
+    candidates: Sequence[str] | None = None
+    matches_per_result: int = 3
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    exhaustive_max_sentences: int = 2_000_000
+    candidate_sentence_k: int = 20
+    candidate_document_k: int = 200
+    stats_sample_documents: int = 256
+    seed: int = 0
+
+
+@dataclass
+class Query:
+    """A query document's text, split structure and vectors."""
+
+    text: str
+    paragraphs: list[tuple[int, int]]  # (start, end) of each paragraph in `text`
+    sentence_vectors: torch.Tensor  # (n, d)
+    paragraph_lengths: torch.Tensor  # (I,)
+    level_vectors: dict[str, torch.Tensor]  # level -> (m, d)
+    level_spans: dict[str, list[tuple[int, int]]]
+    source_index: int | None = None  # position in the collection when the query is indexed
+    bm25_text: str = ""
+
+
+@dataclass
+class ParagraphMatch:
+    source_paragraph: int
+    source_start: int
+    source_end: int
+    target_paragraph_id: int
+    target_start: int
+    target_end: int
+    score: float
+    source_text: str = ""
+    target_text: str = ""
+
+
+@dataclass
+class DocumentHit:
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    matches: list[ParagraphMatch] = field(default_factory=list)
+
+
+@dataclass
+class UnitHit:
+    unit_id: int
+    level: str
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    start: int
+    end: int
+    text: str
+    section_title: str | None = None
+
+
+@dataclass
+class SearchResult:
+    results: list[DocumentHit] | list[UnitHit]
+    mode: str
+    scored_documents: int
+
+
+class Searcher:
+    """Answers queries against one loaded index version."""
+
+    def __init__(
+        self,
+        index: LoadedIndex,
+        encoder: Encoder,
+        splitter: SentenceSplitter,
+        engine: Engine,
+        config: SearchConfig | None = None,
+    ) -> None:
+        self.index = index
+        self.encoder = encoder
+        self.splitter = splitter
+        self.engine = engine
+        self.config = config or SearchConfig()
+        rng = np.random.default_rng(self.config.seed)
+        self._tiebreak = rng.permutation(index.n_documents)  # fixed random secondary sort key
+        sample = rng.choice(
+            index.n_documents,
+            size=min(self.config.stats_sample_documents, index.n_documents),
+            replace=False,
+        )
+        self._stats_sample = np.sort(sample)
+        self._position = {external: i for i, external in enumerate(index.external_ids)}
+        self._doc_sentence_start = index.paragraph_sentence_start[
+            index.doc_paragraph_start
+        ]  # (D + 1,)
+        n_sentences = len(index.ids["sentence"])
+        self._sentence_doc = (
+            np.searchsorted(self._doc_sentence_start, np.arange(n_sentences), side="right") - 1
+        )
+        self._bm25 = None
+        self._bm25_lock = threading.Lock()
+
+    # --- queries --------------------------------------------------------------------------
+    def position(self, external_id: str) -> int:
+        try:
+            return self._position[external_id]
+        except KeyError:
+            raise DocumentNotFoundError(
+                f"document {external_id!r} is not in the active index"
+            ) from None
+
+    def encode_document(self, document: Document) -> Query:
+        """Chunk and encode a split document (not in the index)."""
+        capacity = int(self.index.manifest["chunk_tokens"])
+        doc = add_chunks([document], self.encoder, capacity)[0]
+        vectors = self.encoder.encode_documents([doc.encoder_input()])[0]
+        paragraphs = list(doc.paragraphs())
+        return Query(
+            text=doc.text,
+            paragraphs=[(p.start, p.end) for p in paragraphs],
+            sentence_vectors=vectors.sentences,
+            paragraph_lengths=torch.tensor(
+                [len(p.sentences) for p in paragraphs], dtype=torch.long
+            ),
+            level_vectors={
+                "document": vectors.document[None],
+                "section": vectors.sections,
+                "paragraph": vectors.paragraphs,
+                "sentence": vectors.sentences,
+            },
+            level_spans={
+                "document": [(0, len(doc.text))],
+                "section": [(s.start, s.end) for s in doc.sections],
+                "paragraph": [(p.start, p.end) for p in paragraphs],
+                "sentence": [(s.start, s.end) for s in doc.sentences()],
+            },
+            bm25_text=doc.text,
+        )
+
+    def query_from_source(self, source) -> Query:  # noqa: ANN001 - a SourceDocument
+        return self.encode_document(split_document(source, self.splitter))
+
+    def query_from_index(self, external_id: str) -> Query:
+        """The stored vectors of an indexed document, as a query that excludes itself."""
+        d = self.position(external_id)
+        index = self.index
+        p0, p1 = index.doc_paragraph_start[d], index.doc_paragraph_start[d + 1]
+        s0, s1 = self._doc_sentence_start[d], self._doc_sentence_start[d + 1]
+        paragraph_ids = index.paragraph_ids[p0:p1].tolist()
+        offsets = paragraph_offsets(self.engine, paragraph_ids)
+        text = document_texts(self.engine, [int(index.doc_ids[d])])[int(index.doc_ids[d])]
+        level_vectors, level_spans = {}, {}
+        doc_id = int(index.doc_ids[d])
+        for level in ("section", "paragraph", "sentence"):
+            unit_rows = _units_of_document(self.engine, level, doc_id)
+            ids = np.array([r[0] for r in unit_rows], dtype=np.int64)
+            rows = np.searchsorted(index.ids[level], ids)
+            level_vectors[level] = index.vectors[level][torch.from_numpy(rows)]
+            level_spans[level] = [(r[1], r[2]) for r in unit_rows]
+        level_vectors["document"] = index.vectors["document"][d : d + 1]
+        level_spans["document"] = [(0, len(text))]
+        lengths = index.collection.paragraph_lengths[p0:p1]
+        return Query(
+            text=text,
+            paragraphs=[offsets[p] for p in paragraph_ids],
+            sentence_vectors=index.collection.sentences[s0:s1],
+            paragraph_lengths=lengths,
+            level_vectors=level_vectors,
+            level_spans=level_spans,
+            source_index=d,
+            bm25_text=text,
+        )
+
+    # --- ranking ----------------------------------------------------------------------------
+    def similar(self, query: Query, options: SearchOptions) -> SearchResult:
+        if options.granularity is not Granularity.document:
+            if options.method in (Method.bm25, Method.hybrid):
+                raise QueryError(
+                    f"method {options.method.value!r} ranks whole documents; "
+                    "use granularity 'document' or method 'sdr' / 'document'"
+                )
+            return self._similar_units(query, options)
+        allowed = self._allowed(query, options.candidates)
+        mode = self._mode(options)
+        if options.method is Method.document:
+            scores = self._document_cosine(query)
+            ranked = self._rank(scores, allowed, options.top_k)
+            return self._document_hits(
+                query, ranked, scores, None, None, options, mode="exhaustive"
+            )
+        if options.method is Method.bm25:
+            scores = self._bm25_scores(query)
+            ranked = self._rank(scores, allowed, options.top_k)
+            return self._document_hits(
+                query, ranked, scores, None, None, options, mode="exhaustive"
+            )
+        scored_docs = allowed if mode == "exhaustive" else self._retrieve_candidates(query, allowed)
+        sdr, pmatrix, columns = self._sdr(query, scored_docs, options.normalize, mode)
+        if options.method is Method.sdr:
+            ranked = self._rank(sdr, scored_docs, options.top_k)
+            return self._document_hits(query, ranked, sdr, pmatrix, columns, options, mode=mode)
+        bm25 = self._bm25_scores(query)
+        pool = (
+            allowed
+            if mode == "exhaustive"
+            else np.union1d(scored_docs, self._rank(bm25, allowed, 1000))
+        )
+        fused = np.zeros(self.index.n_documents, dtype=np.float64)
+        for scores, docs in ((bm25, pool), (sdr, scored_docs)):
+            order = self._rank(scores, docs, len(docs))
+            fused[order] += 1.0 / (RRF_K + np.arange(1, len(order) + 1))
+        ranked = self._rank(fused, pool, options.top_k)
+        return self._document_hits(query, ranked, fused, pmatrix, columns, options, mode=mode)
+
+    def _mode(self, options: SearchOptions) -> str:
+        if options.mode is not ScoringMode.auto:
+            return options.mode.value
+        if options.candidates is not None:
+            return "exhaustive"
+        n = len(self.index.ids["sentence"])
+        return "exhaustive" if n <= self.config.exhaustive_max_sentences else "candidate"
+
+    def _allowed(self, query: Query, candidates: Sequence[str] | None) -> np.ndarray:
+        """Document positions that may be ranked (all, or the given pool), minus the source."""
+        if candidates is None:
+            allowed = np.arange(self.index.n_documents)
+        else:
+            missing = [c for c in candidates if c not in self._position]
+            if missing:
+                raise DocumentNotFoundError(
+                    f"{len(missing)} candidate(s) not in the active index, e.g. {missing[:3]}"
+                )
+            allowed = np.unique(np.array([self._position[c] for c in candidates], dtype=np.int64))
+        if query.source_index is not None:
+            allowed = allowed[allowed != query.source_index]
+        return allowed
+
+    def _rank(self, scores: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
+        """The best `k` of `allowed` by score, ties broken by the fixed random order."""
+        allowed = np.asarray(allowed, dtype=np.int64)
+        values = scores[allowed]
+        order = np.lexsort((self._tiebreak[allowed], -values))
+        return allowed[order[:k]]
+
+    def _document_cosine(self, query: Query) -> np.ndarray:
+        return (
+            (self.index.vectors["document"] @ query.level_vectors["document"][0])
+            .numpy()
+            .astype(np.float64)
+        )
+
+    def _bm25_scores(self, query: Query) -> np.ndarray:
+        import bm25s
+
+        with self._bm25_lock:
+            if self._bm25 is None:
+                started = time.perf_counter()
+                texts = document_texts(self.engine, self.index.doc_ids.tolist())
+                corpus = [texts[int(d)] for d in self.index.doc_ids]
+                retriever = bm25s.BM25()
+                retriever.index(
+                    bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False
+                )
+                self._bm25 = retriever
+                logger.info(
+                    "Built BM25 over %d documents in %.1f s",
+                    len(corpus),
+                    time.perf_counter() - started,
+                )
+        tokens = bm25s.tokenize(
+            [query.bm25_text], stopwords="en", return_ids=False, show_progress=False
+        )[0]
+        return np.asarray(self._bm25.get_scores(tokens), dtype=np.float64)
+
+    def _sub_collection(self, docs: np.ndarray) -> tuple[RaggedCollection, np.ndarray]:
+        """The sentences of `docs` as a ragged collection, and their paragraph columns."""
+        index = self.index
+        p_start, s_start = index.doc_paragraph_start, self._doc_sentence_start
+        sentence_rows = np.concatenate([np.arange(s_start[d], s_start[d + 1]) for d in docs])
+        paragraph_rows = np.concatenate([np.arange(p_start[d], p_start[d + 1]) for d in docs])
+        collection = RaggedCollection(
+            sentences=index.collection.sentences[torch.from_numpy(sentence_rows)],
+            paragraph_lengths=index.collection.paragraph_lengths[torch.from_numpy(paragraph_rows)],
+            document_lengths=index.collection.document_lengths[torch.from_numpy(docs)],
+        )
+        return collection, paragraph_rows
+
+    def _sdr(self, query: Query, docs: np.ndarray, normalize: bool, mode: str):
+        """SDR scores of `docs` (others get -inf), the paragraph matrix and its columns."""
+        scores = np.full(self.index.n_documents, -np.inf)
+        if len(docs) == 0:
+            return scores, torch.empty(0, 0), np.empty(0, np.int64)
+        if len(docs) == self.index.n_documents:
+            collection, columns = (
+                self.index.collection,
+                np.arange(self.index.collection.n_paragraphs),
+            )
+        else:
+            collection, columns = self._sub_collection(docs)
+        stats = None
+        if normalize and mode == "candidate":
+            sample, _ = self._sub_collection(self._stats_sample)
+            _, sample_p = sdr_scores(
+                query.sentence_vectors, query.paragraph_lengths, sample, normalize=False
+            )
+            stats = row_stats(sample_p)
+        doc_scores, pmatrix = sdr_scores(
+            query.sentence_vectors,
+            query.paragraph_lengths,
+            collection,
+            normalize=normalize,
+            stats=stats,
+        )
+        scores[docs] = doc_scores.numpy()
+        if normalize:
+            pmatrix = normalize_rows(pmatrix, stats if stats is not None else row_stats(pmatrix))
+        return scores, pmatrix, columns
+
+    def _retrieve_candidates(self, query: Query, allowed: np.ndarray) -> np.ndarray:
+        index, config = self.index, self.config
+        found: set[int] = set()
+        sentence_hits = index.indices["sentence"].search(
+            query.sentence_vectors.numpy(), config.candidate_sentence_k
+        )
+        for hits in sentence_hits:
+            rows = np.searchsorted(index.ids["sentence"], hits.ids)
+            found.update(self._sentence_doc[rows].tolist())
+        doc_hits = index.indices["document"].search(
+            query.level_vectors["document"].numpy(), config.candidate_document_k
+        )
+        found.update(np.searchsorted(index.doc_ids, doc_hits[0].ids).tolist())
+        return np.intersect1d(np.array(sorted(found), dtype=np.int64), allowed)
+
+    def _document_hits(self, query, ranked, scores, pmatrix, columns, options, *, mode):
+        index = self.index
+        hits = [
+            DocumentHit(
+                document_id=index.external_ids[d],
+                title=index.titles[d],
+                score=float(scores[d]),
+                rank=r + 1,
+            )
+            for r, d in enumerate(ranked)
+        ]
+        if pmatrix is not None and len(ranked) and options.matches_per_result > 0:
+            column_of = {int(c): i for i, c in enumerate(columns)}
+            wanted: list[int] = []
+            per_hit = []
+            for d in ranked:
+                cols = [
+                    column_of[c]
+                    for c in range(index.doc_paragraph_start[d], index.doc_paragraph_start[d + 1])
+                ]
+                block = pmatrix[:, cols]  # (I, j)
+                best, where = block.max(dim=1)  # (I,)
+                top = torch.argsort(best, descending=True, stable=True)[
+                    : options.matches_per_result
+                ]
+                pairs = [
+                    (
+                        int(i),
+                        int(index.paragraph_ids[index.doc_paragraph_start[d] + int(where[i])]),
+                        float(best[i]),
+                    )
+                    for i in top
+                ]
+                wanted.extend(p for _, p, _ in pairs)
+                per_hit.append(pairs)
+            offsets = paragraph_offsets(self.engine, wanted)
+            texts = document_texts(self.engine, [int(index.doc_ids[d]) for d in ranked])
+            for hit, d, pairs in zip(hits, ranked, per_hit, strict=True):
+                text = texts[int(index.doc_ids[d])]
+                for i, pid, score in pairs:
+                    s0, s1 = query.paragraphs[i]
+                    t0, t1 = offsets[pid]
+                    hit.matches.append(
+                        ParagraphMatch(
+                            source_paragraph=i,
+                            source_start=s0,
+                            source_end=s1,
+                            target_paragraph_id=pid,
+                            target_start=t0,
+                            target_end=t1,
+                            score=score,
+                            source_text=query.text[s0:s1],
+                            target_text=text[t0:t1],
+                        )
+                    )
+        n_scored = int(np.isfinite(scores).sum()) if pmatrix is not None else index.n_documents
+        return SearchResult(results=hits, mode=mode, scored_documents=n_scored)
+
+    def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
+        level = options.granularity.value
+        index = self.index
+        vectors = query.level_vectors[level].numpy()
+        source_doc = (
+            int(index.doc_ids[query.source_index]) if query.source_index is not None else None
+        )
+        allowed_docs = None
+        if options.candidates is not None:
+            allowed_docs = {int(index.doc_ids[p]) for p in self._allowed(query, options.candidates)}
+        k = options.top_k * 4 + 10
+        best: dict[int, float] = {}
+        for hits in index.indices[level].search(vectors, k):
+            for unit_id, score in zip(hits.ids.tolist(), hits.scores.tolist(), strict=True):
+                if score > best.get(unit_id, -np.inf):
+                    best[unit_id] = score
+        rows = level_unit_rows(self.engine, level, list(best))
+        keep = [
+            u
+            for u in best
+            if rows[u]["doc_id"] != source_doc
+            and (allowed_docs is None or rows[u]["doc_id"] in allowed_docs)
+        ]
+        # ties: a scrambled order (Knuth's multiplicative hash), not the id order
+        keep.sort(key=lambda u: (-best[u], (u * 2654435761 + self.config.seed) % 4294967296))
+        keep = keep[: options.top_k]
+        texts = document_texts(self.engine, sorted({rows[u]["doc_id"] for u in keep}))
+        position = {int(d): i for i, d in enumerate(index.doc_ids)}
+        results = []
+        for rank, u in enumerate(keep, start=1):
+            row = rows[u]
+            d = position[row["doc_id"]]
+            results.append(
+                UnitHit(
+                    unit_id=u,
+                    level=level,
+                    document_id=index.external_ids[d],
+                    title=index.titles[d],
+                    score=float(best[u]),
+                    rank=rank,
+                    start=row["char_start"],
+                    end=row["char_end"],
+                    text=texts[row["doc_id"]][row["char_start"] : row["char_end"]],
+                    section_title=row.get("title"),
+                )
+            )
+        return SearchResult(results=results, mode="exhaustive", scored_documents=index.n_documents)
+
+
+def _units_of_document(engine: Engine, level: str, doc_id: int) -> list[tuple[int, int, int]]:
+    table, id_column = LEVEL_TABLES[level]
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(id_column, table.c.char_start, table.c.char_end)
+            .where(table.c.doc_id == doc_id)
+            .order_by(id_column)
+        ).all()
+    return [(int(a), int(b), int(c)) for a, b, c in rows]
