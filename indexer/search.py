@@ -26,13 +26,23 @@ import numpy as np
 import torch
 from sqlalchemy import Engine, select
 
+from indexer.config import Settings
 from indexer.documents import Document
 from indexer.pipeline import add_chunks
-from indexer.reader import LoadedIndex, document_texts, level_unit_rows, paragraph_offsets
-from indexer.sentences import SentenceSplitter
+from indexer.reader import (
+    IndexMismatchError,
+    LoadedIndex,
+    document_texts,
+    level_unit_rows,
+    paragraph_offsets,
+)
+from indexer.sentences import SentenceSplitter, load_splitter
 from indexer.split import split_document
+from indexer.store import active_version
 from indexer.tables import LEVEL_TABLES
 from models.encoder import Encoder
+from models.loading import load_encoder
+from models.precision import resolve_device
 from models.scoring import RaggedCollection, normalize_rows, row_stats, sdr_scores
 
 logger = logging.getLogger(__name__)
@@ -527,3 +537,33 @@ def _units_of_document(engine: Engine, level: str, doc_id: int) -> list[tuple[in
             .order_by(id_column)
         ).all()
     return [(int(a), int(b), int(c)) for a, b, c in rows]
+
+
+def open_searcher(
+    settings: Settings, engine: Engine, config: SearchConfig | None = None
+) -> Searcher:
+    """A searcher over the active version, with the encoder that version was built with.
+
+    Raises:
+        NoActiveIndexError: nothing published yet.
+        IndexMismatchError: the encoder found now is not the one the index was built with.
+    """
+    version = active_version(engine)
+    index = LoadedIndex.load(engine, version)
+    identity = index.manifest["encoder"]
+    source = identity.get("source") or identity["name"]
+    encoder = load_encoder(
+        source,
+        device=resolve_device(settings.encoder.device),
+        precision=settings.encoder.precision,
+        batch_tokens=settings.encoder.batch_tokens,
+        max_batch_size=settings.encoder.max_batch_size,
+    )
+    if encoder.identity()["config_hash"] != identity["config_hash"]:
+        raise IndexMismatchError(
+            f"the encoder at {source!r} is not the one version {version.version_id} was built with"
+        )
+    splitter = load_splitter(settings.punkt_params)
+    if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
+        logger.warning("The sentence splitter differs from the one the index was built with")
+    return Searcher(index, encoder, splitter, engine, config)
