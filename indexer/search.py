@@ -389,7 +389,8 @@ class Searcher:
             collection, columns = self._sub_collection(docs)
         stats = None
         if normalize and mode == "candidate":
-            sample, _ = self._sub_collection(self._stats_sample)
+            sample_docs = self._stats_sample[self._stats_sample != query.source_index]
+            sample, _ = self._sub_collection(sample_docs)
             _, sample_p = sdr_scores(
                 query.sentence_vectors, query.paragraph_lengths, sample, normalize=False
             )

@@ -6,7 +6,8 @@ Rules (DESIGN.md section 2):
   before the first heading forms an untitled section.
 - Blank lines separate paragraphs; a section body with no blank line has one paragraph per
   line (the AILA layout).
-- Sentences come from the Punkt splitter, inside a paragraph (never across paragraphs).
+- Sentences come from the Punkt splitter, inside a paragraph (never across paragraphs); a
+  piece without a letter or digit ("....", "* * *") is not a sentence.
 All spans are stripped of surrounding whitespace and index the document's full text.
 """
 
@@ -125,6 +126,10 @@ def _paragraphs(text: str, start: int, end: int, splitter: SentenceSplitter) -> 
     else:
         pieces = list(_lines(text, start, end))
     for a, b in pieces:
-        sentences = tuple(Sentence(a + s, a + e) for s, e in splitter.spans(text[a:b]))
+        sentences = tuple(
+            Sentence(a + s, a + e)
+            for s, e in splitter.spans(text[a:b])
+            if any(c.isalnum() for c in text[a + s : a + e])  # "...." or "* * *" is no sentence
+        )
         if sentences:
             yield Paragraph(start=sentences[0].start, end=sentences[-1].end, sentences=sentences)

@@ -1,0 +1,26 @@
+"""No input may produce a 500: requests generated from the OpenAPI spec (schemathesis)."""
+
+from __future__ import annotations
+
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+
+def test_no_input_gives_a_server_error(app) -> None:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
+        "POST /similar",
+        "GET /ready",
+    }
+    for operation in operations:
+
+        @given(case=operation.as_strategy())
+        @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+        def check(case) -> None:
+            response = case.call()
+            assert response.status_code < 500, (case.body, response.text)
+            if response.status_code >= 400:
+                assert "detail" in response.json()
+
+        check()

@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from app.core.config import ServiceSettings
+from app.main import create_app
+from indexer.search import (
+    Granularity,
+    Method,
+    Query,
+    ScoringMode,
+    SearchConfig,
+    Searcher,
+    SearchOptions,
+)
+from models.scoring import RaggedCollection, sdr_scores
+
+POSTED = {
+    "title": "Yeast and dough",
+    "sections": [
+        {
+            "title": "Fermentation",
+            "text": "Yeast ferments sugars in the dough. Carbon dioxide makes bread rise.",
+        },
+        {
+            "title": "Baking",
+            "text": "The oven sets the crumb.\n\nA crust forms as the surface dries.",
+        },
+    ],
+}
+
+
+def test_health_and_ready(client: TestClient) -> None:
+    assert client.get("/health").json() == {"status": "ok"}
+    ready = client.get("/ready").json()
+    assert ready["status"] == "ready" and ready["documents"] == 48
+
+
+@pytest.mark.parametrize("method", [m.value for m in Method])
+def test_every_method_ranks_documents(client: TestClient, method: str) -> None:
+    response = client.post(
+        "/similar", json={"document_id": "baking-01", "top_k": 7, "method": method}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (
+        body["index_version"] >= 1 and body["encoder"] and body["took_ms"] > 0 and body["query_id"]
+    )
+    results = body["results"]
+    assert [r["rank"] for r in results] == list(range(1, 8))
+    assert "baking-01" not in [r["document_id"] for r in results]  # the source never ranks itself
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+    if method in ("sdr", "hybrid"):
+        for result in results:
+            assert result["matches"]
+            for match in result["matches"]:
+                assert match["source_text"] and match["target_text"]
+                assert match["source_end"] - match["source_start"] == len(match["source_text"])
+
+
+def test_posted_document_and_match_offsets(client: TestClient) -> None:
+    body = client.post("/similar", json={"document": POSTED, "top_k": 3}).json()
+    assert len(body["results"]) == 3
+    match = body["results"][0]["matches"][0]
+    assert match["source_text"] in {
+        "Yeast ferments sugars in the dough. Carbon dioxide makes bread rise.",
+        "The oven sets the crumb.",
+        "A crust forms as the surface dries.",
+    }
+    doc = client.post(
+        "/similar", json={"document_id": body["results"][0]["document_id"], "top_k": 1}
+    )
+    assert doc.status_code == 200
+
+
+@pytest.mark.parametrize("granularity", ["section", "paragraph", "sentence"])
+def test_unit_granularities(client: TestClient, granularity: str) -> None:
+    body = client.post(
+        "/similar", json={"document_id": "oceans-02", "top_k": 5, "granularity": granularity}
+    ).json()
+    assert len(body["results"]) == 5
+    for result in body["results"]:
+        assert result["level"] == granularity and result["document_id"] != "oceans-02"
+        assert result["text"] and result["end"] - result["start"] == len(result["text"])
+    scores = [r["score"] for r in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_candidates_restrict_the_ranking(client: TestClient) -> None:
+    pool = ["running-01", "running-02", "coffee-03", "oceans-02"]
+    body = client.post(
+        "/similar", json={"document_id": "running-01", "candidates": pool, "top_k": 10}
+    ).json()
+    assert sorted(r["document_id"] for r in body["results"]) == sorted(pool[1:])
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "detail"),
+    [
+        ({"document": {"text": "   "}}, 422, "document is empty or invalid: empty text"),
+        (
+            {"document": {"title": "t", "text": "....\n\n* * *"}},
+            422,
+            "document 'query' has no sentences",
+        ),
+        ({"document": {"text": "## Only a heading"}}, 422, "document 'query' has no sentences"),
+        ({"document_id": "nope"}, 404, "document 'nope' is not in the active index"),
+        (
+            {"document_id": "baking-01", "candidates": ["baking-02", "zzz"]},
+            404,
+            "1 candidate(s) not in the active index, e.g. ['zzz']",
+        ),
+        (
+            {"document_id": "baking-01", "granularity": "sentence", "method": "bm25"},
+            422,
+            "method 'bm25' ranks whole documents; "
+            "use granularity 'document' or method 'sdr' / 'document'",
+        ),
+    ],
+)
+def test_bad_input(client: TestClient, payload: dict, status: int, detail: str) -> None:
+    response = client.post("/similar", json=payload)
+    assert response.status_code == status
+    assert response.json()["detail"] == detail
+
+
+def test_enum_errors_list_the_valid_values(client: TestClient) -> None:
+    response = client.post("/similar", json={"document_id": "baking-01", "method": "foo"})
+    assert response.status_code == 422
+    assert "'sdr', 'document', 'bm25' or 'hybrid'" in response.json()["detail"][0]["msg"]
+    response = client.post("/similar", json={"document_id": "a", "document": POSTED})
+    assert response.status_code == 422 and "exactly one of" in response.text
+
+
+def test_size_limits(indexed_settings: ServiceSettings) -> None:
+    settings = indexed_settings.model_copy(deep=True)
+    settings.api.max_document_bytes = 100
+    settings.api.max_sentences = 3
+    with TestClient(create_app(settings)) as client:
+        big = client.post("/similar", json={"document": {"text": "word " * 50}})
+        assert (
+            big.status_code == 413
+            and big.json()["detail"] == "document has 250 characters; the limit is 100"
+        )
+        many = client.post("/similar", json={"document": {"text": "One. Two. Three. Four. Five."}})
+        assert many.status_code == 413
+        assert many.json()["detail"] == "document has 5 sentences; the limit is 3"
+
+
+def test_no_active_index_is_503(tmp_path: Path) -> None:
+    with TestClient(create_app(ServiceSettings(data_dir=tmp_path / "empty"))) as client:
+        for response in (client.get("/ready"), client.post("/similar", json={"document_id": "x"})):
+            assert response.status_code == 503
+            assert "run `docsim index`" in response.json()["detail"]
+
+
+def test_candidate_mode_equals_exhaustive_when_it_sees_everything(app) -> None:
+    base: Searcher = app.state.service.searcher
+    everything = SearchConfig(
+        candidate_sentence_k=1000, candidate_document_k=1000, stats_sample_documents=1000
+    )
+    searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, everything)
+    query: Query = searcher.query_from_index("databases-03")
+    exhaustive = searcher.similar(query, SearchOptions(top_k=47, mode=ScoringMode.exhaustive))
+    candidate = searcher.similar(query, SearchOptions(top_k=47, mode=ScoringMode.candidate))
+    assert candidate.mode == "candidate"
+    assert [h.document_id for h in candidate.results] == [h.document_id for h in exhaustive.results]
+    np.testing.assert_allclose(
+        [h.score for h in candidate.results], [h.score for h in exhaustive.results], atol=1e-5
+    )
+
+
+def test_exhaustive_sdr_equals_direct_scoring(app) -> None:
+    """The service's scores equal the scorer run by hand on the stored vectors, with every
+    document but the source (excluded from its own ranking) as a candidate."""
+    searcher: Searcher = app.state.service.searcher
+    index = searcher.index
+    query = searcher.query_from_index("medieval-02")
+    result = searcher.similar(query, SearchOptions(top_k=47, granularity=Granularity.document))
+    others = [d for d in range(index.n_documents) if d != query.source_index]
+    sentence_start = index.paragraph_sentence_start[index.doc_paragraph_start]
+    rows = np.concatenate([np.arange(sentence_start[d], sentence_start[d + 1]) for d in others])
+    paragraphs = np.concatenate(
+        [np.arange(index.doc_paragraph_start[d], index.doc_paragraph_start[d + 1]) for d in others]
+    )
+    collection = RaggedCollection(
+        sentences=index.collection.sentences[torch.from_numpy(rows)],
+        paragraph_lengths=index.collection.paragraph_lengths[torch.from_numpy(paragraphs)],
+        document_lengths=index.collection.document_lengths[torch.tensor(others)],
+    )
+    direct, _ = sdr_scores(query.sentence_vectors, query.paragraph_lengths, collection)
+    expected = {index.external_ids[d]: float(s) for d, s in zip(others, direct, strict=True)}
+    assert len(result.results) == 47
+    for hit in result.results:
+        assert hit.score == pytest.approx(expected[hit.document_id], abs=1e-5)
