@@ -106,10 +106,11 @@ class Query:
     paragraphs: list[tuple[int, int]]  # (start, end) of each paragraph in `text`
     sentence_vectors: torch.Tensor  # (n, d)
     paragraph_lengths: torch.Tensor  # (I,)
-    level_vectors: dict[str, torch.Tensor]  # level -> (m, d)
+    level_vectors: dict[str, torch.Tensor]  # level -> (m, d), filled on demand for posted documents
     level_spans: dict[str, list[tuple[int, int]]]
     source_index: int | None = None  # position in the collection when the query is indexed
     bm25_text: str = ""
+    document: Document | None = None  # the split posted document, until its levels are encoded
 
 
 @dataclass
@@ -200,32 +201,43 @@ class Searcher:
             ) from None
 
     def encode_document(self, document: Document) -> Query:
-        """Chunk and encode a split document (not in the index)."""
-        capacity = int(self.index.manifest["chunk_tokens"])
-        doc = add_chunks([document], self.encoder, capacity)[0]
-        vectors = self.encoder.encode_documents([doc.encoder_input()])[0]
-        paragraphs = list(doc.paragraphs())
+        """A posted (not indexed) document as a query. Only its sentences are encoded now: that
+        is all exhaustive SDR scoring needs; other levels are encoded when first needed."""
+        paragraphs = list(document.paragraphs())
+        sentences = [document.text[s.start : s.end] for s in document.sentences()]
         return Query(
-            text=doc.text,
+            text=document.text,
             paragraphs=[(p.start, p.end) for p in paragraphs],
-            sentence_vectors=vectors.sentences,
+            sentence_vectors=self.encoder.encode(sentences),
             paragraph_lengths=torch.tensor(
                 [len(p.sentences) for p in paragraphs], dtype=torch.long
             ),
-            level_vectors={
-                "document": vectors.document[None],
-                "section": vectors.sections,
-                "paragraph": vectors.paragraphs,
-                "sentence": vectors.sentences,
-            },
+            level_vectors={},
             level_spans={
-                "document": [(0, len(doc.text))],
-                "section": [(s.start, s.end) for s in doc.sections],
+                "document": [(0, len(document.text))],
+                "section": [(s.start, s.end) for s in document.sections],
                 "paragraph": [(p.start, p.end) for p in paragraphs],
-                "sentence": [(s.start, s.end) for s in doc.sentences()],
+                "sentence": [(s.start, s.end) for s in document.sentences()],
             },
-            bm25_text=doc.text,
+            bm25_text=document.text,
+            document=document,
         )
+
+    def level_vectors(self, query: Query, level: str) -> torch.Tensor:
+        """The query's vectors at `level` `(m, d)`, encoding its chunks on first use."""
+        if level not in query.level_vectors:
+            if query.document is None:
+                raise ValueError(f"query has no {level} vectors and no document to encode")
+            capacity = int(self.index.manifest["chunk_tokens"])
+            doc = add_chunks([query.document], self.encoder, capacity)[0]
+            vectors = self.encoder.encode_documents([doc.encoder_input()])[0]
+            query.level_vectors.update(
+                document=vectors.document[None],
+                section=vectors.sections,
+                paragraph=vectors.paragraphs,
+                sentence=vectors.sentences,
+            )
+        return query.level_vectors[level]
 
     def query_from_source(self, source) -> Query:  # noqa: ANN001 - a SourceDocument
         return self.encode_document(split_document(source, self.splitter))
@@ -334,7 +346,7 @@ class Searcher:
 
     def _document_cosine(self, query: Query) -> np.ndarray:
         return (
-            (self.index.vectors["document"] @ query.level_vectors["document"][0])
+            (self.index.vectors["document"] @ self.level_vectors(query, "document")[0])
             .numpy()
             .astype(np.float64)
         )
@@ -417,7 +429,7 @@ class Searcher:
             rows = np.searchsorted(index.ids["sentence"], hits.ids)
             found.update(self._sentence_doc[rows].tolist())
         doc_hits = index.indices["document"].search(
-            query.level_vectors["document"].numpy(), config.candidate_document_k
+            self.level_vectors(query, "document").numpy(), config.candidate_document_k
         )
         found.update(np.searchsorted(index.doc_ids, doc_hits[0].ids).tolist())
         return np.intersect1d(np.array(sorted(found), dtype=np.int64), allowed)
@@ -483,7 +495,7 @@ class Searcher:
     def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
         level = options.granularity.value
         index = self.index
-        vectors = query.level_vectors[level].numpy()
+        vectors = self.level_vectors(query, level).numpy()
         source_doc = (
             int(index.doc_ids[query.source_index]) if query.source_index is not None else None
         )
