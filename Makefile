@@ -21,6 +21,7 @@ setup: $(VENV)/.installed
 run: setup
 	$(BIN)/docsim index
 	$(BIN)/docsim info
+	$(BIN)/docsim serve
 
 test: setup
 	$(BIN)/ruff check .
