@@ -95,20 +95,23 @@ class LoadedIndex:
                 .order_by(documents.c.doc_id)
             ).all()
             para_rows = conn.execute(
-                select(
-                    paragraphs.c.paragraph_id,
-                    paragraphs.c.doc_id,
-                    func.count(sentences.c.sentence_id),
-                )
-                .join(sentences, sentences.c.paragraph_id == paragraphs.c.paragraph_id)
+                select(paragraphs.c.paragraph_id, paragraphs.c.doc_id)
                 .where(paragraphs.c.version_id == vid)
-                .group_by(paragraphs.c.paragraph_id, paragraphs.c.doc_id)
                 .order_by(paragraphs.c.paragraph_id)
             ).all()
+            sentence_counts = dict(
+                conn.execute(
+                    select(sentences.c.paragraph_id, func.count())
+                    .where(sentences.c.version_id == vid)
+                    .group_by(sentences.c.paragraph_id)
+                ).all()
+            )
         doc_ids = np.array([d.doc_id for d in docs], dtype=np.int64)
         paragraph_ids = np.array([p[0] for p in para_rows], dtype=np.int64)
         paragraph_docs = np.array([p[1] for p in para_rows], dtype=np.int64)
-        paragraph_lengths = np.array([p[2] for p in para_rows], dtype=np.int64)
+        paragraph_lengths = np.array(
+            [sentence_counts.get(p[0], 0) for p in para_rows], dtype=np.int64
+        )
         document_lengths = np.searchsorted(paragraph_docs, doc_ids, side="right") - np.searchsorted(
             paragraph_docs, doc_ids, side="left"
         )

@@ -375,7 +375,8 @@ class Searcher:
         return np.asarray(self._bm25.get_scores(tokens), dtype=np.float64)
 
     def _sub_collection(self, docs: np.ndarray) -> tuple[RaggedCollection, np.ndarray]:
-        """The sentences of `docs` as a ragged collection, and their paragraph columns."""
+        """The sentences of `docs` as a ragged collection, and each document's first column
+        in the paragraph matrix `(len(docs),)`."""
         index = self.index
         p_start, s_start = index.doc_paragraph_start, self._doc_sentence_start
         sentence_rows = np.concatenate([np.arange(s_start[d], s_start[d + 1]) for d in docs])
@@ -385,20 +386,21 @@ class Searcher:
             paragraph_lengths=index.collection.paragraph_lengths[torch.from_numpy(paragraph_rows)],
             document_lengths=index.collection.document_lengths[torch.from_numpy(docs)],
         )
-        return collection, paragraph_rows
+        lengths = p_start[docs + 1] - p_start[docs]
+        return collection, np.concatenate([[0], np.cumsum(lengths)[:-1]])
 
     def _sdr(self, query: Query, docs: np.ndarray, normalize: bool, mode: str):
-        """SDR scores of `docs` (others get -inf), the paragraph matrix and its columns."""
+        """SDR scores of `docs` (others get -inf), the paragraph matrix, and the first column of
+        each document in it (-1 for documents not scored)."""
         scores = np.full(self.index.n_documents, -np.inf)
+        first_column = np.full(self.index.n_documents, -1, dtype=np.int64)
         if len(docs) == 0:
-            return scores, torch.empty(0, 0), np.empty(0, np.int64)
+            return scores, torch.empty(0, 0), first_column
         if len(docs) == self.index.n_documents:
-            collection, columns = (
-                self.index.collection,
-                np.arange(self.index.collection.n_paragraphs),
-            )
+            collection, starts = self.index.collection, self.index.doc_paragraph_start[:-1]
         else:
-            collection, columns = self._sub_collection(docs)
+            collection, starts = self._sub_collection(docs)
+        first_column[docs] = starts
         stats = None
         if normalize and mode == "candidate":
             sample_docs = self._stats_sample[self._stats_sample != query.source_index]
@@ -417,7 +419,7 @@ class Searcher:
         scores[docs] = doc_scores.numpy()
         if normalize:
             pmatrix = normalize_rows(pmatrix, stats if stats is not None else row_stats(pmatrix))
-        return scores, pmatrix, columns
+        return scores, pmatrix, first_column
 
     def _retrieve_candidates(self, query: Query, allowed: np.ndarray) -> np.ndarray:
         index, config = self.index, self.config
@@ -446,15 +448,13 @@ class Searcher:
             for r, d in enumerate(ranked)
         ]
         if pmatrix is not None and len(ranked) and options.matches_per_result > 0:
-            column_of = {int(c): i for i, c in enumerate(columns)}
             wanted: list[int] = []
             per_hit = []
             for d in ranked:
-                cols = [
-                    column_of[c]
-                    for c in range(index.doc_paragraph_start[d], index.doc_paragraph_start[d + 1])
-                ]
-                block = pmatrix[:, cols]  # (I, j)
+                c0 = int(columns[d])
+                block = pmatrix[
+                    :, c0 : c0 + index.doc_paragraph_start[d + 1] - index.doc_paragraph_start[d]
+                ]  # (I, j)
                 best, where = block.max(dim=1)  # (I,)
                 top = torch.argsort(best, descending=True, stable=True)[
                     : options.matches_per_result

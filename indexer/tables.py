@@ -85,7 +85,7 @@ paragraphs = Table(
     Column("paragraph_id", UnitId, primary_key=True, autoincrement=False),
     Column("version_id", Integer, nullable=False, index=True),
     Column("doc_id", UnitId, ForeignKey("documents.doc_id"), nullable=False, index=True),
-    Column("section_id", UnitId, ForeignKey("sections.section_id"), nullable=False),
+    Column("section_id", UnitId, ForeignKey("sections.section_id"), nullable=False, index=True),
     Column("position", Integer, nullable=False),
     Column("char_start", Integer, nullable=False),
     Column("char_end", Integer, nullable=False),
@@ -97,7 +97,9 @@ sentences = Table(
     Column("sentence_id", UnitId, primary_key=True, autoincrement=False),
     Column("version_id", Integer, nullable=False, index=True),
     Column("doc_id", UnitId, ForeignKey("documents.doc_id"), nullable=False, index=True),
-    Column("paragraph_id", UnitId, ForeignKey("paragraphs.paragraph_id"), nullable=False),
+    Column(
+        "paragraph_id", UnitId, ForeignKey("paragraphs.paragraph_id"), nullable=False, index=True
+    ),
     Column("position", Integer, nullable=False),
     Column("char_start", Integer, nullable=False),
     Column("char_end", Integer, nullable=False),
