@@ -35,6 +35,7 @@ from app.main import create_app
 from indexer.reader import LoadedIndex
 from indexer.search import Query, ScoringMode, SearchConfig, Searcher, SearchOptions
 from indexer.vector_index import FaissIndex, choose_factory
+from models.pooling import segment_mean
 from models.scoring import RaggedCollection, sdr_scores
 
 logger = logging.getLogger("benchmarks.query_latency")
@@ -109,6 +110,19 @@ def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
     started = time.perf_counter()
     factory = choose_factory(n_sentences, 1_000_000, "IVF{nlist},Flat")
     sentence_index = FaissIndex.build(vectors, sentence_ids, factory, nprobe=16)
+    segments = torch.repeat_interleave(
+        torch.arange(len(paragraph_lengths)), torch.from_numpy(paragraph_lengths)
+    )
+    paragraph_vectors = segment_mean(
+        torch.from_numpy(vectors), segments, len(paragraph_lengths)
+    ).numpy()
+    paragraph_factory = choose_factory(len(paragraph_vectors), 250_000, "IVF{nlist},Flat")
+    paragraph_index = FaissIndex.build(
+        paragraph_vectors,
+        np.arange(len(paragraph_vectors), dtype=np.int64),
+        paragraph_factory,
+        nprobe=16,
+    )
     build_s = time.perf_counter() - started
     doc_ids = np.arange(n_docs, dtype=np.int64)
     paragraph_ids = np.arange(len(paragraph_lengths), dtype=np.int64)
@@ -116,7 +130,11 @@ def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
         version_id=0,
         path=Path("."),
         manifest={"chunk_tokens": 254},
-        indices={"sentence": sentence_index, "document": FaissIndex.build(doc_vectors, doc_ids)},
+        indices={
+            "sentence": sentence_index,
+            "paragraph": paragraph_index,
+            "document": FaissIndex.build(doc_vectors, doc_ids),
+        },
         vectors={"sentence": torch.from_numpy(vectors), "document": torch.from_numpy(doc_vectors)},
         ids={"sentence": sentence_ids, "document": doc_ids, "paragraph": paragraph_ids},
         collection=RaggedCollection(

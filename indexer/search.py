@@ -24,6 +24,7 @@ from enum import Enum
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from sqlalchemy import Engine, select
 
 from indexer.config import Settings
@@ -42,6 +43,7 @@ from indexer.store import active_version
 from indexer.tables import LEVEL_TABLES
 from models.encoder import Encoder
 from models.loading import load_encoder
+from models.pooling import segment_mean
 from models.precision import resolve_device
 from models.scoring import RaggedCollection, normalize_rows, row_stats, sdr_scores
 
@@ -93,7 +95,9 @@ class SearchOptions:
 class SearchConfig:
     exhaustive_max_sentences: int = 2_000_000
     candidate_sentence_k: int = 20
+    candidate_paragraph_k: int = 200
     candidate_document_k: int = 200
+    candidate_max_documents: int = 500
     stats_sample_documents: int = 256
     seed: int = 0
 
@@ -189,6 +193,7 @@ class Searcher:
             np.searchsorted(self._doc_sentence_start, np.arange(n_sentences), side="right") - 1
         )
         self._bm25 = None
+        self._stats_cache: RaggedCollection | None = None
         self._bm25_lock = threading.Lock()
 
     # --- queries --------------------------------------------------------------------------
@@ -389,6 +394,14 @@ class Searcher:
         lengths = p_start[docs + 1] - p_start[docs]
         return collection, np.concatenate([[0], np.cumsum(lengths)[:-1]])
 
+    def _stats_collection(self, source_index: int | None) -> RaggedCollection:
+        """The fixed normalisation sample (without the source), gathered once."""
+        if source_index is not None and source_index in self._stats_sample:
+            return self._sub_collection(self._stats_sample[self._stats_sample != source_index])[0]
+        if self._stats_cache is None:
+            self._stats_cache = self._sub_collection(self._stats_sample)[0]
+        return self._stats_cache
+
     def _sdr(self, query: Query, docs: np.ndarray, normalize: bool, mode: str):
         """SDR scores of `docs` (others get -inf), the paragraph matrix, and the first column of
         each document in it (-1 for documents not scored)."""
@@ -403,8 +416,7 @@ class Searcher:
         first_column[docs] = starts
         stats = None
         if normalize and mode == "candidate":
-            sample_docs = self._stats_sample[self._stats_sample != query.source_index]
-            sample, _ = self._sub_collection(sample_docs)
+            sample = self._stats_collection(query.source_index)
             _, sample_p = sdr_scores(
                 query.sentence_vectors, query.paragraph_lengths, sample, normalize=False
             )
@@ -422,19 +434,42 @@ class Searcher:
         return scores, pmatrix, first_column
 
     def _retrieve_candidates(self, query: Query, allowed: np.ndarray) -> np.ndarray:
+        """Documents worth scoring: those holding the nearest sentences of each query sentence,
+        the nearest paragraphs of each query paragraph, and the nearest documents.
+
+        Paragraph and document probes are the mean of the query's sentence vectors (per
+        paragraph, and overall), which needs no further encoding of the query.
+        """
         index, config = self.index, self.config
-        found: set[int] = set()
-        sentence_hits = index.indices["sentence"].search(
+        docs: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
+        for hits in index.indices["sentence"].search(
             query.sentence_vectors.numpy(), config.candidate_sentence_k
+        ):
+            docs.append(self._sentence_doc[np.searchsorted(index.ids["sentence"], hits.ids)])
+            scores.append(hits.scores)
+        segments = torch.repeat_interleave(
+            torch.arange(len(query.paragraph_lengths)), query.paragraph_lengths
         )
-        for hits in sentence_hits:
-            rows = np.searchsorted(index.ids["sentence"], hits.ids)
-            found.update(self._sentence_doc[rows].tolist())
-        doc_hits = index.indices["document"].search(
-            self.level_vectors(query, "document").numpy(), config.candidate_document_k
-        )
-        found.update(np.searchsorted(index.doc_ids, doc_hits[0].ids).tolist())
-        return np.intersect1d(np.array(sorted(found), dtype=np.int64), allowed)
+        probes = segment_mean(query.sentence_vectors, segments, len(query.paragraph_lengths))
+        for hits in index.indices["paragraph"].search(probes.numpy(), config.candidate_paragraph_k):
+            rows = np.searchsorted(index.ids["paragraph"], hits.ids)
+            docs.append(np.searchsorted(index.doc_paragraph_start, rows, side="right") - 1)
+            scores.append(hits.scores)
+        centroid = F.normalize(query.sentence_vectors.mean(0, keepdim=True), dim=-1)
+        for hits in index.indices["document"].search(centroid.numpy(), config.candidate_document_k):
+            docs.append(np.searchsorted(index.doc_ids, hits.ids))
+            scores.append(hits.scores)
+        # keep the documents whose best hit is strongest, at most `candidate_max_documents`
+        best = np.full(index.n_documents, -np.inf)
+        np.maximum.at(best, np.concatenate(docs), np.concatenate(scores))
+        mask = np.zeros(index.n_documents, dtype=bool)
+        mask[allowed] = True
+        best[~mask] = -np.inf
+        found = np.flatnonzero(np.isfinite(best))
+        if len(found) > config.candidate_max_documents:
+            found = found[np.argsort(-best[found], kind="stable")[: config.candidate_max_documents]]
+        return np.sort(found)
 
     def _document_hits(self, query, ranked, scores, pmatrix, columns, options, *, mode):
         index = self.index
