@@ -384,8 +384,8 @@ class Searcher:
         in the paragraph matrix `(len(docs),)`."""
         index = self.index
         p_start, s_start = index.doc_paragraph_start, self._doc_sentence_start
-        sentence_rows = np.concatenate([np.arange(s_start[d], s_start[d + 1]) for d in docs])
-        paragraph_rows = np.concatenate([np.arange(p_start[d], p_start[d + 1]) for d in docs])
+        sentence_rows = _ranges(s_start[docs], s_start[docs + 1])
+        paragraph_rows = _ranges(p_start[docs], p_start[docs + 1])
         collection = RaggedCollection(
             sentences=index.collection.sentences[torch.from_numpy(sentence_rows)],
             paragraph_lengths=index.collection.paragraph_lengths[torch.from_numpy(paragraph_rows)],
@@ -615,3 +615,10 @@ def open_searcher(
     if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
         logger.warning("The sentence splitter differs from the one the index was built with")
     return Searcher(index, encoder, splitter, engine, config)
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of `arange(start, end)` for each pair, without a Python loop."""
+    lengths = ends - starts
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return np.arange(int(lengths.sum())) + offsets
