@@ -158,6 +158,18 @@ def level_unit_rows(engine: Engine, level: str, unit_ids: list[int]) -> dict[int
     return {int(row[id_column.name]): dict(row) for row in rows}
 
 
+def document_units(engine: Engine, level: str, doc_id: int) -> list[tuple[int, int, int]]:
+    """(id, char_start, char_end) of one document's units of `level`, in order."""
+    table, id_column = LEVEL_TABLES[level]
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(id_column, table.c.char_start, table.c.char_end)
+            .where(table.c.doc_id == doc_id)
+            .order_by(id_column)
+        ).all()
+    return [(int(a), int(b), int(c)) for a, b, c in rows]
+
+
 def document_texts(engine: Engine, doc_ids: list[int]) -> dict[int, str]:
     with engine.connect() as conn:
         rows = conn.execute(

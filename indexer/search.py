@@ -25,7 +25,7 @@ from enum import Enum
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from indexer.config import Settings
 from indexer.documents import Document
@@ -34,13 +34,13 @@ from indexer.reader import (
     IndexMismatchError,
     LoadedIndex,
     document_texts,
+    document_units,
     level_unit_rows,
     paragraph_offsets,
 )
 from indexer.sentences import SentenceSplitter, load_splitter
 from indexer.split import split_document
 from indexer.store import active_version
-from indexer.tables import LEVEL_TABLES
 from models.encoder import Encoder
 from models.loading import load_encoder
 from models.pooling import segment_mean
@@ -259,7 +259,7 @@ class Searcher:
         level_vectors, level_spans = {}, {}
         doc_id = int(index.doc_ids[d])
         for level in ("section", "paragraph", "sentence"):
-            unit_rows = _units_of_document(self.engine, level, doc_id)
+            unit_rows = document_units(self.engine, level, doc_id)
             ids = np.array([r[0] for r in unit_rows], dtype=np.int64)
             rows = np.searchsorted(index.ids[level], ids)
             level_vectors[level] = index.vectors[level][torch.from_numpy(rows)]
@@ -574,17 +574,6 @@ class Searcher:
                 )
             )
         return SearchResult(results=results, mode="exhaustive", scored_documents=index.n_documents)
-
-
-def _units_of_document(engine: Engine, level: str, doc_id: int) -> list[tuple[int, int, int]]:
-    table, id_column = LEVEL_TABLES[level]
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(id_column, table.c.char_start, table.c.char_end)
-            .where(table.c.doc_id == doc_id)
-            .order_by(id_column)
-        ).all()
-    return [(int(a), int(b), int(c)) for a, b, c in rows]
 
 
 def open_searcher(
