@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from indexer.chunking import chunk_document
 from indexer.config import Settings
-from indexer.corpus import CorpusFormat, Skipped, read_corpus
+from indexer.corpus import CorpusFormat, Skipped, detect_format, read_corpus
 from indexer.documents import LEVELS, Document
 from indexer.sentences import SentenceSplitter
 from indexer.split import EmptyDocumentError, split_document
@@ -264,6 +264,9 @@ def build_index(
     with build_lock(indexes_dir):
         recover_abandoned(engine, indexes_dir)
         started = time.perf_counter()
+        fmt = CorpusFormat(fmt)
+        if fmt is CorpusFormat.auto:
+            fmt = detect_format(corpus)  # recorded in the manifest as detected
         docs, skipped = plan(corpus, fmt, splitter, show_progress=show_progress)
         if not docs:
             raise IndexBuildError(
@@ -301,7 +304,7 @@ def build_index(
                 "chunk_tokens": capacity,
                 "corpus": {
                     "path": str(corpus),
-                    "format": str(CorpusFormat(fmt).value),
+                    "format": fmt.value,
                     "documents": len(docs),
                     "skipped": len(skipped),
                     "skipped_examples": [{"ref": s.ref, "reason": s.reason} for s in skipped[:20]],
