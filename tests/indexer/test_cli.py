@@ -25,17 +25,16 @@ def invoke(*args: str):
     return runner.invoke(cli, list(args))
 
 
+def index_with_tiny(corpus: Path, tiny: Path, data: Path):
+    """`docsim index` of `corpus` with the tiny encoder into `data`, in-process."""
+    return invoke(
+        "index", str(corpus), "--encoder", str(tiny), "--data-dir", str(data), "--no-progress"
+    )
+
+
 def test_index_then_info(sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    result = invoke(
-        "index",
-        str(sample_corpus),
-        "--encoder",
-        str(tiny_encoder_dir),
-        "--data-dir",
-        str(data),
-        "--no-progress",
-    )
+    result = index_with_tiny(sample_corpus, tiny_encoder_dir, data)
     assert result.exit_code == 0, result.output
     built = json.loads(result.stdout)
     shown = invoke("info", "--data-dir", str(data))
@@ -141,15 +140,7 @@ def test_killed_build_keeps_the_active_version(
     sig: signal.Signals, sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    first = invoke(
-        "index",
-        str(sample_corpus),
-        "--encoder",
-        str(tiny_encoder_dir),
-        "--data-dir",
-        str(data),
-        "--no-progress",
-    )
+    first = index_with_tiny(sample_corpus, tiny_encoder_dir, data)
     assert first.exit_code == 0, first.output
     big = write_text_corpus(tmp_path / "big", synthetic_markdown(800))
     process = _start_build(big, tiny_encoder_dir, data)
@@ -166,15 +157,7 @@ def test_killed_build_keeps_the_active_version(
         assert "the active version is unchanged" in stderr
         assert not list((data / "indexes").glob("*.tmp"))
     # the next build recovers whatever was left, then publishes
-    again = invoke(
-        "index",
-        str(sample_corpus),
-        "--encoder",
-        str(tiny_encoder_dir),
-        "--data-dir",
-        str(data),
-        "--no-progress",
-    )
+    again = index_with_tiny(sample_corpus, tiny_encoder_dir, data)
     assert again.exit_code == 0, again.output
     assert not list((data / "indexes").glob("*.tmp"))
     with engine.connect() as conn:
