@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api.routes import health, similar
+from app.api.routes import explain, health, pages, similar
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
 from app.services.state import load_state
@@ -46,4 +46,6 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     register_error_handlers(app)
     app.include_router(health.router)
     app.include_router(similar.router)
+    app.include_router(explain.router)
+    app.include_router(pages.router)
     return app

@@ -186,3 +186,14 @@ def paragraph_offsets(engine: Engine, paragraph_ids: list[int]) -> dict[int, tup
             )
         )
         return {int(r.paragraph_id): (r.char_start, r.char_end) for r in rows}
+
+
+def document_section_titles(engine: Engine, doc_id: int) -> list[str]:
+    """The titles of one document's sections, in order."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(sections.c.title)
+            .where(sections.c.doc_id == doc_id)
+            .order_by(sections.c.section_id)
+        ).all()
+    return [r.title for r in rows]

@@ -25,6 +25,7 @@ from enum import Enum
 import numpy as np
 import torch
 import torch.nn.functional as F
+from cachetools import LRUCache
 from sqlalchemy import Engine
 
 from indexer.config import Settings
@@ -33,6 +34,7 @@ from indexer.pipeline import add_chunks
 from indexer.reader import (
     IndexMismatchError,
     LoadedIndex,
+    document_section_titles,
     document_texts,
     document_units,
     level_unit_rows,
@@ -45,7 +47,14 @@ from models.encoder import Encoder
 from models.loading import load_encoder
 from models.pooling import segment_mean
 from models.precision import resolve_device
-from models.scoring import RaggedCollection, normalize_rows, row_stats, sdr_scores
+from models.scoring import (
+    RaggedCollection,
+    RowStats,
+    document_scores,
+    normalize_rows,
+    paragraph_similarity,
+    row_stats,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +124,31 @@ class Query:
     source_index: int | None = None  # position in the collection when the query is indexed
     bm25_text: str = ""
     document: Document | None = None  # the split posted document, until its levels are encoded
+    title: str = ""
+    section_titles: list[str] = field(default_factory=list)
+
+    @property
+    def sentence_paragraph(self) -> torch.Tensor:
+        """`(n,)` the paragraph of each sentence."""
+        return torch.repeat_interleave(
+            torch.arange(len(self.paragraph_lengths)), self.paragraph_lengths
+        )
+
+
+@dataclass(frozen=True)
+class ParagraphStats:
+    """The z-score statistics of a query's paragraphs, and the population they came from.
+
+    Attributes:
+        stats: per source paragraph mean and std of P.
+        population: `collection` (every other document), `pool` (the posted candidates) or
+            `sample` (candidate mode's fixed random sample of the collection).
+        documents: how many documents the population holds.
+    """
+
+    stats: RowStats
+    population: str
+    documents: int
 
 
 @dataclass
@@ -158,6 +192,7 @@ class SearchResult:
     results: list[DocumentHit] | list[UnitHit]
     mode: str
     scored_documents: int
+    stats: ParagraphStats | None = None  # what SDR normalised with, when it did
 
 
 class Searcher:
@@ -195,6 +230,8 @@ class Searcher:
         self._bm25 = None
         self._stats_cache: RaggedCollection | None = None
         self._bm25_lock = threading.Lock()
+        self._source_stats: LRUCache[int, ParagraphStats] = LRUCache(maxsize=4096)
+        self._source_stats_lock = threading.Lock()
 
     # --- queries --------------------------------------------------------------------------
     def position(self, external_id: str) -> int:
@@ -226,6 +263,8 @@ class Searcher:
             },
             bm25_text=document.text,
             document=document,
+            title=document.title,
+            section_titles=[s.title for s in document.sections],
         )
 
     def level_vectors(self, query: Query, level: str) -> torch.Tensor:
@@ -241,7 +280,9 @@ class Searcher:
                 section=vectors.sections,
                 paragraph=vectors.paragraphs,
                 sentence=vectors.sentences,
+                chunk=vectors.chunks,
             )
+            query.level_spans["chunk"] = [(c.start, c.end) for c in doc.chunks]
         return query.level_vectors[level]
 
     def query_from_source(self, source) -> Query:  # noqa: ANN001 - a SourceDocument
@@ -258,7 +299,7 @@ class Searcher:
         text = document_texts(self.engine, [int(index.doc_ids[d])])[int(index.doc_ids[d])]
         level_vectors, level_spans = {}, {}
         doc_id = int(index.doc_ids[d])
-        for level in ("section", "paragraph", "sentence"):
+        for level in ("section", "paragraph", "sentence", "chunk"):
             unit_rows = document_units(self.engine, level, doc_id)
             ids = np.array([r[0] for r in unit_rows], dtype=np.int64)
             rows = np.searchsorted(index.ids[level], ids)
@@ -276,6 +317,8 @@ class Searcher:
             level_spans=level_spans,
             source_index=d,
             bm25_text=text,
+            title=index.titles[d],
+            section_titles=document_section_titles(self.engine, doc_id),
         )
 
     # --- ranking ----------------------------------------------------------------------------
@@ -302,10 +345,14 @@ class Searcher:
                 query, ranked, scores, None, None, options, mode="exhaustive"
             )
         scored_docs = allowed if mode == "exhaustive" else self._retrieve_candidates(query, allowed)
-        sdr, pmatrix, columns = self._sdr(query, scored_docs, options.normalize, mode)
+        sdr, pmatrix, columns, stats = self._sdr(
+            query, scored_docs, options.normalize, mode, pooled=options.candidates is not None
+        )
         if options.method is Method.sdr:
             ranked = self._rank(sdr, scored_docs, options.top_k)
-            return self._document_hits(query, ranked, sdr, pmatrix, columns, options, mode=mode)
+            result = self._document_hits(query, ranked, sdr, pmatrix, columns, options, mode=mode)
+            result.stats = stats
+            return result
         bm25 = self._bm25_scores(query)
         pool = (
             allowed
@@ -317,7 +364,9 @@ class Searcher:
             order = self._rank(scores, docs, len(docs))
             fused[order] += 1.0 / (RRF_K + np.arange(1, len(order) + 1))
         ranked = self._rank(fused, pool, options.top_k)
-        return self._document_hits(query, ranked, fused, pmatrix, columns, options, mode=mode)
+        result = self._document_hits(query, ranked, fused, pmatrix, columns, options, mode=mode)
+        result.stats = stats
+        return result
 
     def _mode(self, options: SearchOptions) -> str:
         if options.mode is not ScoringMode.auto:
@@ -402,36 +451,72 @@ class Searcher:
             self._stats_cache = self._sub_collection(self._stats_sample)[0]
         return self._stats_cache
 
-    def _sdr(self, query: Query, docs: np.ndarray, normalize: bool, mode: str):
-        """SDR scores of `docs` (others get -inf), the paragraph matrix, and the first column of
-        each document in it (-1 for documents not scored)."""
+    def _sample_stats(self, query: Query) -> ParagraphStats:
+        """Candidate mode's statistics: P over the fixed random sample of the collection."""
+        sample = self._stats_collection(query.source_index)
+        p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, sample)
+        return ParagraphStats(row_stats(p), "sample", sample.n_documents)
+
+    def ranking_stats(self, query: Query) -> ParagraphStats:
+        """The statistics a default `/similar` (normalised, mode `auto`, no pool) uses for this
+        query; remembered per indexed source, as they hold for the whole version."""
+        key = query.source_index
+        if key is not None:
+            with self._source_stats_lock:
+                cached = self._source_stats.get(key)
+            if cached is not None:
+                return cached
+        if self._mode(SearchOptions()) == "candidate":
+            found = self._sample_stats(query)
+        else:
+            p = paragraph_similarity(
+                query.sentence_vectors, query.paragraph_lengths, self.index.collection
+            )  # (I, J) over every document
+            n_docs = self.index.n_documents
+            if key is not None:  # the source never counts among its own candidates
+                p0, p1 = (
+                    self.index.doc_paragraph_start[key],
+                    self.index.doc_paragraph_start[key + 1],
+                )
+                p = torch.cat([p[:, :p0], p[:, p1:]], dim=1)
+                n_docs -= 1
+            found = ParagraphStats(row_stats(p), "collection", n_docs)
+        self._remember_stats(query, found)
+        return found
+
+    def _remember_stats(self, query: Query, stats: ParagraphStats) -> None:
+        if query.source_index is not None and stats.population != "pool":
+            with self._source_stats_lock:
+                self._source_stats[query.source_index] = stats
+
+    def _sdr(self, query: Query, docs: np.ndarray, normalize: bool, mode: str, pooled: bool):
+        """SDR scores of `docs` (others get -inf), the paragraph matrix (normalised when asked),
+        the first column of each document in it (-1 for documents not scored), and the
+        statistics used."""
         scores = np.full(self.index.n_documents, -np.inf)
         first_column = np.full(self.index.n_documents, -1, dtype=np.int64)
         if len(docs) == 0:
-            return scores, torch.empty(0, 0), first_column
+            return scores, torch.empty(0, 0), first_column, None
         if len(docs) == self.index.n_documents:
             collection, starts = self.index.collection, self.index.doc_paragraph_start[:-1]
         else:
             collection, starts = self._sub_collection(docs)
         first_column[docs] = starts
-        stats = None
-        if normalize and mode == "candidate":
-            sample = self._stats_collection(query.source_index)
-            _, sample_p = sdr_scores(
-                query.sentence_vectors, query.paragraph_lengths, sample, normalize=False
-            )
-            stats = row_stats(sample_p)
-        doc_scores, pmatrix = sdr_scores(
-            query.sentence_vectors,
-            query.paragraph_lengths,
-            collection,
-            normalize=normalize,
-            stats=stats,
-        )
-        scores[docs] = doc_scores.numpy()
+        pmatrix = paragraph_similarity(
+            query.sentence_vectors, query.paragraph_lengths, collection
+        )  # (I, J)
+        used = None
         if normalize:
-            pmatrix = normalize_rows(pmatrix, stats if stats is not None else row_stats(pmatrix))
-        return scores, pmatrix, first_column
+            if mode == "candidate":
+                used = self._sample_stats(query)
+            else:
+                used = ParagraphStats(
+                    row_stats(pmatrix), "pool" if pooled else "collection", len(docs)
+                )
+            self._remember_stats(query, used)
+            pmatrix = normalize_rows(pmatrix, used.stats)
+        scores[docs] = document_scores(pmatrix, collection.document_lengths).numpy()
+        return scores, pmatrix, first_column, used
 
     def _retrieve_candidates(self, query: Query, allowed: np.ndarray) -> np.ndarray:
         """Documents worth scoring: those holding the nearest sentences of each query sentence,

@@ -18,6 +18,26 @@ class ApiSettings(BaseModel):
         default=2_000_000,
         description="`auto` scores every document up to this many indexed sentences.",
     )
+    query_cache_bytes: int = Field(
+        default=512 * 2**20,
+        ge=0,
+        description="Memory for the split and vectors of recent /similar queries (0: none).",
+    )
+    query_cache_ttl_seconds: float = Field(
+        default=3600.0, gt=0, description="How long a query_id stays usable by /explain."
+    )
+    explain_max_cells: int = Field(
+        default=1_000_000,
+        ge=1,
+        description="The largest paragraph matrix (source x target paragraphs) /explain computes.",
+    )
+    explain_top_pairs: int = Field(default=10, ge=1, le=100)
+    image_max_cells_per_axis: int = Field(
+        default=100, ge=2, description="Beyond this, PNG heatmaps show blocks (their max)."
+    )
+    page_max_cells_per_axis: int = Field(
+        default=300, ge=2, description="The same for the HTML page's clickable maps."
+    )
 
 
 class ServiceSettings(Settings):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from indexer.explain import PairTooLargeError
 from indexer.search import DocumentNotFoundError, QueryError
 from indexer.split import EmptyDocumentError
 from indexer.store import NoActiveIndexError
@@ -18,9 +19,15 @@ class DocumentTooLargeError(ValueError):
     """A posted document exceeds the configured limits."""
 
 
+class SourceNotFoundError(LookupError):
+    """An /explain source that is neither a live query_id nor an indexed document."""
+
+
 STATUS = {
     DocumentNotFoundError: 404,
     DocumentTooLargeError: 413,
+    PairTooLargeError: 413,
+    SourceNotFoundError: 404,
     EmptyDocumentError: 422,
     QueryError: 422,
     IndexNotReadyError: 503,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 from app.api.schemas import DocumentResult, MatchOut, SimilarRequest, SimilarResponse, UnitResult
 from app.core.config import ApiSettings
 from app.core.errors import DocumentTooLargeError
+from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
 from indexer.corpus import json_document
 from indexer.documents import SourceDocument
@@ -66,8 +66,11 @@ def similar(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -
         ]
     else:
         results = [UnitResult(**vars(h)) for h in result.results]
+    query_id = state.queries.put(
+        CachedQuery(query=query, stats=result.stats, normalize=request.normalize)
+    )
     return SimilarResponse(
-        query_id=uuid.uuid4().hex,
+        query_id=query_id,
         index_version=state.version_id,
         encoder=state.encoder_name,
         took_ms=round((time.perf_counter() - started) * 1000, 2),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
+from app.services.query_cache import QueryCache
 from indexer.search import SearchConfig, Searcher, open_searcher
 
 
@@ -15,6 +16,7 @@ class ServiceState:
     searcher: Searcher
     version_id: int
     encoder_name: str
+    queries: QueryCache  # recent /similar queries of this version, for /explain
 
 
 def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
@@ -22,5 +24,8 @@ def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
     config = SearchConfig(exhaustive_max_sentences=settings.api.exhaustive_max_sentences)
     searcher = open_searcher(settings, engine, config)
     return ServiceState(
-        searcher=searcher, version_id=searcher.index.version_id, encoder_name=searcher.encoder.name
+        searcher=searcher,
+        version_id=searcher.index.version_id,
+        encoder_name=searcher.encoder.name,
+        queries=QueryCache(settings.api.query_cache_bytes, settings.api.query_cache_ttl_seconds),
     )

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse, Response
+
+from app.api.deps import SettingsDep, StateDep
+from app.api.schemas import ExplainFormat, ExplainResponse
+from app.render.explain_page import render_html
+from app.render.heatmaps import render_png
+from app.services import explain as service
+
+router = APIRouter(tags=["explain"])
+
+
+@router.get(
+    "/explain",
+    response_model=ExplainResponse,
+    responses={200: {"content": {"image/png": {}, "text/html": {}}}},
+)
+def explain(
+    state: StateDep,
+    settings: SettingsDep,
+    source: Annotated[
+        str,
+        Query(
+            min_length=1, max_length=512, description="A query_id from /similar or a document id."
+        ),
+    ],
+    target: Annotated[str, Query(min_length=1, max_length=512, description="A document id.")],
+    format: ExplainFormat = ExplainFormat.json,  # noqa: A002 - the public parameter's name
+) -> ExplainResponse | Response:
+    """Why `target` is similar to `source`: document score, section, chunk and paragraph
+    maps, sentence alignments and top pairs; as data, a PNG of heatmaps, or an HTML page."""
+    started = time.perf_counter()
+    explanation = service.explain(state, source, target, settings.api)
+    if format is ExplainFormat.png:
+        return Response(
+            render_png(explanation, settings.api.image_max_cells_per_axis),
+            media_type="image/png",
+        )
+    if format is ExplainFormat.html:
+        return HTMLResponse(render_html(explanation, settings.api.page_max_cells_per_axis))
+    return service.to_response(explanation, state, started)

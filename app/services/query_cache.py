@@ -1,0 +1,85 @@
+"""The bounded cache of recent `/similar` queries that `/explain?source=<query_id>` reads.
+
+Entries are bounded by total size in bytes (their vectors and text) and by age; the cache
+belongs to one loaded index version, so a swapped-in version starts with an empty one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from cachetools import TTLCache
+
+from indexer.search import ParagraphStats, Query
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CachedQuery:
+    query: Query
+    stats: ParagraphStats | None  # the statistics the ranking normalised with
+    normalize: bool
+
+    @property
+    def nbytes(self) -> int:
+        tensors = [self.query.sentence_vectors, *self.query.level_vectors.values()]
+        return sum(t.element_size() * t.nelement() for t in tensors) + 2 * len(self.query.text)
+
+
+class QueryCache:
+    def __init__(self, max_bytes: int, ttl_seconds: float) -> None:
+        self.max_bytes = max_bytes
+        self.ttl_seconds = ttl_seconds
+        self._lock = threading.Lock()
+        self._entries: TTLCache[str, CachedQuery] | None = (
+            TTLCache(
+                maxsize=max_bytes,
+                ttl=ttl_seconds,
+                timer=time.monotonic,
+                getsizeof=lambda entry: entry.nbytes,
+            )
+            if max_bytes > 0
+            else None
+        )
+
+    def put(self, entry: CachedQuery) -> str:
+        """Keep `entry` and return its new query id (kept only while it fits)."""
+        query_id = uuid.uuid4().hex
+        if self._entries is None:
+            return query_id
+        with self._lock:
+            try:
+                self._entries[query_id] = entry
+            except ValueError:  # larger than the whole cache
+                logger.warning(
+                    "Query %s (%d bytes) exceeds the query cache (%d bytes); not kept",
+                    query_id,
+                    entry.nbytes,
+                    self.max_bytes,
+                )
+        return query_id
+
+    def get(self, query_id: str) -> CachedQuery | None:
+        if self._entries is None:
+            return None
+        with self._lock:
+            return self._entries.get(query_id)
+
+    def update(self, query_id: str, entry: CachedQuery) -> None:
+        """Replace an entry in place (e.g. with statistics computed later)."""
+        if self._entries is None:
+            return
+        with self._lock:
+            if query_id in self._entries:
+                self._entries[query_id] = entry
+
+    def __len__(self) -> int:
+        if self._entries is None:
+            return 0
+        with self._lock:
+            return len(self._entries)
