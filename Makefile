@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-slow lint bench clean
+.PHONY: setup browser run test test-slow lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,14 +18,21 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# The page tests drive Debian's chromium through Selenium; install it when it is missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver || \
+	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver)
+
 run: setup
 	$(BIN)/docsim index
 	$(BIN)/docsim info
 	$(BIN)/docsim serve
 
-test: setup
+test: setup browser
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest
 
 test-slow: setup
 	$(BIN)/pytest -m slow

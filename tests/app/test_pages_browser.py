@@ -1,0 +1,175 @@
+"""The search page and the explanation page in a real headless chromium (Selenium).
+
+`make test` installs Debian's chromium and chromedriver when they are missing and sets
+DOCSIM_REQUIRE_BROWSER=1, so that a missing browser fails the run instead of skipping it.
+Screenshots are kept under build/test-artifacts/ (DOCSIM_TEST_ARTIFACTS), not committed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from selenium.webdriver import ActionChains, Chrome
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+from app.core.config import ServiceSettings
+from app.main import create_app
+from indexer.cli import SAMPLE_CORPUS
+from tests.app.browser import ARTIFACTS, chromium, console_errors, find_chromium, live_server
+
+
+@pytest.fixture(scope="module")
+def base_url(indexed_settings: ServiceSettings) -> Iterator[str]:
+    with live_server(create_app(indexed_settings)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chrome]:
+    found = find_chromium()
+    if found is None:
+        message = (
+            "chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
+        )
+        if os.environ.get("DOCSIM_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with chromium(*found) as session:
+        yield session
+
+
+def wait(browser: Chrome, seconds: float = 30) -> WebDriverWait:
+    return WebDriverWait(browser, seconds)
+
+
+def click_cell(browser: Chrome, key: str, i: int, j: int) -> None:
+    """A real mouse click on the canvas cell of (source unit i, target unit j)."""
+    canvas = browser.find_element(By.CSS_SELECTOR, f'canvas[data-map="{key}"]')
+    centre = browser.execute_script(
+        "return window.docsimExplain.cellCenter(arguments[0], arguments[1], arguments[2]);",
+        key,
+        i,
+        j,
+    )
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", canvas)
+    size = canvas.size  # offsets are from the element's centre
+    ActionChains(browser).move_to_element_with_offset(
+        canvas, int(centre["x"] - size["width"] / 2), int(centre["y"] - size["height"] / 2)
+    ).click().perform()
+
+
+def visible_in_its_column(browser: Chrome, element_id: str) -> bool:
+    return browser.execute_script(
+        """const e = document.getElementById(arguments[0]); const box = e.closest('.doc');
+        return e.offsetTop >= box.scrollTop && e.offsetTop < box.scrollTop + box.clientHeight;""",
+        element_id,
+    )
+
+
+def test_search_then_explain_in_a_browser(browser: Chrome, base_url: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.get(base_url + "/")
+    assert console_errors(browser) == []
+    text = (SAMPLE_CORPUS / "coffee-02.md").read_text(encoding="utf-8")
+    box = browser.find_element(By.ID, "text")
+    browser.execute_script("arguments[0].value = arguments[1];", box, text)  # a paste
+    box.send_keys(" ")  # and a keystroke, as a user would leave it
+    browser.find_element(By.ID, "title").send_keys("My coffee notes")
+    browser.find_element(By.ID, "go").click()
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "li.result")))
+    shown = [
+        e.get_attribute("data-document-id")
+        for e in browser.find_elements(By.CSS_SELECTOR, "li.result")
+    ]
+    expected = httpx.post(
+        base_url + "/similar",
+        json={"document": {"title": "My coffee notes", "text": text + " "}, "top_k": 10},
+    ).json()
+    assert shown == [r["document_id"] for r in expected["results"]]
+    assert browser.find_elements(By.CSS_SELECTOR, "li.result .match div")  # best passages
+    browser.save_screenshot(str(ARTIFACTS / "search.png"))
+    assert console_errors(browser) == []
+
+    browser.find_element(By.CSS_SELECTOR, "li.result a.explain-html").click()
+    wait(browser).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, 'canvas[data-map="paragraph"]'))
+    )
+    assert console_errors(browser) == []
+    data = browser.execute_script(
+        "return JSON.parse(document.getElementById('explain-data').textContent);"
+    )
+    assert data["target"]["ref"] == shown[0]
+    for key in ("section", "chunk", "paragraph"):  # each heatmap is drawn, with several colours
+        colours = browser.execute_script(
+            """const c = document.querySelector(`canvas[data-map="${arguments[0]}"]`);
+            const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            const seen = new Set();
+            for (let n = 0; n < px.length; n += 4) seen.add(px.slice(n, n + 3).join());
+            return seen.size;""",
+            key,
+        )
+        assert colours > 3, key
+
+    # a cell that is not the row's best: the two paragraphs are highlighted and scrolled to
+    rows, columns = len(data["source"]["paragraphs"]), len(data["target"]["paragraphs"])
+    i = rows - 1
+    j = next(
+        c for c in range(columns - 1, -1, -1) if c != data["best_paragraph"][i] or columns == 1
+    )
+    click_cell(browser, "paragraph", i, j)
+    assert (
+        browser.find_element(By.TAG_NAME, "body").get_attribute("data-selected")
+        == f"paragraph:{i}:{j}"
+    )
+    highlighted = {
+        e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, ".para.hl")
+    }
+    assert highlighted == {f"s-p-{i}", f"t-p-{j}"}
+    for side, unit, element_id in (("source", i, f"s-p-{i}"), ("target", j, f"t-p-{j}")):
+        start, end = data[side]["paragraphs"][unit]
+        shown_text = browser.execute_script(
+            "return document.getElementById(arguments[0]).textContent;", element_id
+        )
+        assert shown_text == data[side]["text"][start:end]
+        assert visible_in_its_column(browser, element_id)
+
+    # the row's best cell: its sentence alignments are highlighted too
+    best = data["best_paragraph"][0]
+    click_cell(browser, "paragraph", 0, best)
+    aligned = {e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, ".sent.al")}
+    expected_ids = {f"s-s-{k}" for k, _, _ in data["alignments"][0]} | {
+        f"t-s-{r}" for _, r, _ in data["alignments"][0]
+    }
+    assert aligned == expected_ids
+
+    # a section cell: the sentences of both sections
+    sections = data["source"]["sections"], data["target"]["sections"]
+    click_cell(browser, "section", 0, len(sections[1]) - 1)
+    lit = [e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, ".sent.hl")]
+    for prefix, side, (start, end) in (
+        ("s", "source", sections[0][0]),
+        ("t", "target", sections[1][-1]),
+    ):
+        inside = {
+            f"{prefix}-s-{k}"
+            for k, s in enumerate(data[side]["sentences"])
+            if s[0] < end and s[1] > start
+        }
+        assert inside and inside == {x for x in lit if x.startswith(prefix + "-")}
+    browser.save_screenshot(str(ARTIFACTS / "explain.png"))
+    assert console_errors(browser) == []
+
+
+def test_search_page_shows_the_servers_message(browser: Chrome, base_url: str) -> None:
+    browser.get(base_url + "/")
+    browser.find_element(By.ID, "document-id").send_keys("no-such-document")
+    browser.find_element(By.ID, "go").click()
+    status = wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "#status.error")))
+    assert "not in the active index" in status.text
+    errors = console_errors(browser)  # the failed request itself is logged by the browser
+    assert all("404" in e["message"] for e in errors)
