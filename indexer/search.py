@@ -485,7 +485,9 @@ class Searcher:
         return found
 
     def _remember_stats(self, query: Query, stats: ParagraphStats) -> None:
-        if query.source_index is not None and stats.population != "pool":
+        """Keep an indexed source's statistics when they are the default ranking's."""
+        default = "sample" if self._mode(SearchOptions()) == "candidate" else "collection"
+        if query.source_index is not None and stats.population == default:
             with self._source_stats_lock:
                 self._source_stats[query.source_index] = stats
 

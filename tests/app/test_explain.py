@@ -20,7 +20,7 @@ from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
 from indexer.corpus import json_document
 from indexer.pipeline import add_chunks
-from indexer.search import Searcher
+from indexer.search import ScoringMode, Searcher, SearchOptions
 from indexer.split import split_document
 from indexer.tables import LEVEL_TABLES, documents
 
@@ -327,3 +327,21 @@ def test_indexed_vectors_are_read_from_files(app: FastAPI, tmp_path: Path) -> No
     searcher: Searcher = app.state.service.searcher
     query = searcher.query_from_index("baking-03")
     assert torch.allclose(stored(searcher, "baking-03", "chunk"), query.level_vectors["chunk"])
+
+
+def test_only_the_default_rankings_statistics_are_remembered(app: FastAPI) -> None:
+    """A candidate-mode or pooled /similar must not change what /explain of an indexed source
+    normalises with: that is always the default ranking's (here, the whole collection)."""
+    base: Searcher = app.state.service.searcher
+    searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
+    query = searcher.query_from_index("running-01")
+    sample = searcher.similar(query, SearchOptions(mode=ScoringMode.candidate)).stats
+    pooled = searcher.similar(query, SearchOptions(candidates=["running-02", "baking-01"])).stats
+    assert (sample.population, pooled.population) == ("sample", "pool")
+    assert pooled.documents == 2
+    stats = searcher.ranking_stats(query)
+    assert stats.population == "collection" and stats.documents == base.index.n_documents - 1
+    fresh = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
+    expected = fresh.similar(fresh.query_from_index("running-01"), SearchOptions()).stats
+    assert torch.allclose(stats.stats.mean, expected.stats.mean, atol=1e-6)
+    assert torch.allclose(stats.stats.std, expected.stats.std, atol=1e-6)
