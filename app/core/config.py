@@ -36,7 +36,7 @@ class ApiSettings(BaseModel):
         default=100, ge=2, description="Beyond this, PNG heatmaps show blocks (their max)."
     )
     page_max_cells_per_axis: int = Field(
-        default=300, ge=2, description="The same for the HTML page's clickable maps."
+        default=250, ge=2, description="The same for the HTML page's clickable maps."
     )
 
 

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from app.render.grids import Map, explanation_maps  # noqa: E402
 from indexer.explain import Explanation  # noqa: E402
@@ -40,6 +41,8 @@ def _draw(axes: Axes, figure: Figure, item: Map, explanation: Explanation) -> No
     figure.colorbar(image, ax=axes, fraction=0.046, pad=0.02)
     title = item.title if not item.note else f"{item.title}\n{item.note}"
     axes.set_title(title, fontsize=10)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel(f"target {item.unit}s ({item.columns})")
     axes.set_ylabel(f"source {item.unit}s ({item.rows})")
     if item.key == "section" and max(item.rows, item.columns) <= TITLE_TICKS:
@@ -85,7 +88,9 @@ def render_png(explanation: Explanation, max_per_axis: int) -> bytes:
     """The three maps of a pair and its scores as one PNG image."""
     section, chunk, paragraph = explanation_maps(explanation, max_per_axis)
     figure = Figure(figsize=(15, 15), dpi=100, layout="constrained")
-    top, bottom = figure.subfigures(2, 1, height_ratios=[1, 1.6])
+    # a paragraph map of a few rows (a one-paragraph query) gets a low panel, not tall bars
+    bottom_height = 1.6 if paragraph.grid.values.shape[0] >= 8 else 0.7
+    top, bottom = figure.subfigures(2, 1, height_ratios=[1, bottom_height])
     left, right = top.subplots(1, 2)
     _draw(left, top, section, explanation)
     _draw(right, top, chunk, explanation)
