@@ -72,6 +72,25 @@ def _draw(axes: Axes, figure: Figure, item: Map, explanation: Explanation) -> No
                 )
             )
         axes.legend(loc="upper right", fontsize=7, framealpha=0.8)
+    if item.key == "paragraph" and grid.pooled:  # too small to box every row: number the top
+        for pair in explanation.top_pairs:
+            axes.annotate(
+                str(pair.rank),
+                (pair.target_paragraph, pair.source_paragraph),
+                color="red",
+                fontsize=8,
+                fontweight="bold",
+                ha="center",
+                va="center",
+            )
+        axes.text(
+            0.0,
+            -0.06,
+            "red numbers: the top paragraph pairs, by rank",
+            transform=axes.transAxes,
+            fontsize=8,
+            color="red",
+        )
     if max(item.rows, item.columns) <= 12 and not grid.pooled:
         for (i, j), value in _cells(grid.values):
             shade = "black" if image.norm(value) > 0.6 else "white"
