@@ -1,28 +1,32 @@
 """`docsim index`: the staged build of one index version.
 
 Stages (each writes only what its docstring says):
-1. `plan`: read the corpus and split every document (nothing written).
-2. `encode_and_store`: in blocks of documents, chunk, encode every level, insert the SQL rows
-   of the version (status `building`, invisible to readers) and keep the vectors.
+1. `plan`: read the corpus (or the stored documents of a version) and split every document.
+2. `encode_and_store`: in blocks of documents, chunk and encode every level, write the block's
+   vectors to `<tmp>/blocks/`, then insert its SQL rows (status `building`, invisible to
+   readers) and record the block as done, in one transaction.
 3. `write_vector_indexes`: `<tmp>/<level>.faiss`, `<level>.f16.npy` (vectors, float16) and
    `<level>.ids.npy` (int64 ids, row-aligned) for every level.
 4. `write_manifest`: `<tmp>/manifest.json`.
 5. `publish`: rename `<version>.tmp/` to `<version>/`, then one SQL transaction marks the
    version ready and makes it active.
 Any failure or interruption removes the temporary directory and the version's rows, and
-leaves the active version as it was. A killed build is cleaned up by the next one.
+leaves the active version as it was. A killed build is cleaned up by the next one, unless a
+job suspended it to resume: a resumed build checks that its plan is the same (fingerprint)
+and continues after the last committed block.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,16 +39,22 @@ from tqdm import tqdm
 from indexer.chunking import chunk_document
 from indexer.config import Settings
 from indexer.corpus import CorpusFormat, Skipped, detect_format, read_corpus
-from indexer.documents import LEVELS, Document
+from indexer.documents import LEVELS, Document, SourceDocument
 from indexer.sentences import SentenceSplitter
 from indexer.split import EmptyDocumentError, split_document
 from indexer.store import (
     UnitCounter,
     abandoned_versions,
+    count_units,
     create_version,
     fail_version,
     insert_documents,
+    mark_building,
     publish_version,
+    set_build_state,
+    suspend_version,
+    suspended_versions,
+    version_row,
 )
 from indexer.vector_index import METRIC, FaissIndex, choose_factory, gpu_count
 from models.encoder import Encoder
@@ -56,6 +66,29 @@ SCHEMA_VERSION = 1
 
 class IndexBuildError(RuntimeError):
     """The build cannot start or cannot finish; nothing was published."""
+
+
+class BuildBusyError(IndexBuildError):
+    """Another build (or document update) holds the data directory's lock."""
+
+
+@dataclass
+class BuildHooks:
+    """How a caller (a job) follows and steers a build.
+
+    Attributes:
+        on_version: called with the new version's id once it exists.
+        on_progress: called with (sentences done, sentences in total) after each committed
+            block; it may raise to stop the build (cancellation), which then cleans up.
+        resume_version: a suspended build of the same plan to continue instead of starting over.
+        keep_on_failure: leave the version's rows and blocks for a later resume when the build
+            fails (a job that may be retried); otherwise everything is removed.
+    """
+
+    on_version: Callable[[int], None] | None = None
+    on_progress: Callable[[int, int], None] | None = None
+    resume_version: int | None = None
+    keep_on_failure: bool = False
 
 
 @dataclass
@@ -83,6 +116,13 @@ def version_dir_name(version_id: int) -> str:
     return f"{version_id:06d}"
 
 
+def discard_version(engine: Engine, indexes_dir: Path, version_id: int, reason: str) -> None:
+    """Remove an unpublished version's files and rows (a suspended build that cannot resume)."""
+    name = version_dir_name(version_id)
+    shutil.rmtree(indexes_dir / f"{name}.tmp", ignore_errors=True)
+    fail_version(engine, version_id, reason)
+
+
 def prepare_data_dir(data_dir: Path) -> Path:
     """Create `<data_dir>/indexes` and check that it is writable; returns it."""
     indexes = data_dir / "indexes"
@@ -105,7 +145,7 @@ def build_lock(indexes_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
-            raise IndexBuildError(
+            raise BuildBusyError(
                 f"another build is running on {str(indexes_dir.parent)!r}; wait for it to finish"
             ) from error
         try:
@@ -114,10 +154,16 @@ def build_lock(indexes_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def recover_abandoned(engine: Engine, indexes_dir: Path) -> list[int]:
-    """Clean up builds whose process died (call only while holding the build lock)."""
+def recover_abandoned(engine: Engine, indexes_dir: Path, keep: int | None = None) -> list[int]:
+    """Clean up builds whose process died (call only while holding the build lock). Suspended
+    builds (kept by a failed job to resume) and `keep` are left alone."""
     recovered = []
+    kept = {f"{version_dir_name(v)}.tmp" for v in suspended_versions(engine)}
+    if keep is not None:
+        kept.add(f"{version_dir_name(keep)}.tmp")
     for row in abandoned_versions(engine):
+        if row.version_id == keep:
+            continue
         name = version_dir_name(row.version_id)
         for leftover in (indexes_dir / f"{name}.tmp", indexes_dir / name):
             shutil.rmtree(leftover, ignore_errors=True)
@@ -127,17 +173,22 @@ def recover_abandoned(engine: Engine, indexes_dir: Path) -> list[int]:
         recovered.append(row.version_id)
         logger.warning("Cleaned up abandoned build of version %d", row.version_id)
     for stray in indexes_dir.glob("*.tmp"):
-        shutil.rmtree(stray, ignore_errors=True)
+        if stray.name not in kept:
+            shutil.rmtree(stray, ignore_errors=True)
     return recovered
 
 
 def plan(
-    corpus: Path, fmt: CorpusFormat | str, splitter: SentenceSplitter, *, show_progress: bool
+    source: Iterable[SourceDocument | Skipped],
+    splitter: SentenceSplitter,
+    *,
+    show_progress: bool,
 ) -> tuple[list[Document], list[Skipped]]:
-    """Stage 1: read and split every document. Writes nothing."""
+    """Stage 1: split every document of `source` (a corpus reader, or stored documents).
+    Writes nothing."""
     docs: list[Document] = []
     skipped: list[Skipped] = []
-    for item in tqdm(read_corpus(corpus, fmt), desc="split", unit="doc", disable=not show_progress):
+    for item in tqdm(source, desc="split", unit="doc", disable=not show_progress):
         if isinstance(item, Skipped):
             skipped.append(item)
             continue
@@ -162,37 +213,94 @@ def add_chunks(docs: Sequence[Document], encoder: Encoder, capacity: int) -> lis
     return result
 
 
+def plan_fingerprint(docs: Sequence[Document], encoder: Encoder, capacity: int, block: int) -> str:
+    """What must not change for a build to resume: the documents, their split, the encoder,
+    the chunk size and the block size."""
+    digest = hashlib.sha256()
+    identity = encoder.identity()
+    digest.update(json.dumps([identity.get("config_hash"), capacity, block]).encode())
+    for doc in docs:
+        digest.update(doc.doc_id.encode() + b"\0" + doc.text.encode() + b"\0")
+        for sentence in doc.sentences():
+            digest.update(b"%d:%d," % (sentence.start, sentence.end))
+    return digest.hexdigest()
+
+
+def _block_file(folder: Path, block: int) -> Path:
+    return folder / "blocks" / f"{block:06d}.npz"
+
+
 def encode_and_store(
     engine: Engine,
     version_id: int,
     docs: Sequence[Document],
     encoder: Encoder,
     *,
+    folder: Path,
     capacity: int,
     block_documents: int,
+    fingerprint: str,
+    blocks_done: int = 0,
+    on_progress: Callable[[int, int], None] | None = None,
     show_progress: bool,
-) -> LevelVectors:
-    """Stage 2: chunk, encode and insert the SQL rows of every document, block by block."""
-    out = LevelVectors()
+) -> int:
+    """Stage 2: chunk, encode and insert the SQL rows of every document, block by block.
+
+    Each block's vectors go to `<folder>/blocks/<n>.npz` first; its rows and the new count of
+    committed blocks then go to SQL in one transaction, so that SQL always says which blocks
+    a resumed build can skip. Returns the number of blocks.
+    """
+    (folder / "blocks").mkdir(exist_ok=True)
     counter = UnitCounter(version_id)
+    counter.next.update(count_units(engine, version_id))  # after the blocks already committed
     total = sum(doc.counts()["sentence"] for doc in docs)
-    with tqdm(total=total, desc="encode", unit="sent", disable=not show_progress) as bar:
-        for start in range(0, len(docs), block_documents):
+    starts = list(range(0, len(docs), block_documents))
+    done = sum(d.counts()["sentence"] for d in docs[: blocks_done * block_documents])
+    with tqdm(
+        total=total, initial=done, desc="encode", unit="sent", disable=not show_progress
+    ) as bar:
+        for b, start in enumerate(starts):
+            if b < blocks_done:
+                continue
             block = add_chunks(docs[start : start + block_documents], encoder, capacity)
             vectors = encoder.encode_documents([doc.encoder_input() for doc in block])
-            with engine.begin() as conn:
-                ids = insert_documents(conn, version_id, block, counter)
-            for level in LEVELS:
-                out.ids[level].extend(ids[level])
-            out.vectors["document"].append(np.stack([v.document.numpy() for v in vectors]))
+            arrays = {"document": np.stack([v.document.numpy() for v in vectors])}
             for level, attr in (
                 ("section", "sections"),
                 ("paragraph", "paragraphs"),
                 ("sentence", "sentences"),
                 ("chunk", "chunks"),
             ):
-                out.vectors[level].extend(getattr(v, attr).numpy() for v in vectors)
-            bar.update(sum(len(v.sentences) for v in vectors))
+                arrays[level] = np.concatenate([getattr(v, attr).numpy() for v in vectors])
+            with engine.begin() as conn:
+                ids = insert_documents(conn, version_id, block, counter)
+                target = _block_file(folder, b)
+                partial = target.with_suffix(".partial.npz")
+                np.savez(
+                    partial,
+                    **{f"{lv}_vectors": arrays[lv] for lv in LEVELS},
+                    **{f"{lv}_ids": np.asarray(ids[lv], np.int64) for lv in LEVELS},
+                )
+                os.replace(partial, target)
+                set_build_state(
+                    conn, version_id, {"fingerprint": fingerprint, "blocks_done": b + 1}
+                )
+            n = sum(len(v.sentences) for v in vectors)
+            done += n
+            bar.update(n)
+            if on_progress is not None:
+                on_progress(done, total)
+    return len(starts)
+
+
+def load_blocks(folder: Path, n_blocks: int, dim: int) -> LevelVectors:
+    """Every level's vectors and ids from the block files, in block order."""
+    out = LevelVectors()
+    for b in range(n_blocks):
+        with np.load(_block_file(folder, b)) as block:
+            for level in LEVELS:
+                out.vectors[level].append(block[f"{level}_vectors"].reshape(-1, dim))
+                out.ids[level].extend(block[f"{level}_ids"].tolist())
     return out
 
 
@@ -244,53 +352,106 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _resumable(engine: Engine, version_id: int, fingerprint: str, tmp: Path) -> int:
+    """How many committed blocks a suspended build of the same plan has (0: start over)."""
+    row = version_row(engine, version_id)
+    state = (row.build_state or {}) if row is not None else {}
+    if (
+        row is None
+        or row.status not in ("suspended", "building")
+        or state.get("fingerprint") != fingerprint
+        or not tmp.is_dir()
+    ):
+        return 0
+    return int(state.get("blocks_done", 0))
+
+
 def build_index(
-    corpus: Path,
+    corpus: Path | None,
     *,
     settings: Settings,
     engine: Engine,
     encoder: Encoder,
     splitter: SentenceSplitter,
     fmt: CorpusFormat | str = CorpusFormat.auto,
+    documents: Iterable[SourceDocument | Skipped] | None = None,
+    source_label: str | None = None,
+    hooks: BuildHooks | None = None,
     show_progress: bool = True,
 ) -> BuildResult:
-    """Build, and atomically publish, a new index version of `corpus`."""
+    """Build, and atomically publish, a new index version of `corpus` (or of `documents`,
+    e.g. the stored documents of a version, described by `source_label`).
+
+    Raises:
+        BuildBusyError: another build holds the lock.
+        IndexBuildError: nothing to index, or a bad setting; nothing was published.
+    """
+    hooks = hooks or BuildHooks()
     indexes_dir = prepare_data_dir(settings.data_dir)
     capacity = settings.index.chunk_tokens or encoder.chunk_capacity
     if capacity > encoder.chunk_capacity:
         raise IndexBuildError(
             f"chunk_tokens={capacity} exceeds what the encoder takes ({encoder.chunk_capacity})"
         )
+    block_documents = settings.index.block_documents
     with build_lock(indexes_dir):
-        recover_abandoned(engine, indexes_dir)
+        recover_abandoned(engine, indexes_dir, keep=hooks.resume_version)
         started = time.perf_counter()
         fmt = CorpusFormat(fmt)
-        if fmt is CorpusFormat.auto:
-            fmt = detect_format(corpus)  # recorded in the manifest as detected
-        docs, skipped = plan(corpus, fmt, splitter, show_progress=show_progress)
+        if documents is None:
+            if corpus is None:
+                raise IndexBuildError("give a corpus path or documents to index")
+            if fmt is CorpusFormat.auto:
+                fmt = detect_format(corpus)  # recorded in the manifest as detected
+            documents = read_corpus(corpus, fmt)
+        label = source_label or str(corpus)
+        docs, skipped = plan(documents, splitter, show_progress=show_progress)
         if not docs:
             raise IndexBuildError(
-                f"no indexable documents in {str(corpus)!r} ({len(skipped)} skipped); "
+                f"no indexable documents in {label!r} ({len(skipped)} skipped); "
                 "nothing was published"
             )
-        version_id = create_version(engine, encoder_name=encoder.name, path="")
+        fingerprint = plan_fingerprint(docs, encoder, capacity, block_documents)
+        blocks_done = 0
+        if hooks.resume_version is not None:
+            version_id = hooks.resume_version
+            tmp = indexes_dir / f"{version_dir_name(version_id)}.tmp"
+            blocks_done = _resumable(engine, version_id, fingerprint, tmp)
+            if blocks_done:
+                mark_building(engine, version_id)
+                logger.info(
+                    "Resuming version %d after %d committed blocks", version_id, blocks_done
+                )
+            else:
+                logger.info("Version %d cannot be resumed; starting a new build", version_id)
+                discard_version(engine, indexes_dir, version_id, "superseded by a fresh build")
+        if not blocks_done:
+            version_id = create_version(engine, encoder_name=encoder.name, path="")
+        if hooks.on_version is not None:
+            hooks.on_version(version_id)
         tmp = indexes_dir / f"{version_dir_name(version_id)}.tmp"
         final = indexes_dir / version_dir_name(version_id)
         published = False
         try:
-            tmp.mkdir()
+            tmp.mkdir(exist_ok=bool(blocks_done))
             encode_started = time.perf_counter()
-            vectors = encode_and_store(
+            n_blocks = encode_and_store(
                 engine,
                 version_id,
                 docs,
                 encoder,
+                folder=tmp,
                 capacity=capacity,
-                block_documents=settings.index.block_documents,
+                block_documents=block_documents,
+                fingerprint=fingerprint,
+                blocks_done=blocks_done,
+                on_progress=hooks.on_progress,
                 show_progress=show_progress,
             )
             encode_seconds = time.perf_counter() - encode_started
+            vectors = load_blocks(tmp, n_blocks, encoder.dim)
             levels = write_vector_indexes(tmp, vectors, encoder.dim, settings)
+            shutil.rmtree(tmp / "blocks")
             n_sentences = levels["sentence"]["count"]
             manifest = {
                 "schema_version": SCHEMA_VERSION,
@@ -303,7 +464,7 @@ def build_index(
                 "splitter": splitter.identity(),
                 "chunk_tokens": capacity,
                 "corpus": {
-                    "path": str(corpus),
+                    "path": label,
                     "format": fmt.value,
                     "documents": len(docs),
                     "skipped": len(skipped),
@@ -312,6 +473,7 @@ def build_index(
                 "counts": {level: info["count"] for level, info in levels.items()},
                 "levels": levels,
                 "build": {
+                    "resumed_after_blocks": blocks_done,
                     "seconds": round(time.perf_counter() - started, 3),
                     "encode_seconds": round(encode_seconds, 3),
                     "sentences_per_second": round(n_sentences / max(encode_seconds, 1e-9), 1),
@@ -329,6 +491,10 @@ def build_index(
                 version_id,
                 reason,
             )
+            if not published and hooks.keep_on_failure and tmp.is_dir():
+                suspend_version(engine, version_id, reason)
+                logger.info("Kept the committed blocks of version %d to resume", version_id)
+                raise
             shutil.rmtree(tmp, ignore_errors=True)
             if not published:
                 shutil.rmtree(final, ignore_errors=True)

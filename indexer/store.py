@@ -16,6 +16,7 @@ from indexer.tables import (
     LEVEL_TABLES,
     active_versions,
     chunks,
+    document_vectors,
     documents,
     index_versions,
     paragraphs,
@@ -39,6 +40,9 @@ class VersionRow:
     status: str
     path: str
     manifest: dict[str, Any] | None
+    build_state: dict[str, Any] | None = None
+    revision: int = 0
+    published_at: datetime | None = None
 
 
 def _now() -> datetime:
@@ -174,6 +178,7 @@ def insert_documents(
 
 
 def delete_version_rows(conn: Connection, version_id: int) -> None:
+    conn.execute(delete(document_vectors).where(document_vectors.c.version_id == version_id))
     for table, _ in LEVEL_TABLES.values():  # children first
         conn.execute(delete(table).where(table.c.version_id == version_id))
 
@@ -203,6 +208,85 @@ def publish_version(
             conn.execute(
                 insert(active_versions).values(slot=slot, version_id=version_id, updated_at=now)
             )
+
+
+def version_row(engine: Engine, version_id: int) -> VersionRow | None:
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(
+                index_versions.c.version_id,
+                index_versions.c.status,
+                index_versions.c.path,
+                index_versions.c.manifest,
+                index_versions.c.build_state,
+                index_versions.c.revision,
+                index_versions.c.published_at,
+            ).where(index_versions.c.version_id == version_id)
+        ).first()
+    return VersionRow(*row) if row is not None else None
+
+
+def versions(engine: Engine) -> list[VersionRow]:
+    """Every version, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                index_versions.c.version_id,
+                index_versions.c.status,
+                index_versions.c.path,
+                index_versions.c.manifest,
+                index_versions.c.build_state,
+                index_versions.c.revision,
+                index_versions.c.published_at,
+            ).order_by(index_versions.c.version_id)
+        ).all()
+    return [VersionRow(*row) for row in rows]
+
+
+def set_build_state(conn: Connection, version_id: int, state: dict[str, Any]) -> None:
+    conn.execute(
+        update(index_versions)
+        .where(index_versions.c.version_id == version_id)
+        .values(build_state=state)
+    )
+
+
+def set_status(engine: Engine, version_id: int, status: str, error: str | None = None) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status=status, error=error[:4000] if error else None)
+        )
+
+
+def suspend_version(engine: Engine, version_id: int, error: str) -> None:
+    """Keep a failed build's committed blocks so that its job can resume it."""
+    set_status(engine, version_id, "suspended", error)
+
+
+def mark_building(engine: Engine, version_id: int) -> None:
+    set_status(engine, version_id, "building")
+
+
+def suspended_versions(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(index_versions.c.version_id).where(index_versions.c.status == "suspended")
+            ).scalars()
+        )
+
+
+def retire_version(engine: Engine, version_id: int) -> None:
+    """Drop a superseded version's rows; its row stays, marked `retired`."""
+    with engine.begin() as conn:
+        delete_version_rows(conn, version_id)
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status="retired")
+        )
 
 
 def fail_version(engine: Engine, version_id: int, error: str) -> None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -38,13 +40,18 @@ index_versions = Table(
     "index_versions",
     metadata,
     Column("version_id", Integer, primary_key=True, autoincrement=True),
-    Column("status", String(16), nullable=False),  # building | ready | failed | retired
+    # building | ready | failed | suspended (a dead job's build, kept to resume) | retired
+    Column("status", String(16), nullable=False),
     Column("encoder_name", String(256), nullable=False),
     Column("path", String(1024), nullable=False),
     Column("manifest", JSON, nullable=True),
     Column("error", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("published_at", DateTime(timezone=True), nullable=True),
+    # what a resumed build needs: the plan's fingerprint and the blocks already committed
+    Column("build_state", JSON, nullable=True),
+    # document changes applied to the published version (POST/DELETE /documents)
+    Column("revision", Integer, nullable=False, server_default="0"),
 )
 
 active_versions = Table(
@@ -119,6 +126,41 @@ chunks = Table(
 )
 
 Index("ix_documents_version_id", documents.c.version_id)
+
+# Vectors of documents added to a published version after its build (POST /documents): every
+# level's ids and float16 vectors of one document, committed with its rows in one transaction.
+document_vectors = Table(
+    "document_vectors",
+    metadata,
+    Column("doc_id", UnitId, ForeignKey("documents.doc_id"), primary_key=True, autoincrement=False),
+    Column("version_id", Integer, nullable=False, index=True),
+    Column("payload", LargeBinary, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),
+    Column("parameters", JSON, nullable=False),
+    # queued | running | succeeded | failed | cancelled
+    Column("status", String(16), nullable=False, index=True),
+    Column("done", Integer, nullable=False, default=0),
+    Column("total", Integer, nullable=True),
+    Column("unit", String(16), nullable=False, default="sentences"),
+    Column("rate", JSON, nullable=True),  # units per second, measured
+    Column("eta_seconds", JSON, nullable=True),
+    Column("message", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("cancel_requested", Boolean, nullable=False, default=False),
+    Column("worker", String(128), nullable=True),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("version_id", Integer, ForeignKey("index_versions.version_id"), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=True),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+)
 
 # The table of each level, its id column, in delete order (children first).
 LEVEL_TABLES = {

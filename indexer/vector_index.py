@@ -128,6 +128,24 @@ class FaissIndex:
             else np.empty((0, self.dim))
         )
 
+    def copy(self) -> FaissIndex:
+        """An independent copy (searches on the original may continue meanwhile)."""
+        index = self.index
+        if _is_gpu(index):
+            return FaissIndex(_to_gpu(faiss.index_gpu_to_cpu(index)), self.factory)
+        return FaissIndex(faiss.clone_index(index), self.factory)
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        """Add `vectors` `(n, d)` under `ids` `(n,)` (in place)."""
+        if len(ids):
+            self.index.add_with_ids(_as_float32(vectors), np.ascontiguousarray(ids, np.int64))
+
+    def remove(self, ids: np.ndarray) -> int:
+        """Remove `ids` (in place); returns how many were stored."""
+        if not len(ids):
+            return 0
+        return int(self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64)))
+
     def to_gpu(self) -> FaissIndex:
         """A copy on all visible GPUs (sharded when there are several)."""
         return FaissIndex(_to_gpu(self.index), self.factory)
