@@ -49,6 +49,29 @@ class IndexSettings(BaseModel):
     use_gpu: Literal["auto", "never"] = "auto"
 
 
+class JobSettings(BaseModel):
+    allowed_roots: list[Path] = Field(
+        default_factory=list,
+        description="Folders a reindex job may read corpora from (besides the sample corpus).",
+    )
+    embedded_worker: bool = Field(
+        default=True, description="Run a job worker inside the service process."
+    )
+    poll_seconds: float = Field(default=1.0, gt=0, description="How often idle workers look.")
+    heartbeat_seconds: float = Field(default=2.0, gt=0)
+    stale_after_seconds: float = Field(
+        default=30.0, gt=0, description="A running job without heartbeats this long has failed."
+    )
+    keep_versions: int = Field(
+        default=2, ge=1, description="Published versions kept (the active one included)."
+    )
+    retire_grace_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="How long a superseded version stays, for requests still using it.",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="DOCSIM_", env_nested_delimiter="__", env_ignore_empty=True, extra="ignore"
@@ -61,6 +84,7 @@ class Settings(BaseSettings):
     db: DatabaseSettings = DatabaseSettings()
     encoder: EncoderSettings = EncoderSettings()
     index: IndexSettings = IndexSettings()
+    jobs: JobSettings = JobSettings()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -81,14 +81,14 @@ class BuildHooks:
         on_progress: called with (sentences done, sentences in total) after each committed
             block; it may raise to stop the build (cancellation), which then cleans up.
         resume_version: a suspended build of the same plan to continue instead of starting over.
-        keep_on_failure: leave the version's rows and blocks for a later resume when the build
-            fails (a job that may be retried); otherwise everything is removed.
+        keep_on_failure: given the error, whether to leave the version's rows and blocks for a
+            later resume (a job that may be retried); otherwise everything is removed.
     """
 
     on_version: Callable[[int], None] | None = None
     on_progress: Callable[[int, int], None] | None = None
     resume_version: int | None = None
-    keep_on_failure: bool = False
+    keep_on_failure: Callable[[BaseException], bool] | None = None
 
 
 @dataclass
@@ -491,7 +491,8 @@ def build_index(
                 version_id,
                 reason,
             )
-            if not published and hooks.keep_on_failure and tmp.is_dir():
+            keep = hooks.keep_on_failure is not None and hooks.keep_on_failure(error)
+            if not published and keep and tmp.is_dir():
                 suspend_version(engine, version_id, reason)
                 logger.info("Kept the committed blocks of version %d to resume", version_id)
                 raise

@@ -8,6 +8,7 @@ SQL. Texts stay in SQL and are fetched per result.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from sqlalchemy import Engine, func, select
 
-from indexer.documents import LEVELS
+from indexer.documents import LEVELS, SectionSource, SourceDocument
 from indexer.store import VersionRow
 from indexer.tables import LEVEL_TABLES, documents, paragraphs, sections, sentences
 from indexer.vector_index import FaissIndex
@@ -197,3 +198,48 @@ def document_section_titles(engine: Engine, doc_id: int) -> list[str]:
             .order_by(sections.c.section_id)
         ).all()
     return [r.title for r in rows]
+
+
+def stored_documents(engine: Engine, version_id: int, batch: int = 256) -> Iterator[SourceDocument]:
+    """The documents of a version as they were stored, with their section layout, so that
+    they can be split and encoded again (a reindex of the current collection)."""
+    with engine.connect() as conn:
+        doc_ids = list(
+            conn.execute(
+                select(documents.c.doc_id)
+                .where(documents.c.version_id == version_id)
+                .order_by(documents.c.doc_id)
+            ).scalars()
+        )
+    for start in range(0, len(doc_ids), batch):
+        wanted = doc_ids[start : start + batch]
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(
+                    documents.c.doc_id,
+                    documents.c.external_id,
+                    documents.c.title,
+                    documents.c.text,
+                    documents.c.metadata,
+                )
+                .where(documents.c.doc_id.in_(wanted))
+                .order_by(documents.c.doc_id)
+            ).all()
+            layout: dict[int, list[SectionSource]] = {d: [] for d in wanted}
+            section_rows = conn.execute(
+                select(
+                    sections.c.doc_id, sections.c.title, sections.c.char_start, sections.c.char_end
+                )
+                .where(sections.c.doc_id.in_(wanted))
+                .order_by(sections.c.section_id)
+            )
+            for doc_id, title, char_start, char_end in section_rows:
+                layout[int(doc_id)].append(SectionSource(title, char_start, char_end))
+        for row in rows:
+            yield SourceDocument(
+                doc_id=row.external_id,
+                title=row.title,
+                text=row.text,
+                metadata=row.metadata or {},
+                sections=tuple(layout[int(row.doc_id)]),
+            )

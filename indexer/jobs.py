@@ -1,0 +1,303 @@
+"""The `jobs` table: reindex jobs queued by the API or the CLI and run by workers.
+
+A job moves `queued -> running -> succeeded | failed | cancelled`. Workers claim a job with a
+compare-and-set update (one worker per job, on SQLite and PostgreSQL alike), send heartbeats
+while they run it, and report progress. A running job whose heartbeats stop is failed by the
+next worker that looks (`reap_stale`); its build is suspended, so that a retry resumes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import Engine, and_, exists, insert, select, update
+
+from indexer.tables import index_versions, jobs
+
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+FINISHED = (SUCCEEDED, FAILED, CANCELLED)
+
+
+class JobNotFoundError(LookupError):
+    """No job has that id (maps to 404)."""
+
+
+class JobStateError(RuntimeError):
+    """The job is not in a state that allows the request (maps to 409)."""
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: int
+    kind: str
+    parameters: dict[str, Any]
+    status: str
+    done: int
+    total: int | None
+    unit: str
+    rate: float | None
+    eta_seconds: float | None
+    message: str | None
+    error: str | None
+    cancel_requested: bool
+    worker: str | None
+    attempts: int
+    version_id: int | None
+    created_at: datetime
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    finished_at: datetime | None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """SQLite returns naive datetimes: they were written in UTC."""
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment
+
+
+def _row(row: Any) -> JobRow:
+    values = dict(row._mapping)
+    for key in ("created_at", "started_at", "heartbeat_at", "finished_at"):
+        values[key] = _aware(values[key])
+    return JobRow(**values)
+
+
+def create_job(engine: Engine, kind: str, parameters: dict[str, Any]) -> JobRow:
+    with engine.begin() as conn:
+        job_id = conn.execute(
+            insert(jobs).values(
+                kind=kind,
+                parameters=parameters,
+                status=QUEUED,
+                done=0,
+                unit="sentences",
+                cancel_requested=False,
+                attempts=0,
+                created_at=_now(),
+            )
+        ).inserted_primary_key[0]
+    return get_job(engine, int(job_id))
+
+
+def get_job(engine: Engine, job_id: int) -> JobRow:
+    with engine.connect() as conn:
+        row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).first()
+    if row is None:
+        raise JobNotFoundError(f"job {job_id} does not exist")
+    return _row(row)
+
+
+def list_jobs(engine: Engine, limit: int = 100, status: str | None = None) -> list[JobRow]:
+    query = select(jobs).order_by(jobs.c.job_id.desc()).limit(limit)
+    if status is not None:
+        query = query.where(jobs.c.status == status)
+    with engine.connect() as conn:
+        return [_row(r) for r in conn.execute(query).all()]
+
+
+def claim_next(engine: Engine, worker: str) -> JobRow | None:
+    """Atomically take the oldest queued job, unless a job is already running (one build at
+    a time: the others wait in the queue)."""
+    with engine.begin() as conn:
+        candidate = conn.execute(
+            select(jobs.c.job_id).where(jobs.c.status == QUEUED).order_by(jobs.c.job_id).limit(1)
+        ).scalar()
+        if candidate is None:
+            return None
+        others = jobs.alias("others")  # not correlated with the row being updated
+        running = exists().where(others.c.status == RUNNING)
+        now = _now()
+        claimed = conn.execute(
+            update(jobs)
+            .where(and_(jobs.c.job_id == candidate, jobs.c.status == QUEUED, ~running))
+            .values(
+                status=RUNNING,
+                worker=worker,
+                started_at=now,
+                heartbeat_at=now,
+                attempts=jobs.c.attempts + 1,
+                message="starting",
+                error=None,
+                finished_at=None,
+            )
+        ).rowcount
+    return get_job(engine, candidate) if claimed == 1 else None
+
+
+def heartbeat(engine: Engine, job_id: int, worker: str) -> bool:
+    """Record that `worker` is alive; returns whether a cancel was requested."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(jobs)
+            .where(and_(jobs.c.job_id == job_id, jobs.c.worker == worker))
+            .values(heartbeat_at=_now())
+        )
+        return bool(
+            conn.execute(select(jobs.c.cancel_requested).where(jobs.c.job_id == job_id)).scalar()
+        )
+
+
+def update_progress(
+    engine: Engine,
+    job_id: int,
+    *,
+    done: int,
+    total: int | None,
+    rate: float | None = None,
+    eta_seconds: float | None = None,
+    message: str | None = None,
+) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.job_id == job_id)
+            .values(
+                done=done,
+                total=total,
+                rate=rate,
+                eta_seconds=eta_seconds,
+                message=message,
+                heartbeat_at=_now(),
+            )
+        )
+
+
+def set_job_version(engine: Engine, job_id: int, version_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(version_id=version_id))
+
+
+def finish_job(
+    engine: Engine,
+    job_id: int,
+    status: str,
+    *,
+    error: str | None = None,
+    message: str | None = None,
+) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.job_id == job_id)
+            .values(
+                status=status,
+                error=error[:4000] if error else None,
+                message=message,
+                finished_at=_now(),
+                eta_seconds=None,
+            )
+        )
+
+
+def request_cancel(engine: Engine, job_id: int) -> JobRow:
+    """Cancel a queued job now, or ask the worker of a running one to stop.
+
+    Raises:
+        JobNotFoundError, JobStateError: the job has already finished.
+    """
+    with engine.begin() as conn:
+        now = _now()
+        cancelled = conn.execute(
+            update(jobs)
+            .where(and_(jobs.c.job_id == job_id, jobs.c.status == QUEUED))
+            .values(status=CANCELLED, cancel_requested=True, finished_at=now, message="cancelled")
+        ).rowcount
+        if not cancelled:
+            conn.execute(
+                update(jobs)
+                .where(and_(jobs.c.job_id == job_id, jobs.c.status == RUNNING))
+                .values(cancel_requested=True, message="cancelling")
+            )
+    job = get_job(engine, job_id)
+    if job.status in FINISHED and not cancelled:
+        raise JobStateError(f"job {job_id} has already finished ({job.status})")
+    return job
+
+
+def retry_job(engine: Engine, job_id: int) -> JobRow:
+    """Queue a failed or cancelled job again; its suspended build, if any, is resumed.
+
+    Raises:
+        JobNotFoundError, JobStateError: the job is queued, running or succeeded.
+    """
+    with engine.begin() as conn:
+        changed = conn.execute(
+            update(jobs)
+            .where(and_(jobs.c.job_id == job_id, jobs.c.status.in_((FAILED, CANCELLED))))
+            .values(
+                status=QUEUED,
+                cancel_requested=False,
+                message="queued again",
+                finished_at=None,
+                worker=None,
+            )
+        ).rowcount
+    job = get_job(engine, job_id)
+    if not changed:
+        raise JobStateError(
+            f"only failed or cancelled jobs can be retried; job {job_id} is {job.status}"
+        )
+    return job
+
+
+def reap_stale(engine: Engine, stale_after_seconds: float) -> list[int]:
+    """Fail running jobs whose worker stopped sending heartbeats; suspend their builds so that
+    a retry resumes them. Returns the ids of the jobs failed."""
+    cutoff = _now() - timedelta(seconds=stale_after_seconds)
+    reaped = []
+    with engine.begin() as conn:
+        stale = conn.execute(
+            select(jobs.c.job_id, jobs.c.worker, jobs.c.heartbeat_at, jobs.c.version_id).where(
+                jobs.c.status == RUNNING
+            )
+        ).all()
+        for job_id, worker, beat, version_id in stale:
+            beat = _aware(beat)
+            if beat is not None and beat >= cutoff:
+                continue
+            changed = conn.execute(
+                update(jobs)
+                .where(and_(jobs.c.job_id == job_id, jobs.c.status == RUNNING))
+                .values(
+                    status=FAILED,
+                    finished_at=_now(),
+                    error=(
+                        f"worker {worker!r} stopped sending heartbeats (last at "
+                        f"{beat.isoformat() if beat else 'never'}); retry the job to resume"
+                    ),
+                    message="worker lost",
+                )
+            ).rowcount
+            if changed and version_id is not None:
+                conn.execute(
+                    update(index_versions)
+                    .where(
+                        and_(
+                            index_versions.c.version_id == version_id,
+                            index_versions.c.status == "building",
+                        )
+                    )
+                    .values(status="suspended", error="its worker died")
+                )
+            if changed:
+                reaped.append(int(job_id))
+    return reaped
+
+
+def running_job(engine: Engine) -> JobRow | None:
+    with engine.connect() as conn:
+        row = conn.execute(select(jobs).where(jobs.c.status == RUNNING).limit(1)).first()
+    return _row(row) if row is not None else None
