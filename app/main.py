@@ -8,12 +8,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api.routes import explain, health, pages, similar
+from app.api.routes import explain, health, jobs, pages, similar
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
-from app.services.state import load_state
+from app.services.runtime import Runtime
+from app.services.state import ServiceState
 from indexer.db import make_engine, upgrade
-from indexer.store import NoActiveIndexError
 
 logger = logging.getLogger(__name__)
 
@@ -26,13 +26,17 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
         engine = make_engine(settings.database_url)
-        try:
-            app.state.service = load_state(settings, engine)
-            logger.info("Serving index version %d", app.state.service.version_id)
-        except NoActiveIndexError as error:
-            logger.warning("%s; /similar answers 503 until then", error)
-            app.state.service = None
+
+        def publish(state: ServiceState | None) -> None:
+            app.state.service = state
+
+        runtime = Runtime(settings, engine, publish=publish)
+        app.state.runtime = runtime
+        if not runtime.refresh():
+            logger.warning("No index version is active yet; /similar answers 503 until then")
+        runtime.start()
         yield
+        runtime.stop()
         engine.dispose()
 
     app = FastAPI(
@@ -47,5 +51,6 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(similar.router)
     app.include_router(explain.router)
+    app.include_router(jobs.router)
     app.include_router(pages.router)
     return app

@@ -66,6 +66,7 @@ class LoadedIndex:
     paragraph_ids: np.ndarray
     doc_paragraph_start: np.ndarray
     paragraph_sentence_start: np.ndarray
+    revision: int = 0
 
     @property
     def n_documents(self) -> int:
@@ -142,6 +143,7 @@ class LoadedIndex:
             paragraph_ids=paragraph_ids,
             doc_paragraph_start=np.concatenate([[0], np.cumsum(document_lengths)]),
             paragraph_sentence_start=np.concatenate([[0], np.cumsum(paragraph_lengths)]),
+            revision=version.revision,
         )
 
 

@@ -45,6 +45,17 @@ class VersionRow:
     published_at: datetime | None = None
 
 
+_VERSION_COLUMNS = (
+    index_versions.c.version_id,
+    index_versions.c.status,
+    index_versions.c.path,
+    index_versions.c.manifest,
+    index_versions.c.build_state,
+    index_versions.c.revision,
+    index_versions.c.published_at,
+)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -213,15 +224,7 @@ def publish_version(
 def version_row(engine: Engine, version_id: int) -> VersionRow | None:
     with engine.connect() as conn:
         row = conn.execute(
-            select(
-                index_versions.c.version_id,
-                index_versions.c.status,
-                index_versions.c.path,
-                index_versions.c.manifest,
-                index_versions.c.build_state,
-                index_versions.c.revision,
-                index_versions.c.published_at,
-            ).where(index_versions.c.version_id == version_id)
+            select(*_VERSION_COLUMNS).where(index_versions.c.version_id == version_id)
         ).first()
     return VersionRow(*row) if row is not None else None
 
@@ -230,15 +233,7 @@ def versions(engine: Engine) -> list[VersionRow]:
     """Every version, oldest first."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(
-                index_versions.c.version_id,
-                index_versions.c.status,
-                index_versions.c.path,
-                index_versions.c.manifest,
-                index_versions.c.build_state,
-                index_versions.c.revision,
-                index_versions.c.published_at,
-            ).order_by(index_versions.c.version_id)
+            select(*_VERSION_COLUMNS).order_by(index_versions.c.version_id)
         ).all()
     return [VersionRow(*row) for row in rows]
 
@@ -304,12 +299,7 @@ def abandoned_versions(engine: Engine) -> list[VersionRow]:
     """Versions still marked `building` (only meaningful while holding the build lock)."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(
-                index_versions.c.version_id,
-                index_versions.c.status,
-                index_versions.c.path,
-                index_versions.c.manifest,
-            ).where(index_versions.c.status == "building")
+            select(*_VERSION_COLUMNS).where(index_versions.c.status == "building")
         ).all()
     return [VersionRow(*row) for row in rows]
 
@@ -322,12 +312,7 @@ def active_version(engine: Engine, slot: str = DEFAULT_SLOT) -> VersionRow:
     """
     with engine.connect() as conn:
         row = conn.execute(
-            select(
-                index_versions.c.version_id,
-                index_versions.c.status,
-                index_versions.c.path,
-                index_versions.c.manifest,
-            )
+            select(*_VERSION_COLUMNS)
             .join(active_versions, active_versions.c.version_id == index_versions.c.version_id)
             .where(active_versions.c.slot == slot)
         ).first()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated
 
 from fastapi import Depends, Request
+from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
-from app.core.errors import IndexNotReadyError
+from app.core.errors import ApiKeyError, IndexNotReadyError
 from app.services.state import ServiceState
 
 
@@ -26,3 +28,26 @@ def get_state(request: Request) -> ServiceState:
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 StateDep = Annotated[ServiceState, Depends(get_state)]
+
+
+def get_engine(request: Request) -> Engine:
+    return request.app.state.runtime.engine
+
+
+def require_api_key(request: Request) -> None:
+    """Mutating endpoints need the configured key (header `X-API-Key` or a Bearer token)."""
+    expected = request.app.state.settings.api.api_key
+    if expected is None:
+        return
+    given = request.headers.get("x-api-key")
+    authorization = request.headers.get("authorization", "")
+    if given is None and authorization.lower().startswith("bearer "):
+        given = authorization[7:].strip()
+    if given is None:
+        raise ApiKeyError("this endpoint needs the API key: send it as X-API-Key")
+    if not secrets.compare_digest(given.encode(), expected.get_secret_value().encode()):
+        raise ApiKeyError("the API key is not valid")
+
+
+EngineDep = Annotated[Engine, Depends(get_engine)]
+ApiKey = Depends(require_api_key)

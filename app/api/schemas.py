@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from indexer.corpus import CorpusFormat
 from indexer.search import Granularity, Method, ScoringMode
 
 
@@ -215,3 +216,48 @@ class ExplainResponse(BaseModel):
     paragraph_matrix: ParagraphMatrixOut
     alignments: list[AlignmentOut]
     top_pairs: list[TopPairOut]
+
+
+class ReindexRequest(BaseModel):
+    source: str = Field(
+        description="A corpus folder or JSONL file under the allowed roots, or `current` to "
+        "re-encode the stored documents of the active version.",
+        min_length=1,
+        max_length=4096,
+    )
+    encoder: str | None = Field(
+        default=None,
+        description="`minilm` or a model directory; default: the configured encoder.",
+        max_length=4096,
+    )
+    format: CorpusFormat = CorpusFormat.auto
+    chunk_tokens: int | None = Field(default=None, ge=8, le=100_000)
+    block_documents: int | None = Field(default=None, ge=1, le=100_000)
+
+
+class JobAccepted(BaseModel):
+    job_id: int
+    status: str
+
+
+class JobOut(BaseModel):
+    job_id: int
+    kind: str
+    parameters: dict[str, Any]
+    status: str = Field(description="queued, running, succeeded, failed or cancelled")
+    progress: dict[str, Any] = Field(
+        description="done and total (sentences), rate (per second), eta_seconds, message"
+    )
+    error: str | None
+    cancel_requested: bool
+    worker: str | None
+    attempts: int
+    index_version: int | None = Field(description="The version the job built (or is building).")
+    created_at: str
+    started_at: str | None
+    heartbeat_at: str | None
+    finished_at: str | None
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from indexer.config import Settings
 
@@ -34,6 +34,13 @@ class ApiSettings(BaseModel):
     explain_top_pairs: int = Field(default=10, ge=1, le=100)
     image_max_cells_per_axis: int = Field(
         default=100, ge=2, description="Beyond this, PNG heatmaps show blocks (their max)."
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="When set, jobs and document changes need it (X-API-Key or Bearer).",
+    )
+    swap_poll_seconds: float = Field(
+        default=1.0, gt=0, description="How often the service looks for a newly published version."
     )
     page_max_cells_per_axis: int = Field(
         default=250, ge=2, description="The same for the HTML page's clickable maps."

@@ -6,6 +6,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from indexer.explain import PairTooLargeError
+from indexer.jobs import JobNotFoundError, JobStateError
+from indexer.pipeline import BuildBusyError
 from indexer.search import DocumentNotFoundError, QueryError
 from indexer.split import EmptyDocumentError
 from indexer.store import NoActiveIndexError
@@ -19,11 +21,25 @@ class DocumentTooLargeError(ValueError):
     """A posted document exceeds the configured limits."""
 
 
+class PathNotAllowedError(PermissionError):
+    """A corpus path outside the allowed roots."""
+
+
+class ApiKeyError(PermissionError):
+    """A mutating request without the configured API key."""
+
+
 class SourceNotFoundError(LookupError):
     """An /explain source that is neither a live query_id nor an indexed document."""
 
 
 STATUS = {
+    ApiKeyError: 401,
+    PathNotAllowedError: 403,
+    FileNotFoundError: 422,
+    JobNotFoundError: 404,
+    JobStateError: 409,
+    BuildBusyError: 409,
     DocumentNotFoundError: 404,
     DocumentTooLargeError: 413,
     PairTooLargeError: 413,

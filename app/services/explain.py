@@ -36,11 +36,21 @@ def resolve_source(
     searcher = state.searcher
     cached = state.queries.get(source)
     if cached is not None:
+        query = cached.query
+        if query is None:  # a query by document id carried over from an older version
+            try:
+                query = searcher.query_from_index(cached.document_id)
+            except DocumentNotFoundError:
+                raise SourceNotFoundError(
+                    f"query {source!r} was for document {cached.document_id!r}, which the "
+                    "active index no longer has"
+                ) from None
         stats = cached.stats
-        if cached.normalize and stats is None:  # ranked by bm25 / document: SDR's default stats
-            stats = searcher.ranking_stats(cached.query)
-            state.queries.update(source, CachedQuery(cached.query, stats, cached.normalize))
-        return cached.query, "query", stats
+        if cached.normalize and stats is None:  # not normalised by SDR yet: the default stats
+            stats = searcher.ranking_stats(query)
+            if cached.document_id is None:
+                state.queries.update(source, CachedQuery(query, stats, cached.normalize))
+        return query, "query", stats
     try:
         query = searcher.query_from_index(source)
     except DocumentNotFoundError:

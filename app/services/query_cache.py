@@ -1,7 +1,10 @@
 """The bounded cache of recent `/similar` queries that `/explain?source=<query_id>` reads.
 
-Entries are bounded by total size in bytes (their vectors and text) and by age; the cache
-belongs to one loaded index version, so a swapped-in version starts with an empty one.
+Entries are bounded by total size in bytes (their vectors and text) and by age. The cache
+belongs to one loaded index version; when a new version is swapped in, it adopts the old
+cache's entries (`adopt`): queries by document id are kept by id, and posted documents are
+kept with their vectors when the encoder is the same, their statistics recomputed against the
+new version on first use.
 """
 
 from __future__ import annotations
@@ -21,12 +24,18 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CachedQuery:
-    query: Query
+    """A query kept for /explain: a posted document's split and vectors (`query`), or only
+    the id of an indexed document (`document_id`, its vectors are the index's)."""
+
+    query: Query | None
     stats: ParagraphStats | None  # the statistics the ranking normalised with
     normalize: bool
+    document_id: str | None = None
 
     @property
     def nbytes(self) -> int:
+        if self.query is None or self.document_id is not None:
+            return 256
         tensors = [self.query.sentence_vectors, *self.query.level_vectors.values()]
         return sum(t.element_size() * t.nelement() for t in tensors) + 2 * len(self.query.text)
 
@@ -47,9 +56,9 @@ class QueryCache:
             else None
         )
 
-    def put(self, entry: CachedQuery) -> str:
-        """Keep `entry` and return its new query id (kept only while it fits)."""
-        query_id = uuid.uuid4().hex
+    def put(self, entry: CachedQuery, query_id: str | None = None) -> str:
+        """Keep `entry` and return its query id (new unless given; kept while it fits)."""
+        query_id = query_id or uuid.uuid4().hex
         if self._entries is None:
             return query_id
         with self._lock:
@@ -77,6 +86,24 @@ class QueryCache:
         with self._lock:
             if query_id in self._entries:
                 self._entries[query_id] = entry
+
+    def adopt(self, old: QueryCache, *, same_encoder: bool) -> int:
+        """Carry `old`'s live entries over to this (newer) version; returns how many."""
+        if old._entries is None:
+            return 0
+        with old._lock:
+            entries = list(old._entries.items())
+        kept = 0
+        for query_id, entry in entries:
+            if entry.document_id is not None:
+                carried = CachedQuery(None, None, entry.normalize, entry.document_id)
+            elif same_encoder and entry.query is not None:
+                carried = CachedQuery(entry.query, None, entry.normalize)
+            else:
+                continue
+            self.put(carried, query_id)
+            kept += 1
+        return kept
 
     def __len__(self) -> int:
         if self._entries is None:

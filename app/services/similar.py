@@ -67,7 +67,12 @@ def similar(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -
     else:
         results = [UnitResult(**vars(h)) for h in result.results]
     query_id = state.queries.put(
-        CachedQuery(query=query, stats=result.stats, normalize=request.normalize)
+        CachedQuery(
+            query=query,
+            stats=result.stats,
+            normalize=request.normalize,
+            document_id=request.document_id,
+        )
     )
     return SimilarResponse(
         query_id=query_id,

@@ -17,6 +17,7 @@ class ServiceState:
     version_id: int
     encoder_name: str
     queries: QueryCache  # recent /similar queries of this version, for /explain
+    revision: int = 0  # document changes applied to the version when it was loaded
 
 
 def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
@@ -28,4 +29,5 @@ def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
         version_id=searcher.index.version_id,
         encoder_name=searcher.encoder.name,
         queries=QueryCache(settings.api.query_cache_bytes, settings.api.query_cache_ttl_seconds),
+        revision=searcher.index.revision,
     )

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import ApiKey, EngineDep, SettingsDep
+from app.api.schemas import JobAccepted, JobList, JobOut, ReindexRequest
+from app.services import jobs as service
+from indexer.jobs import get_job, list_jobs, request_cancel, retry_job
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+@router.post("/reindex", status_code=202, response_model=JobAccepted, dependencies=[ApiKey])
+def reindex(request: ReindexRequest, engine: EngineDep, settings: SettingsDep) -> JobAccepted:
+    """Queue a rebuild of the collection (a corpus path or `current`) with an encoder; the
+    service keeps answering from the active version and swaps when the new one is published.
+    Jobs run one at a time: a second request waits in the queue."""
+    job = service.submit_reindex(engine, request, settings)
+    return JobAccepted(job_id=job.job_id, status=job.status)
+
+
+@router.get("", response_model=JobList)
+def jobs(
+    engine: EngineDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    status: Annotated[
+        str | None, Query(pattern="^(queued|running|succeeded|failed|cancelled)$")
+    ] = None,
+) -> JobList:
+    """The newest jobs first."""
+    return JobList(jobs=[service.job_out(j) for j in list_jobs(engine, limit, status)])
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def job(job_id: int, engine: EngineDep) -> JobOut:
+    """Status and progress: done / total sentences, rate, ETA."""
+    return service.job_out(get_job(engine, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
+def cancel(job_id: int, engine: EngineDep) -> JobOut:
+    """Cancel a queued job, or stop a running one (nothing is published); 409 if finished."""
+    return service.job_out(request_cancel(engine, job_id))
+
+
+@router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
+def retry(job_id: int, engine: EngineDep) -> JobOut:
+    """Queue a failed or cancelled job again; a build its dead worker left is resumed."""
+    return service.job_out(retry_job(engine, job_id))

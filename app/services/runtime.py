@@ -1,0 +1,111 @@
+"""The service's moving parts: the served state, its atomic swap, and the embedded worker.
+
+The served `ServiceState` is one immutable-by-convention object; a request takes it once
+(`app.api.deps.get_state`) and answers from it to the end, so a swap never changes the
+version under a running request. The watcher thread polls the active version and its revision
+(document changes) and swaps in a freshly loaded state when either moves; the embedded worker
+wakes it at once after it publishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from app.core.config import ServiceSettings
+from app.services.state import ServiceState, load_state
+from indexer.store import NoActiveIndexError, active_version
+from indexer.worker import Worker
+
+logger = logging.getLogger(__name__)
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        engine: Engine,
+        publish: Callable[[ServiceState | None], None],
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self._publish = publish
+        self.state: ServiceState | None = None
+        self._reload_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.worker: Worker | None = None
+
+    # --- state ---------------------------------------------------------------------------
+    def swap(self, state: ServiceState | None) -> None:
+        """Serve `state` from now on (requests already running keep the one they took)."""
+        self.state = state
+        self._publish(state)
+
+    def refresh(self) -> bool:
+        """Load and swap in the active version if it differs from the served one (version
+        or revision); returns whether it swapped."""
+        with self._reload_lock:
+            try:
+                active = active_version(self.engine)
+            except NoActiveIndexError:
+                return False
+            current = self.state
+            if current is not None and (current.version_id, current.revision) == (
+                active.version_id,
+                active.revision,
+            ):
+                return False
+            state = load_state(self.settings, self.engine)
+            previous = current.version_id if current is not None else None
+            if current is not None:
+                same_encoder = (
+                    current.searcher.encoder.identity()["config_hash"]
+                    == state.searcher.encoder.identity()["config_hash"]
+                )
+                state.queries.adopt(current.queries, same_encoder=same_encoder)
+            self.swap(state)
+            logger.info(
+                "Now serving version %d (revision %d; was %s)",
+                state.version_id,
+                state.revision,
+                previous,
+            )
+            return True
+
+    def wake(self, _version_id: int | None = None) -> None:
+        self._wake.set()
+
+    # --- threads -------------------------------------------------------------------------
+    def start(self) -> None:
+        watcher = threading.Thread(target=self._watch, name="docsim-swap", daemon=True)
+        watcher.start()
+        self._threads.append(watcher)
+        if self.settings.jobs.embedded_worker:
+            self.worker = Worker(self.settings, self.engine, on_published=self.wake)
+            thread = threading.Thread(target=self.worker.run, name="docsim-worker", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.settings.api.swap_poll_seconds)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.refresh()
+            except Exception:  # a failed load keeps the served version
+                logger.exception("Loading the new active version failed; still serving the old")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self.worker is not None:
+            self.worker.stop.set()  # a running job is suspended; a retry resumes it
+        for thread in self._threads:
+            thread.join(timeout)

@@ -1,0 +1,202 @@
+"""Reindex jobs through the API: swap under load, cancel, queueing, retention, keys, paths."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.config import ApiSettings, ServiceSettings
+from app.main import create_app
+from indexer.cli import SAMPLE_CORPUS
+from indexer.config import JobSettings
+from indexer.db import make_engine, upgrade
+from indexer.pipeline import build_index
+from indexer.sentences import load_splitter
+from indexer.store import versions
+from models.loading import load_encoder
+from tests.utils.corpora import synthetic_markdown, write_text_corpus
+
+FAST_JOBS = JobSettings(
+    poll_seconds=0.05, heartbeat_seconds=0.1, stale_after_seconds=3, retire_grace_seconds=0
+)
+
+
+def fresh_settings(tmp_path: Path, encoder_dir: Path, **api) -> ServiceSettings:
+    """A data directory with one published version of the sample corpus."""
+    settings = ServiceSettings(
+        data_dir=tmp_path / "data",
+        jobs=FAST_JOBS.model_copy(update={"allowed_roots": [tmp_path]}),
+        api=ApiSettings(swap_poll_seconds=0.05, **api),
+    )
+    upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    build_index(
+        SAMPLE_CORPUS,
+        settings=settings,
+        engine=engine,
+        encoder=load_encoder(encoder_dir),
+        splitter=load_splitter(),
+        show_progress=False,
+    )
+    engine.dispose()
+    return settings
+
+
+@pytest.fixture()
+def served(tmp_path: Path, tiny_encoder_dir: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(fresh_settings(tmp_path, tiny_encoder_dir))) as client:
+        yield client
+
+
+def wait_for(client: TestClient, job_id: int, statuses: set[str], timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not reach {statuses}: {job}")
+
+
+def wait_for_version(client: TestClient, version: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while client.get("/ready").json()["index_version"] != version:
+        assert time.monotonic() < deadline, "the service did not swap"
+        time.sleep(0.05)
+
+
+def test_queries_never_fail_while_a_reindex_swaps(served: TestClient, tiny_encoder_dir: Path):
+    before = served.get("/ready").json()["index_version"]
+    answers: list[tuple[int, int]] = []  # (status, version)
+    stop = threading.Event()
+
+    def query() -> None:
+        while not stop.is_set():
+            response = served.post("/similar", json={"document_id": "oceans-01", "top_k": 5})
+            body = response.json()
+            answers.append((response.status_code, body.get("index_version")))
+            explained = served.get(
+                "/explain",
+                params={"source": body["query_id"], "target": body["results"][0]["document_id"]},
+            )
+            answers.append((explained.status_code, explained.json().get("index_version")))
+
+    threads = [threading.Thread(target=query) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    accepted = served.post(
+        "/jobs/reindex", json={"source": "current", "encoder": str(tiny_encoder_dir)}
+    )
+    assert accepted.status_code == 202, accepted.text
+    job = wait_for(served, accepted.json()["job_id"], {"succeeded", "failed"})
+    assert job["status"] == "succeeded", job
+    after = job["index_version"]
+    wait_for_version(served, after)
+    time.sleep(0.3)  # and a few more answers from the new version
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert after > before
+    assert answers and all(status == 200 for status, _ in answers), answers[:5]
+    assert {v for _, v in answers} <= {before, after}
+    assert answers[-1][1] == after
+    progress = job["progress"]
+    assert progress["done"] == progress["total"] > 0 and job["finished_at"]
+
+
+def test_cancel_a_running_job_publishes_nothing(served: TestClient, tmp_path: Path):
+    corpus = write_text_corpus(tmp_path / "big", synthetic_markdown(60, paragraphs=6))
+    before = served.get("/ready").json()["index_version"]
+    job_id = served.post(
+        "/jobs/reindex", json={"source": str(corpus), "block_documents": 2}
+    ).json()["job_id"]
+    wait_for(served, job_id, {"running"})
+    deadline = time.monotonic() + 60
+    while served.get(f"/jobs/{job_id}").json()["progress"]["done"] == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    cancelled = served.post(f"/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["cancel_requested"]
+    job = wait_for(served, job_id, {"cancelled", "succeeded", "failed"})
+    assert job["status"] == "cancelled"
+    assert served.get("/ready").json()["index_version"] == before
+    data = Path(served.app.state.settings.data_dir)
+    assert not list((data / "indexes").glob("*.tmp"))
+    again = served.post(f"/jobs/{job_id}/cancel")
+    assert again.status_code == 409 and "already finished" in again.json()["detail"]
+
+
+def test_a_second_reindex_waits_in_the_queue(served: TestClient, tmp_path: Path) -> None:
+    corpus = write_text_corpus(tmp_path / "c", synthetic_markdown(30, paragraphs=4))
+    first = served.post("/jobs/reindex", json={"source": str(corpus), "block_documents": 2}).json()[
+        "job_id"
+    ]
+    second = served.post("/jobs/reindex", json={"source": "current"}).json()["job_id"]
+    wait_for(served, first, {"running"})
+    seen_second = served.get(f"/jobs/{second}").json()
+    assert seen_second["status"] == "queued"  # one build at a time
+    one = wait_for(served, first, {"succeeded", "failed"})
+    two = wait_for(served, second, {"succeeded", "failed"})
+    assert (one["status"], two["status"]) == ("succeeded", "succeeded")
+    assert two["index_version"] > one["index_version"]
+    assert two["started_at"] >= one["finished_at"]
+    wait_for_version(served, two["index_version"])
+    listed = served.get("/jobs").json()["jobs"]
+    assert [j["job_id"] for j in listed[:2]] == [second, first]
+    # retention: the active version and one before it are kept, older ones retired
+    engine = served.app.state.runtime.engine
+    statuses = {v.version_id: v.status for v in versions(engine)}
+    assert statuses[two["index_version"]] == "ready"
+    assert statuses[one["index_version"]] == "ready"
+    assert statuses[1] == "retired"
+    assert not (Path(served.app.state.settings.data_dir) / "indexes" / "000001").exists()
+
+
+def test_paths_outside_the_allowed_roots_are_403(served: TestClient, tmp_path: Path):
+    outside = tmp_path.parent / "elsewhere"
+    outside.mkdir(exist_ok=True)
+    link = tmp_path / "link"
+    link.symlink_to(outside)
+    for source, status in (
+        ("/etc", 403),
+        (str(tmp_path / ".." / "elsewhere"), 403),
+        (str(link), 403),  # a link out of the root
+        ("relative/path", 403),
+        (str(tmp_path / "missing"), 422),
+        (str(SAMPLE_CORPUS), 202),
+    ):
+        response = served.post("/jobs/reindex", json={"source": source})
+        assert response.status_code == status, (source, response.text)
+        if status != 202:
+            assert response.json()["detail"]
+
+
+def test_the_api_key_guards_changes_only(tmp_path: Path, tiny_encoder_dir: Path) -> None:
+    settings = fresh_settings(tmp_path, tiny_encoder_dir, api_key="s3cret")
+    with TestClient(create_app(settings)) as client:
+        body = {"source": "current"}
+        assert client.post("/jobs/reindex", json=body).status_code == 401
+        assert (
+            client.post("/jobs/reindex", json=body, headers={"X-API-Key": "nope"}).status_code
+            == 401
+        )
+        ok = client.post("/jobs/reindex", json=body, headers={"X-API-Key": "s3cret"})
+        assert ok.status_code == 202
+        job_id = ok.json()["job_id"]
+        assert client.post(f"/jobs/{job_id}/cancel").status_code == 401
+        bearer = {"Authorization": "Bearer s3cret"}
+        assert client.post(f"/jobs/{job_id}/cancel", headers=bearer).status_code in (200, 409)
+        assert client.get(f"/jobs/{job_id}").status_code == 200  # reads stay open
+        assert client.get("/jobs").status_code == 200
+        assert client.post("/similar", json={"document_id": "baking-01"}).status_code == 200
+
+
+def test_unknown_jobs_are_404(served: TestClient) -> None:
+    assert served.get("/jobs/999").status_code == 404
+    assert served.post("/jobs/999/cancel").status_code == 404
+    assert served.post("/jobs/999/retry").status_code == 404
