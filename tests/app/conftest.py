@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.core.config import ServiceSettings
+from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
+from indexer.config import JobSettings
 from indexer.db import make_engine, upgrade
 from indexer.pipeline import build_index
 from indexer.sentences import load_splitter
@@ -20,7 +22,10 @@ def indexed_settings(
     tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path, sample_corpus: Path
 ) -> ServiceSettings:
     """A data directory holding one published version of the sample corpus (tiny encoder)."""
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("served"))
+    settings = ServiceSettings(
+        data_dir=tmp_path_factory.mktemp("served"),
+        jobs=JobSettings(embedded_worker=False),  # shared by many tests: never changes
+    )
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     build_index(
@@ -33,6 +38,42 @@ def indexed_settings(
     )
     engine.dispose()
     return settings
+
+
+FAST_JOBS = JobSettings(
+    poll_seconds=0.05, heartbeat_seconds=0.1, stale_after_seconds=3, retire_grace_seconds=0
+)
+
+
+@pytest.fixture()
+def fresh_settings(
+    tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path
+) -> Callable[..., ServiceSettings]:
+    """Settings over a new data directory with one published version of the sample corpus,
+    for tests that change the index (jobs, document updates); `tmp_path` is an allowed root."""
+
+    def make(embedded_worker: bool = True, **api: Any) -> ServiceSettings:
+        settings = ServiceSettings(
+            data_dir=tmp_path / "data",
+            jobs=FAST_JOBS.model_copy(
+                update={"allowed_roots": [tmp_path], "embedded_worker": embedded_worker}
+            ),
+            api=ApiSettings(swap_poll_seconds=0.05, **api),
+        )
+        upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        build_index(
+            sample_corpus,
+            settings=settings,
+            engine=engine,
+            encoder=load_encoder(tiny_encoder_dir),
+            splitter=load_splitter(),
+            show_progress=False,
+        )
+        engine.dispose()
+        return settings
+
+    return make
 
 
 @pytest.fixture(scope="session")

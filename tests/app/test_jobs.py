@@ -10,46 +10,15 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
 from indexer.cli import SAMPLE_CORPUS
-from indexer.config import JobSettings
-from indexer.db import make_engine, upgrade
-from indexer.pipeline import build_index
-from indexer.sentences import load_splitter
 from indexer.store import versions
-from models.loading import load_encoder
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
-
-FAST_JOBS = JobSettings(
-    poll_seconds=0.05, heartbeat_seconds=0.1, stale_after_seconds=3, retire_grace_seconds=0
-)
-
-
-def fresh_settings(tmp_path: Path, encoder_dir: Path, **api) -> ServiceSettings:
-    """A data directory with one published version of the sample corpus."""
-    settings = ServiceSettings(
-        data_dir=tmp_path / "data",
-        jobs=FAST_JOBS.model_copy(update={"allowed_roots": [tmp_path]}),
-        api=ApiSettings(swap_poll_seconds=0.05, **api),
-    )
-    upgrade(settings.database_url)
-    engine = make_engine(settings.database_url)
-    build_index(
-        SAMPLE_CORPUS,
-        settings=settings,
-        engine=engine,
-        encoder=load_encoder(encoder_dir),
-        splitter=load_splitter(),
-        show_progress=False,
-    )
-    engine.dispose()
-    return settings
 
 
 @pytest.fixture()
-def served(tmp_path: Path, tiny_encoder_dir: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(fresh_settings(tmp_path, tiny_encoder_dir))) as client:
+def served(fresh_settings) -> Iterator[TestClient]:
+    with TestClient(create_app(fresh_settings())) as client:
         yield client
 
 
@@ -176,8 +145,8 @@ def test_paths_outside_the_allowed_roots_are_403(served: TestClient, tmp_path: P
             assert response.json()["detail"]
 
 
-def test_the_api_key_guards_changes_only(tmp_path: Path, tiny_encoder_dir: Path) -> None:
-    settings = fresh_settings(tmp_path, tiny_encoder_dir, api_key="s3cret")
+def test_the_api_key_guards_changes_only(fresh_settings) -> None:
+    settings = fresh_settings(api_key="s3cret")
     with TestClient(create_app(settings)) as client:
         body = {"source": "current"}
         assert client.post("/jobs/reindex", json=body).status_code == 401

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ApiKey, EngineDep, SettingsDep
 from app.api.schemas import JobAccepted, JobList, JobOut, ReindexRequest
@@ -10,6 +10,7 @@ from app.services import jobs as service
 from indexer.jobs import get_job, list_jobs, request_cancel, retry_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
 
 
 @router.post("/reindex", status_code=202, response_model=JobAccepted, dependencies=[ApiKey])
@@ -34,18 +35,18 @@ def jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def job(job_id: int, engine: EngineDep) -> JobOut:
+def job(job_id: JobId, engine: EngineDep) -> JobOut:
     """Status and progress: done / total sentences, rate, ETA."""
     return service.job_out(get_job(engine, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
-def cancel(job_id: int, engine: EngineDep) -> JobOut:
+def cancel(job_id: JobId, engine: EngineDep) -> JobOut:
     """Cancel a queued job, or stop a running one (nothing is published); 409 if finished."""
     return service.job_out(request_cancel(engine, job_id))
 
 
 @router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
-def retry(job_id: int, engine: EngineDep) -> JobOut:
+def retry(job_id: JobId, engine: EngineDep) -> JobOut:
     """Queue a failed or cancelled job again; a build its dead worker left is resumed."""
     return service.job_out(retry_job(engine, job_id))
