@@ -1,4 +1,4 @@
-"""The `docsim` command line: `index`, `info`, `train-splitter`."""
+"""The `docsim` command line: `index`, `info`, `reindex`, `worker`, `train-splitter`."""
 
 from __future__ import annotations
 
@@ -15,9 +15,20 @@ import typer
 from indexer.config import Settings, get_settings
 from indexer.corpus import CorpusError, CorpusFormat, Skipped, read_corpus
 from indexer.db import DatabaseError, make_engine, upgrade
+from indexer.jobs import (
+    SUCCEEDED,
+    JobNotFoundError,
+    JobStateError,
+    claim_job,
+    create_job,
+    get_job,
+    retry_job,
+    running_job,
+)
 from indexer.pipeline import IndexBuildError, build_index
 from indexer.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
 from indexer.store import NoActiveIndexError, active_version, count_units
+from indexer.worker import CURRENT, ReindexParameters, Worker, execute, worker_name
 from models.loading import EncoderNotFoundError, load_encoder
 from models.precision import resolve_device
 
@@ -33,6 +44,8 @@ USER_ERRORS = (
     EncoderNotFoundError,
     DatabaseError,
     NoActiveIndexError,
+    JobNotFoundError,
+    JobStateError,
 )
 
 DataDir = Annotated[
@@ -275,6 +288,104 @@ def evaluate(
 
 def main() -> None:
     cli()
+
+
+@cli.command()
+def reindex(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A corpus path, or `current` to re-encode the stored documents of the active "
+            "version."
+        ),
+    ] = CURRENT,
+    encoder: Annotated[
+        str | None, typer.Option(help="Built-in encoder name (minilm) or a model directory.")
+    ] = None,
+    fmt: Annotated[
+        CorpusFormat, typer.Option("--format", help="Corpus format.")
+    ] = CorpusFormat.auto,
+    chunk_tokens: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
+    block_documents: Annotated[int | None, typer.Option(help="Documents per block.")] = None,
+    retry: Annotated[
+        int | None,
+        typer.Option(help="Run this failed or cancelled job again (resuming its build)."),
+    ] = None,
+    data_dir: DataDir = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Run a reindex job in the foreground: the same job as POST /jobs/reindex, recorded in
+    the jobs table, with a progress bar. A running service swaps to the result."""
+    settings = _settings(data_dir)
+    try:
+        if settings.db.auto_migrate:
+            upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        if retry is not None:
+            job = retry_job(engine, retry)
+        else:
+            if source != CURRENT:
+                source = str(Path(source).resolve())
+                if not Path(source).exists():
+                    raise CorpusError(f"corpus path {source!r} does not exist")
+            params = ReindexParameters(
+                source=source,
+                encoder=encoder,
+                format=fmt.value,
+                chunk_tokens=chunk_tokens,
+                block_documents=block_documents,
+            )
+            job = create_job(engine, "reindex", vars(params))
+        name = worker_name()
+        claimed = claim_job(engine, job.job_id, name)
+        if claimed is None:
+            running = running_job(engine)
+            message = (
+                f"job {running.job_id} is running; job {job.job_id} stays queued for a worker"
+                if running is not None
+                else f"job {job.job_id} could not be claimed"
+            )
+            _fail(message)
+        status = execute(claimed, settings, engine, worker=name, show_progress=progress)
+    except USER_ERRORS as error:
+        _fail(str(error))
+    except KeyboardInterrupt:
+        _fail(
+            f"interrupted: job {job.job_id} failed and its build was kept; "
+            f"`docsim reindex --retry {job.job_id}` resumes it",
+            code=130,
+        )
+    final = get_job(engine, job.job_id)
+    typer.echo(
+        json.dumps(
+            {
+                "job_id": final.job_id,
+                "status": final.status,
+                "index_version": final.version_id,
+                "error": final.error,
+            }
+        )
+    )
+    if status != SUCCEEDED:
+        raise typer.Exit(1)
+
+
+@cli.command()
+def worker(data_dir: DataDir = None) -> None:
+    """Run queued jobs until stopped (SIGTERM or Ctrl-C: a running job's build is kept and
+    its job failed; retrying it resumes the build)."""
+    settings = _settings(data_dir)
+    if settings.db.auto_migrate:
+        upgrade(settings.database_url)
+    runner = Worker(settings, make_engine(settings.database_url))
+
+    def stop(signum: int, _frame: Any) -> None:
+        logger.info("Signal %d: stopping after the current block", signum)
+        runner.stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    runner.run()
 
 
 if __name__ == "__main__":

@@ -137,6 +137,35 @@ def claim_next(engine: Engine, worker: str) -> JobRow | None:
     return get_job(engine, candidate) if claimed == 1 else None
 
 
+def claim_job(engine: Engine, job_id: int, worker: str) -> JobRow | None:
+    """Atomically take one given queued job (the foreground `docsim reindex`), unless another
+    job is running."""
+    others = jobs.alias("others")
+    now = _now()
+    with engine.begin() as conn:
+        claimed = conn.execute(
+            update(jobs)
+            .where(
+                and_(
+                    jobs.c.job_id == job_id,
+                    jobs.c.status == QUEUED,
+                    ~exists().where(others.c.status == RUNNING),
+                )
+            )
+            .values(
+                status=RUNNING,
+                worker=worker,
+                started_at=now,
+                heartbeat_at=now,
+                attempts=jobs.c.attempts + 1,
+                message="starting",
+                error=None,
+                finished_at=None,
+            )
+        ).rowcount
+    return get_job(engine, job_id) if claimed == 1 else None
+
+
 def heartbeat(engine: Engine, job_id: int, worker: str) -> bool:
     """Record that `worker` is alive; returns whether a cancel was requested."""
     with engine.begin() as conn:

@@ -232,9 +232,7 @@ def version_row(engine: Engine, version_id: int) -> VersionRow | None:
 def versions(engine: Engine) -> list[VersionRow]:
     """Every version, oldest first."""
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(*_VERSION_COLUMNS).order_by(index_versions.c.version_id)
-        ).all()
+        rows = conn.execute(select(*_VERSION_COLUMNS).order_by(index_versions.c.version_id)).all()
     return [VersionRow(*row) for row in rows]
 
 

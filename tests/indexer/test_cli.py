@@ -170,3 +170,30 @@ def test_killed_build_keeps_the_active_version(
     assert status == "failed" and leftover is None
     assert active_version(engine).version_id == json.loads(again.stdout)["version_id"]
     engine.dispose()
+
+
+def test_reindex_runs_a_recorded_job(
+    sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    assert index_with_tiny(sample_corpus, tiny_encoder_dir, data).exit_code == 0
+    result = invoke(
+        "reindex",
+        "current",
+        "--encoder",
+        str(tiny_encoder_dir),
+        "--data-dir",
+        str(data),
+        "--no-progress",
+    )
+    assert result.exit_code == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["status"] == "succeeded" and outcome["index_version"] == 2
+    info = json.loads(invoke("info", "--data-dir", str(data)).stdout)
+    assert info["manifest"]["version_id"] == 2
+    assert info["manifest"]["corpus"]["path"].startswith("current")
+    assert info["counts"]["document"] == 48  # the stored documents, encoded again
+    again = invoke("reindex", "--retry", str(outcome["job_id"]), "--data-dir", str(data))
+    assert again.exit_code == 2 and "only failed or cancelled jobs" in again.stderr
+    missing = invoke("reindex", str(tmp_path / "nope"), "--data-dir", str(data))
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr
