@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api.routes import explain, health, jobs, pages, similar
+from app.api.routes import documents, explain, health, jobs, pages, similar
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
 from app.services.runtime import Runtime
@@ -52,5 +52,6 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.include_router(similar.router)
     app.include_router(explain.router)
     app.include_router(jobs.router)
+    app.include_router(documents.router)
     app.include_router(pages.router)
     return app

@@ -18,7 +18,7 @@ import torch
 from sqlalchemy import Engine, func, select
 
 from indexer.documents import LEVELS, SectionSource, SourceDocument
-from indexer.store import VersionRow
+from indexer.store import VersionRow, level_ids, stored_additions
 from indexer.tables import LEVEL_TABLES, documents, paragraphs, sections, sentences
 from indexer.vector_index import FaissIndex
 from models.scoring import RaggedCollection
@@ -74,6 +74,8 @@ class LoadedIndex:
 
     @classmethod
     def load(cls, engine: Engine, version: VersionRow) -> LoadedIndex:
+        """The version's files, plus the document changes committed to SQL since its build
+        (added documents' vectors from `document_vectors`, deleted ones left out)."""
         if version.manifest is None:
             raise IndexMismatchError(f"version {version.version_id} has no manifest")
         manifest, path = version.manifest, Path(version.path)
@@ -89,7 +91,57 @@ class LoadedIndex:
                 raise IndexMismatchError(
                     f"{level} files of version {version.version_id} do not match its manifest"
                 )
-        vid = version.version_id
+        if version.revision:
+            added = stored_additions(engine, version.version_id)
+            for level in LEVELS:
+                current = np.asarray(level_ids(engine, version.version_id, level), np.int64)
+                gone = ids[level][~np.isin(ids[level], current)]
+                _apply_level(indices, vectors, ids, level, gone, *added[level], copy=False)
+        return cls._assemble(
+            engine, version.version_id, manifest, path, indices, vectors, ids, version.revision
+        )
+
+    def with_changes(
+        self,
+        engine: Engine,
+        removed: dict[str, np.ndarray],
+        added: dict[str, tuple[np.ndarray, np.ndarray]],
+        revision: int,
+    ) -> LoadedIndex:
+        """A new index with units removed and added (copy on write: this one keeps serving
+        the requests that hold it). The structure is read again from SQL, which must already
+        hold the change."""
+        indices, vectors, ids = dict(self.indices), dict(self.vectors), dict(self.ids)
+        for level in LEVELS:
+            _apply_level(
+                indices,
+                vectors,
+                ids,
+                level,
+                removed.get(level, np.empty(0, np.int64)),
+                *added.get(level, (np.empty(0, np.int64), np.empty((0, self.dim), np.float32))),
+                copy=True,
+            )
+        return self._assemble(
+            engine, self.version_id, self.manifest, self.path, indices, vectors, ids, revision
+        )
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @classmethod
+    def _assemble(
+        cls,
+        engine: Engine,
+        vid: int,
+        manifest: dict[str, Any],
+        path: Path,
+        indices: dict[str, FaissIndex],
+        vectors: dict[str, torch.Tensor],
+        ids: dict[str, np.ndarray],
+        revision: int,
+    ) -> LoadedIndex:
         with engine.connect() as conn:
             docs = conn.execute(
                 select(documents.c.doc_id, documents.c.external_id, documents.c.title)
@@ -117,9 +169,12 @@ class LoadedIndex:
         document_lengths = np.searchsorted(paragraph_docs, doc_ids, side="right") - np.searchsorted(
             paragraph_docs, doc_ids, side="left"
         )
-        if not np.array_equal(paragraph_ids, ids["paragraph"]) or int(
-            paragraph_lengths.sum()
-        ) != len(ids["sentence"]):
+        if (
+            not np.array_equal(paragraph_ids, ids["paragraph"])
+            or not np.array_equal(doc_ids, ids["document"])
+            or int(paragraph_lengths.sum()) != len(ids["sentence"])
+            or any(indices[lv].count != len(ids[lv]) for lv in LEVELS)
+        ):
             raise IndexMismatchError(f"SQL rows and vectors of version {vid} disagree")
         collection = RaggedCollection(
             sentences=vectors["sentence"],
@@ -127,7 +182,11 @@ class LoadedIndex:
             document_lengths=torch.from_numpy(document_lengths),
         )
         logger.info(
-            "Loaded version %d: %d documents, %d sentences", vid, len(doc_ids), len(ids["sentence"])
+            "Loaded version %d (revision %d): %d documents, %d sentences",
+            vid,
+            revision,
+            len(doc_ids),
+            len(ids["sentence"]),
         )
         return cls(
             version_id=vid,
@@ -143,8 +202,36 @@ class LoadedIndex:
             paragraph_ids=paragraph_ids,
             doc_paragraph_start=np.concatenate([[0], np.cumsum(document_lengths)]),
             paragraph_sentence_start=np.concatenate([[0], np.cumsum(paragraph_lengths)]),
-            revision=version.revision,
+            revision=revision,
         )
+
+
+def _apply_level(
+    indices: dict[str, FaissIndex],
+    vectors: dict[str, torch.Tensor],
+    ids: dict[str, np.ndarray],
+    level: str,
+    removed: np.ndarray,
+    added_ids: np.ndarray,
+    added_vectors: np.ndarray,
+    *,
+    copy: bool,
+) -> None:
+    """Remove `removed` ids and append `added` (larger) ids at one level, keeping the rows
+    sorted by id; with `copy`, the FAISS index is copied first instead of changed in place."""
+    if not len(removed) and not len(added_ids):
+        return
+    keep = ~np.isin(ids[level], removed)  # (n,)
+    new_ids = np.concatenate([ids[level][keep], np.asarray(added_ids, np.int64)])
+    if len(new_ids) > 1 and not np.all(np.diff(new_ids) > 0):
+        raise IndexMismatchError(f"added {level} ids are not above the existing ones")
+    added = torch.from_numpy(np.asarray(added_vectors, np.float32).reshape(len(added_ids), -1))
+    vectors[level] = torch.cat([vectors[level][torch.from_numpy(keep)], added])
+    index = indices[level].copy() if copy else indices[level]
+    index.remove(np.asarray(removed, np.int64))
+    index.add(added.numpy(), np.asarray(added_ids, np.int64))
+    indices[level] = index
+    ids[level] = new_ids
 
 
 def level_unit_rows(engine: Engine, level: str, unit_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -214,34 +301,49 @@ def stored_documents(engine: Engine, version_id: int, batch: int = 256) -> Itera
             ).scalars()
         )
     for start in range(0, len(doc_ids), batch):
-        wanted = doc_ids[start : start + batch]
-        with engine.connect() as conn:
-            rows = conn.execute(
-                select(
-                    documents.c.doc_id,
-                    documents.c.external_id,
-                    documents.c.title,
-                    documents.c.text,
-                    documents.c.metadata,
-                )
-                .where(documents.c.doc_id.in_(wanted))
-                .order_by(documents.c.doc_id)
-            ).all()
-            layout: dict[int, list[SectionSource]] = {d: [] for d in wanted}
-            section_rows = conn.execute(
-                select(
-                    sections.c.doc_id, sections.c.title, sections.c.char_start, sections.c.char_end
-                )
-                .where(sections.c.doc_id.in_(wanted))
-                .order_by(sections.c.section_id)
+        yield from _stored(doc_ids[start : start + batch], engine)
+
+
+def _stored(wanted: list[int], engine: Engine) -> Iterator[SourceDocument]:
+    """The stored documents `wanted` (doc ids), with their section layout."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                documents.c.doc_id,
+                documents.c.external_id,
+                documents.c.title,
+                documents.c.text,
+                documents.c.metadata,
             )
-            for doc_id, title, char_start, char_end in section_rows:
-                layout[int(doc_id)].append(SectionSource(title, char_start, char_end))
-        for row in rows:
-            yield SourceDocument(
-                doc_id=row.external_id,
-                title=row.title,
-                text=row.text,
-                metadata=row.metadata or {},
-                sections=tuple(layout[int(row.doc_id)]),
+            .where(documents.c.doc_id.in_(wanted))
+            .order_by(documents.c.doc_id)
+        ).all()
+        layout: dict[int, list[SectionSource]] = {d: [] for d in wanted}
+        section_rows = conn.execute(
+            select(sections.c.doc_id, sections.c.title, sections.c.char_start, sections.c.char_end)
+            .where(sections.c.doc_id.in_(wanted))
+            .order_by(sections.c.section_id)
+        )
+        for doc_id, title, char_start, char_end in section_rows:
+            layout[int(doc_id)].append(SectionSource(title, char_start, char_end))
+    for row in rows:
+        yield SourceDocument(
+            doc_id=row.external_id,
+            title=row.title,
+            text=row.text,
+            metadata=row.metadata or {},
+            sections=tuple(layout[int(row.doc_id)]),
+        )
+
+
+def stored_document(engine: Engine, version_id: int, external_id: str) -> SourceDocument | None:
+    """One stored document of a version by its id, with its section layout (None if absent)."""
+    with engine.connect() as conn:
+        doc_id = conn.execute(
+            select(documents.c.doc_id).where(
+                documents.c.version_id == version_id, documents.c.external_id == external_id
             )
+        ).scalar()
+    if doc_id is None:
+        return None
+    return next(_stored([int(doc_id)], engine))

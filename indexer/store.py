@@ -3,12 +3,14 @@ version), fail, recover, and read the active version."""
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from indexer.documents import Document
@@ -341,3 +343,53 @@ def level_ids(engine: Engine, version_id: int, level: str) -> list[int]:
                 select(id_column).where(table.c.version_id == version_id).order_by(id_column)
             ).scalars()
         )
+
+
+def pack_vectors(level_vectors: dict[str, tuple[list[int], np.ndarray]]) -> bytes:
+    """One document's ids and float16 vectors of every level, as an `.npz` blob."""
+    buffer = io.BytesIO()
+    arrays = {}
+    for level, (ids, vectors) in level_vectors.items():
+        arrays[f"{level}_ids"] = np.asarray(ids, np.int64)
+        arrays[f"{level}_vectors"] = np.asarray(vectors, np.float16)
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def stored_additions(engine: Engine, version_id: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Ids and float32 vectors of every level of the documents added to a version after its
+    build, in id order."""
+    with engine.connect() as conn:
+        payloads = conn.execute(
+            select(document_vectors.c.payload)
+            .where(document_vectors.c.version_id == version_id)
+            .order_by(document_vectors.c.doc_id)
+        ).scalars()
+        parts: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
+            level: ([], []) for level in LEVEL_TABLES
+        }
+        for payload in payloads:
+            with np.load(io.BytesIO(payload)) as blob:
+                for level, (ids, vectors) in parts.items():
+                    ids.append(blob[f"{level}_ids"])
+                    vectors.append(blob[f"{level}_vectors"].astype(np.float32))
+    out = {}
+    for level, (ids, vectors) in parts.items():
+        if ids:
+            out[level] = (np.concatenate(ids), np.concatenate(vectors))
+        else:
+            out[level] = (np.empty(0, np.int64), np.empty((0, 0), np.float32))
+    return out
+
+
+def next_ordinals(conn: Connection, version_id: int, built: dict[str, int]) -> dict[str, int]:
+    """The next free ordinal of each level: after the version's build (`built` counts) and
+    after every unit added since, so that no id is ever given twice."""
+    out = {}
+    for level, (table, id_column) in LEVEL_TABLES.items():
+        highest = conn.execute(
+            select(func.max(id_column)).where(table.c.version_id == version_id)
+        ).scalar()
+        after_rows = (int(highest) - unit_id(version_id, 0) + 1) if highest is not None else 0
+        out[level] = max(built.get(level, 0), after_rows)
+    return out

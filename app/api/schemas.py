@@ -261,3 +261,37 @@ class JobOut(BaseModel):
 
 class JobList(BaseModel):
     jobs: list[JobOut]
+
+
+class IndexedDocumentIn(DocumentIn):
+    id: str = Field(
+        min_length=1, max_length=512, description="The document's id (replaced if it exists)."
+    )
+
+
+class DocumentsRequest(BaseModel):
+    documents: list[IndexedDocumentIn] = Field(min_length=1, max_length=1000)
+
+
+class DocumentsChanged(BaseModel):
+    index_version: int
+    revision: int = Field(description="Document changes applied to this version so far.")
+    added: list[str] = []
+    replaced: list[str] = []
+    deleted: list[str] = []
+    took_ms: float
+
+
+class SectionText(BaseModel):
+    title: str
+    start: int
+    end: int
+
+
+class StoredDocument(BaseModel):
+    id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    sections: list[SectionText]
+    index_version: int

@@ -11,6 +11,7 @@ from indexer.pipeline import BuildBusyError
 from indexer.search import DocumentNotFoundError, QueryError
 from indexer.split import EmptyDocumentError
 from indexer.store import NoActiveIndexError
+from indexer.updates import IndexChangedError
 
 
 class IndexNotReadyError(RuntimeError):
@@ -40,6 +41,7 @@ STATUS = {
     JobNotFoundError: 404,
     JobStateError: 409,
     BuildBusyError: 409,
+    IndexChangedError: 409,
     DocumentNotFoundError: 404,
     DocumentTooLargeError: 413,
     PairTooLargeError: 413,

@@ -16,8 +16,11 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
+from app.services.query_cache import QueryCache
 from app.services.state import ServiceState, load_state
+from indexer.search import Searcher
 from indexer.store import NoActiveIndexError, active_version
+from indexer.updates import DocumentChange
 from indexer.worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -60,22 +63,52 @@ class Runtime:
                 active.revision,
             ):
                 return False
-            state = load_state(self.settings, self.engine)
-            previous = current.version_id if current is not None else None
-            if current is not None:
-                same_encoder = (
-                    current.searcher.encoder.identity()["config_hash"]
-                    == state.searcher.encoder.identity()["config_hash"]
-                )
-                state.queries.adopt(current.queries, same_encoder=same_encoder)
-            self.swap(state)
-            logger.info(
-                "Now serving version %d (revision %d; was %s)",
-                state.version_id,
-                state.revision,
-                previous,
-            )
+            self._load_and_swap(current)
             return True
+
+    def _load_and_swap(self, current: ServiceState | None) -> None:
+        state = load_state(self.settings, self.engine)
+        previous = current.version_id if current is not None else None
+        if current is not None:
+            same_encoder = (
+                current.searcher.encoder.identity()["config_hash"]
+                == state.searcher.encoder.identity()["config_hash"]
+            )
+            state.queries.adopt(current.queries, same_encoder=same_encoder)
+        self.swap(state)
+        logger.info(
+            "Now serving version %d (revision %d; was %s)",
+            state.version_id,
+            state.revision,
+            previous,
+        )
+
+    def follow(self, state: ServiceState, change: DocumentChange) -> None:
+        """Serve `state`'s index with a committed document change applied (copy on write).
+        Should that fail, the version is loaded again from SQL, which holds the change."""
+        with self._reload_lock:
+            try:
+                searcher = state.searcher
+                index = searcher.index.with_changes(
+                    self.engine, change.removed_ids, change.added_units, change.revision
+                )
+                changed = ServiceState(
+                    searcher=Searcher(
+                        index, searcher.encoder, searcher.splitter, self.engine, searcher.config
+                    ),
+                    version_id=state.version_id,
+                    encoder_name=state.encoder_name,
+                    queries=QueryCache(
+                        self.settings.api.query_cache_bytes,
+                        self.settings.api.query_cache_ttl_seconds,
+                    ),
+                    revision=change.revision,
+                )
+                changed.queries.adopt(state.queries, same_encoder=True)
+                self.swap(changed)
+            except Exception:
+                logger.exception("Applying the change in memory failed; loading it from SQL")
+                self._load_and_swap(self.state)
 
     def wake(self, _version_id: int | None = None) -> None:
         self._wake.set()

@@ -1,0 +1,199 @@
+"""Adding, replacing and deleting documents of the served version in place."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from indexer.corpus import json_document
+from indexer.pipeline import build_lock, prepare_data_dir
+from indexer.reader import LoadedIndex
+from indexer.store import active_version, level_ids
+from indexer.updates import change_documents
+
+NEW = {
+    "id": "zeppelin-01",
+    "title": "Airships over the lake",
+    "sections": [
+        {
+            "title": "Hydrogen",
+            "text": "The zeppelin rose above Lake Constance. Its hull held hydrogen cells.\n\n"
+            "Ground crews walked the airship out of the floating hangar at dawn.",
+        },
+        {"title": "Passengers", "text": "Passengers dined in a gondola under the zeppelin."},
+    ],
+}
+REPLACEMENT = {
+    "id": "zeppelin-01",
+    "title": "Glaciers",
+    "text": "Glaciers carve valleys over thousands of years. Moraines mark where the ice stopped.",
+}
+
+
+@pytest.fixture()
+def client(fresh_settings) -> Iterator[TestClient]:
+    with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
+        yield client
+
+
+def ranked(client: TestClient, body: dict, **options) -> list[str]:
+    response = client.post("/similar", json={**body, "top_k": 100, **options})
+    assert response.status_code == 200, response.text
+    return [r["document_id"] for r in response.json()["results"]]
+
+
+def assert_consistent(client: TestClient) -> None:
+    """The served index equals what a fresh load from SQL gives, and SQL and FAISS agree."""
+    served = client.app.state.service.searcher.index
+    engine = client.app.state.runtime.engine
+    version = active_version(engine)
+    assert served.revision == version.revision
+    reloaded = LoadedIndex.load(engine, version)
+    for level in served.ids:
+        sql = np.asarray(level_ids(engine, version.version_id, level))
+        np.testing.assert_array_equal(served.ids[level], sql)
+        np.testing.assert_array_equal(reloaded.ids[level], sql)
+        np.testing.assert_array_equal(np.sort(served.indices[level].ids()), sql)
+        assert torch.equal(served.vectors[level], reloaded.vectors[level]), level
+    assert served.external_ids == reloaded.external_ids
+
+
+def test_add_replace_delete(client: TestClient) -> None:
+    added = client.post("/documents", json={"documents": [NEW]})
+    assert added.status_code == 200, added.text
+    assert added.json()["added"] == ["zeppelin-01"] and added.json()["revision"] == 1
+    assert client.get("/ready").json()["documents"] == 49
+    # the tiny test encoder is random: only the document's own text is surely nearest
+    posted = {"document": {k: v for k, v in NEW.items() if k != "id"}}
+    for method in ("sdr", "document", "bm25", "hybrid"):
+        assert ranked(client, posted, method=method)[0] == "zeppelin-01", method
+    assert client.post("/similar", json={"document_id": "zeppelin-01"}).status_code == 200
+    stored = client.get("/documents/zeppelin-01").json()
+    assert stored["title"] == NEW["title"] and [s["title"] for s in stored["sections"]] == [
+        "Hydrogen",
+        "Passengers",
+    ]
+    assert_consistent(client)
+
+    replaced = client.post("/documents", json={"documents": [REPLACEMENT]}).json()
+    assert replaced["replaced"] == ["zeppelin-01"] and replaced["revision"] == 2
+    assert client.get("/ready").json()["documents"] == 49
+    assert client.get("/documents/zeppelin-01").json()["text"] == REPLACEMENT["text"]
+    glacier = {"document": {"text": REPLACEMENT["text"]}}
+    for method in ("sdr", "document", "bm25", "hybrid"):
+        assert ranked(client, glacier, method=method)[0] == "zeppelin-01", method
+    assert_consistent(client)
+
+    deleted = client.delete("/documents/zeppelin-01")
+    assert deleted.status_code == 200 and deleted.json()["deleted"] == ["zeppelin-01"]
+    assert client.get("/ready").json()["documents"] == 48
+    for method in ("sdr", "document", "bm25", "hybrid"):
+        assert "zeppelin-01" not in ranked(client, glacier, method=method)
+    for granularity in ("section", "paragraph", "sentence"):
+        units = client.post(
+            "/similar", json={**glacier, "top_k": 200, "granularity": granularity}
+        ).json()["results"]
+        assert "zeppelin-01" not in {u["document_id"] for u in units}
+    assert client.get("/documents/zeppelin-01").status_code == 404
+    again = client.delete("/documents/zeppelin-01")
+    assert again.status_code == 404 and "not in the active index" in again.json()["detail"]
+    assert_consistent(client)
+
+
+def test_a_restart_serves_the_same_index(client: TestClient, fresh_settings) -> None:
+    client.post("/documents", json={"documents": [NEW]})
+    client.delete("/documents/baking-02")
+    query = {"document": {"text": "Bread dough rises while the zeppelin waits."}}
+    before = client.post("/similar", json={**query, "top_k": 10}).json()["results"]
+    with TestClient(create_app(client.app.state.settings)) as restarted:
+        after = restarted.post("/similar", json={**query, "top_k": 10}).json()["results"]
+    assert [(r["document_id"], round(r["score"], 5)) for r in after] == [
+        (r["document_id"], round(r["score"], 5)) for r in before
+    ]
+
+
+def test_a_crash_after_the_sql_commit_loses_nothing(client: TestClient) -> None:
+    """The process dies between committing the change and updating its in-memory index: SQL
+    holds the change, and the next start serves it."""
+    state = client.app.state.service
+    searcher = state.searcher
+    change_documents(
+        client.app.state.runtime.engine,
+        prepare_data_dir(client.app.state.settings.data_dir),
+        version_id=state.version_id,
+        revision=state.revision,
+        upserts=[json_document(NEW, "")],
+        deletes=["oceans-03"],
+        encoder=searcher.encoder,
+        splitter=searcher.splitter,
+        chunk_tokens=int(searcher.index.manifest["chunk_tokens"]),
+    )  # ... and here the process "dies": its in-memory index never hears of it
+    with TestClient(create_app(client.app.state.settings)) as restarted:
+        ids = ranked(restarted, {"document": {k: v for k, v in NEW.items() if k != "id"}})
+        assert ids[0] == "zeppelin-01" and "oceans-03" not in ids
+        assert_consistent(restarted)
+
+
+def test_a_failed_memory_update_reloads_from_sql(client: TestClient, monkeypatch) -> None:
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("simulated failure while updating FAISS")
+
+    monkeypatch.setattr(LoadedIndex, "with_changes", broken)
+    response = client.post("/documents", json={"documents": [NEW]})
+    assert response.status_code == 200  # committed; the service loaded it from SQL instead
+    own_text = {"document": {k: v for k, v in NEW.items() if k != "id"}}
+    assert ranked(client, own_text)[0] == "zeppelin-01"
+    assert_consistent(client)
+
+
+def test_a_crash_inside_the_transaction_changes_nothing(fresh_settings, monkeypatch) -> None:
+    import indexer.updates
+
+    def broken(_blob):
+        raise RuntimeError("simulated crash after the rows were inserted")
+
+    with TestClient(
+        create_app(fresh_settings(embedded_worker=False)), raise_server_exceptions=False
+    ) as client:
+        monkeypatch.setattr(indexer.updates, "pack_vectors", broken)
+        response = client.post(
+            "/documents", json={"documents": [NEW, {**REPLACEMENT, "id": "baking-01"}]}
+        )
+        assert response.status_code == 500
+        assert client.get("/ready").json()["documents"] == 48
+        assert client.get("/documents/zeppelin-01").status_code == 404
+        assert client.get("/documents/baking-01").json()["title"] != "Glaciers"
+        assert active_version(client.app.state.runtime.engine).revision == 0
+        assert_consistent(client)
+        monkeypatch.undo()
+        assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
+
+
+def test_changes_wait_for_builds_and_bad_documents_are_refused(client: TestClient) -> None:
+    indexes = prepare_data_dir(client.app.state.settings.data_dir)
+    with build_lock(indexes):
+        busy = client.post("/documents", json={"documents": [NEW]})
+    assert busy.status_code == 409 and "another build is running" in busy.json()["detail"]
+    for body, status in (
+        ({"documents": []}, 422),
+        ({"documents": [{"id": "x", "text": "   "}]}, 422),
+        ({"documents": [{"text": "no id"}]}, 422),
+        ({"documents": [NEW, NEW]}, 422),
+    ):
+        response = client.post("/documents", json=body)
+        assert response.status_code == status, (body, response.text)
+    assert client.get("/ready").json()["documents"] == 48
+
+
+def test_changes_need_the_api_key(fresh_settings) -> None:
+    with TestClient(create_app(fresh_settings(embedded_worker=False, api_key="k"))) as client:
+        assert client.post("/documents", json={"documents": [NEW]}).status_code == 401
+        assert client.delete("/documents/baking-01").status_code == 401
+        assert client.get("/documents/baking-01").status_code == 200
+        ok = client.post("/documents", json={"documents": [NEW]}, headers={"X-API-Key": "k"})
+        assert ok.status_code == 200
