@@ -113,17 +113,17 @@ def run_reindex(
             except Exception:  # a transient database error must not kill the heartbeat
                 logger.exception("heartbeat of job %d failed", job.job_id)
 
-    started = time.monotonic()
-    first_done: list[int] = []
+    first: list[tuple[float, int]] = []  # (time, done) at the first committed block
     last_report = [0.0]
 
     def on_progress(done: int, total: int) -> None:
         now = time.monotonic()
-        if not first_done:
-            first_done.append(done)
+        if not first:
+            first.append((now, done))
         if now - last_report[0] >= 0.5 or done >= total:
             last_report[0] = now
-            rate = (done - first_done[0]) / max(now - started, 1e-9) or None
+            since, base = first[0]
+            rate = (done - base) / (now - since) if now > since and done > base else None
             eta = (total - done) / rate if rate else None
             update_progress(
                 engine,
