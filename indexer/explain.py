@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from indexer.search import ParagraphStats, Query, Searcher
+from models.encoder import DocumentInput
 from models.explain import PairAlignment, align_pair, cosine_matrix
 
 
@@ -82,6 +83,9 @@ class Explanation:
     chunk_matrix: torch.Tensor  # (C_s, C_t)
     alignment: PairAlignment
     top_pairs: list[TopPair]
+    # CoLDE only: each document's chunkwise attention (C, C), rows attend over the chunks of
+    # the neighbouring section; None for encoders without it
+    chunk_attention: dict[str, torch.Tensor] | None = None
 
 
 def _side(query: Query, ref: str, kind: str, searcher: Searcher) -> Side:
@@ -168,8 +172,33 @@ def explain_pair(
         chunk_matrix=cosine_matrix(vectors(source, "chunk"), vectors(target, "chunk")),
         alignment=alignment,
         top_pairs=_top_pairs(source_side, target_side, alignment, top_pairs),
+        chunk_attention=_chunk_attention(searcher, source_side, target_side),
     )
     return explanation
+
+
+def _chunk_attention(searcher: Searcher, source: Side, target: Side) -> dict | None:
+    """The encoder's chunkwise attention of both documents (CoLDE), by encoding them again:
+    attention weights are not stored in the index."""
+    if searcher.encoder.identity().get("type") != "colde":
+        return None
+    maps = {}
+    for key, side in (("source", source), ("target", target)):
+        vectors = searcher.encoder.encode_documents([_encoder_input(side)])[0]
+        maps[key] = vectors.chunk_attention
+    return maps
+
+
+def _encoder_input(side: Side) -> DocumentInput:
+    text = side.text
+    return DocumentInput(
+        sentences=[text[s.start : s.end] for s in side.sentences],
+        sentence_paragraph=side.sentence_paragraph,
+        paragraph_section=side.paragraph_section,
+        chunks=[text[c.start : c.end] for c in side.chunks],
+        chunk_section=side.chunk_section,
+        chunk_tokens=[1] * len(side.chunks),
+    )
 
 
 def _top_pairs(source: Side, target: Side, alignment: PairAlignment, k: int) -> list[TopPair]:

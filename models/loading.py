@@ -61,10 +61,27 @@ def load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
     name, path = resolve_encoder_path(name_or_path)
     config = json.loads((path / "config.json").read_text())
     docsim_type = config.get("docsim_type")
-    if docsim_type is not None:
-        raise EncoderNotFoundError(
-            f"Encoder directory {str(path)!r} holds a docsim {docsim_type!r} model, "
-            "which this version cannot load yet."
-        )
-    logger.info("Loading transformer encoder %s from %s", name, path)
-    return TransformerEncoder.from_directory(path, name=name, **options)
+    if docsim_type in (None, "sdr", "bregman"):  # a backbone with mean pooling
+        logger.info("Loading %s encoder %s from %s", docsim_type or "transformer", name, path)
+        return TransformerEncoder.from_directory(path, name=name, **options)
+    if docsim_type in ("colde", "graph"):
+        from models.composite import load_composite
+
+        logger.info("Loading %s encoder %s from %s", docsim_type, name, path)
+        if docsim_type == "colde":
+            from models.colde import ColdeEncoder, ColdeModel
+
+            model, _ = load_composite(path, ColdeModel)
+            return ColdeEncoder(model, name=name, source_dir=path, **_runtime(options))
+        from models.graph import GraphDocumentModel, GraphEncoder
+
+        model, _ = load_composite(path, GraphDocumentModel)
+        return GraphEncoder(model, name=name, source_dir=path, **options)
+    raise EncoderNotFoundError(
+        f"Encoder directory {str(path)!r} holds an unknown docsim model type {docsim_type!r}."
+    )
+
+
+def _runtime(options: dict[str, Any]) -> dict[str, Any]:
+    """CoLDE runs its own batching: only the batch size applies."""
+    return {k: v for k, v in options.items() if k == "max_batch_size"}

@@ -77,6 +77,7 @@ class TransformerEncoder:
         precision: str = "auto",
         batch_tokens: int = 2048,
         max_batch_size: int = 256,
+        head: torch.nn.Module | None = None,
     ) -> None:
         if pooling not in self.POOLING_MODES:
             raise ValueError(
@@ -95,7 +96,8 @@ class TransformerEncoder:
         self.amp_dtype = autocast_dtype(precision, self.device)
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
-        self.dim = int(model.config.hidden_size)
+        self.head = head.to(self.device).eval() if head is not None else None
+        self.dim = int(head.out_features if head is not None else model.config.hidden_size)
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._identity: dict[str, Any] | None = None
 
@@ -143,7 +145,7 @@ class TransformerEncoder:
             )
             self._identity = {
                 "name": self.name,
-                "type": "transformer",
+                "type": getattr(self.model.config, "docsim_type", None) or "transformer",
                 "architecture": config.get("model_type"),
                 "dim": self.dim,
                 "max_length": self.max_length,
@@ -214,6 +216,8 @@ class TransformerEncoder:
                 pooled = mean_pool(hidden, mask)  # (B, H)
             else:
                 pooled = hidden[:, 0].to(torch.float32)  # (B, H)
+            if self.head is not None:
+                pooled = self.head(pooled).to(torch.float32)  # (B, d)
             return F.normalize(pooled, dim=-1).cpu()
 
     def encode_token_ids(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:

@@ -216,6 +216,12 @@ class ExplainResponse(BaseModel):
     paragraph_matrix: ParagraphMatrixOut
     alignments: list[AlignmentOut]
     top_pairs: list[TopPairOut]
+    chunk_attention: dict[str, list[list[float]]] | None = Field(
+        default=None,
+        description="CoLDE only (absent otherwise): each document's chunkwise attention, "
+        "`source` and `target`, chunk x chunk; a row holds the weights of one chunk over the "
+        "chunks of the neighbouring section.",
+    )
 
 
 class ReindexRequest(BaseModel):

@@ -158,4 +158,9 @@ def to_response(explanation: Explanation, state: ServiceState, started: float) -
             for i, j in enumerate(best)
         ],
         top_pairs=[TopPairOut(**vars(p)) for p in explanation.top_pairs],
+        chunk_attention=(
+            {k: _rounded(v) for k, v in explanation.chunk_attention.items()}
+            if explanation.chunk_attention is not None
+            else None
+        ),
     )

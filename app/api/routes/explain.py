@@ -4,7 +4,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from app.api.deps import SettingsDep, StateDep
 from app.api.schemas import ExplainFormat, ExplainResponse
@@ -43,4 +43,7 @@ def explain(
         )
     if format is ExplainFormat.html:
         return HTMLResponse(render_html(explanation, settings.api.page_max_cells_per_axis))
-    return service.to_response(explanation, state, started)
+    response = service.to_response(explanation, state, started)
+    if response.chunk_attention is None:  # absent, never faked, for encoders without it
+        return JSONResponse(response.model_dump(mode="json", exclude={"chunk_attention"}))
+    return response

@@ -1,0 +1,331 @@
+"""CoLDE (Jha et al.): chunk encoder with section and chunk position embeddings, chunkwise
+attention across sections, a Bi-LSTM and a 256-d projection, trained with the supervised
+contrastive loss (temperature 0.5).
+
+A section is cut into chunks of at most `max_tokens` tokens. Each chunk's token embeddings
+get a learned section embedding and chunk embedding added (not shifted token ids: the
+backbone still adds its own positions) before the backbone; chunk vectors are the mean of
+the token states. Multi-head (4) chunkwise attention takes a section's chunks as queries and
+the next section's chunks as keys and values (the last section looks at the one before; a
+lone section at itself). A Bi-LSTM runs over each section's [chunk; attended] sequence; the
+mean of its states, projected, is the section vector; the projected states are chunk vectors;
+the mean of section vectors is the document vector.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from models.backbone import load_backbone, load_tokenizer
+from models.losses import supervised_contrastive_loss
+from models.pooling import mean_pool
+from models.training_data import TrainingDocument, require_documents
+
+
+@dataclass
+class EncodedSections:
+    """One document's outputs. Shapes: S sections, C_p chunks in section p, D projection."""
+
+    sections: torch.Tensor  # (S, D)
+    chunks: list[torch.Tensor]  # per section (C_p, D)
+    attention: list[torch.Tensor]  # per section (C_p, C_q): weights over the keyed section
+
+
+class ColdeModel(torch.nn.Module):
+    def __init__(
+        self,
+        backbone: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        dim: int = 256,
+        lstm_hidden: int = 256,
+        heads: int = 4,
+        max_sections: int = 5,
+        max_chunks: int = 64,
+        max_tokens: int = 256,
+        temperature: float = 0.5,
+    ) -> None:
+        super().__init__()
+        hidden = backbone.config.hidden_size
+        if hidden % heads:
+            raise ValueError(f"the backbone's hidden size {hidden} is not divisible by {heads}")
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.section_embeddings = torch.nn.Embedding(max_sections, hidden)
+        self.chunk_embeddings = torch.nn.Embedding(max_chunks, hidden)
+        for table in (self.section_embeddings, self.chunk_embeddings):
+            torch.nn.init.normal_(table.weight, std=0.02)
+        self.attention = torch.nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.lstm = torch.nn.LSTM(2 * hidden, lstm_hidden, batch_first=True, bidirectional=True)
+        self.projection = torch.nn.Linear(2 * lstm_hidden, dim)
+        self.dim, self.heads, self.lstm_hidden = dim, heads, lstm_hidden
+        self.max_sections, self.max_chunks = max_sections, max_chunks
+        self.max_tokens, self.temperature = max_tokens, temperature
+
+    def architecture(self) -> dict:
+        return {
+            "dim": self.dim,
+            "lstm_hidden": self.lstm_hidden,
+            "heads": self.heads,
+            "max_sections": self.max_sections,
+            "max_chunks": self.max_chunks,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+
+    # --- chunks -----------------------------------------------------------------------------
+    def chunk_ids(self, text: str, max_chunks: int | None = None) -> list[list[int]]:
+        """Token ids of a section's chunks (content tokens only, `max_tokens - 2` each)."""
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        size = self.max_tokens - self.tokenizer.num_special_tokens_to_add(pair=False)
+        chunks = [ids[i : i + size] for i in range(0, max(len(ids), 1), size)] or [[]]
+        limit = min(max_chunks or self.max_chunks, self.max_chunks)
+        return chunks[:limit]
+
+    def encode_chunks(
+        self, chunks: list[list[int]], sections: list[int], positions: list[int]
+    ) -> torch.Tensor:
+        """`(n, H)` mean-pooled backbone states of chunks (content ids), each with its section
+        and chunk position embeddings added to its token embeddings."""
+        device = next(self.parameters()).device
+        with_special = [with_special_tokens(self.tokenizer, c) for c in chunks]
+        longest = max(len(c) for c in with_special)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.full((len(chunks), longest), pad, dtype=torch.long)  # (n, T)
+        mask = torch.zeros((len(chunks), longest), dtype=torch.long)  # (n, T)
+        for i, c in enumerate(with_special):
+            input_ids[i, : len(c)] = torch.tensor(c)
+            mask[i, : len(c)] = 1
+        input_ids, mask = input_ids.to(device), mask.to(device)
+        section = torch.tensor(sections, device=device).clamp(max=self.max_sections - 1)
+        position = torch.tensor(positions, device=device).clamp(max=self.max_chunks - 1)
+        embeds = self.backbone.get_input_embeddings()(input_ids)  # (n, T, H)
+        embeds = (
+            embeds
+            + (self.section_embeddings(section) + self.chunk_embeddings(position))[:, None, :]
+        )
+        hidden = self.backbone(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
+        return mean_pool(hidden, mask)  # (n, H)
+
+    # --- sections ---------------------------------------------------------------------------
+    def sections(self, chunk_vectors: list[torch.Tensor]) -> EncodedSections:
+        """From each section's chunk vectors `(C_p, H)` to section, chunk and attention maps."""
+        n = len(chunk_vectors)
+        section_out, chunk_out, maps = [], [], []
+        for p, queries in enumerate(chunk_vectors):
+            keyed = (
+                chunk_vectors[p + 1] if p + 1 < n else chunk_vectors[p - 1] if n > 1 else queries
+            )
+            attended, weights = self.attention(
+                queries[None],
+                keyed[None],
+                keyed[None],
+                need_weights=True,
+                average_attn_weights=True,
+            )  # (1, C_p, H), (1, C_p, C_q)
+            states, _ = self.lstm(torch.cat([queries, attended[0]], dim=-1)[None])  # (1, C_p, 2h)
+            chunk_out.append(self.projection(states[0]))  # (C_p, D)
+            section_out.append(self.projection(states[0].mean(0)))  # (D,)
+            maps.append(weights[0])
+        return EncodedSections(torch.stack(section_out), chunk_out, maps)
+
+    def encode_sections(self, texts: list[str], max_chunks: int | None = None) -> EncodedSections:
+        ids, section_of, position = [], [], []
+        for p, text in enumerate(texts):
+            chunks = self.chunk_ids(text, max_chunks)
+            ids += chunks
+            section_of += [p] * len(chunks)
+            position += list(range(len(chunks)))
+        vectors = self.encode_chunks(ids, section_of, position)  # (ΣC, H)
+        per_section, at = [], 0
+        for p in range(len(texts)):
+            count = section_of.count(p)
+            per_section.append(vectors[at : at + count])
+            at += count
+        return self.sections(per_section)
+
+    # --- training ---------------------------------------------------------------------------
+    def loss(self, batch: list[tuple[list[str], int]]) -> dict[str, torch.Tensor]:
+        """`batch`: (section texts of one document, label) for each document."""
+        views, labels = [], []
+        for texts, label in batch:
+            encoded = self.encode_sections(texts, max_chunks=self.train_chunks)
+            views.append(encoded.sections)
+            labels += [label] * len(texts)
+        z = torch.cat(views)  # (ΣS, D)
+        labels_t = torch.tensor(labels, device=z.device)
+        return {"supcon": supervised_contrastive_loss(z, labels_t, self.temperature)}
+
+    train_chunks = 4  # chunks per section while training (CPU budget); inference uses all
+
+
+@dataclass
+class SectionSampler:
+    """Two (up to `views`) sections of each document; a one-section document is cut in half
+    at a paragraph boundary. Labels: the document (self-supervised) or its class."""
+
+    docs: list[list[str]]
+    labels: list[int]
+    batch_size: int
+    views: int = 2
+
+    @classmethod
+    def from_corpus(
+        cls, docs: list[TrainingDocument], batch_size: int, views: int, use_labels: bool
+    ) -> SectionSampler:
+        texts, labels, classes = [], [], {}
+        for i, doc in enumerate(docs):
+            sections = [t for t in doc.section_texts() if t.strip()]
+            if len(sections) < 2:
+                paragraphs = [" ".join(p) for p in doc.paragraphs()]
+                if len(paragraphs) < 2:
+                    continue
+                half = len(paragraphs) // 2
+                sections = [" ".join(paragraphs[:half]), " ".join(paragraphs[half:])]
+            texts.append(sections)
+            key = doc.label if use_labels and doc.label is not None else f"doc:{i}"
+            labels.append(classes.setdefault(key, len(classes)))
+        require_documents(len(texts), batch_size, "CoLDE (two sections or paragraphs each)")
+        return cls(texts, labels, batch_size, views)
+
+    def __call__(self, rng: random.Random) -> list[tuple[list[str], int]]:
+        batch = []
+        for d in rng.sample(range(len(self.docs)), self.batch_size):
+            sections = self.docs[d]
+            k = min(self.views, len(sections))
+            picked = sorted(rng.sample(range(len(sections)), k))
+            batch.append(([sections[i] for i in picked], self.labels[d]))
+        return batch
+
+
+def with_special_tokens(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[int]:
+    """`[CLS] ids [SEP]` (or `<s> ids </s>`), as the tokenizer would add them."""
+    first = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    last = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    return (
+        [t for t in (first,) if t is not None] + list(ids) + [t for t in (last,) if t is not None]
+    )
+
+
+def normalized(x: torch.Tensor) -> torch.Tensor:
+    return F.normalize(x, dim=-1)
+
+
+def from_base(base: Path, **options) -> ColdeModel:  # noqa: ANN003
+    return ColdeModel(load_backbone(base), load_tokenizer(base), **options)
+
+
+class ColdeEncoder:
+    """CoLDE as an `Encoder`. The indexer's token chunks are CoLDE's chunks (the indexer
+    packs them to `chunk_capacity` = the model's chunk size); a sentence or paragraph is
+    encoded as a one-section document; paragraphs are the mean of their sentences."""
+
+    def __init__(
+        self,
+        model: ColdeModel,
+        *,
+        name: str,
+        source_dir: Path,
+        max_batch_size: int = 64,
+        **_: object,
+    ) -> None:
+        self.model = model.eval()
+        self.name, self.source_dir, self.dim = name, source_dir, model.dim
+        self.batch = max_batch_size
+        self._identity = None
+
+    @property
+    def chunk_capacity(self) -> int:
+        return self.model.max_tokens - self.model.tokenizer.num_special_tokens_to_add(pair=False)
+
+    def identity(self) -> dict:
+        if self._identity is None:
+            from models.composite import composite_identity
+
+            self._identity = composite_identity(
+                self.source_dir, self.name, self.dim, self.model.max_tokens
+            )
+        return dict(self._identity)
+
+    def token_offsets(self, texts):  # noqa: ANN001, ANN201
+        if not texts:
+            return []
+        encoded = self.model.tokenizer(
+            list(texts), add_special_tokens=False, return_offsets_mapping=True
+        )
+        return [[(int(a), int(b)) for a, b in spans] for spans in encoded["offset_mapping"]]
+
+    def encode(self, texts):  # noqa: ANN001, ANN201
+        """Each text as a one-section document: `(n, dim)` unit vectors."""
+        out = torch.empty(len(texts), self.dim)
+        capacity = self.chunk_capacity
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch):
+                part = texts[start : start + self.batch]
+                ids = self.model.tokenizer(list(part), add_special_tokens=False)["input_ids"]
+                chunks, owner, position = [], [], []
+                for i, tokens in enumerate(ids):
+                    pieces = [
+                        tokens[j : j + capacity] for j in range(0, max(len(tokens), 1), capacity)
+                    ]
+                    for q, piece in enumerate(pieces[: self.model.max_chunks]):
+                        chunks.append(piece)
+                        owner.append(i)
+                        position.append(q)
+                vectors = self.model.encode_chunks(chunks, [0] * len(chunks), position)
+                for i in range(len(part)):
+                    rows = vectors[[k for k, o in enumerate(owner) if o == i]]
+                    out[start + i] = normalized(self.model.sections([rows]).sections[0].float())
+        return out
+
+    def encode_documents(self, documents):  # noqa: ANN001, ANN201
+        from models.encoder import DocumentVectors
+        from models.pooling import segment_mean
+
+        out = []
+        for doc in documents:
+            sentences = self.encode(list(doc.sentences))
+            paragraphs = segment_mean(
+                sentences, torch.as_tensor(doc.sentence_paragraph), doc.n_paragraphs
+            )
+            ids = self.model.tokenizer(list(doc.chunks), add_special_tokens=False)["input_ids"]
+            capacity = self.chunk_capacity
+            ids = [c[:capacity] for c in ids]
+            position, counts = [], [0] * doc.n_sections
+            for s in doc.chunk_section:
+                position.append(counts[s])
+                counts[s] += 1
+            with torch.inference_mode():
+                vectors = self.model.encode_chunks(ids, list(doc.chunk_section), position)
+                per_section, at = [], 0
+                for s in range(doc.n_sections):  # chunks come section by section
+                    per_section.append(vectors[at : at + counts[s]])
+                    at += counts[s]
+                encoded = self.model.sections(per_section)
+            sections = normalized(encoded.sections.float())
+            chunks = normalized(torch.cat(encoded.chunks).float())
+            attention = torch.zeros(len(doc.chunks), len(doc.chunks))  # (C, C)
+            starts = [sum(counts[:s]) for s in range(doc.n_sections)]
+            n = doc.n_sections
+            for p, weights in enumerate(encoded.attention):
+                q = p + 1 if p + 1 < n else p - 1 if n > 1 else p
+                attention[starts[p] : starts[p] + counts[p], starts[q] : starts[q] + counts[q]] = (
+                    weights.float()
+                )
+            out.append(
+                DocumentVectors(
+                    document=normalized(encoded.sections.float().mean(0)),
+                    sections=sections,
+                    paragraphs=paragraphs,
+                    sentences=sentences,
+                    chunks=chunks,
+                    chunk_attention=attention,
+                )
+            )
+        return out
