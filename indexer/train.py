@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from indexer.corpus import CorpusFormat, Skipped, read_corpus
 from indexer.documents import Document
 from indexer.sentences import SentenceSplitter
@@ -67,6 +69,7 @@ def run_training(
     base = base_directory(config.base)
     check_output(out, kind, resume=resume, force=force)
     options = config.options
+    torch.manual_seed(config.seed)  # new heads start the same in every run of this config
     details = {"base": str(config.base), "steps": config.steps, "documents": len(docs)}
     if kind == "sdr":
         sampler = sdr.SdrSampler(docs, config.batch_size, options.get("positives", "paragraph"))

@@ -45,11 +45,12 @@ def resolve_source(
                     f"query {source!r} was for document {cached.document_id!r}, which the "
                     "active index no longer has"
                 ) from None
-        stats = cached.stats
+        stats = cached.stats if cached.normalize else None
         if cached.normalize and stats is None:  # not normalised by SDR yet: the default stats
             stats = searcher.ranking_stats(query)
-            if cached.document_id is None:
-                state.queries.update(source, CachedQuery(query, stats, cached.normalize))
+            state.queries.update(
+                source, CachedQuery(cached.query, stats, cached.normalize, cached.document_id)
+            )
         return query, "query", stats
     try:
         query = searcher.query_from_index(source)

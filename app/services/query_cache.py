@@ -27,7 +27,7 @@ class CachedQuery:
     """A query kept for /explain: a posted document's split and vectors (`query`), or only
     the id of an indexed document (`document_id`, its vectors are the index's)."""
 
-    query: Query | None
+    query: Query | None  # None for indexed documents: never a reference into an index
     stats: ParagraphStats | None  # the statistics the ranking normalised with
     normalize: bool
     document_id: str | None = None
@@ -45,6 +45,7 @@ class QueryCache:
         self.max_bytes = max_bytes
         self.ttl_seconds = ttl_seconds
         self._lock = threading.Lock()
+        self._previous: tuple[QueryCache, bool] | None = None  # the cache this one replaced
         self._entries: TTLCache[str, CachedQuery] | None = (
             TTLCache(
                 maxsize=max_bytes,
@@ -74,10 +75,22 @@ class QueryCache:
         return query_id
 
     def get(self, query_id: str) -> CachedQuery | None:
+        """The entry, also when a request still running on the replaced version added it
+        after the swap (it is then carried over like `adopt` does)."""
         if self._entries is None:
             return None
         with self._lock:
-            return self._entries.get(query_id)
+            entry = self._entries.get(query_id)
+            previous = self._previous
+        if entry is None and previous is not None:
+            old, same_encoder = previous
+            with old._lock:
+                found = old._entries.get(query_id) if old._entries is not None else None
+            carried = _carried(found, same_encoder) if found is not None else None
+            if carried is not None:
+                self.put(carried, query_id)
+                return carried
+        return entry
 
     def update(self, query_id: str, entry: CachedQuery) -> None:
         """Replace an entry in place (e.g. with statistics computed later)."""
@@ -93,16 +106,14 @@ class QueryCache:
             return 0
         with old._lock:
             entries = list(old._entries.items())
+            old._previous = None  # one step back is enough; older caches can go
+        self._previous = (old, same_encoder)
         kept = 0
         for query_id, entry in entries:
-            if entry.document_id is not None:
-                carried = CachedQuery(None, None, entry.normalize, entry.document_id)
-            elif same_encoder and entry.query is not None:
-                carried = CachedQuery(entry.query, None, entry.normalize)
-            else:
-                continue
-            self.put(carried, query_id)
-            kept += 1
+            carried = _carried(entry, same_encoder)
+            if carried is not None:
+                self.put(carried, query_id)
+                kept += 1
         return kept
 
     def __len__(self) -> int:
@@ -110,3 +121,13 @@ class QueryCache:
             return 0
         with self._lock:
             return len(self._entries)
+
+
+def _carried(entry: CachedQuery, same_encoder: bool) -> CachedQuery | None:
+    """An older version's entry as the newer version keeps it: by document id, or a posted
+    document's vectors when the encoder is the same; statistics are computed again."""
+    if entry.document_id is not None:
+        return CachedQuery(None, None, entry.normalize, entry.document_id)
+    if same_encoder and entry.query is not None:
+        return CachedQuery(entry.query, None, entry.normalize)
+    return None

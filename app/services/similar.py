@@ -68,7 +68,7 @@ def similar(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -
         results = [UnitResult(**vars(h)) for h in result.results]
     query_id = state.queries.put(
         CachedQuery(
-            query=query,
+            query=query if request.document_id is None else None,
             stats=result.stats,
             normalize=request.normalize,
             document_id=request.document_id,
