@@ -12,7 +12,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from indexer.config import Settings, get_settings
+from indexer.config import Settings, get_settings, load_configured_encoder
 from indexer.corpus import CorpusError, CorpusFormat, Skipped, read_corpus
 from indexer.db import DatabaseError, make_engine, upgrade
 from indexer.jobs import (
@@ -29,7 +29,7 @@ from indexer.pipeline import IndexBuildError, build_index
 from indexer.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
 from indexer.store import NoActiveIndexError, active_version, count_units
 from indexer.worker import CURRENT, ReindexParameters, Worker, execute, worker_name
-from models.loading import EncoderNotFoundError, load_encoder
+from models.loading import EncoderNotFoundError
 from models.precision import resolve_device
 
 SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
@@ -113,13 +113,7 @@ def index(
     try:
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
-        model = load_encoder(
-            encoder or settings.encoder.name,
-            device=resolve_device(settings.encoder.device),
-            precision=settings.encoder.precision,
-            batch_tokens=settings.encoder.batch_tokens,
-            max_batch_size=settings.encoder.max_batch_size,
-        )
+        model = load_configured_encoder(settings, encoder)
         result = build_index(
             corpus,
             settings=settings,

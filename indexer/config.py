@@ -97,3 +97,18 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+def load_configured_encoder(settings: Settings, name_or_path: str | Path | None = None):  # noqa: ANN201
+    """The encoder `name_or_path` (default: the configured one) with the configured device,
+    precision and batching."""
+    from models.loading import load_encoder
+    from models.precision import resolve_device
+
+    return load_encoder(
+        name_or_path or settings.encoder.name,
+        device=resolve_device(settings.encoder.device),
+        precision=settings.encoder.precision,
+        batch_tokens=settings.encoder.batch_tokens,
+        max_batch_size=settings.encoder.max_batch_size,
+    )

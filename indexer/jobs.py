@@ -123,16 +123,7 @@ def claim_next(engine: Engine, worker: str) -> JobRow | None:
         claimed = conn.execute(
             update(jobs)
             .where(and_(jobs.c.job_id == candidate, jobs.c.status == QUEUED, ~running))
-            .values(
-                status=RUNNING,
-                worker=worker,
-                started_at=now,
-                heartbeat_at=now,
-                attempts=jobs.c.attempts + 1,
-                message="starting",
-                error=None,
-                finished_at=None,
-            )
+            .values(**_claimed(worker, now))
         ).rowcount
     return get_job(engine, candidate) if claimed == 1 else None
 
@@ -152,18 +143,23 @@ def claim_job(engine: Engine, job_id: int, worker: str) -> JobRow | None:
                     ~exists().where(others.c.status == RUNNING),
                 )
             )
-            .values(
-                status=RUNNING,
-                worker=worker,
-                started_at=now,
-                heartbeat_at=now,
-                attempts=jobs.c.attempts + 1,
-                message="starting",
-                error=None,
-                finished_at=None,
-            )
+            .values(**_claimed(worker, now))
         ).rowcount
     return get_job(engine, job_id) if claimed == 1 else None
+
+
+def _claimed(worker: str, now: datetime) -> dict[str, Any]:
+    """The columns a claim sets (a compare-and-set from `queued`)."""
+    return {
+        "status": RUNNING,
+        "worker": worker,
+        "started_at": now,
+        "heartbeat_at": now,
+        "attempts": jobs.c.attempts + 1,
+        "message": "starting",
+        "error": None,
+        "finished_at": None,
+    }
 
 
 def heartbeat(engine: Engine, job_id: int, worker: str) -> bool:

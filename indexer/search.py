@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from cachetools import LRUCache
 from sqlalchemy import Engine
 
-from indexer.config import Settings
+from indexer.config import Settings, load_configured_encoder
 from indexer.documents import Document
 from indexer.pipeline import add_chunks
 from indexer.reader import (
@@ -44,9 +44,7 @@ from indexer.sentences import SentenceSplitter, load_splitter
 from indexer.split import split_document
 from indexer.store import active_version
 from models.encoder import Encoder
-from models.loading import load_encoder
 from models.pooling import segment_mean
-from models.precision import resolve_device
 from models.scoring import (
     RaggedCollection,
     RowStats,
@@ -676,13 +674,7 @@ def open_searcher(
     index = LoadedIndex.load(engine, version)
     identity = index.manifest["encoder"]
     source = identity.get("source") or identity["name"]
-    encoder = load_encoder(
-        source,
-        device=resolve_device(settings.encoder.device),
-        precision=settings.encoder.precision,
-        batch_tokens=settings.encoder.batch_tokens,
-        max_batch_size=settings.encoder.max_batch_size,
-    )
+    encoder = load_configured_encoder(settings, source)
     if encoder.identity()["config_hash"] != identity["config_hash"]:
         raise IndexMismatchError(
             f"the encoder at {source!r} is not the one version {version.version_id} was built with"

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from indexer.config import Settings
+from indexer.config import Settings, load_configured_encoder
 from indexer.corpus import CorpusFormat
 from indexer.jobs import (
     CANCELLED,
@@ -37,8 +37,6 @@ from indexer.reader import stored_documents
 from indexer.retention import collect_garbage
 from indexer.sentences import load_splitter
 from indexer.store import active_version, version_row
-from models.loading import load_encoder
-from models.precision import resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -150,13 +148,7 @@ def run_reindex(
         resume_version=resume,
         keep_on_failure=lambda error: not isinstance(error, JobCancelledError),
     )
-    encoder = load_encoder(
-        params.encoder or settings.encoder.name,
-        device=resolve_device(settings.encoder.device),
-        precision=settings.encoder.precision,
-        batch_tokens=settings.encoder.batch_tokens,
-        max_batch_size=settings.encoder.max_batch_size,
-    )
+    encoder = load_configured_encoder(settings, params.encoder)
     thread = threading.Thread(target=beat, name=f"heartbeat-{job.job_id}", daemon=True)
     thread.start()
     try:

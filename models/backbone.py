@@ -42,6 +42,8 @@ def load_tokenizer(base: Path) -> PreTrainedTokenizerBase:
 
 def load_backbone(base: Path, *, masked_lm: bool = False) -> PreTrainedModel:
     """The base model (with a masked-LM head when asked; a missing head starts random)."""
+    from models.loading import LOAD_LOCK
+
     loader = AutoModelForMaskedLM if masked_lm else AutoModel
     config = json.loads((base / "config.json").read_text())
     if config.get("docsim_type") in ("colde", "graph"):
@@ -49,7 +51,8 @@ def load_backbone(base: Path, *, masked_lm: bool = False) -> PreTrainedModel:
             f"--base {str(base)!r} is a docsim {config['docsim_type']} model; continue it with "
             "--resume on its own output, or start from a transformer"
         )
-    return loader.from_pretrained(base, local_files_only=True)
+    with LOAD_LOCK:
+        return loader.from_pretrained(base, local_files_only=True)
 
 
 def tokenize(
@@ -87,6 +90,9 @@ def save_backbone_encoder(
 
 def backbone_from_config(config: dict[str, Any]) -> PreTrainedModel:
     """An untrained backbone of the given Hugging Face config (weights are loaded after)."""
+    from models.loading import LOAD_LOCK
+
     config = dict(config)
     model_type = config.pop("model_type")
-    return AutoModel.from_config(AutoConfig.for_model(model_type, **config))
+    with LOAD_LOCK:
+        return AutoModel.from_config(AutoConfig.for_model(model_type, **config))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,11 @@ from models.transformer import TransformerEncoder
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENCODER = "minilm"
+
+# transformers' `from_pretrained` builds modules under a process-wide "empty weights" patch:
+# two threads loading at once (the service's swap and its worker) could create each other's
+# parameters on the meta device. Every load in docsim goes through this lock.
+LOAD_LOCK = threading.RLock()
 
 
 class EncoderNotFoundError(ValueError):
@@ -51,6 +57,11 @@ def resolve_encoder_path(name_or_path: str | Path) -> tuple[str, Path]:
 
 
 def load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
+    with LOAD_LOCK:
+        return _load_encoder(name_or_path, **options)
+
+
+def _load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
     """Load an encoder by built-in name or from a local directory.
 
     Args:

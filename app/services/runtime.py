@@ -135,7 +135,9 @@ class Runtime:
             except Exception:  # a failed load keeps the served version
                 logger.exception("Loading the new active version failed; still serving the old")
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 600.0) -> None:
+        """Stop the watcher, and the worker after its current block (its job then fails with
+        its build kept; a retry resumes it)."""
         self._stop.set()
         self._wake.set()
         if self.worker is not None:

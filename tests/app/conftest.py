@@ -11,10 +11,7 @@ from fastapi.testclient import TestClient
 from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
 from indexer.config import JobSettings
-from indexer.db import make_engine, upgrade
-from indexer.pipeline import build_index
-from indexer.sentences import load_splitter
-from models.loading import load_encoder
+from tests.utils.indexes import publish
 
 
 @pytest.fixture(scope="session")
@@ -26,17 +23,7 @@ def indexed_settings(
         data_dir=tmp_path_factory.mktemp("served"),
         jobs=JobSettings(embedded_worker=False),  # shared by many tests: never changes
     )
-    upgrade(settings.database_url)
-    engine = make_engine(settings.database_url)
-    build_index(
-        sample_corpus,
-        settings=settings,
-        engine=engine,
-        encoder=load_encoder(tiny_encoder_dir),
-        splitter=load_splitter(),
-        show_progress=False,
-    )
-    engine.dispose()
+    publish(sample_corpus, settings, tiny_encoder_dir)
     return settings
 
 
@@ -60,17 +47,7 @@ def fresh_settings(
             ),
             api=ApiSettings(swap_poll_seconds=0.05, **api),
         )
-        upgrade(settings.database_url)
-        engine = make_engine(settings.database_url)
-        build_index(
-            sample_corpus,
-            settings=settings,
-            engine=engine,
-            encoder=load_encoder(tiny_encoder_dir),
-            splitter=load_splitter(),
-            show_progress=False,
-        )
-        engine.dispose()
+        publish(sample_corpus, settings, tiny_encoder_dir)
         return settings
 
     return make

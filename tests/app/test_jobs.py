@@ -84,11 +84,14 @@ def test_queries_never_fail_while_a_reindex_swaps(served: TestClient, tiny_encod
     assert progress["done"] == progress["total"] > 0 and job["finished_at"]
 
 
-def test_cancel_a_running_job_publishes_nothing(served: TestClient, tmp_path: Path):
-    corpus = write_text_corpus(tmp_path / "big", synthetic_markdown(60, paragraphs=6))
+def test_cancel_a_running_job_publishes_nothing(
+    served: TestClient, tmp_path: Path, tiny_encoder_dir: Path
+) -> None:
+    corpus = write_text_corpus(tmp_path / "big", synthetic_markdown(200, paragraphs=6))
     before = served.get("/ready").json()["index_version"]
     job_id = served.post(
-        "/jobs/reindex", json={"source": str(corpus), "block_documents": 2}
+        "/jobs/reindex",
+        json={"source": str(corpus), "block_documents": 2, "encoder": str(tiny_encoder_dir)},
     ).json()["job_id"]
     wait_for(served, job_id, {"running"})
     deadline = time.monotonic() + 60
@@ -106,12 +109,17 @@ def test_cancel_a_running_job_publishes_nothing(served: TestClient, tmp_path: Pa
     assert again.status_code == 409 and "already finished" in again.json()["detail"]
 
 
-def test_a_second_reindex_waits_in_the_queue(served: TestClient, tmp_path: Path) -> None:
+def test_a_second_reindex_waits_in_the_queue(
+    served: TestClient, tmp_path: Path, tiny_encoder_dir: Path
+) -> None:
     corpus = write_text_corpus(tmp_path / "c", synthetic_markdown(30, paragraphs=4))
-    first = served.post("/jobs/reindex", json={"source": str(corpus), "block_documents": 2}).json()[
-        "job_id"
-    ]
-    second = served.post("/jobs/reindex", json={"source": "current"}).json()["job_id"]
+    first = served.post(
+        "/jobs/reindex",
+        json={"source": str(corpus), "block_documents": 2, "encoder": str(tiny_encoder_dir)},
+    ).json()["job_id"]
+    second = served.post(
+        "/jobs/reindex", json={"source": "current", "encoder": str(tiny_encoder_dir)}
+    ).json()["job_id"]
     wait_for(served, first, {"running"})
     seen_second = served.get(f"/jobs/{second}").json()
     assert seen_second["status"] == "queued"  # one build at a time
@@ -132,7 +140,10 @@ def test_a_second_reindex_waits_in_the_queue(served: TestClient, tmp_path: Path)
     assert not (Path(served.app.state.settings.data_dir) / "indexes" / "000001").exists()
 
 
-def test_paths_outside_the_allowed_roots_are_403(served: TestClient, tmp_path: Path):
+def test_paths_outside_the_allowed_roots_are_403(
+    served: TestClient, tmp_path: Path, tiny_encoder_dir: Path
+) -> None:
+    tiny = str(tiny_encoder_dir)
     outside = tmp_path.parent / "elsewhere"
     outside.mkdir(exist_ok=True)
     link = tmp_path / "link"
@@ -145,16 +156,16 @@ def test_paths_outside_the_allowed_roots_are_403(served: TestClient, tmp_path: P
         (str(tmp_path / "missing"), 422),
         (str(SAMPLE_CORPUS), 202),
     ):
-        response = served.post("/jobs/reindex", json={"source": source})
+        response = served.post("/jobs/reindex", json={"source": source, "encoder": tiny})
         assert response.status_code == status, (source, response.text)
         if status != 202:
             assert response.json()["detail"]
 
 
-def test_the_api_key_guards_changes_only(fresh_settings) -> None:
+def test_the_api_key_guards_changes_only(fresh_settings, tiny_encoder_dir: Path) -> None:
     settings = fresh_settings(api_key="s3cret")
     with TestClient(create_app(settings)) as client:
-        body = {"source": "current"}
+        body = {"source": "current", "encoder": str(tiny_encoder_dir)}
         assert client.post("/jobs/reindex", json=body).status_code == 401
         assert (
             client.post("/jobs/reindex", json=body, headers={"X-API-Key": "nope"}).status_code

@@ -14,12 +14,11 @@ from app.core.config import ServiceSettings
 from app.main import create_app
 from indexer.config import JobSettings
 from indexer.corpus import CorpusFormat
-from indexer.db import make_engine, upgrade
-from indexer.pipeline import build_index
 from indexer.sentences import SentenceSplitter
 from indexer.train import KINDS, run_training, training_documents
 from models.loading import load_encoder
 from models.training import TrainConfig, TrainingError
+from tests.utils.indexes import publish
 
 OPTIONS = {
     "sdr": {"positives": "document"},
@@ -80,17 +79,7 @@ def test_training_lowers_the_loss_and_the_saved_encoder_serves(
     assert torch.allclose(vectors.norm(dim=1), torch.ones(2), atol=1e-5)
 
     settings = ServiceSettings(data_dir=tmp_path / "data", jobs=JobSettings(embedded_worker=False))
-    upgrade(settings.database_url)
-    engine = make_engine(settings.database_url)
-    built = build_index(
-        sample_corpus,
-        settings=settings,
-        engine=engine,
-        encoder=encoder,
-        splitter=load_splitter_for_tests(),
-        show_progress=False,
-    )
-    engine.dispose()
+    built = publish(sample_corpus, settings, encoder)
     assert built.manifest["encoder"]["type"] == kind
     with TestClient(create_app(settings)) as client:
         ranked = client.post("/similar", json={"document_id": "coffee-01", "top_k": 3})
@@ -106,12 +95,6 @@ def test_training_lowers_the_loss_and_the_saved_encoder_serves(
             assert len(attention["target"][0]) == len(body["target"]["chunks"])
         else:
             assert "chunk_attention" not in body
-
-
-def load_splitter_for_tests():  # noqa: ANN201
-    from indexer.sentences import load_splitter
-
-    return load_splitter()
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,0 +1,30 @@
+"""Building a published index version for tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from indexer.config import Settings
+from indexer.db import make_engine, upgrade
+from indexer.pipeline import BuildResult, build_index
+from indexer.sentences import load_splitter
+from models.encoder import Encoder
+from models.loading import load_encoder
+
+
+def publish(corpus: Path, settings: Settings, encoder: Path | Encoder) -> BuildResult:
+    """Migrate the settings' database and publish one version of `corpus` with `encoder` (a
+    directory or a loaded encoder)."""
+    upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        return build_index(
+            corpus,
+            settings=settings,
+            engine=engine,
+            encoder=load_encoder(encoder) if isinstance(encoder, Path) else encoder,
+            splitter=load_splitter(),
+            show_progress=False,
+        )
+    finally:
+        engine.dispose()
