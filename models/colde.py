@@ -38,6 +38,8 @@ class EncodedSections:
 
 
 class ColdeModel(torch.nn.Module):
+    TRAIN_CHUNKS = 4  # chunks per section while training (CPU budget); inference uses all
+
     def __init__(
         self,
         backbone: PreTrainedModel,
@@ -155,14 +157,12 @@ class ColdeModel(torch.nn.Module):
         """`batch`: (section texts of one document, label) for each document."""
         views, labels = [], []
         for texts, label in batch:
-            encoded = self.encode_sections(texts, max_chunks=self.train_chunks)
+            encoded = self.encode_sections(texts, max_chunks=self.TRAIN_CHUNKS)
             views.append(encoded.sections)
             labels += [label] * len(texts)
         z = torch.cat(views)  # (ΣS, D)
         labels_t = torch.tensor(labels, device=z.device)
         return {"supcon": supervised_contrastive_loss(z, labels_t, self.temperature)}
-
-    train_chunks = 4  # chunks per section while training (CPU budget); inference uses all
 
 
 @dataclass

@@ -72,9 +72,7 @@ def upgrade() -> None:
 
     with op.batch_alter_table("index_versions", schema=None) as batch_op:
         batch_op.add_column(sa.Column("build_state", sa.JSON(), nullable=True))
-        batch_op.add_column(
-            sa.Column("revision", sa.Integer(), server_default="0", nullable=False)
-        )
+        batch_op.add_column(sa.Column("revision", sa.Integer(), server_default="0", nullable=False))
 
 
 def downgrade() -> None:

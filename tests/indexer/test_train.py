@@ -3,7 +3,6 @@ equals an uninterrupted one, save/load keeps the vectors, and each one indexes a
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -134,4 +133,3 @@ def test_bad_requests_get_clear_errors(docs, tiny_encoder_dir: Path, tmp_path: P
         )
     replaced = run("graph", docs, tmp_path / "c", config("graph", tiny_encoder_dir, 2), force=True)
     assert replaced.steps == 2
-    assert random.Random(0).random() == random.Random(0).random()
