@@ -13,7 +13,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from indexer.config import Settings, get_settings, load_configured_encoder
-from indexer.corpus import CorpusError, CorpusFormat, Skipped, read_corpus
+from indexer.corpus import SAMPLE_CORPUS, CorpusError, CorpusFormat, Skipped, read_corpus
 from indexer.db import DatabaseError, make_engine, upgrade
 from indexer.jobs import (
     SUCCEEDED,
@@ -31,8 +31,6 @@ from indexer.store import NoActiveIndexError, active_version, count_units
 from indexer.worker import CURRENT, ReindexParameters, Worker, execute, worker_name
 from models.loading import EncoderNotFoundError
 from models.precision import resolve_device
-
-SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
 
 logger = logging.getLogger("docsim")
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)

@@ -20,6 +20,9 @@ from indexer.documents import SectionSource, SourceDocument
 
 logger = logging.getLogger(__name__)
 
+# The sample corpus shipped with docsim (48 documents on 8 topics).
+SAMPLE_CORPUS = Path(__file__).parent / "sample_corpus"
+
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _AILA_HEADER_END = re.compile(r"^the (judgment was delivered by|order of the court)", re.IGNORECASE)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from indexer.cli import SAMPLE_CORPUS
 from indexer.config import Settings
+from indexer.corpus import SAMPLE_CORPUS
 from indexer.db import make_engine, upgrade
 from indexer.sentences import SentenceSplitter, load_splitter
 from models.loading import load_encoder

@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 from app.api.schemas import JobOut, ReindexRequest
 from app.core.config import ServiceSettings
 from app.core.errors import PathNotAllowedError
-from indexer.cli import SAMPLE_CORPUS
+from indexer.corpus import SAMPLE_CORPUS
 from indexer.jobs import JobRow, create_job
 from indexer.worker import CURRENT, ReindexParameters
 

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from indexer.cli import SAMPLE_CORPUS
+from indexer.corpus import SAMPLE_CORPUS
 from indexer.store import versions
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
