@@ -231,6 +231,8 @@ def evaluate(
         query_list = read_queries(queries, query_field)
         judgments = list(ir_measures.read_trec_qrels(str(qrels)))
         pool_map = read_pools(pools) if pools else None
+        if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
+            upgrade(settings.database_url)
         searcher = open_searcher(settings, make_engine(settings.database_url))
     except (*USER_ERRORS, ValueError, OSError) as error:
         _fail(str(error))
