@@ -33,6 +33,12 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = make_engine(_url())
     with engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            # Batch operations rebuild tables (copy, drop, rename): with rows referencing them,
+            # SQLite refuses the drop while foreign keys are enforced. Off for the migration
+            # only (a PRAGMA that must run outside a transaction), as Alembic recommends.
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=metadata,

@@ -197,3 +197,37 @@ def test_reindex_runs_a_recorded_job(
     assert again.exit_code == 2 and "only failed or cancelled jobs" in again.stderr
     missing = invoke("reindex", str(tmp_path / "nope"), "--data-dir", str(data))
     assert missing.exit_code == 2 and "does not exist" in missing.stderr
+
+
+def test_evaluate_migrates_an_older_database_first(
+    sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    from indexer.db import downgrade
+
+    data = tmp_path / "data"
+    assert index_with_tiny(sample_corpus, tiny_encoder_dir, data).exit_code == 0
+    url = f"sqlite:///{(data / 'docsim.sqlite3').resolve()}"
+    downgrade(url, "0002")  # as a database written before jobs and document changes existed
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        json.dumps({"qid": "q1", "text": (sample_corpus / "baking-01.md").read_text()}) + "\n"
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 Q0 baking-02 1\nq1 Q0 oceans-01 0\n")
+    out = tmp_path / "evaluation.json"
+    result = invoke(
+        "evaluate",
+        "--data-dir",
+        str(data),
+        "--queries",
+        str(queries),
+        "--qrels",
+        str(qrels),
+        "--method",
+        "sdr",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert 0 < report["methods"]["sdr"]["mean"]["MAP"] <= 1
