@@ -46,6 +46,12 @@ USER_ERRORS = (
     JobStateError,
 )
 
+EncoderOption = Annotated[
+    str | None, typer.Option(help="Built-in encoder name (minilm) or a model directory.")
+]
+FormatOption = Annotated[CorpusFormat, typer.Option("--format", help="Corpus format.")]
+ProgressOption = Annotated[bool, typer.Option(help="Show progress bars.")]
+
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", help="Where indexes and the SQLite file live (DOCSIM_DATA_DIR)."),
@@ -94,14 +100,10 @@ def index(
             "Default: the sample corpus shipped with docsim."
         ),
     ] = None,
-    encoder: Annotated[
-        str | None, typer.Option(help="Built-in encoder name (minilm) or a model directory.")
-    ] = None,
-    fmt: Annotated[
-        CorpusFormat, typer.Option("--format", help="Corpus format.")
-    ] = CorpusFormat.auto,
+    encoder: EncoderOption = None,
+    fmt: FormatOption = CorpusFormat.auto,
     data_dir: DataDir = None,
-    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Build a new index version of a corpus and publish it atomically."""
     settings = _settings(data_dir)
@@ -293,12 +295,8 @@ def reindex(
             "version."
         ),
     ] = CURRENT,
-    encoder: Annotated[
-        str | None, typer.Option(help="Built-in encoder name (minilm) or a model directory.")
-    ] = None,
-    fmt: Annotated[
-        CorpusFormat, typer.Option("--format", help="Corpus format.")
-    ] = CorpusFormat.auto,
+    encoder: EncoderOption = None,
+    fmt: FormatOption = CorpusFormat.auto,
     chunk_tokens: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
     block_documents: Annotated[int | None, typer.Option(help="Documents per block.")] = None,
     retry: Annotated[
@@ -306,7 +304,7 @@ def reindex(
         typer.Option(help="Run this failed or cancelled job again (resuming its build)."),
     ] = None,
     data_dir: DataDir = None,
-    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Run a reindex job in the foreground: the same job as POST /jobs/reindex, recorded in
     the jobs table, with a progress bar. A running service swaps to the result."""
