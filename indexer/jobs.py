@@ -185,24 +185,26 @@ def update_progress(
     eta_seconds: float | None = None,
     message: str | None = None,
 ) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            update(jobs)
-            .where(jobs.c.job_id == job_id)
-            .values(
-                done=done,
-                total=total,
-                rate=rate,
-                eta_seconds=eta_seconds,
-                message=message,
-                heartbeat_at=_now(),
-            )
-        )
+    _set(
+        engine,
+        job_id,
+        done=done,
+        total=total,
+        rate=rate,
+        eta_seconds=eta_seconds,
+        message=message,
+        heartbeat_at=_now(),
+    )
 
 
 def set_job_version(engine: Engine, job_id: int, version_id: int) -> None:
+    _set(engine, job_id, version_id=version_id)
+
+
+def _set(engine: Engine, job_id: int, **values: Any) -> None:
+    """Update columns of one job row."""
     with engine.begin() as conn:
-        conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(version_id=version_id))
+        conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
 
 
 def finish_job(
@@ -213,18 +215,15 @@ def finish_job(
     error: str | None = None,
     message: str | None = None,
 ) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            update(jobs)
-            .where(jobs.c.job_id == job_id)
-            .values(
-                status=status,
-                error=error[:4000] if error else None,
-                message=message,
-                finished_at=_now(),
-                eta_seconds=None,
-            )
-        )
+    _set(
+        engine,
+        job_id,
+        status=status,
+        error=error[:4000] if error else None,
+        message=message,
+        finished_at=_now(),
+        eta_seconds=None,
+    )
 
 
 def request_cancel(engine: Engine, job_id: int) -> JobRow:
