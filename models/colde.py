@@ -262,15 +262,20 @@ class ColdeEncoder:
         return [[(int(a), int(b)) for a, b in spans] for spans in encoded["offset_mapping"]]
 
     def encode(self, texts):  # noqa: ANN001, ANN201
-        """Each text as a one-section document: `(n, dim)` unit vectors."""
+        """Each text as a one-section document: `(n, dim)` unit vectors. Texts are batched
+        by token length, so a batch pads little."""
         out = torch.empty(len(texts), self.dim)
+        if not texts:
+            return out
         capacity = self.chunk_capacity
+        all_ids = self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(all_ids[i]))
         with torch.inference_mode():
-            for start in range(0, len(texts), self.batch):
-                part = texts[start : start + self.batch]
-                ids = self.model.tokenizer(list(part), add_special_tokens=False)["input_ids"]
+            for start in range(0, len(order), self.batch):
+                part = order[start : start + self.batch]
                 chunks, owner, position = [], [], []
-                for i, tokens in enumerate(ids):
+                for i in part:
+                    tokens = all_ids[i]
                     pieces = [
                         tokens[j : j + capacity] for j in range(0, max(len(tokens), 1), capacity)
                     ]
@@ -279,9 +284,9 @@ class ColdeEncoder:
                         owner.append(i)
                         position.append(q)
                 vectors = self.model.encode_chunks(chunks, [0] * len(chunks), position)
-                for i in range(len(part)):
+                for i in part:
                     rows = vectors[[k for k, o in enumerate(owner) if o == i]]
-                    out[start + i] = normalized(self.model.sections([rows]).sections[0].float())
+                    out[i] = normalized(self.model.sections([rows]).sections[0].float())
         return out
 
     def encode_documents(self, documents):  # noqa: ANN001, ANN201

@@ -76,6 +76,15 @@ def test_training_lowers_the_loss_and_the_saved_encoder_serves(
     assert encoder.identity()["type"] == kind
     vectors = encoder.encode(texts)
     assert torch.allclose(vectors.norm(dim=1), torch.ones(2), atol=1e-5)
+    # batching (length-sorted, padded) gives each text the vector it gets alone
+    varied = [
+        "Tea.",
+        "The court held that the appeal must fail on every ground raised. " * 6,
+        "A loaf rises in a warm kitchen while the oven heats.",
+        "Stars are far away.",
+    ]
+    alone = torch.cat([encoder.encode([t]) for t in varied])
+    assert torch.allclose(encoder.encode(varied), alone, atol=1e-5)
 
     settings = ServiceSettings(data_dir=tmp_path / "data", jobs=JobSettings(embedded_worker=False))
     built = publish(sample_corpus, settings, encoder)
