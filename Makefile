@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup browser run test test-slow lint bench clean
+.PHONY: setup browser postgres run test test-slow lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,14 +25,21 @@ browser:
 	  $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver || \
 	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver)
 
+# The PostgreSQL run of the suite starts its own throwaway server from Debian's binaries.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends postgresql)
+
 run: setup
 	$(BIN)/docsim index
 	$(BIN)/docsim info
 	$(BIN)/docsim serve
 
-test: setup browser
+# The whole suite twice: on SQLite (the embedded default), then on a real PostgreSQL.
+test: setup browser postgres
 	$(BIN)/ruff check .
-	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest
+	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db sqlite
+	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db postgresql
 
 test-slow: setup
 	$(BIN)/pytest -m slow

@@ -1,7 +1,9 @@
 """The `jobs` table: reindex jobs queued by the API or the CLI and run by workers.
 
 A job moves `queued -> running -> succeeded | failed | cancelled`. Workers claim a job with a
-compare-and-set update (one worker per job, on SQLite and PostgreSQL alike), send heartbeats
+compare-and-set update (one worker per job, on SQLite and PostgreSQL alike; on PostgreSQL the
+candidate is picked with `SELECT ... FOR UPDATE SKIP LOCKED` and claims are serialised by a
+transaction-scoped advisory lock, so that two workers never start two builds), send heartbeats
 while they run it, and report progress. A running job whose heartbeats stop is failed by the
 next worker that looks (`reap_stale`); its build is suspended, so that a retry resumes it.
 """
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Engine, and_, exists, insert, select, update
+from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, update
 
 from indexer.tables import index_versions, jobs
 
@@ -108,22 +110,37 @@ def list_jobs(engine: Engine, limit: int = 100, status: str | None = None) -> li
         return [_row(r) for r in conn.execute(query).all()]
 
 
+CLAIM_LOCK = 0x646F6373696D  # PostgreSQL advisory lock key for claims ("docsim")
+
+
+def _serialise_claims(conn: Connection) -> None:
+    """Make this transaction's claim wait for any other claim in flight (PostgreSQL).
+
+    Under READ COMMITTED two concurrent claims could each see no running job and start two
+    builds; with the lock the second one's statements see the first one's committed claim.
+    SQLite serialises writers by itself."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(CLAIM_LOCK)))
+
+
 def claim_next(engine: Engine, worker: str) -> JobRow | None:
     """Atomically take the oldest queued job, unless a job is already running (one build at
     a time: the others wait in the queue)."""
     with engine.begin() as conn:
+        _serialise_claims(conn)
         candidate = conn.execute(
-            select(jobs.c.job_id).where(jobs.c.status == QUEUED).order_by(jobs.c.job_id).limit(1)
+            select(jobs.c.job_id)
+            .where(jobs.c.status == QUEUED)
+            .order_by(jobs.c.job_id)
+            .limit(1)
+            .with_for_update(skip_locked=True)  # PostgreSQL; SQLite renders no locking clause
         ).scalar()
         if candidate is None:
             return None
-        others = jobs.alias("others")  # not correlated with the row being updated
-        running = exists().where(others.c.status == RUNNING)
-        now = _now()
         claimed = conn.execute(
             update(jobs)
-            .where(and_(jobs.c.job_id == candidate, jobs.c.status == QUEUED, ~running))
-            .values(**_claimed(worker, now))
+            .where(and_(jobs.c.job_id == candidate, jobs.c.status == QUEUED, ~_running()))
+            .values(**_claimed(worker, _now()))
         ).rowcount
     return get_job(engine, candidate) if claimed == 1 else None
 
@@ -131,21 +148,19 @@ def claim_next(engine: Engine, worker: str) -> JobRow | None:
 def claim_job(engine: Engine, job_id: int, worker: str) -> JobRow | None:
     """Atomically take one given queued job (the foreground `docsim reindex`), unless another
     job is running."""
-    others = jobs.alias("others")
-    now = _now()
     with engine.begin() as conn:
+        _serialise_claims(conn)
         claimed = conn.execute(
             update(jobs)
-            .where(
-                and_(
-                    jobs.c.job_id == job_id,
-                    jobs.c.status == QUEUED,
-                    ~exists().where(others.c.status == RUNNING),
-                )
-            )
-            .values(**_claimed(worker, now))
+            .where(and_(jobs.c.job_id == job_id, jobs.c.status == QUEUED, ~_running()))
+            .values(**_claimed(worker, _now()))
         ).rowcount
     return get_job(engine, job_id) if claimed == 1 else None
+
+
+def _running():  # noqa: ANN202
+    others = jobs.alias("others")  # not correlated with the row being updated
+    return exists().where(others.c.status == RUNNING)
 
 
 def _claimed(worker: str, now: datetime) -> dict[str, Any]:

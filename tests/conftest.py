@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from copy import deepcopy
 from pathlib import Path
@@ -7,13 +8,58 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from indexer.config import Settings
+from app.core.config import get_service_settings
+from indexer.config import Settings, get_settings
 from indexer.corpus import SAMPLE_CORPUS
 from indexer.db import make_engine, upgrade
 from indexer.sentences import SentenceSplitter, load_splitter
 from models.loading import load_encoder
 from models.tiny import write_tiny_encoder
 from models.transformer import TransformerEncoder
+from tests.utils.postgres import PostgresServer, running_server
+
+DATABASE_URL = "DOCSIM_DB__URL"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--db",
+        choices=("sqlite", "postgresql"),
+        default=os.environ.get("DOCSIM_TEST_DB", "sqlite"),
+        help="the database backend every test runs on (default: $DOCSIM_TEST_DB or sqlite); "
+        "postgresql starts a throwaway server from Debian's postgresql package",
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres(request: pytest.FixtureRequest) -> Iterator[PostgresServer | None]:
+    """On `--db postgresql`: one server for the run; session-wide objects get one database."""
+    if request.config.getoption("--db") != "postgresql":
+        yield None
+        return
+    with running_server() as server:
+        before = os.environ.get(DATABASE_URL)
+        os.environ[DATABASE_URL] = server.database()
+        yield server
+        if before is None:
+            os.environ.pop(DATABASE_URL, None)
+        else:
+            os.environ[DATABASE_URL] = before
+
+
+@pytest.fixture(autouse=True)
+def _database_per_test(_postgres: PostgresServer | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's settings (and the CLI processes it starts) point at a fresh database, as a
+    fresh data directory gives each test a fresh SQLite file."""
+    if _postgres is not None:
+        monkeypatch.setenv(DATABASE_URL, _postgres.database())
+    get_settings.cache_clear()  # the CLI and the service read their settings once a process
+    get_service_settings.cache_clear()
+
+
+@pytest.fixture()
+def on_postgres(_postgres: PostgresServer | None) -> bool:
+    return _postgres is not None
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from indexer.cli import cli
+from indexer.config import Settings
 from indexer.db import make_engine
 from indexer.store import active_version
 from indexer.tables import documents, index_versions
@@ -53,14 +54,22 @@ def test_index_then_info(sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: 
         (["index", "{corpus}", "--encoder", "{tmp}"], "is not a model directory"),
         (
             ["index", "{corpus}", "--encoder", "{tiny}", "--data-dir", "{tmp}/file/sub"],
-            "cannot create the database folder",
+            "{folder_error}",
         ),
         (["info"], "no index version is active yet: run `docsim index` first"),
     ],
 )
 def test_bad_input_gets_a_clear_message(
-    args: list[str], message: str, sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
+    args: list[str],
+    message: str,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    on_postgres: bool,
 ) -> None:
+    # on SQLite the database file is the first thing made in the data directory
+    folder_error = "is not writable" if on_postgres else "cannot create the database folder"
+    message = message.format(folder_error=folder_error)
     (tmp_path / "file").write_text("not a folder")
     filled = [a.format(tmp=tmp_path, tiny=tiny_encoder_dir, corpus=sample_corpus) for a in args]
     if "--data-dir" not in filled:
@@ -107,7 +116,7 @@ def _start_build(corpus: Path, tiny: Path, data: Path) -> subprocess.Popen:
 
 
 def _wait_for_building_rows(data: Path, timeout: float = 120) -> int:
-    engine = make_engine(f"sqlite:///{(data / 'docsim.sqlite3').resolve()}")
+    engine = make_engine(Settings(data_dir=data).database_url)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -147,7 +156,7 @@ def test_killed_build_keeps_the_active_version(
     building = _wait_for_building_rows(data)
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=120)
-    engine = make_engine(f"sqlite:///{(data / 'docsim.sqlite3').resolve()}")
+    engine = make_engine(Settings(data_dir=data).database_url)
     assert active_version(engine).version_id == 1
     assert "Traceback" not in stderr
     if sig == signal.SIGKILL:
@@ -206,7 +215,7 @@ def test_evaluate_migrates_an_older_database_first(
 
     data = tmp_path / "data"
     assert index_with_tiny(sample_corpus, tiny_encoder_dir, data).exit_code == 0
-    url = f"sqlite:///{(data / 'docsim.sqlite3').resolve()}"
+    url = Settings(data_dir=data).database_url
     downgrade(url, "0002")  # as a database written before jobs and document changes existed
     queries = tmp_path / "queries.jsonl"
     queries.write_text(

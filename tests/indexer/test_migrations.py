@@ -6,6 +6,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
+from indexer.config import Settings
 from indexer.db import downgrade, make_engine, upgrade
 from indexer.tables import metadata
 
@@ -20,8 +21,8 @@ TABLES = {
 }
 
 
-def test_upgrade_downgrade_on_fresh_sqlite(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
+def test_upgrade_downgrade_on_a_fresh_database(tmp_path: Path) -> None:
+    url = Settings(data_dir=tmp_path).database_url  # SQLite, or the run's PostgreSQL
     upgrade(url)
     engine = make_engine(url)
     assert TABLES <= set(inspect(engine).get_table_names())
