@@ -25,7 +25,10 @@ def serve(
     if data_dir:
         settings = settings.model_copy(update={"data_dir": data_dir})
     app = create_app(settings)
-    uvicorn.run(app, host=host or settings.api.host, port=port or settings.api.port)
+    # log_config=None: uvicorn's loggers go through docsim's handler (text or JSON)
+    uvicorn.run(
+        app, host=host or settings.api.host, port=port or settings.api.port, log_config=None
+    )
 
 
 def main() -> None:

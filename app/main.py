@@ -8,9 +8,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api.routes import documents, explain, health, jobs, pages, similar
+from app.api.routes import documents, explain, health, jobs, metrics, pages, similar
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
+from app.services.metrics import Metrics
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
 from indexer.db import make_engine, upgrade
@@ -26,6 +27,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
         engine = make_engine(settings.database_url)
+        app.state.engine = engine
 
         def publish(state: ServiceState | None) -> None:
             app.state.service = state
@@ -37,6 +39,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         runtime.start()
         yield
         runtime.stop()
+        app.state.engine = None
         engine.dispose()
 
     app = FastAPI(
@@ -47,6 +50,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.service = None
+    app.state.engine = None
+    app.state.metrics = Metrics(lambda: app.state.service, lambda: app.state.engine)
+    app.middleware("http")(app.state.metrics.middleware)
     register_error_handlers(app)
     app.include_router(health.router)
     app.include_router(similar.router)
@@ -54,4 +60,5 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(documents.router)
     app.include_router(pages.router)
+    app.include_router(metrics.router)
     return app

@@ -6,7 +6,6 @@ import json
 import logging
 import random
 import signal
-import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -25,6 +24,7 @@ from indexer.jobs import (
     retry_job,
     running_job,
 )
+from indexer.logs import configure_logging
 from indexer.pipeline import IndexBuildError, build_index
 from indexer.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
 from indexer.store import NoActiveIndexError, active_version, count_units
@@ -69,13 +69,7 @@ def _settings(data_dir: Path | None) -> Settings:
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("transformers", "httpx", "alembic.runtime.migration", "bm25s"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(get_settings().log, verbose)
 
 
 def _raise_interrupt(signum: int, _frame: Any) -> None:

@@ -72,6 +72,13 @@ class JobSettings(BaseModel):
     )
 
 
+class LogSettings(BaseModel):
+    format: Literal["text", "json"] = Field(
+        default="text", description="`json`: one JSON object per line, for log collectors."
+    )
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="DOCSIM_", env_nested_delimiter="__", env_ignore_empty=True, extra="ignore"
@@ -85,6 +92,7 @@ class Settings(BaseSettings):
     encoder: EncoderSettings = EncoderSettings()
     index: IndexSettings = IndexSettings()
     jobs: JobSettings = JobSettings()
+    log: LogSettings = LogSettings()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

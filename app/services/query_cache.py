@@ -57,6 +57,14 @@ class QueryCache:
             else None
         )
 
+    @property
+    def used_bytes(self) -> int:
+        """Bytes the entries hold now."""
+        if self._entries is None:
+            return 0
+        with self._lock:
+            return int(self._entries.currsize)
+
     def put(self, entry: CachedQuery, query_id: str | None = None) -> str:
         """Keep `entry` and return its query id (new unless given; kept while it fits)."""
         query_id = query_id or uuid.uuid4().hex

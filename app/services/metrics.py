@@ -1,0 +1,150 @@
+"""Prometheus metrics (prometheus-client), one registry per application.
+
+- `docsim_http_request_duration_seconds{method,route,status}`: a histogram per route
+  template (`/jobs/{job_id}`, not the raw path, so the label set stays small).
+- Read at scrape time from what the service already holds, never double-booked:
+  `docsim_index_version`, `docsim_index_documents`, `docsim_index_vectors{level}`,
+  `docsim_index_vector_bytes{level}`, `docsim_query_cache_bytes` (the served version), and from
+  the jobs table, so that jobs run by a separate worker process count too: `docsim_jobs{status}`
+  and `docsim_job_duration_seconds{status}` (a summary over finished jobs).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from datetime import timezone
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, func, select
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match
+
+from app.services.state import ServiceState
+from indexer.jobs import FINISHED
+from indexer.tables import jobs
+
+logger = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+UNMATCHED = "unmatched"  # requests no route serves (404s): one label value, not one per path
+
+
+class ServiceCollector(Collector):
+    """Index and job figures, computed when Prometheus scrapes."""
+
+    def __init__(
+        self, state: Callable[[], ServiceState | None], engine: Callable[[], Engine | None]
+    ) -> None:
+        self._state = state
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._index_metrics(self._state())
+        engine = self._engine()
+        if engine is not None:
+            try:
+                yield from self._job_metrics(engine)
+            except Exception as error:  # noqa: BLE001 - a scrape must not fail on the database
+                logger.warning("Job metrics unavailable: %s", error)
+
+    @staticmethod
+    def _index_metrics(state: ServiceState | None) -> Iterator[Metric]:
+        version = GaugeMetricFamily("docsim_index_version", "Served index version (0: none).")
+        documents = GaugeMetricFamily("docsim_index_documents", "Documents in the served index.")
+        vectors = GaugeMetricFamily(
+            "docsim_index_vectors", "Vectors per level in the served index.", labels=["level"]
+        )
+        nbytes = GaugeMetricFamily(
+            "docsim_index_vector_bytes", "Bytes of vectors held per level.", labels=["level"]
+        )
+        cache = GaugeMetricFamily("docsim_query_cache_bytes", "Bytes held by the query cache.")
+        if state is None:
+            version.add_metric([], 0)
+        else:
+            index = state.searcher.index
+            version.add_metric([], state.version_id)
+            documents.add_metric([], index.n_documents)
+            for level, held in index.vectors.items():
+                vectors.add_metric([level], int(held.shape[0]))
+                nbytes.add_metric([level], held.element_size() * held.numel())
+            cache.add_metric([], state.queries.used_bytes)
+        yield from (version, documents, vectors, nbytes, cache)
+
+    @staticmethod
+    def _job_metrics(engine: Engine) -> Iterator[Metric]:
+        counts = GaugeMetricFamily("docsim_jobs", "Jobs per status.", labels=["status"])
+        durations = SummaryMetricFamily(
+            "docsim_job_duration_seconds",
+            "Run time (start to finish) of finished jobs.",
+            labels=["status"],
+        )
+        with engine.connect() as conn:
+            by_status = dict(
+                conn.execute(select(jobs.c.status, func.count()).group_by(jobs.c.status)).all()
+            )
+            finished = conn.execute(
+                select(jobs.c.status, jobs.c.started_at, jobs.c.finished_at).where(
+                    jobs.c.status.in_(FINISHED), jobs.c.started_at.is_not(None)
+                )
+            ).all()
+        for status in ("queued", "running", *FINISHED):
+            counts.add_metric([status], by_status.get(status, 0))
+        totals: dict[str, list[float]] = {status: [0, 0.0] for status in FINISHED}
+        for status, started, ended in finished:
+            if ended is None:
+                continue
+            seconds = (_utc(ended) - _utc(started)).total_seconds()
+            totals[status][0] += 1
+            totals[status][1] += max(seconds, 0.0)
+        for status, (count, total) in totals.items():
+            durations.add_metric([status], count_value=count, sum_value=total)
+        yield from (counts, durations)
+
+
+def _utc(moment):  # noqa: ANN001, ANN202 - SQLite gives naive datetimes written in UTC
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+class Metrics:
+    """The application's registry, its request histogram and the scrape-time collector."""
+
+    def __init__(
+        self, state: Callable[[], ServiceState | None], engine: Callable[[], Engine | None]
+    ) -> None:
+        self.registry = CollectorRegistry()
+        self.latency = Histogram(
+            "docsim_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route template.",
+            ["method", "route", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(ServiceCollector(state, engine))
+
+    async def middleware(self, request: Request, call_next) -> Response:  # noqa: ANN001
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            self.latency.labels(request.method, route_template(request), str(status)).observe(
+                time.perf_counter() - started
+            )
+
+
+def route_template(request: Request) -> str:
+    """The path template of the route that serves `request` (e.g. `/jobs/{job_id}`)."""
+    route = request.scope.get("route")
+    if route is not None:
+        return route.path
+    for candidate in request.app.router.routes:
+        if candidate.matches(request.scope)[0] == Match.FULL:
+            return candidate.path
+    return UNMATCHED

@@ -1,0 +1,75 @@
+"""GET /metrics: request latency per route template, index sizes, jobs and their durations."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.main import create_app
+from indexer.store import active_version, count_units
+from tests.app.test_jobs import wait_for, wait_for_version
+
+
+def scrape(client: TestClient) -> dict[tuple[str, tuple], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def requests_seen(seen: dict, method: str, route: str, status: int) -> float:
+    labels = (("method", method), ("route", route), ("status", str(status)))
+    return seen.get(("docsim_http_request_duration_seconds_count", labels), 0.0)
+
+
+def test_metrics_count_requests_index_sizes_and_jobs(
+    fresh_settings, tiny_encoder_dir: Path, sample_corpus: Path
+) -> None:
+    with TestClient(create_app(fresh_settings())) as client:
+        for _ in range(2):
+            assert client.post("/similar", json={"document_id": "coffee-01"}).status_code == 200
+        assert client.get("/jobs/424242").status_code == 404
+        assert client.get("/no/such/page").status_code == 404
+        assert client.post("/similar", json={"top_k": 0}).status_code == 422
+        seen = scrape(client)
+        assert requests_seen(seen, "POST", "/similar", 200) == 2
+        assert requests_seen(seen, "POST", "/similar", 422) == 1
+        assert requests_seen(seen, "GET", "/jobs/{job_id}", 404) == 1  # the template, not the id
+        assert requests_seen(seen, "GET", "unmatched", 404) == 1
+
+        engine = client.app.state.runtime.engine
+        version = active_version(engine)
+        counts = count_units(engine, version.version_id)
+        assert seen[("docsim_index_version", ())] == version.version_id
+        assert seen[("docsim_index_documents", ())] == counts["document"] == 48
+        for level in ("document", "section", "paragraph", "sentence", "chunk"):
+            assert seen[("docsim_index_vectors", (("level", level),))] == counts[level]
+        dim = client.app.state.service.searcher.encoder.dim
+        assert seen[("docsim_index_vector_bytes", (("level", "sentence"),))] == (
+            counts["sentence"] * dim * 4
+        )
+        assert seen[("docsim_query_cache_bytes", ())] > 0  # the two queries are kept
+        assert seen[("docsim_jobs", (("status", "succeeded"),))] == 0
+
+        started = time.monotonic()
+        job = client.post(
+            "/jobs/reindex", json={"source": str(sample_corpus), "encoder": str(tiny_encoder_dir)}
+        ).json()["job_id"]
+        finished = wait_for(client, job, {"succeeded", "failed"})
+        wall = time.monotonic() - started
+        assert finished["status"] == "succeeded"
+        wait_for_version(client, finished["index_version"])
+        seen = scrape(client)
+        assert seen[("docsim_jobs", (("status", "succeeded"),))] == 1
+        assert seen[("docsim_jobs", (("status", "queued"),))] == 0
+        ran = seen[("docsim_job_duration_seconds_sum", (("status", "succeeded"),))]
+        assert seen[("docsim_job_duration_seconds_count", (("status", "succeeded"),))] == 1
+        assert 0 < ran <= wall
+        assert seen[("docsim_index_version", ())] == finished["index_version"]

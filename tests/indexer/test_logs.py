@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from indexer.config import LogSettings
+from indexer.logs import configure_logging
+
+
+@pytest.fixture()
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_json_logs_are_one_object_per_line_with_extra_fields(
+    restore_logging, capsys: pytest.CaptureFixture
+) -> None:
+    configure_logging(LogSettings(format="json", level="INFO"))
+    logging.getLogger("docsim.test").info("job %d done", 7, extra={"job_id": 7, "seconds": 1.5})
+    logging.getLogger("docsim.test").debug("not shown at INFO")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert record["message"] == "job 7 done"
+    assert (record["level"], record["logger"]) == ("INFO", "docsim.test")
+    assert (record["job_id"], record["seconds"]) == (7, 1.5)
+    assert "T" in record["time"]
+
+
+def test_text_logs_stay_plain(restore_logging, capsys: pytest.CaptureFixture) -> None:
+    configure_logging(LogSettings(format="text", level="WARNING"))
+    logging.getLogger("docsim.test").info("hidden")
+    logging.getLogger("docsim.test").warning("careful")
+    err = capsys.readouterr().err
+    assert "hidden" not in err
+    assert err.strip().endswith("WARNING docsim.test: careful")
