@@ -53,7 +53,7 @@ def server_binaries() -> Path:
     return Path(found).parent
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -66,7 +66,7 @@ class PostgresServer:
         self.bindir = server_binaries()
         self.root = root
         self.data = root / "cluster"
-        self.port = _free_port()
+        self.port = free_port()
         self.as_root = os.geteuid() == 0
         self._names = count(1)
 

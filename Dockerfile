@@ -1,0 +1,55 @@
+# docsim image: the API (`docsim serve`), the job worker (`docsim worker`) and the migrations
+# (`alembic upgrade head`) all run from it; docker-compose.yml wires them to PostgreSQL.
+#
+#   docker build -t docsim .                          # CPU: torch's CPU wheel + faiss-cpu
+#   docker build -t docsim:gpu --build-arg VARIANT=gpu .
+#                                                     # CUDA: PyPI's CUDA torch + faiss-gpu-cu12
+#                                                     # (needs the NVIDIA container toolkit)
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ARG VARIANT=cpu
+ARG TORCH_VERSION=2.13.0
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/docsim
+ENV PATH=/opt/docsim/bin:$PATH
+WORKDIR /src
+# torch first, from the index that has the wanted build: an unpinned torch from PyPI would be
+# the CUDA build with gigabytes of CUDA libraries, which only the gpu variant wants.
+RUN if [ "$VARIANT" = "gpu" ]; then \
+        pip install "torch==${TORCH_VERSION}"; \
+    else \
+        pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu; \
+    fi
+COPY pyproject.toml README.md ./
+COPY app app
+COPY indexer indexer
+COPY models models
+COPY migrations migrations
+RUN if [ "$VARIANT" = "gpu" ]; then extra=gpu; else extra=cpu; fi \
+    && pip install ".[${extra}]" "torch==${TORCH_VERSION}"
+
+FROM ${PYTHON_IMAGE} AS runtime
+ENV PATH=/opt/docsim/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 \
+    TOKENIZERS_PARALLELISM=false \
+    DOCSIM_DATA_DIR=/data \
+    DOCSIM_API__HOST=0.0.0.0 \
+    DOCSIM_API__PORT=8000 \
+    DOCSIM_LOG__FORMAT=json
+RUN useradd --create-home --uid 10001 docsim \
+    && mkdir -p /data /corpora \
+    && chown docsim:docsim /data
+COPY --from=build /opt/docsim /opt/docsim
+WORKDIR /app
+# alembic.ini points at ./migrations: `alembic upgrade head` runs from here
+COPY alembic.ini ./
+COPY migrations migrations
+USER docsim
+VOLUME ["/data"]
+EXPOSE 8000
+# No HEALTHCHECK here: the same image runs the worker, which serves no HTTP; the compose file
+# gives the api service its check.
+CMD ["docsim", "serve"]

@@ -1,0 +1,201 @@
+"""The Docker deployment, checked without a Docker engine (there is none on these machines).
+
+The compose files are parsed and their wiring checked (services, start order, health checks,
+the shared data volume, the GPU override), every `COPY` source of the Dockerfile must exist,
+and then the compose services' own commands run here, as separate processes on the run's
+database (SQLite, or PostgreSQL with `--db postgresql`): `migrate`, the documented
+`docker compose run worker docsim index`, `api` until its health check passes, and `worker`,
+which must take a reindex job posted to the api; the api then swaps to the new version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from sqlalchemy import inspect
+
+from indexer.config import Settings
+from indexer.db import make_engine
+from tests.utils.postgres import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+GPU = yaml.safe_load((ROOT / "docker-compose.gpu.yml").read_text())
+SERVICES = COMPOSE["services"]
+KEY = "compose-test-key"
+
+
+def test_compose_names_and_orders_the_services() -> None:
+    assert set(SERVICES) == {"postgres", "migrate", "api", "worker"}
+    assert SERVICES["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    for name in ("api", "worker"):
+        assert SERVICES[name]["depends_on"] == {
+            "migrate": {"condition": "service_completed_successfully"}
+        }
+        env = SERVICES[name]["environment"]
+        assert env["DOCSIM_DB__URL"].startswith("postgresql+psycopg://docsim:")
+        assert env["DOCSIM_DB__URL"].endswith("@postgres:5432/docsim")
+        assert env["DOCSIM_DB__AUTO_MIGRATE"] == "false"  # only `migrate` migrates
+        assert "docsim-data:/data" in SERVICES[name]["volumes"]  # one data volume, shared
+        assert env["DOCSIM_DATA_DIR"] == "/data"
+    assert SERVICES["api"]["environment"]["DOCSIM_JOBS__EMBEDDED_WORKER"] == "false"
+    assert SERVICES["migrate"]["command"] == ["alembic", "upgrade", "head"]
+    assert SERVICES["migrate"]["restart"] == "no"
+    assert "pg_isready" in SERVICES["postgres"]["healthcheck"]["test"]
+    assert "/health" in " ".join(SERVICES["api"]["healthcheck"]["test"])
+    assert set(COMPOSE["volumes"]) == {"docsim-data", "postgres-data"}
+
+
+def test_the_gpu_override_builds_the_cuda_image_and_reserves_gpus() -> None:
+    overrides = GPU["services"]
+    assert set(overrides) <= set(SERVICES)
+    for name in ("migrate", "api", "worker"):
+        assert overrides[name]["image"].endswith("-gpu")
+        assert overrides[name]["build"]["args"]["VARIANT"] == "gpu"
+    for name in ("api", "worker"):
+        (device,) = overrides[name]["deploy"]["resources"]["reservations"]["devices"]
+        assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
+
+
+def test_the_dockerfile_copies_what_exists_and_runs_docsim() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "ARG VARIANT=cpu" in text
+    assert re.search(r"--index-url https://download.pytorch.org/whl/cpu", text)
+    for line in text.splitlines():
+        if line.startswith("COPY") and "--from" not in line:
+            *sources, _ = line.split()[1:]
+            for source in sources:
+                assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+    cmd = re.search(r"^CMD (.+)$", text, re.M)
+    assert cmd is not None and json.loads(cmd.group(1)) == ["docsim", "serve"]
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".git" in ignored
+
+
+# --- the services' commands, run here ---------------------------------------------------------
+def _environment(tmp_path: Path, tiny_encoder_dir: Path, port: int) -> dict[str, str]:
+    """The compose environment of api/worker with this machine's paths and database."""
+    env = dict(os.environ)
+    compose_env = {
+        k: v for k, v in SERVICES["api"]["environment"].items() if not v.startswith("${")
+    }
+    del compose_env["DOCSIM_DB__URL"]
+    env.update(compose_env)
+    data = tmp_path / "data"
+    env.update(
+        {
+            "DOCSIM_DATA_DIR": str(data),
+            "DOCSIM_DB__URL": Settings(data_dir=data).database_url,  # SQLite or the run's PG
+            "DOCSIM_JOBS__ALLOWED_ROOTS": json.dumps([str(tmp_path / "corpora")]),
+            "DOCSIM_API__API_KEY": KEY,
+            "DOCSIM_API__SWAP_POLL_SECONDS": "0.2",
+            "DOCSIM_JOBS__POLL_SECONDS": "0.2",
+            "DOCSIM_ENCODER__NAME": str(tiny_encoder_dir),  # the image's default is MiniLM
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
+    return env
+
+
+def _local(command: list[str], port: int) -> list[str]:
+    """A compose command as run here: loopback instead of 0.0.0.0, a free port."""
+    command = [sys.executable if c == "python" else c for c in command]
+    command = [str(Path(sys.executable).parent / c) if c in ("docsim", "alembic") else c
+               for c in command]  # fmt: skip
+    out = list(command)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--host":
+            out[i + 1] = "127.0.0.1"
+        if arg == "--port":
+            out[i + 1] = str(port)
+    return [a.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for a in out]
+
+
+@pytest.fixture()
+def processes() -> Iterator[list[subprocess.Popen]]:
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def _until(check, timeout: float = 120) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_the_compose_commands_run_as_a_deployment(
+    tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path, processes: list
+) -> None:
+    port = free_port()
+    env = _environment(tmp_path, tiny_encoder_dir, port)
+    run = {"env": env, "cwd": ROOT, "capture_output": True, "text": True, "timeout": 300}
+
+    migrate = subprocess.run(_local(SERVICES["migrate"]["command"], port), **run)
+    assert migrate.returncode == 0, migrate.stderr
+    engine = make_engine(env["DOCSIM_DB__URL"])
+    assert {"jobs", "documents", "index_versions"} <= set(inspect(engine).get_table_names())
+    engine.dispose()
+
+    seeded = subprocess.run(_local(["docsim", "index", "--no-progress"], port), **run)
+    assert seeded.returncode == 0, seeded.stderr
+    assert json.loads(seeded.stdout)["version_id"] == 1
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("api", "worker"):
+        processes.append(
+            subprocess.Popen(
+                _local(SERVICES[name]["command"], port),
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=(logs / f"{name}.log").open("w"),
+            )
+        )
+    api, worker = processes
+    health = _local(SERVICES["api"]["healthcheck"]["test"][1:], port)  # after "CMD"
+    _until(lambda: subprocess.run(health, capture_output=True, env=env).returncode == 0)
+
+    base = f"http://127.0.0.1:{port}"
+    corpus = tmp_path / "corpora" / "sample"
+    corpus.mkdir(parents=True)
+    for path in sorted(sample_corpus.glob("*.md"))[:12]:
+        (corpus / path.name).write_text(path.read_text())
+    posted = httpx.post(
+        f"{base}/jobs/reindex", json={"source": str(corpus)}, headers={"X-API-Key": KEY}
+    )
+    assert posted.status_code == 202, posted.text
+    job_id = posted.json()["job_id"]
+
+    def finished() -> bool:
+        return httpx.get(f"{base}/jobs/{job_id}").json()["status"] in {"succeeded", "failed"}
+
+    _until(finished)
+    job = httpx.get(f"{base}/jobs/{job_id}").json()
+    assert job["status"] == "succeeded", job
+    assert job["worker"] is not None and str(worker.pid) in job["worker"]  # not the api
+    _until(lambda: httpx.get(f"{base}/ready").json().get("index_version") == 2)
+    assert httpx.get(f"{base}/ready").json()["documents"] == 12
+    lines = (logs / "api.log").read_text().splitlines()
+    assert any(json.loads(line).get("logger") == "uvicorn.error" for line in lines if line)
+
+    for process in (api, worker):
+        process.send_signal(signal.SIGTERM)
+    assert api.wait(timeout=60) == 0
+    assert worker.wait(timeout=60) == 0
