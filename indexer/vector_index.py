@@ -58,13 +58,22 @@ class FaissIndex:
     """A FAISS index wrapped in an IDMap, searched by inner product.
 
     Args:
-        index: a trained `faiss.Index` whose labels are the caller's int64 ids.
+        index: a trained `faiss.Index` whose labels are the caller's int64 ids: the one that
+            answers searches.
         factory: the factory string it was built from (recorded in manifests).
+        host: for an index on the GPU(s), the CPU index it was copied from. Ids, vectors,
+            copies and saves come from the host; a change goes to the host and the GPU copy
+            is made again from it.
     """
 
-    def __init__(self, index: faiss.Index, factory: str) -> None:
+    def __init__(self, index: faiss.Index, factory: str, host: faiss.Index | None = None) -> None:
         self.index = index
         self.factory = factory
+        self.host = host if host is not None else index
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.host is not self.index
 
     @classmethod
     def build(
@@ -90,7 +99,7 @@ class FaissIndex:
             sample = vectors[
                 rng.choice(len(vectors), size=min(len(vectors), 100_000), replace=False)
             ]
-            trainer = _to_gpu(inner) if use_gpu else inner
+            trainer = faiss.index_cpu_to_gpu(_gpu_resources(0), 0, inner) if use_gpu else inner
             trainer.train(sample)
             inner = faiss.index_gpu_to_cpu(trainer) if use_gpu else trainer
         if hasattr(inner, "nprobe"):
@@ -118,43 +127,54 @@ class FaissIndex:
 
     def ids(self) -> np.ndarray:
         """All stored ids, in insertion order `(n,)` int64."""
-        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        return faiss.vector_to_array(self.host.id_map).astype(np.int64)
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         """The stored vectors of `ids` `(n,)` -> `(n, d)` (exact for Flat)."""
         return (
-            np.stack([self.index.reconstruct(int(i)) for i in ids])
+            np.stack([self.host.reconstruct(int(i)) for i in ids])
             if len(ids)
             else np.empty((0, self.dim))
         )
 
     def copy(self) -> FaissIndex:
         """An independent copy (searches on the original may continue meanwhile)."""
-        index = self.index
-        if _is_gpu(index):
-            return FaissIndex(_to_gpu(faiss.index_gpu_to_cpu(index)), self.factory)
-        return FaissIndex(faiss.clone_index(index), self.factory)
+        host = faiss.clone_index(self.host)
+        return (
+            FaissIndex(_to_gpu(host), self.factory, host)
+            if self.on_gpu
+            else FaissIndex(host, self.factory)
+        )
 
     def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         """Add `vectors` `(n, d)` under `ids` `(n,)` (in place)."""
         if len(ids):
-            self.index.add_with_ids(_as_float32(vectors), np.ascontiguousarray(ids, np.int64))
+            self.host.add_with_ids(_as_float32(vectors), np.ascontiguousarray(ids, np.int64))
+            self._refresh_gpu()
 
     def remove(self, ids: np.ndarray) -> int:
         """Remove `ids` (in place); returns how many were stored."""
         if not len(ids):
             return 0
-        return int(self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64)))
+        on_gpu = self.on_gpu
+        self.host, removed = _without(self.host, np.asarray(ids, dtype=np.int64))
+        if on_gpu:
+            self.index = _to_gpu(self.host)
+        else:
+            self.index = self.host
+        return removed
+
+    def _refresh_gpu(self) -> None:
+        if self.on_gpu:
+            self.index = _to_gpu(self.host)
 
     def to_gpu(self) -> FaissIndex:
-        """A copy on all visible GPUs (sharded when there are several)."""
-        return FaissIndex(_to_gpu(self.index), self.factory)
+        """A copy on the GPU, or sharded over all visible GPUs when there are several."""
+        host = faiss.clone_index(self.host)
+        return FaissIndex(_to_gpu(host), self.factory, host)
 
     def save(self, path: Path) -> None:
-        index = self.index
-        if _is_gpu(index):
-            index = faiss.index_gpu_to_cpu(index)
-        faiss.write_index(index, str(path))
+        faiss.write_index(self.host, str(path))
 
     @classmethod
     def load(cls, path: Path, factory: str, *, mmap: bool = False) -> FaissIndex:
@@ -162,19 +182,73 @@ class FaissIndex:
         return cls(faiss.read_index(str(path), flags), factory)
 
 
-def _is_gpu(index: faiss.Index) -> bool:
-    return "Gpu" in type(index).__name__ or "Shards" in type(index).__name__
+_GPU_RESOURCES: dict[int, faiss.StandardGpuResources] = {}  # one per device, kept alive
+
+
+def _gpu_resources(device: int):  # noqa: ANN202
+    if device not in _GPU_RESOURCES:
+        _GPU_RESOURCES[device] = faiss.StandardGpuResources()
+    return _GPU_RESOURCES[device]
+
+
+def shard(index: faiss.Index, n_shards: int, place=None) -> faiss.Index:  # noqa: ANN001
+    """Split an id-mapped CPU `index` into `n_shards` disjoint parts (ids dealt round-robin)
+    searched together as one `faiss.IndexShards`; `place(i, part)` puts part i on its device
+    (the identity by default, which keeps them on the CPU).
+
+    IndexShards queries every part and merges their top k, so a sharded Flat index answers
+    exactly as the whole one does."""
+    ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+    shards = faiss.IndexShards(index.d, True, False)  # threaded, keep each part's own ids
+    for i in range(n_shards):
+        part, _ = _without(faiss.clone_index(index), np.delete(ids, np.s_[i::n_shards]))
+        part = place(i, part) if place is not None else part
+        shards.add_shard(part)  # faiss's wrapper keeps a reference to `part`
+    return shards
+
+
+def _without(index: faiss.Index, ids: np.ndarray) -> tuple[faiss.Index, int]:
+    """The id-mapped CPU `index` without `ids` (in place when it can be), and how many of
+    them it held.
+
+    `IndexIDMap.remove_ids` assumes that the inner index renumbers what follows a removed
+    vector, as `IndexFlat` does; an IVF index keeps its numbers, so removing through the map
+    would leave ids pointing at the wrong vectors. Such an index is rebuilt from the vectors
+    it keeps (exact for IVF-Flat)."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    inner = faiss.downcast_index(index.index)
+    if isinstance(inner, faiss.IndexFlat):
+        return index, int(index.remove_ids(ids))
+    stored = faiss.vector_to_array(index.id_map).astype(np.int64)
+    gone = np.isin(stored, ids)
+    if not gone.any():
+        return index, 0
+    kept = stored[~gone]
+    ivf = faiss.try_extract_index_ivf(inner)
+    if ivf is not None:
+        ivf.make_direct_map()  # reconstruct by position
+    vectors = (
+        np.stack([index.reconstruct(int(i)) for i in kept])
+        if len(kept)
+        else np.empty((0, index.d), np.float32)
+    )
+    fresh = faiss.clone_index(inner)
+    fresh.reset()
+    rebuilt = faiss.IndexIDMap2(fresh)
+    if len(kept):
+        rebuilt.add_with_ids(_as_float32(vectors), kept)
+    return rebuilt, int(gone.sum())
 
 
 def _to_gpu(index: faiss.Index) -> faiss.Index:
+    """`index` on the GPU (StandardGpuResources), or sharded over every GPU when there are
+    several (IndexShards: each GPU holds a disjoint part and searches it)."""
     n = gpu_count()
     if n == 0:
         raise RuntimeError("no GPU is available to FAISS (is faiss-gpu installed?)")
     if n == 1:
-        return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
-    options = faiss.GpuMultipleClonerOptions()
-    options.shard = True
-    return faiss.index_cpu_to_all_gpus(index, options)
+        return faiss.index_cpu_to_gpu(_gpu_resources(0), 0, index)
+    return shard(index, n, lambda i, part: faiss.index_cpu_to_gpu(_gpu_resources(i), i, part))
 
 
 class NumpyIndex:

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.vector_index import FaissIndex, NumpyIndex, choose_factory, gpu_count
+from indexer.vector_index import FaissIndex, NumpyIndex, choose_factory, gpu_count, shard
 
 
 def unit_vectors(n: int, d: int, seed: int) -> np.ndarray:
@@ -63,11 +63,56 @@ def test_mismatched_ids_are_rejected() -> None:
         FaissIndex.build(unit_vectors(3, 8, 0), np.array([1, 2]))
 
 
+@pytest.mark.parametrize("factory", ["Flat", "IVF40,Flat"])
+def test_sharded_search_equals_the_whole_index(data, factory: str) -> None:
+    """The multi-GPU layout (IndexShards over disjoint parts), here with CPU parts."""
+    vectors, ids, queries = data
+    whole = FaissIndex.build(vectors, ids, factory, nprobe=8)
+    sharded = FaissIndex(shard(whole.index, 3), factory, host=whole.index)
+    parts = [sharded.index.at(i) for i in range(3)]
+    assert sorted(p.ntotal for p in parts) == [1000, 1000, 1000]
+    part_ids = [set(faiss_ids(p)) for p in parts]
+    assert not (part_ids[0] & part_ids[1]) and set().union(*part_ids) == set(ids.tolist())
+    for got, want in zip(sharded.search(queries, 10), whole.search(queries, 10), strict=True):
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6, atol=1e-6)
+
+
+def faiss_ids(index) -> list[int]:  # noqa: ANN001
+    import faiss  # the test may look inside; product code keeps faiss in one module
+
+    return faiss.vector_to_array(faiss.downcast_index(index).id_map).tolist()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu_count() == 0, reason="needs faiss-gpu and a GPU")
-def test_gpu_search_equals_cpu(data) -> None:
+def test_gpu_search_equals_cpu_and_changes_reach_the_gpu_copy(data) -> None:
     vectors, ids, queries = data
     cpu = FaissIndex.build(vectors, ids, "Flat")
-    gpu = cpu.to_gpu()
+    gpu = cpu.to_gpu()  # sharded over every GPU when there are several
+    assert gpu.on_gpu
     for got, want in zip(gpu.search(queries, 10), cpu.search(queries, 10), strict=True):
         np.testing.assert_array_equal(got.ids, want.ids)
+    gpu.remove(ids[:1500])
+    cpu.remove(ids[:1500])
+    assert gpu.count == cpu.count == 1500
+    for got, want in zip(gpu.search(queries, 10), cpu.search(queries, 10), strict=True):
+        np.testing.assert_array_equal(got.ids, want.ids)
+    np.testing.assert_array_equal(np.sort(gpu.ids()), np.sort(ids[1500:]))
+
+
+@pytest.mark.parametrize("factory", ["Flat", "IVF40,Flat"])
+def test_removal_keeps_ids_and_vectors_together(data, factory: str) -> None:
+    """A regression: removing through IndexIDMap2 from an IVF index (which does not renumber
+    like Flat) used to leave ids pointing at other vectors."""
+    vectors, ids, queries = data
+    index = FaissIndex.build(vectors, ids, factory, nprobe=40)  # nprobe = nlist: exhaustive
+    assert index.remove(np.concatenate([ids[::2], [12345]])) == 1500  # an unknown id is fine
+    reference = NumpyIndex(vectors[1::2], ids[1::2])
+    for got, want in zip(index.search(queries, 10), reference.search(queries, 10), strict=True):
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.sort(index.ids()), np.sort(ids[1::2]))
+    np.testing.assert_allclose(index.reconstruct(ids[1:7:2]), vectors[1:7:2], atol=1e-6)
+    index.add(vectors[:2], ids[:2])
+    assert index.search(vectors[:1], 1)[0].ids[0] == ids[0]
