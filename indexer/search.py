@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -43,8 +43,10 @@ from indexer.reader import (
 from indexer.sentences import SentenceSplitter, load_splitter
 from indexer.split import split_document
 from indexer.store import active_version
+from indexer.vector_index import gpu_count
 from models.encoder import Encoder
 from models.pooling import segment_mean
+from models.precision import resolve_device
 from models.scoring import (
     RaggedCollection,
     RowStats,
@@ -107,6 +109,7 @@ class SearchConfig:
     candidate_max_documents: int = 500
     stats_sample_documents: int = 256
     seed: int = 0
+    device: str = "cpu"  # where SDR's sentence products run: `cpu`, `cuda[:N]` or `auto`
 
 
 @dataclass
@@ -224,6 +227,12 @@ class Searcher:
         n_sentences = len(index.ids["sentence"])
         self._sentence_doc = (
             np.searchsorted(self._doc_sentence_start, np.arange(n_sentences), side="right") - 1
+        )
+        # SDR's sentence products run where the collection's sentences are: on the
+        # configured device (a GPU when there is one), copied there once per version
+        self._collection = replace(
+            index.collection,
+            sentences=index.collection.sentences.to(resolve_device(self.config.device)),
         )
         self._bm25 = None
         self._stats_cache: RaggedCollection | None = None
@@ -434,7 +443,9 @@ class Searcher:
         sentence_rows = _ranges(s_start[docs], s_start[docs + 1])
         paragraph_rows = _ranges(p_start[docs], p_start[docs + 1])
         collection = RaggedCollection(
-            sentences=index.collection.sentences[torch.from_numpy(sentence_rows)],
+            sentences=self._collection.sentences[
+                torch.from_numpy(sentence_rows).to(self._collection.sentences.device)
+            ],
             paragraph_lengths=index.collection.paragraph_lengths[torch.from_numpy(paragraph_rows)],
             document_lengths=index.collection.document_lengths[torch.from_numpy(docs)],
         )
@@ -468,7 +479,7 @@ class Searcher:
             found = self._sample_stats(query)
         else:
             p = paragraph_similarity(
-                query.sentence_vectors, query.paragraph_lengths, self.index.collection
+                query.sentence_vectors, query.paragraph_lengths, self._collection
             )  # (I, J) over every document
             n_docs = self.index.n_documents
             if key is not None:  # the source never counts among its own candidates
@@ -498,7 +509,7 @@ class Searcher:
         if len(docs) == 0:
             return scores, torch.empty(0, 0), first_column, None
         if len(docs) == self.index.n_documents:
-            collection, starts = self.index.collection, self.index.doc_paragraph_start[:-1]
+            collection, starts = self._collection, self.index.doc_paragraph_start[:-1]
         else:
             collection, starts = self._sub_collection(docs)
         first_column[docs] = starts
@@ -672,6 +683,10 @@ def open_searcher(
     """
     version = active_version(engine)
     index = LoadedIndex.load(engine, version)
+    if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU
+        index = replace(index, indices={k: v.to_gpu() for k, v in index.indices.items()})
+    if config is None:
+        config = SearchConfig(device=settings.encoder.device)
     identity = index.manifest["encoder"]
     source = identity.get("source") or identity["name"]
     encoder = load_configured_encoder(settings, source)

@@ -65,12 +65,16 @@ def paragraph_similarity(
     cosine within each candidate paragraph.
 
     The collection is processed in blocks of whole paragraphs (about `block_sentences`
-    sentences) so that the `(n, R)` sentence matrix is never held at once.
+    sentences) so that the `(n, R)` sentence matrix is never held at once. The products run
+    where the collection's sentences are (a GPU when the service put them there); `P` comes
+    back on the source's device.
     """
-    average = averaging_matrix(source_paragraph_lengths, source.dtype)  # (I, n)
-    lengths = collection.paragraph_lengths
+    device, home = collection.sentences.device, source.device
+    source = source.to(device)
+    average = averaging_matrix(source_paragraph_lengths.cpu(), source.dtype).to(device)  # (I, n)
+    lengths = collection.paragraph_lengths.cpu()
     ends = torch.cumsum(lengths, 0)  # (J,)
-    out = torch.empty(average.shape[0], len(lengths), dtype=source.dtype)  # (I, J)
+    out = torch.empty(average.shape[0], len(lengths), dtype=source.dtype, device=device)  # (I, J)
     j0 = 0
     while j0 < len(lengths):
         r0 = int(ends[j0 - 1]) if j0 else 0
@@ -78,10 +82,11 @@ def paragraph_similarity(
         j1 = max(j1, j0 + 1)
         r1 = int(ends[j1 - 1])
         sims = collection.sentences[r0:r1] @ source.T  # (r, n): rows are candidate sentences
-        best = torch.segment_reduce(sims, "max", lengths=lengths[j0:j1], axis=0)  # (j, n)
+        block = lengths[j0:j1].to(device)
+        best = torch.segment_reduce(sims, "max", lengths=block, axis=0)  # (j, n)
         out[:, j0:j1] = average @ best.T  # (I, j)
         j0 = j1
-    return out
+    return out.to(home)
 
 
 @dataclass(frozen=True)

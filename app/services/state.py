@@ -22,7 +22,10 @@ class ServiceState:
 
 def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
     """Load the active version and a searcher over it (see `indexer.search.open_searcher`)."""
-    config = SearchConfig(exhaustive_max_sentences=settings.api.exhaustive_max_sentences)
+    config = SearchConfig(
+        exhaustive_max_sentences=settings.api.exhaustive_max_sentences,
+        device=settings.encoder.device,  # SDR scoring beside the encoder
+    )
     searcher = open_searcher(settings, engine, config)
     return ServiceState(
         searcher=searcher,

@@ -88,3 +88,23 @@ def test_fixed_stats_are_used_when_given() -> None:
     torch.testing.assert_close(own, same)
     raw, _ = sdr_scores(source, lengths, collection, normalize=False)
     assert not torch.allclose(own, raw)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("normalize", [True, False])
+def test_scoring_on_the_gpu_equals_the_cpu(normalize: bool) -> None:
+    """The service keeps the collection's sentences on the GPU; the query stays on the CPU."""
+    gen = torch.Generator().manual_seed(5)
+    source, lengths = unit(12, 32, gen), torch.tensor([3, 4, 5])
+    paragraphs = torch.randint(1, 6, (300,), generator=gen)
+    documents = torch.tensor([30] * 10)
+    collection = RaggedCollection(unit(int(paragraphs.sum()), 32, gen), paragraphs, documents)
+    on_gpu = RaggedCollection(collection.sentences.cuda(), paragraphs, documents)
+    cpu_scores, cpu_p = sdr_scores(source, lengths, collection, normalize=normalize)
+    gpu_scores, gpu_p = sdr_scores(
+        source, lengths, on_gpu, normalize=normalize, block_sentences=100
+    )
+    assert gpu_p.device.type == "cpu"  # P comes back where the source is
+    torch.testing.assert_close(gpu_p, cpu_p, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gpu_scores, cpu_scores, atol=1e-5, rtol=1e-5)
