@@ -14,6 +14,7 @@ import typer
 from indexer.config import Settings, get_settings, load_configured_encoder
 from indexer.corpus import SAMPLE_CORPUS, CorpusError, CorpusFormat, Skipped, read_corpus
 from indexer.db import DatabaseError, make_engine, upgrade
+from indexer.engines import EngineError, make_encode_engine
 from indexer.jobs import (
     SUCCEEDED,
     JobNotFoundError,
@@ -38,6 +39,7 @@ cli = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 # Errors that are the user's to fix: one line on stderr, exit code 2, no traceback.
 USER_ERRORS = (
     CorpusError,
+    EngineError,
     IndexBuildError,
     EncoderNotFoundError,
     DatabaseError,
@@ -98,6 +100,13 @@ def index(
     fmt: FormatOption = CorpusFormat.auto,
     data_dir: DataDir = None,
     progress: ProgressOption = True,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="Where the encode stage runs: `local` (this process) or `ray` (Ray Data; "
+            "a local Ray unless DOCSIM_RAY__ADDRESS names a cluster)."
+        ),
+    ] = "local",
 ) -> None:
     """Build a new index version of a corpus and publish it atomically."""
     settings = _settings(data_dir)
@@ -116,6 +125,9 @@ def index(
             splitter=load_splitter(settings.punkt_params),
             fmt=fmt,
             show_progress=progress,
+            encode_engine=make_encode_engine(
+                engine, settings, model, settings.index.block_documents
+            ),
         )
     except USER_ERRORS as error:
         _fail(str(error))

@@ -72,6 +72,19 @@ class JobSettings(BaseModel):
     )
 
 
+class RaySettings(BaseModel):
+    address: str | None = Field(
+        default=None,
+        description="A Ray cluster to join (`auto`, `ray://head:10001`); default: a local Ray "
+        "started for the build.",
+    )
+    local_cpus: int = Field(default=2, ge=1, description="CPUs of the local Ray.")
+    actors: int | None = Field(
+        default=None, ge=1, description="Encoder actors; default: one per GPU, or 1."
+    )
+    cpus_per_actor: float = Field(default=1.0, gt=0)
+
+
 class LogSettings(BaseModel):
     format: Literal["text", "json"] = Field(
         default="text", description="`json`: one JSON object per line, for log collectors."
@@ -93,6 +106,7 @@ class Settings(BaseSettings):
     index: IndexSettings = IndexSettings()
     jobs: JobSettings = JobSettings()
     log: LogSettings = LogSettings()
+    ray: RaySettings = RaySettings()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

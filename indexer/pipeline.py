@@ -40,6 +40,7 @@ from indexer.chunking import chunk_document
 from indexer.config import Settings
 from indexer.corpus import CorpusFormat, Skipped, detect_format, read_corpus
 from indexer.documents import LEVELS, Document, SourceDocument
+from indexer.engines import EncodeEngine, LocalEngine
 from indexer.sentences import SentenceSplitter
 from indexer.split import EmptyDocumentError, split_document
 from indexer.store import (
@@ -243,8 +244,11 @@ def encode_and_store(
     blocks_done: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
     show_progress: bool,
+    encode_engine: EncodeEngine | None = None,
 ) -> int:
     """Stage 2: chunk, encode and insert the SQL rows of every document, block by block.
+
+    The vectors come from `encode_engine` (default: this process, `LocalEngine`).
 
     Each block's vectors go to `<folder>/blocks/<n>.npz` first; its rows and the new count of
     committed blocks then go to SQL in one transaction, so that SQL always says which blocks
@@ -259,11 +263,12 @@ def encode_and_store(
     with tqdm(
         total=total, initial=done, desc="encode", unit="sent", disable=not show_progress
     ) as bar:
-        for b, start in enumerate(starts):
-            if b < blocks_done:
-                continue
-            block = add_chunks(docs[start : start + block_documents], encoder, capacity)
-            vectors = encoder.encode_documents([doc.encoder_input() for doc in block])
+        pending = (
+            add_chunks(docs[start : start + block_documents], encoder, capacity)
+            for start in starts[blocks_done:]
+        )
+        encoded = (encode_engine or LocalEngine(encoder)).encode_blocks(pending)
+        for b, (block, vectors) in enumerate(encoded, start=blocks_done):
             arrays = {"document": np.stack([v.document.numpy() for v in vectors])}
             for level, attr in (
                 ("section", "sections"),
@@ -378,6 +383,7 @@ def build_index(
     source_label: str | None = None,
     hooks: BuildHooks | None = None,
     show_progress: bool = True,
+    encode_engine: EncodeEngine | None = None,
 ) -> BuildResult:
     """Build, and atomically publish, a new index version of `corpus` (or of `documents`,
     e.g. the stored documents of a version, described by `source_label`).
@@ -447,6 +453,7 @@ def build_index(
                 blocks_done=blocks_done,
                 on_progress=hooks.on_progress,
                 show_progress=show_progress,
+                encode_engine=encode_engine,
             )
             encode_seconds = time.perf_counter() - encode_started
             vectors = load_blocks(tmp, n_blocks, encoder.dim)

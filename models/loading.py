@@ -57,8 +57,12 @@ def resolve_encoder_path(name_or_path: str | Path) -> tuple[str, Path]:
 
 
 def load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
+    """`_load_encoder` under the load lock. The encoder remembers its options but the device
+    (`load_options`), so that another process (a Ray actor) can load the same encoder."""
     with LOAD_LOCK:
-        return _load_encoder(name_or_path, **options)
+        encoder = _load_encoder(name_or_path, **options)
+    encoder.load_options = {k: v for k, v in options.items() if k != "device"}
+    return encoder
 
 
 def _load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
