@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from indexer.config import RaySettings, Settings
-from indexer.db import make_engine, upgrade
+from indexer.db import make_engine
 from indexer.engines import EngineError, make_encode_engine
-from indexer.pipeline import build_index
 from indexer.reader import LoadedIndex
-from indexer.sentences import SentenceSplitter
 from indexer.store import active_version
 from models.encoder import Encoder
+from tests.utils.indexes import publish
 
 LEVELS = ("document", "section", "paragraph", "sentence", "chunk")
 
@@ -30,20 +29,15 @@ def short_dir() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def build(corpus: Path, data: Path, encoder: Encoder, splitter, kind: str) -> LoadedIndex:  # noqa: ANN001
+def build(
+    corpus: Path, data: Path, encoder: Encoder, kind: str, database: str | None = None
+) -> LoadedIndex:
     settings = Settings(data_dir=data, ray=RaySettings(local_cpus=2, actors=2))
+    if database is not None:
+        settings.db.url = database
     settings.index.block_documents = 8  # several blocks, spread over both actors
-    upgrade(settings.database_url)
+    publish(corpus, settings, encoder, encode_engine=make_encode_engine(kind, settings, encoder, 8))
     engine = make_engine(settings.database_url)
-    build_index(
-        corpus,
-        settings=settings,
-        engine=engine,
-        encoder=encoder,
-        splitter=splitter,
-        show_progress=False,
-        encode_engine=make_encode_engine(kind, settings, encoder, 8),
-    )
     loaded = LoadedIndex.load(engine, active_version(engine))
     engine.dispose()
     return loaded
@@ -53,12 +47,14 @@ def build(corpus: Path, data: Path, encoder: Encoder, splitter, kind: str) -> Lo
 def test_the_ray_engine_builds_the_local_engines_version(
     sample_corpus: Path,
     tiny_encoder: Encoder,
-    splitter: SentenceSplitter,
     short_dir: Path,
     tmp_path: Path,
+    _postgres,  # noqa: ANN001 - the run's PostgreSQL server, if any
 ) -> None:
-    local = build(sample_corpus, tmp_path / "local", tiny_encoder, splitter, "local")
-    distributed = build(sample_corpus, short_dir / "d", tiny_encoder, splitter, "ray")
+    local = build(sample_corpus, tmp_path / "local", tiny_encoder, "local")
+    # its own database too, so that both builds start from the same empty id space
+    database = _postgres.database() if _postgres is not None else None
+    distributed = build(sample_corpus, short_dir / "d", tiny_encoder, "ray", database)
     assert distributed.external_ids == local.external_ids
     for level in LEVELS:
         np.testing.assert_array_equal(distributed.ids[level], local.ids[level])
@@ -72,11 +68,11 @@ def test_the_ray_engine_builds_the_local_engines_version(
 
 
 def test_a_data_directory_too_long_for_rays_sockets_is_refused(
-    sample_corpus: Path, tiny_encoder: Encoder, splitter: SentenceSplitter, tmp_path: Path
+    sample_corpus: Path, tiny_encoder: Encoder, tmp_path: Path
 ) -> None:
     deep = tmp_path / ("x" * 60)
     with pytest.raises(EngineError, match="too long for its sockets"):
-        build(sample_corpus, deep, tiny_encoder, splitter, "ray")
+        build(sample_corpus, deep, tiny_encoder, "ray")
 
 
 def test_unknown_engines_are_refused(tiny_encoder: Encoder) -> None:

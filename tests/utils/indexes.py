@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from indexer.config import Settings
 from indexer.db import make_engine, upgrade
@@ -12,9 +13,11 @@ from models.encoder import Encoder
 from models.loading import load_encoder
 
 
-def publish(corpus: Path, settings: Settings, encoder: Path | Encoder) -> BuildResult:
+def publish(
+    corpus: Path, settings: Settings, encoder: Path | Encoder, **build_options: Any
+) -> BuildResult:
     """Migrate the settings' database and publish one version of `corpus` with `encoder` (a
-    directory or a loaded encoder)."""
+    directory or a loaded encoder); `build_options` go to `build_index`."""
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     try:
@@ -25,6 +28,7 @@ def publish(corpus: Path, settings: Settings, encoder: Path | Encoder) -> BuildR
             encoder=load_encoder(encoder) if isinstance(encoder, Path) else encoder,
             splitter=load_splitter(),
             show_progress=False,
+            **build_options,
         )
     finally:
         engine.dispose()
