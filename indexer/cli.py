@@ -14,7 +14,7 @@ import typer
 from indexer.config import Settings, get_settings, load_configured_encoder
 from indexer.corpus import SAMPLE_CORPUS, CorpusError, CorpusFormat, Skipped, read_corpus
 from indexer.db import DatabaseError, make_engine, upgrade
-from indexer.engines import EngineError, make_encode_engine
+from indexer.engines import EngineError, EngineName, make_encode_engine
 from indexer.jobs import (
     SUCCEEDED,
     JobNotFoundError,
@@ -60,6 +60,16 @@ DataDir = Annotated[
 ]
 
 
+EngineOption = Annotated[
+    EngineName,
+    typer.Option(
+        "--engine",
+        help="Where the encode stage runs: `local` (this process) or `ray` (Ray Data; a local "
+        "Ray unless DOCSIM_RAY__ADDRESS names a cluster).",
+    ),
+]
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"docsim: error: {message}", err=True)
     raise typer.Exit(code)
@@ -100,13 +110,7 @@ def index(
     fmt: FormatOption = CorpusFormat.auto,
     data_dir: DataDir = None,
     progress: ProgressOption = True,
-    engine: Annotated[
-        str,
-        typer.Option(
-            help="Where the encode stage runs: `local` (this process) or `ray` (Ray Data; "
-            "a local Ray unless DOCSIM_RAY__ADDRESS names a cluster)."
-        ),
-    ] = "local",
+    encode_engine: EngineOption = EngineName.local,
 ) -> None:
     """Build a new index version of a corpus and publish it atomically."""
     settings = _settings(data_dir)
@@ -126,7 +130,7 @@ def index(
             fmt=fmt,
             show_progress=progress,
             encode_engine=make_encode_engine(
-                engine, settings, model, settings.index.block_documents
+                encode_engine.value, settings, model, settings.index.block_documents
             ),
         )
     except USER_ERRORS as error:
@@ -305,6 +309,7 @@ def reindex(
     fmt: FormatOption = CorpusFormat.auto,
     chunk_tokens: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
     block_documents: Annotated[int | None, typer.Option(help="Documents per block.")] = None,
+    encode_engine: EngineOption = EngineName.local,
     retry: Annotated[
         int | None,
         typer.Option(help="Run this failed or cancelled job again (resuming its build)."),
@@ -332,6 +337,7 @@ def reindex(
                 format=fmt.value,
                 chunk_tokens=chunk_tokens,
                 block_documents=block_documents,
+                engine=encode_engine.value,
             )
             job = create_job(engine, "reindex", vars(params))
         name = worker_name()

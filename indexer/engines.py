@@ -21,8 +21,9 @@ import os
 import pickle
 import secrets
 from collections.abc import Iterable, Iterator
+from enum import Enum
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,8 +33,13 @@ from models.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
 
-EngineKind = Literal["local", "ray"]
-ENGINES: tuple[str, ...] = ("local", "ray")
+
+class EngineName(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+ENGINES: tuple[str, ...] = tuple(e.value for e in EngineName)
 # AF_UNIX socket paths are limited to 107 bytes; Ray puts its sockets ~60 bytes below its
 # temporary folder, so the folder itself must be short.
 RAY_TEMP_MAX = 45

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 
 from indexer.config import Settings, load_configured_encoder
 from indexer.corpus import CorpusFormat
+from indexer.engines import make_encode_engine
 from indexer.jobs import (
     CANCELLED,
     FAILED,
@@ -61,6 +62,7 @@ class ReindexParameters:
     format: str = "auto"
     chunk_tokens: int | None = None
     block_documents: int | None = None
+    engine: str = "local"  # where the encode stage runs: `local` or `ray`
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ReindexParameters:
@@ -149,6 +151,9 @@ def run_reindex(
         keep_on_failure=lambda error: not isinstance(error, JobCancelledError),
     )
     encoder = load_configured_encoder(settings, params.encoder)
+    encode_engine = make_encode_engine(
+        params.engine, settings, encoder, settings.index.block_documents
+    )
     thread = threading.Thread(target=beat, name=f"heartbeat-{job.job_id}", daemon=True)
     thread.start()
     try:
@@ -165,6 +170,7 @@ def run_reindex(
                 source_label=f"current (stored documents of version {current.version_id})",
                 hooks=hooks,
                 show_progress=show_progress,
+                encode_engine=encode_engine,
             )
         return build_index(
             Path(params.source),
@@ -175,6 +181,7 @@ def run_reindex(
             fmt=CorpusFormat(params.format),
             hooks=hooks,
             show_progress=show_progress,
+            encode_engine=encode_engine,
         )
     finally:
         beating.set()

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from indexer.corpus import CorpusFormat
+from indexer.engines import EngineName
 from indexer.search import Granularity, Method, ScoringMode
 
 
@@ -239,6 +240,10 @@ class ReindexRequest(BaseModel):
     format: CorpusFormat = CorpusFormat.auto
     chunk_tokens: int | None = Field(default=None, ge=8, le=100_000)
     block_documents: int | None = Field(default=None, ge=1, le=100_000)
+    engine: EngineName = Field(
+        default=EngineName.local,
+        description="Where the encode stage runs: the worker, or Ray Data.",
+    )
 
 
 class JobAccepted(BaseModel):

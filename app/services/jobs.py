@@ -52,6 +52,7 @@ def submit_reindex(engine: Engine, request: ReindexRequest, settings: ServiceSet
         format=request.format.value,
         chunk_tokens=request.chunk_tokens,
         block_documents=request.block_documents,
+        engine=request.engine.value,
     )
     return create_job(engine, "reindex", vars(params))
 

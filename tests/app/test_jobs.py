@@ -186,3 +186,21 @@ def test_unknown_jobs_are_404(served: TestClient) -> None:
     assert served.get("/jobs/999").status_code == 404
     assert served.post("/jobs/999/cancel").status_code == 404
     assert served.post("/jobs/999/retry").status_code == 404
+
+
+def test_the_engine_is_checked_recorded_and_its_failure_leaves_the_index(
+    served: TestClient, tiny_encoder_dir: Path
+) -> None:
+    bad = served.post("/jobs/reindex", json={"source": "current", "engine": "spark"})
+    assert bad.status_code == 422
+    assert "local" in bad.text and "ray" in bad.text
+    job_id = served.post(
+        "/jobs/reindex",
+        json={"source": "current", "encoder": str(tiny_encoder_dir), "engine": "ray"},
+    ).json()["job_id"]
+    job = wait_for(served, job_id, {"succeeded", "failed"})
+    assert job["parameters"]["engine"] == "ray"
+    # pytest's data directory is too deep for a local Ray's sockets: a clear failure
+    assert job["status"] == "failed"
+    assert "too long for its sockets" in job["error"]
+    assert served.get("/ready").json()["index_version"] == 1
