@@ -260,14 +260,19 @@ def encode_and_store(
     total = sum(doc.counts()["sentence"] for doc in docs)
     starts = list(range(0, len(docs), block_documents))
     done = sum(d.counts()["sentence"] for d in docs[: blocks_done * block_documents])
-    with tqdm(
-        total=total, initial=done, desc="encode", unit="sent", disable=not show_progress
-    ) as bar:
-        pending = (
-            add_chunks(docs[start : start + block_documents], encoder, capacity)
-            for start in starts[blocks_done:]
-        )
-        encoded = (encode_engine or LocalEngine(encoder)).encode_blocks(pending)
+    pending = (
+        add_chunks(docs[start : start + block_documents], encoder, capacity)
+        for start in starts[blocks_done:]
+    )
+    # closing(): an engine's resources (a local Ray) go as soon as the loop ends or fails
+    with (
+        tqdm(
+            total=total, initial=done, desc="encode", unit="sent", disable=not show_progress
+        ) as bar,
+        contextlib.closing(
+            (encode_engine or LocalEngine(encoder)).encode_blocks(pending)
+        ) as encoded,
+    ):
         for b, (block, vectors) in enumerate(encoded, start=blocks_done):
             arrays = {"document": np.stack([v.document.numpy() for v in vectors])}
             for level, attr in (

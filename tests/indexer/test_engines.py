@@ -78,3 +78,30 @@ def test_a_data_directory_too_long_for_rays_sockets_is_refused(
 def test_unknown_engines_are_refused(tiny_encoder: Encoder) -> None:
     with pytest.raises(EngineError, match="unknown engine 'spark'"):
         make_encode_engine("spark", Settings(), tiny_encoder, 8)
+
+
+@pytest.mark.slow
+def test_a_stopped_ray_build_stops_its_local_ray_at_once(
+    sample_corpus: Path, tiny_encoder: Encoder, short_dir: Path
+) -> None:
+    import ray
+
+    from indexer.pipeline import BuildHooks
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first_block(done: int, total: int) -> None:
+        raise Stop
+
+    settings = Settings(data_dir=short_dir / "s", ray=RaySettings(local_cpus=2, actors=1))
+    settings.index.block_documents = 8
+    with pytest.raises(Stop):
+        publish(
+            sample_corpus,
+            settings,
+            tiny_encoder,
+            encode_engine=make_encode_engine("ray", settings, tiny_encoder, 8),
+            hooks=BuildHooks(on_progress=stop_after_first_block),
+        )
+    assert not ray.is_initialized()
