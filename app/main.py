@@ -6,8 +6,9 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
+from app.api.deps import reject_nul_in_url
 from app.api.routes import documents, explain, health, jobs, metrics, pages, similar
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
@@ -47,6 +48,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         description="Which documents in my collection are most like this one, and why?",
         version="0.1.0",
         lifespan=lifespan,
+        dependencies=[Depends(reject_nul_in_url)],
     )
     app.state.settings = settings
     app.state.service = None

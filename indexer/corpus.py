@@ -116,7 +116,7 @@ def _decode(path: Path) -> str | Skipped:
         raw = path.read_bytes()
     except OSError as error:
         return Skipped(str(path), f"unreadable: {error.strerror or error}")
-    if b"\x00" in raw[:8192]:
+    if b"\x00" in raw:  # a binary file; text with NULs could not be stored in PostgreSQL
         return Skipped(str(path), "binary file (NUL bytes)")
     try:
         text = raw.decode("utf-8-sig")
@@ -208,10 +208,24 @@ def _read_jsonl(path: Path) -> Iterator[SourceDocument | Skipped]:
             yield json_document(record, ref)
 
 
+def has_nul(value: Any) -> bool:
+    """Whether a string, or any key or string inside a JSON-like value, holds a NUL character
+    (which PostgreSQL text cannot store, and no document needs)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(v) for v in value)
+    return False
+
+
 def json_document(record: Any, ref: str = "") -> SourceDocument | Skipped:
     """A document from DESIGN.md section 2's JSON forms (with `sections` or with `text`)."""
     if not isinstance(record, dict):
         return Skipped(ref, "not a JSON object")
+    if has_nul(record):
+        return Skipped(ref, "contains NUL characters (\\u0000), which text cannot hold")
     doc_id = record.get("id")
     if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)

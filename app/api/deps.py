@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
-from app.core.errors import ApiKeyError, IndexNotReadyError
+from app.core.errors import ApiKeyError, IndexNotReadyError, InvalidTextError
 from app.services.state import ServiceState
 
 
@@ -24,6 +24,14 @@ def get_state(request: Request) -> ServiceState:
             "no index is loaded: run `docsim index` to build one, then restart"
         )
     return state
+
+
+def reject_nul_in_url(request: Request) -> None:
+    """Path and query values with a NUL character (`%00`) are a 422 for every route, as in
+    request bodies (`app.api.schemas.RequestModel`)."""
+    values = [*request.path_params.values(), *request.query_params.values()]
+    if any(isinstance(v, str) and "\x00" in v for v in values):
+        raise InvalidTextError("URL parameters must not contain NUL characters (%00)")
 
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]

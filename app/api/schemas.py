@@ -7,17 +7,29 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from indexer.corpus import CorpusFormat
+from indexer.corpus import CorpusFormat, has_nul
 from indexer.engines import EngineName
 from indexer.search import Granularity, Method, ScoringMode
 
 
-class SectionIn(BaseModel):
+class RequestModel(BaseModel):
+    """A request body: no string in it may hold a NUL character (PostgreSQL text cannot store
+    one, and no document needs it), which is a 422, not a database error."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        if has_nul(data):
+            raise ValueError("text must not contain NUL characters (\\u0000)")
+        return data
+
+
+class SectionIn(RequestModel):
     title: str = ""
     text: str
 
 
-class DocumentIn(BaseModel):
+class DocumentIn(RequestModel):
     """A document as in DESIGN.md section 2: `text`, or `sections` with titles."""
 
     id: str | None = None
@@ -33,7 +45,7 @@ class DocumentIn(BaseModel):
         return self
 
 
-class SimilarRequest(BaseModel):
+class SimilarRequest(RequestModel):
     document: DocumentIn | None = None
     document_id: str | None = Field(
         default=None, description="An indexed document to use as the query."
@@ -225,7 +237,7 @@ class ExplainResponse(BaseModel):
     )
 
 
-class ReindexRequest(BaseModel):
+class ReindexRequest(RequestModel):
     source: str = Field(
         description="A corpus folder or JSONL file under the allowed roots, or `current` to "
         "re-encode the stored documents of the active version.",
@@ -280,7 +292,7 @@ class IndexedDocumentIn(DocumentIn):
     )
 
 
-class DocumentsRequest(BaseModel):
+class DocumentsRequest(RequestModel):
     documents: list[IndexedDocumentIn] = Field(min_length=1, max_length=1000)
 
 

@@ -30,6 +30,10 @@ class ApiKeyError(PermissionError):
     """A mutating request without the configured API key."""
 
 
+class InvalidTextError(ValueError):
+    """Text the service cannot take (a NUL character)."""
+
+
 class SourceNotFoundError(LookupError):
     """An /explain source that is neither a live query_id nor an indexed document."""
 
@@ -48,6 +52,7 @@ STATUS = {
     SourceNotFoundError: 404,
     EmptyDocumentError: 422,
     QueryError: 422,
+    InvalidTextError: 422,
     IndexNotReadyError: 503,
     NoActiveIndexError: 503,
 }

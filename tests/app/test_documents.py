@@ -197,3 +197,26 @@ def test_changes_need_the_api_key(fresh_settings) -> None:
         assert client.get("/documents/baking-01").status_code == 200
         ok = client.post("/documents", json={"documents": [NEW]}, headers={"X-API-Key": "k"})
         assert ok.status_code == 200
+
+
+def test_nul_characters_are_a_clear_422_on_every_backend(client: TestClient) -> None:
+    """PostgreSQL text cannot hold NUL: found by the fuzz test on the PostgreSQL run (500)."""
+    bodies = [
+        ("/documents", {"documents": [{"id": "\x00", "text": "0"}]}),
+        ("/documents", {"documents": [{"id": "n", "text": "A\x00B."}]}),
+        ("/similar", {"document": {"text": "Fine.", "metadata": {"k\x00": 1}}}),
+        ("/similar", {"document_id": "coffee-01\x00"}),
+        ("/jobs/reindex", {"source": "current\x00"}),
+    ]
+    for path, body in bodies:
+        response = client.post(path, json=body)
+        assert response.status_code == 422, (path, body, response.text)
+        assert "NUL" in response.text
+    for path, params in (
+        ("/documents/coffee-01%00", {}),
+        ("/explain", {"source": "coffee-01\x00", "target": "coffee-02"}),
+    ):
+        response = client.get(path, params=params)
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["detail"] == "URL parameters must not contain NUL characters (%00)"
+    assert client.get("/documents/coffee-01").status_code == 200  # nothing else changed

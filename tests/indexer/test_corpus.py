@@ -30,6 +30,7 @@ def test_bad_files_are_skipped_with_reasons(tmp_path: Path) -> None:
         tmp_path / "c", {"good.txt": "Title\n\nA fine sentence.", "empty.txt": "  \n"}
     )
     (folder / "binary.txt").write_bytes(b"\x00\x01\x02 binary")
+    (folder / "late-nul.txt").write_bytes(b"Text. " * 3000 + b"\x00")  # past the first 8 KB
     (folder / "latin1.md").write_bytes("caf\xe9 au lait".encode("latin-1"))
     sub = folder / "sub"
     sub.mkdir()
@@ -38,7 +39,7 @@ def test_bad_files_are_skipped_with_reasons(tmp_path: Path) -> None:
     assert [d.doc_id for d in docs] == ["good"]
     reasons = {Path(s.ref).name: s.reason for s in skipped}
     assert reasons["empty.txt"] == "empty file"
-    assert reasons["binary.txt"] == "binary file (NUL bytes)"
+    assert reasons["binary.txt"] == reasons["late-nul.txt"] == "binary file (NUL bytes)"
     assert reasons["latin1.md"].startswith("not UTF-8")
     assert reasons["good.md"].startswith("duplicate document id 'good'")
 
@@ -59,6 +60,7 @@ def test_jsonl_forms_and_bad_lines(tmp_path: Path) -> None:
             {"id": "a", "text": "duplicate"},
             {"id": "c", "text": "   "},
             ["not", "an", "object"],
+            {"id": "n", "text": "fine", "metadata": {"note": "a\x00b"}},
         ],
     )
     assert detect_format(path) is CorpusFormat.jsonl
@@ -73,6 +75,7 @@ def test_jsonl_forms_and_bad_lines(tmp_path: Path) -> None:
         "duplicate document id 'a'",
         "empty text",
         "not a JSON object",
+        "contains NUL characters",
     ]
     assert skipped[0].ref.endswith("c.jsonl:3")
 
