@@ -158,10 +158,7 @@ class FaissIndex:
             return 0
         on_gpu = self.on_gpu
         self.host, removed = _without(self.host, np.asarray(ids, dtype=np.int64))
-        if on_gpu:
-            self.index = _to_gpu(self.host)
-        else:
-            self.index = self.host
+        self.index = _to_gpu(self.host) if on_gpu else self.host
         return removed
 
     def _refresh_gpu(self) -> None:
@@ -223,20 +220,15 @@ def _without(index: faiss.Index, ids: np.ndarray) -> tuple[faiss.Index, int]:
     gone = np.isin(stored, ids)
     if not gone.any():
         return index, 0
-    kept = stored[~gone]
     ivf = faiss.try_extract_index_ivf(inner)
     if ivf is not None:
         ivf.make_direct_map()  # reconstruct by position
-    vectors = (
-        np.stack([index.reconstruct(int(i)) for i in kept])
-        if len(kept)
-        else np.empty((0, index.d), np.float32)
-    )
+    vectors = inner.reconstruct_n(0, inner.ntotal)[~gone]  # (kept, d): position i is id_map[i]
     fresh = faiss.clone_index(inner)
     fresh.reset()
     rebuilt = faiss.IndexIDMap2(fresh)
-    if len(kept):
-        rebuilt.add_with_ids(_as_float32(vectors), kept)
+    if len(vectors):
+        rebuilt.add_with_ids(_as_float32(vectors), np.ascontiguousarray(stored[~gone]))
     return rebuilt, int(gone.sum())
 
 
