@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, update
 
-from indexer.tables import index_versions, jobs
+from indexer.tables import as_utc, index_versions, jobs
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     "queued",
@@ -63,17 +63,10 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    """SQLite returns naive datetimes: they were written in UTC."""
-    if moment is not None and moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment
-
-
 def _row(row: Any) -> JobRow:
     values = dict(row._mapping)
     for key in ("created_at", "started_at", "heartbeat_at", "finished_at"):
-        values[key] = _aware(values[key])
+        values[key] = as_utc(values[key])
     return JobRow(**values)
 
 
@@ -304,7 +297,7 @@ def reap_stale(engine: Engine, stale_after_seconds: float) -> list[int]:
             )
         ).all()
         for job_id, worker, beat, version_id in stale:
-            beat = _aware(beat)
+            beat = as_utc(beat)
             if beat is not None and beat >= cutoff:
                 continue
             changed = conn.execute(

@@ -17,15 +17,9 @@ from sqlalchemy import Engine, select
 
 from indexer.jobs import QUEUED, RUNNING
 from indexer.store import NoActiveIndexError, active_version, fail_version, retire_version, versions
-from indexer.tables import jobs
+from indexer.tables import as_utc, jobs
 
 logger = logging.getLogger(__name__)
-
-
-def _aware(moment: datetime | None) -> datetime | None:
-    if moment is not None and moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment
 
 
 def collect_garbage(
@@ -39,7 +33,7 @@ def collect_garbage(
     rows = versions(engine)
     published = [r for r in rows if r.published_at is not None and r.status in ("ready", "retired")]
     superseded_at = {
-        older.version_id: _aware(newer.published_at)
+        older.version_id: as_utc(newer.published_at)
         for older, newer in zip(published, published[1:], strict=False)
     }
     ready = [r for r in rows if r.status == "ready" and r.version_id != active]

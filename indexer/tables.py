@@ -7,6 +7,8 @@ version's and need no round trip to the database to allocate.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -177,3 +179,11 @@ ID_SHIFT = 40
 def unit_id(version_id: int, ordinal: int) -> int:
     """The int64 id of the `ordinal`-th unit of a level in a version."""
     return (version_id << ID_SHIFT) + ordinal
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    """A datetime read from SQL, timezone-aware: SQLite returns naive datetimes, which were
+    written in UTC."""
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment

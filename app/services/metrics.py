@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from datetime import timezone
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -26,7 +25,7 @@ from starlette.routing import Match
 
 from app.services.state import ServiceState
 from indexer.jobs import FINISHED
-from indexer.tables import jobs
+from indexer.tables import as_utc, jobs
 
 logger = logging.getLogger(__name__)
 
@@ -98,16 +97,12 @@ class ServiceCollector(Collector):
         for status, started, ended in finished:
             if ended is None:
                 continue
-            seconds = (_utc(ended) - _utc(started)).total_seconds()
+            seconds = (as_utc(ended) - as_utc(started)).total_seconds()
             totals[status][0] += 1
             totals[status][1] += max(seconds, 0.0)
         for status, (count, total) in totals.items():
             durations.add_metric([status], count_value=count, sum_value=total)
         yield from (counts, durations)
-
-
-def _utc(moment):  # noqa: ANN001, ANN202 - SQLite gives naive datetimes written in UTC
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 class Metrics:
