@@ -218,18 +218,34 @@ def _apply_level(
     copy: bool,
 ) -> None:
     """Remove `removed` ids and append `added` (larger) ids at one level, keeping the rows
-    sorted by id; with `copy`, the FAISS index is copied first instead of changed in place."""
+    sorted by id; with `copy`, the FAISS index is copied first instead of changed in place.
+
+    Either side may be empty (a deletion adds nothing, an addition removes nothing); an empty
+    side arrives as a `(0,)` or `(0, 0)` array."""
+    removed = np.asarray(removed, np.int64).reshape(-1)  # (r,)
+    added_ids = np.asarray(added_ids, np.int64).reshape(-1)  # (a,)
     if not len(removed) and not len(added_ids):
         return
+    dim = vectors[level].shape[1]
     keep = ~np.isin(ids[level], removed)  # (n,)
-    new_ids = np.concatenate([ids[level][keep], np.asarray(added_ids, np.int64)])
+    if int((~keep).sum()) != len(np.unique(removed)):
+        raise IndexMismatchError(f"{level} ids to remove are not all in the index")
+    new_ids = np.concatenate([ids[level][keep], added_ids])
     if len(new_ids) > 1 and not np.all(np.diff(new_ids) > 0):
         raise IndexMismatchError(f"added {level} ids are not above the existing ones")
-    added = torch.from_numpy(np.asarray(added_vectors, np.float32).reshape(len(added_ids), -1))
+    if len(added_ids):
+        added = torch.from_numpy(np.asarray(added_vectors, np.float32))  # (a, d)
+        if tuple(added.shape) != (len(added_ids), dim):
+            raise IndexMismatchError(
+                f"{level}: {len(added_ids)} added ids but vectors of shape {tuple(added.shape)}"
+            )
+    else:
+        added = torch.empty(0, dim)
     vectors[level] = torch.cat([vectors[level][torch.from_numpy(keep)], added])
     index = indices[level].copy() if copy else indices[level]
-    index.remove(np.asarray(removed, np.int64))
-    index.add(added.numpy(), np.asarray(added_ids, np.int64))
+    if index.remove(removed) != len(np.unique(removed)):
+        raise IndexMismatchError(f"{level} ids to remove are not all in the FAISS index")
+    index.add(added.numpy(), added_ids)
     indices[level] = index
     ids[level] = new_ids
 

@@ -220,3 +220,18 @@ def test_nul_characters_are_a_clear_422_on_every_backend(client: TestClient) -> 
         assert response.status_code == 422, (path, response.text)
         assert response.json()["detail"] == "URL parameters must not contain NUL characters (%00)"
     assert client.get("/documents/coffee-01").status_code == 200  # nothing else changed
+
+
+def test_deleting_a_built_document_keeps_serving(client: TestClient) -> None:
+    """Issue 12: a change with removals and no additions (a DELETE of a document from the
+    build's files) answered 500, wedged the service and broke every restart."""
+    deleted = client.delete("/documents/baking-02")
+    assert deleted.status_code == 200, deleted.text
+    assert client.get("/ready").json()["documents"] == 47
+    for method in ("sdr", "document", "bm25", "hybrid"):
+        assert "baking-02" not in ranked(client, {"document_id": "baking-01"}, method=method)
+    assert client.delete("/documents/baking-03").status_code == 200  # not a 409 forever
+    assert_consistent(client)
+    with TestClient(create_app(client.app.state.settings)) as restarted:
+        assert restarted.get("/ready").json()["documents"] == 46
+        assert_consistent(restarted)
