@@ -35,8 +35,11 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
 
         runtime = Runtime(settings, engine, publish=publish)
         app.state.runtime = runtime
-        if not runtime.refresh():
-            logger.warning("No index version is active yet; /similar answers 503 until then")
+        try:
+            if not runtime.refresh():
+                logger.warning("No index version is active yet; /similar answers 503 until then")
+        except Exception:  # recorded in runtime.failure: 503 with the reason, retried
+            logger.warning("Starting without an index; the watcher retries loading it")
         runtime.start()
         yield
         runtime.stop()

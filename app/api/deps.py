@@ -20,6 +20,13 @@ def get_settings(request: Request) -> ServiceSettings:
 def get_state(request: Request) -> ServiceState:
     state = getattr(request.app.state, "service", None)
     if state is None:
+        runtime = getattr(request.app.state, "runtime", None)
+        failure = runtime.failure if runtime is not None else None
+        if failure is not None:
+            raise IndexNotReadyError(
+                f"the active index could not be loaded ({failure}); the service keeps trying "
+                "to load it from SQL: retry later"
+            )
         raise IndexNotReadyError(
             "no index is loaded: run `docsim index` to build one, then restart"
         )

@@ -38,6 +38,8 @@ class SourceNotFoundError(LookupError):
     """An /explain source that is neither a live query_id nor an indexed document."""
 
 
+RETRY_AFTER_SECONDS = 5  # what a 503 (nothing served yet or now) asks clients to wait
+
 STATUS = {
     ApiKeyError: 401,
     PathNotAllowedError: 403,
@@ -65,6 +67,7 @@ def register_error_handlers(app: FastAPI) -> None:
             _request: Request, error: Exception, status: int = status
         ) -> JSONResponse:
             detail = error.args[0] if error.args else type(error).__name__
-            return JSONResponse(status_code=status, content={"detail": detail})
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+            return JSONResponse(status_code=status, content={"detail": detail}, headers=headers)
 
         app.add_exception_handler(error_type, handler)

@@ -5,6 +5,12 @@ The served `ServiceState` is one immutable-by-convention object; a request takes
 version under a running request. The watcher thread polls the active version and its revision
 (document changes) and swaps in a freshly loaded state when either moves; the embedded worker
 wakes it at once after it publishes.
+
+SQL is the truth: when the served state cannot follow it (a document change that fails to
+apply in memory and then to load from SQL, a new version that fails to load), the runtime
+serves nothing rather than a stale index. `failure` then says why; `/ready`, queries and
+changes answer 503 with it, and the watcher keeps trying to load, backing off to
+`RETRY_MAX_SECONDS`, until it succeeds.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 
 class Runtime:
+    RETRY_MAX_SECONDS = 30.0
+
     def __init__(
         self,
         settings: ServiceSettings,
@@ -37,6 +45,7 @@ class Runtime:
         self.engine = engine
         self._publish = publish
         self.state: ServiceState | None = None
+        self.failure: str | None = None  # why nothing is served although a version is active
         self._reload_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -51,7 +60,9 @@ class Runtime:
 
     def refresh(self) -> bool:
         """Load and swap in the active version if it differs from the served one (version
-        or revision); returns whether it swapped."""
+        or revision), or if nothing is served; returns whether it swapped.
+
+        Raises whatever the load raised, after `fail` recorded it (nothing is served then)."""
         with self._reload_lock:
             try:
                 active = active_version(self.engine)
@@ -63,7 +74,11 @@ class Runtime:
                 active.revision,
             ):
                 return False
-            self._load_and_swap(current)
+            try:
+                self._load_and_swap(current)
+            except Exception as error:
+                self.fail(error)
+                raise
             return True
 
     def _load_and_swap(self, current: ServiceState | None) -> None:
@@ -76,6 +91,7 @@ class Runtime:
             )
             state.queries.adopt(current.queries, same_encoder=same_encoder)
         self.swap(state)
+        self.failure = None
         logger.info(
             "Now serving version %d (revision %d; was %s)",
             state.version_id,
@@ -83,9 +99,25 @@ class Runtime:
             previous,
         )
 
+    def fail(self, error: BaseException) -> None:
+        """Serve nothing, and say why, until a load succeeds: the served state no longer
+        follows SQL. The first report of a reason logs its traceback, repeats one line."""
+        reason = f"{type(error).__name__}: {error}"
+        if reason != self.failure:
+            logger.error(
+                "The active index could not be loaded; serving nothing until it can: %s",
+                reason,
+                exc_info=error,
+            )
+        else:
+            logger.warning("Loading the active index failed again: %s", reason)
+        self.failure = reason
+        self.swap(None)
+
     def follow(self, state: ServiceState, change: DocumentChange) -> None:
         """Serve `state`'s index with a committed document change applied (copy on write).
-        Should that fail, the version is loaded again from SQL, which holds the change."""
+        Should that fail, the version is loaded again from SQL, which holds the change; should
+        that fail too, nothing is served (`fail`) until the watcher manages to load it."""
         with self._reload_lock:
             try:
                 searcher = state.searcher
@@ -106,9 +138,13 @@ class Runtime:
                 )
                 changed.queries.adopt(state.queries, same_encoder=True)
                 self.swap(changed)
+                return
             except Exception:
                 logger.exception("Applying the change in memory failed; loading it from SQL")
+            try:
                 self._load_and_swap(self.state)
+            except Exception as error:
+                self.fail(error)
 
     def wake(self, _version_id: int | None = None) -> None:
         self._wake.set()
@@ -125,15 +161,18 @@ class Runtime:
             self._threads.append(thread)
 
     def _watch(self) -> None:
+        poll = self.settings.api.swap_poll_seconds
+        delay = poll
         while not self._stop.is_set():
-            self._wake.wait(self.settings.api.swap_poll_seconds)
+            self._wake.wait(delay)
             self._wake.clear()
             if self._stop.is_set():
                 break
             try:
                 self.refresh()
-            except Exception:  # a failed load keeps the served version
-                logger.exception("Loading the new active version failed; still serving the old")
+                delay = poll
+            except Exception:  # recorded by `fail`; try again, less and less often
+                delay = min(max(2 * delay, poll), max(poll, self.RETRY_MAX_SECONDS))
 
     def stop(self, timeout: float = 600.0) -> None:
         """Stop the watcher, and the worker after its current block (its job then fails with

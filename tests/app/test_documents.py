@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -235,3 +236,55 @@ def test_deleting_a_built_document_keeps_serving(client: TestClient) -> None:
     with TestClient(create_app(client.app.state.settings)) as restarted:
         assert restarted.get("/ready").json()["documents"] == 46
         assert_consistent(restarted)
+
+
+def _wait_until_ready(client: TestClient, seconds: float = 20.0) -> dict:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        response = client.get("/ready")
+        if response.status_code == 200:
+            return response.json()
+        time.sleep(0.05)
+    raise AssertionError(f"not ready after {seconds} s: {response.text}")
+
+
+def test_a_failed_update_and_reload_serve_503_not_a_stale_index(
+    client: TestClient, monkeypatch
+) -> None:
+    """Issue 12: when neither the in-memory update nor the reload from SQL works, the service
+    says so (503 with the reason everywhere, no endless 409) and recovers once loading works."""
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("simulated failure while loading")
+
+    monkeypatch.setattr(LoadedIndex, "with_changes", broken)
+    monkeypatch.setattr(LoadedIndex, "load", broken)
+    assert client.delete("/documents/baking-02").status_code == 200  # committed in SQL
+    for response in (
+        client.get("/ready"),
+        client.post("/similar", json={"document_id": "baking-01"}),
+        client.post("/documents", json={"documents": [NEW]}),
+        client.delete("/documents/baking-03"),
+    ):
+        assert response.status_code == 503, response.text
+        assert "simulated failure while loading" in response.json()["detail"]
+        assert response.headers["retry-after"]
+    monkeypatch.undo()
+    assert _wait_until_ready(client)["documents"] == 47  # the watcher loaded the change
+    assert "baking-02" not in ranked(client, {"document_id": "baking-01"})
+    assert client.delete("/documents/baking-03").status_code == 200
+    assert_consistent(client)
+
+
+def test_a_start_that_cannot_load_serves_503_then_recovers(fresh_settings, monkeypatch) -> None:
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("simulated failure at start")
+
+    monkeypatch.setattr(LoadedIndex, "load", broken)
+    with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
+        response = client.get("/ready")
+        assert response.status_code == 503
+        assert "simulated failure at start" in response.json()["detail"]
+        monkeypatch.undo()
+        assert _wait_until_ready(client)["documents"] == 48
+        assert_consistent(client)
