@@ -88,6 +88,52 @@ def read_pools(path: Path) -> dict[str, list[str]]:
     return {str(q): [str(d) for d in docs] for q, docs in pools.items()}
 
 
+def unmatched_judgments(
+    qrels: Iterable[Any], query_ids: Iterable[str], document_ids: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """The query ids and the document ids that `qrels` name but the queries and the index do
+    not have, each once, in the order the qrels first name them."""
+    known_queries, known_documents = set(query_ids), set(document_ids)
+    queries: dict[str, None] = {}
+    documents: dict[str, None] = {}
+    for judgment in qrels:
+        if judgment.query_id not in known_queries:
+            queries[judgment.query_id] = None
+        if judgment.doc_id not in known_documents:
+            documents[judgment.doc_id] = None
+    return list(queries), list(documents)
+
+
+def warn_unmatched_judgments(
+    qrels: Iterable[Any],
+    queries: Sequence[EvalQuery],
+    document_ids: Iterable[str],
+    shown: int = 5,
+) -> None:
+    """Log a warning for judged queries that no query has (they are not evaluated) and for
+    judged documents that the index does not have (they can never be retrieved)."""
+    missing_queries, missing_documents = unmatched_judgments(
+        qrels, (q.qid for q in queries), document_ids
+    )
+    if missing_queries:
+        logger.warning(
+            "%d judged queries are not in the queries file and are not evaluated: %s",
+            len(missing_queries),
+            _first(missing_queries, shown),
+        )
+    if missing_documents:
+        logger.warning(
+            "%d judged documents are not in the index and can never be retrieved: %s",
+            len(missing_documents),
+            _first(missing_documents, shown),
+        )
+
+
+def _first(ids: Sequence[str], shown: int) -> str:
+    more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
+
+
 def build_query(searcher: Searcher, query: EvalQuery) -> Query:
     if query.document_id is not None:
         return searcher.query_from_index(query.document_id)

@@ -343,13 +343,13 @@ class Searcher:
             scores = self._document_cosine(query)
             ranked = self._rank(scores, allowed, options.top_k)
             return self._document_hits(
-                query, ranked, scores, None, None, options, mode="exhaustive"
+                query, ranked, scores, None, None, options, mode="exhaustive", scored=len(allowed)
             )
         if options.method is Method.bm25:
             scores = self._bm25_scores(query)
             ranked = self._rank(scores, allowed, options.top_k)
             return self._document_hits(
-                query, ranked, scores, None, None, options, mode="exhaustive"
+                query, ranked, scores, None, None, options, mode="exhaustive", scored=len(allowed)
             )
         scored_docs = allowed if mode == "exhaustive" else self._retrieve_candidates(query, allowed)
         sdr, pmatrix, columns, stats = self._sdr(
@@ -357,7 +357,9 @@ class Searcher:
         )
         if options.method is Method.sdr:
             ranked = self._rank(sdr, scored_docs, options.top_k)
-            result = self._document_hits(query, ranked, sdr, pmatrix, columns, options, mode=mode)
+            result = self._document_hits(
+                query, ranked, sdr, pmatrix, columns, options, mode=mode, scored=len(scored_docs)
+            )
             result.stats = stats
             return result
         bm25 = self._bm25_scores(query)
@@ -371,7 +373,9 @@ class Searcher:
             order = self._rank(scores, docs, len(docs))
             fused[order] += 1.0 / (RRF_K + np.arange(1, len(order) + 1))
         ranked = self._rank(fused, pool, options.top_k)
-        result = self._document_hits(query, ranked, fused, pmatrix, columns, options, mode=mode)
+        result = self._document_hits(
+            query, ranked, fused, pmatrix, columns, options, mode=mode, scored=len(pool)
+        )
         result.stats = stats
         return result
 
@@ -413,6 +417,8 @@ class Searcher:
         )
 
     def _bm25_scores(self, query: Query) -> np.ndarray:
+        """The BM25 score of every document `(D,)`: all 0 when the query has no word of the
+        BM25 vocabulary (only stop words, or words that no document has)."""
         import bm25s
 
         with self._bm25_lock:
@@ -421,9 +427,11 @@ class Searcher:
                 texts = document_texts(self.engine, self.index.doc_ids.tolist())
                 corpus = [texts[int(d)] for d in self.index.doc_ids]
                 retriever = bm25s.BM25()
-                retriever.index(
-                    bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False
-                )
+                tokenized = bm25s.tokenize(corpus, stopwords="en", show_progress=False)
+                if tokenized.vocab:
+                    retriever.index(tokenized, show_progress=False)
+                else:  # bm25s cannot index a collection without a single word
+                    retriever.vocab_dict = {}
                 self._bm25 = retriever
                 logger.info(
                     "Built BM25 over %d documents in %.1f s",
@@ -433,7 +441,11 @@ class Searcher:
         tokens = bm25s.tokenize(
             [query.bm25_text], stopwords="en", return_ids=False, show_progress=False
         )[0]
-        return np.asarray(self._bm25.get_scores(tokens), dtype=np.float64)
+        # bm25s fails on a query without a token, and `get_scores` drops unknown ones itself
+        known = [token for token in tokens if token in self._bm25.vocab_dict]
+        if not known:
+            return np.zeros(self.index.n_documents, dtype=np.float64)
+        return np.asarray(self._bm25.get_scores(known), dtype=np.float64)
 
     def _sub_collection(self, docs: np.ndarray) -> tuple[RaggedCollection, np.ndarray]:
         """The sentences of `docs` as a ragged collection, and each document's first column
@@ -567,7 +579,9 @@ class Searcher:
             found = found[np.argsort(-best[found], kind="stable")[: config.candidate_max_documents]]
         return np.sort(found)
 
-    def _document_hits(self, query, ranked, scores, pmatrix, columns, options, *, mode):
+    def _document_hits(self, query, ranked, scores, pmatrix, columns, options, *, mode, scored):
+        """The ranked documents as hits, with their best paragraph matches when `pmatrix` is
+        given; `scored` is how many documents the ranking chose from."""
         index = self.index
         hits = [
             DocumentHit(
@@ -620,8 +634,7 @@ class Searcher:
                             target_text=text[t0:t1],
                         )
                     )
-        n_scored = int(np.isfinite(scores).sum()) if pmatrix is not None else index.n_documents
-        return SearchResult(results=hits, mode=mode, scored_documents=n_scored)
+        return SearchResult(results=hits, mode=mode, scored_documents=scored)
 
     def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
         level = options.granularity.value

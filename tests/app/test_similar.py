@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from app.core.config import ServiceSettings
 from app.main import create_app
+from indexer.corpus import json_document
 from indexer.search import (
     Granularity,
     Method,
@@ -199,3 +200,90 @@ def test_exhaustive_sdr_equals_direct_scoring(app) -> None:
     assert len(result.results) == 47
     for hit in result.results:
         assert hit.score == pytest.approx(expected[hit.document_id], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("text", "method"),
+    [
+        ("the", "bm25"),
+        ("the of and", "bm25"),
+        ("the", "hybrid"),
+        ("the of and", "hybrid"),
+        ("Zorblax quintessor.", "bm25"),  # words that no document has
+        ("The zorblax.", "hybrid"),
+    ],
+)
+def test_a_query_without_indexed_words_ranks_by_the_tie_break(
+    client: TestClient, text: str, method: str
+) -> None:
+    """BM25 scores every document 0 when the query has no word of the BM25 vocabulary (only
+    stop words, or unseen words): the ranking falls back to the tie-break order, never a 500."""
+    response = client.post(
+        "/similar", json={"document": {"text": text}, "method": method, "top_k": 7}
+    )
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert len(results) == 7
+    if method == "bm25":
+        assert [r["score"] for r in results] == [0.0] * 7
+    searcher: Searcher = client.app.state.service.searcher
+    query = searcher.query_from_source(json_document({"id": "q", "text": text}, ""))
+    scores = searcher.similar(query, SearchOptions(top_k=48, method=Method.bm25)).results
+    assert len(scores) == 48 and all(hit.score == 0.0 for hit in scores)
+
+
+def test_a_stored_document_of_stop_words_is_a_bm25_query(fresh_settings) -> None:
+    stop_words = {
+        "id": "stop-01",
+        "title": "The",
+        "text": "It is not that.\n\nThey are, and this was it.",
+    }
+    with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
+        added = client.post("/documents", json={"documents": [stop_words]})
+        assert added.status_code == 200, added.text
+        for method in ("bm25", "hybrid"):
+            response = client.post(
+                "/similar", json={"document_id": "stop-01", "method": method, "top_k": 5}
+            )
+            assert response.status_code == 200, response.text
+            results = response.json()["results"]
+            assert len(results) == 5 and "stop-01" not in [r["document_id"] for r in results]
+            if method == "bm25":
+                assert [r["score"] for r in results] == [0.0] * 5
+        # the stop-word document is in the BM25 index and ranks, with a score of 0
+        posted = client.post(
+            "/similar", json={"document": POSTED, "method": "bm25", "top_k": 49}
+        ).json()["results"]
+        assert {r["document_id"]: r["score"] for r in posted}["stop-01"] == 0.0
+
+
+def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
+    """bm25s cannot index a collection in which no document has a word: every score is 0."""
+    import indexer.search
+
+    base: Searcher = app.state.service.searcher
+    searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
+    monkeypatch.setattr(
+        indexer.search,
+        "document_texts",
+        lambda engine, ids: {int(d): "The of and." for d in ids},
+    )
+    query = searcher.query_from_index("baking-01")
+    result = searcher.similar(query, SearchOptions(top_k=47, method=Method.bm25))
+    assert len(result.results) == 47 and all(hit.score == 0.0 for hit in result.results)
+
+
+@pytest.mark.parametrize("method", [m.value for m in Method])
+def test_scored_documents_counts_what_was_ranked(client: TestClient, method: str) -> None:
+    """The pool (without the source document), or the collection (without the source)."""
+
+    def scored(**body) -> int:
+        response = client.post("/similar", json={"method": method, **body})
+        assert response.status_code == 200, response.text
+        return response.json()["scored_documents"]
+
+    pool = ["baking-01", "baking-02", "oceans-01"]
+    assert scored(document_id="baking-01", candidates=pool) == 2
+    assert scored(document=POSTED, candidates=pool) == 3
+    assert scored(document_id="baking-01") == 47
+    assert scored(document=POSTED) == 48
