@@ -505,6 +505,32 @@ class Searcher:
         self._remember_stats(query, found)
         return found
 
+    def population_stats(
+        self, query: Query, population: str, candidates: Sequence[str] | None = None
+    ) -> ParagraphStats:
+        """The statistics over the same kind of population that a ranking normalised with,
+        computed on this version: `collection` (every other document), `sample` (candidate
+        mode's fixed sample) or `pool` (the `candidates`, minus the source).
+
+        Raises:
+            DocumentNotFoundError: a candidate of the pool is not in this version.
+        """
+        if population == "sample":
+            return self._sample_stats(query)
+        if population == "pool":
+            if candidates is None:
+                raise ValueError("a pool population needs its candidates")
+            docs = self._allowed(query, candidates)
+        elif population == "collection":
+            docs = self._allowed(query, None)
+        else:
+            raise ValueError(f"unknown population {population!r}")
+        collection = self._sub_collection(docs)[0] if len(docs) else None
+        if collection is None:
+            raise QueryError("the population holds no document to normalise over")
+        p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, collection)
+        return ParagraphStats(row_stats(p), population, len(docs))
+
     def _remember_stats(self, query: Query, stats: ParagraphStats) -> None:
         """Keep an indexed source's statistics when they are the default ranking's."""
         default = "sample" if self._mode(SearchOptions()) == "candidate" else "collection"

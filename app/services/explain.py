@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 
@@ -24,7 +25,7 @@ from app.core.errors import SourceNotFoundError
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
 from indexer.explain import Explanation, Side, explain_pair
-from indexer.search import DocumentNotFoundError, ParagraphStats, Query
+from indexer.search import DocumentNotFoundError, ParagraphStats, Query, Searcher
 
 DECIMALS = 5
 
@@ -46,11 +47,9 @@ def resolve_source(
                     "active index no longer has"
                 ) from None
         stats = cached.stats if cached.normalize else None
-        if cached.normalize and stats is None:  # not normalised by SDR yet: the default stats
-            stats = searcher.ranking_stats(query)
-            state.queries.update(
-                source, CachedQuery(cached.query, stats, cached.normalize, cached.document_id)
-            )
+        if cached.normalize and stats is None:
+            stats = _stats_again(searcher, query, source, cached)
+            state.queries.update(source, replace(cached, stats=stats))
         return query, "query", stats
     try:
         query = searcher.query_from_index(source)
@@ -61,6 +60,22 @@ def resolve_source(
             "version is loaded; run POST /similar again for a new one"
         ) from None
     return query, "document", searcher.ranking_stats(query)
+
+
+def _stats_again(
+    searcher: Searcher, query: Query, source: str, cached: CachedQuery
+) -> ParagraphStats:
+    """Statistics for a query whose ranking did not normalise with SDR (the default ranking's),
+    or whose statistics belong to an older version (the same kind of population again)."""
+    if cached.population is None:
+        return searcher.ranking_stats(query)
+    try:
+        return searcher.population_stats(query, cached.population, cached.candidates)
+    except DocumentNotFoundError:
+        raise SourceNotFoundError(
+            f"query {source!r} ranked a pool of candidates that the active index no longer "
+            "holds in full; run POST /similar again for a new query_id"
+        ) from None
 
 
 def explain(state: ServiceState, source: str, target: str, limits: ApiSettings) -> Explanation:

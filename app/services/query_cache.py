@@ -4,7 +4,7 @@ Entries are bounded by total size in bytes (their vectors and text) and by age. 
 belongs to one loaded index version; when a new version is swapped in, it adopts the old
 cache's entries (`adopt`): queries by document id are kept by id, and posted documents are
 kept with their vectors when the encoder is the same, their statistics recomputed against the
-new version on first use.
+new version on first use, over the same kind of population as their ranking's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cachetools import TTLCache
 
@@ -31,6 +31,8 @@ class CachedQuery:
     stats: ParagraphStats | None  # the statistics the ranking normalised with
     normalize: bool
     document_id: str | None = None
+    population: str | None = None  # what `stats` were over: collection, sample or pool
+    candidates: tuple[str, ...] | None = None  # the pool, when the ranking had one
 
     @property
     def nbytes(self) -> int:
@@ -133,9 +135,10 @@ class QueryCache:
 
 def _carried(entry: CachedQuery, same_encoder: bool) -> CachedQuery | None:
     """An older version's entry as the newer version keeps it: by document id, or a posted
-    document's vectors when the encoder is the same; statistics are computed again."""
+    document's vectors when the encoder is the same; statistics are computed again, over the
+    same kind of population (`population`, `candidates`)."""
     if entry.document_id is not None:
-        return CachedQuery(None, None, entry.normalize, entry.document_id)
+        return replace(entry, query=None, stats=None)
     if same_encoder and entry.query is not None:
-        return CachedQuery(entry.query, None, entry.normalize)
+        return replace(entry, stats=None)
     return None

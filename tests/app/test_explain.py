@@ -345,3 +345,45 @@ def test_only_the_default_rankings_statistics_are_remembered(app: FastAPI) -> No
     expected = fresh.similar(fresh.query_from_index("running-01"), SearchOptions()).stats
     assert torch.allclose(stats.stats.mean, expected.stats.mean, atol=1e-6)
     assert torch.allclose(stats.stats.std, expected.stats.std, atol=1e-6)
+
+
+def test_explain_keeps_its_rankings_population_over_a_swap(
+    fresh_settings, sample_corpus: Path, tiny_encoder_dir: Path
+) -> None:
+    """Issue 12: after a swap, /explain of a pooled or candidate-mode query_id normalised over
+    the whole collection (another score). It must use the same kind of population again; a
+    pool that lost a member expires with the 404 that asks for a new /similar."""
+    from tests.utils.indexes import publish
+
+    settings = fresh_settings(embedded_worker=False)
+    with TestClient(create_app(settings)) as client:
+        requests = {
+            "pool": {"candidates": ["baking-01", "oceans-02", "coffee-03"]},
+            "sample": {"mode": "candidate"},
+            "collection": {},
+        }
+        explained = {}
+        for population, options in requests.items():
+            for source in ({"document": POSTED}, {"document_id": "baking-02"}):
+                ranked = client.post("/similar", json={**source, "top_k": 1, **options}).json()
+                hit = ranked["results"][0]
+                params = {"source": ranked["query_id"], "target": hit["document_id"]}
+                body = client.get("/explain", params=params).json()
+                assert body["statistics"]["population"] == population
+                assert body["score"] == pytest.approx(hit["score"], abs=1e-4)
+                explained[population, str(source)] = (params, body)
+        publish(sample_corpus, settings, tiny_encoder_dir)  # version 2: the same documents
+        deadline = time.monotonic() + 20  # the watcher swaps it in
+        while client.get("/ready").json()["index_version"] != 2:
+            assert time.monotonic() < deadline, "the service did not swap"
+            time.sleep(0.05)
+        for (population, _), (params, before) in explained.items():
+            after = client.get("/explain", params=params).json()
+            assert after["index_version"] == 2
+            assert after["statistics"]["population"] == population
+            assert after["statistics"]["documents"] == before["statistics"]["documents"]
+            assert after["score"] == pytest.approx(before["score"], abs=1e-4), population
+        assert client.delete("/documents/oceans-02").status_code == 200
+        pooled, _ = explained["pool", str({"document": POSTED})]
+        gone = client.get("/explain", params=pooled)
+        assert gone.status_code == 404 and "run POST /similar again" in gone.json()["detail"]
