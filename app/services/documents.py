@@ -6,20 +6,24 @@ from __future__ import annotations
 import time
 
 from app.api.schemas import DocumentsChanged, DocumentsRequest, SectionText, StoredDocument
-from app.core.config import ServiceSettings
-from app.core.errors import DocumentTooLargeError
+from app.core.config import ApiSettings
+from app.services.limits import posted_document
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
-from indexer.corpus import json_document
 from indexer.documents import SourceDocument
 from indexer.pipeline import prepare_data_dir
 from indexer.reader import stored_document
 from indexer.search import DocumentNotFoundError
+from indexer.sentences import SentenceSplitter
 from indexer.split import EmptyDocumentError
 from indexer.updates import DocumentChange, change_documents
 
 
-def _sources(request: DocumentsRequest, settings: ServiceSettings) -> list[SourceDocument]:
+def _sources(
+    request: DocumentsRequest, splitter: SentenceSplitter, limits: ApiSettings
+) -> list[SourceDocument]:
+    """Every posted document, read and checked against the limits before anything changes:
+    one refused document refuses the whole request."""
     seen: set[str] = set()
     sources = []
     for item in request.documents:
@@ -27,17 +31,7 @@ def _sources(request: DocumentsRequest, settings: ServiceSettings) -> list[Sourc
             raise EmptyDocumentError(f"document {item.id!r} is given twice")
         seen.add(item.id)
         posted = item.model_dump(exclude_none=True)
-        size = len(posted.get("text", "")) + sum(
-            len(s["text"]) + len(s["title"]) for s in posted.get("sections", [])
-        )
-        if size > settings.api.max_document_bytes:
-            raise DocumentTooLargeError(
-                f"document {item.id!r} has {size} characters; "
-                f"the limit is {settings.api.max_document_bytes}"
-            )
-        source = json_document(posted, "")
-        if not isinstance(source, SourceDocument):
-            raise EmptyDocumentError(f"document {item.id!r} is empty or invalid: {source.reason}")
+        source, _ = posted_document(posted, splitter, limits, f"document {item.id!r}")
         sources.append(source)
     return sources
 
@@ -63,7 +57,8 @@ def _change(
 
 def upsert(runtime: Runtime, state: ServiceState, request: DocumentsRequest) -> DocumentsChanged:
     started = time.perf_counter()
-    change = _change(runtime, state, _sources(request, runtime.settings), [])
+    sources = _sources(request, state.searcher.splitter, runtime.settings.api)
+    change = _change(runtime, state, sources, [])
     return DocumentsChanged(
         index_version=change.version_id,
         revision=change.revision,

@@ -6,13 +6,10 @@ import time
 
 from app.api.schemas import DocumentResult, MatchOut, SimilarRequest, SimilarResponse, UnitResult
 from app.core.config import ApiSettings
-from app.core.errors import DocumentTooLargeError
+from app.services.limits import posted_document
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
-from indexer.corpus import json_document
-from indexer.documents import SourceDocument
 from indexer.search import DocumentHit, Query, SearchOptions
-from indexer.split import EmptyDocumentError, split_document
 
 
 def build_query(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -> Query:
@@ -21,23 +18,8 @@ def build_query(state: ServiceState, request: SimilarRequest, limits: ApiSetting
         return searcher.query_from_index(request.document_id)
     assert request.document is not None  # the schema guarantees one of the two
     posted = request.document.model_dump(exclude_none=True)
-    size = len(posted.get("text", "")) + sum(
-        len(s["text"]) + len(s["title"]) for s in posted.get("sections", [])
-    )
-    if size > limits.max_document_bytes:
-        raise DocumentTooLargeError(
-            f"document has {size} characters; the limit is {limits.max_document_bytes}"
-        )
     posted["id"] = posted.get("id") or "query"
-    source = json_document(posted, "")
-    if not isinstance(source, SourceDocument):
-        raise EmptyDocumentError(f"document is empty or invalid: {source.reason}")
-    document = split_document(source, searcher.splitter)
-    n_sentences = document.counts()["sentence"]
-    if n_sentences > limits.max_sentences:
-        raise DocumentTooLargeError(
-            f"document has {n_sentences} sentences; the limit is {limits.max_sentences}"
-        )
+    _, document = posted_document(posted, searcher.splitter, limits, "document")
     return searcher.encode_document(document)
 
 
@@ -72,6 +54,8 @@ def similar(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -
             stats=result.stats,
             normalize=request.normalize,
             document_id=request.document_id,
+            population=result.stats.population if result.stats is not None else None,
+            candidates=tuple(request.candidates) if request.candidates is not None else None,
         )
     )
     return SimilarResponse(

@@ -34,3 +34,19 @@ def _fuzz(app) -> None:  # noqa: ANN001
                 assert "detail" in response.json()
 
         check()
+
+
+def test_document_changes_link_to_the_documents_they_name(client: TestClient) -> None:
+    """OpenAPI links lead from POST and DELETE /documents to the named document (read, delete,
+    post again), for clients and stateful fuzzers; the targets are real operations."""
+    spec = client.get("/openapi.json").json()
+    operations = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
+    for path, method, source in (
+        ("/documents", "post", "added"),
+        ("/documents/{document_id}", "delete", "deleted"),
+    ):
+        links = spec["paths"][path][method]["responses"]["200"]["links"]
+        assert {link["operationId"] for link in links.values()} <= operations
+        assert links["DeleteDocument"]["parameters"] == {
+            "document_id": f"$response.body#/{source}/0"
+        }

@@ -71,6 +71,7 @@ def test_bad_input_gets_a_clear_message(
     folder_error = "is not writable" if on_postgres else "cannot create the database folder"
     message = message.format(folder_error=folder_error)
     (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "data").mkdir()  # `info` refuses a data directory that does not exist
     filled = [a.format(tmp=tmp_path, tiny=tiny_encoder_dir, corpus=sample_corpus) for a in args]
     if "--data-dir" not in filled:
         filled += ["--data-dir", str(tmp_path / "data")]
@@ -240,3 +241,68 @@ def test_evaluate_migrates_an_older_database_first(
     assert result.exit_code == 0, result.stderr
     report = json.loads(out.read_text())
     assert 0 < report["methods"]["sdr"]["mean"]["MAP"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        ("{}", "its config.json names no model_type"),
+        ('{"model_type": "bert"}', "it holds no weights"),
+        ("{not json", "config.json is not valid JSON"),
+    ],
+    ids=["empty-config", "no-weights", "invalid-json"],
+)
+def test_unusable_encoder_directory_is_a_user_error(
+    config: str, problem: str, sample_corpus: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(config)
+    result = invoke(
+        "index", str(sample_corpus), "--encoder", str(model), "--data-dir", str(tmp_path / "data")
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("docsim: error:"), result.stderr
+    assert str(model) in lines[0] and problem in lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["info", "evaluate"])
+def test_read_only_commands_need_an_existing_data_dir(command: str, tmp_path: Path) -> None:
+    data = tmp_path / "missing"
+    args = [command, "--data-dir", str(data)]
+    if command == "evaluate":
+        (tmp_path / "queries.jsonl").write_text(json.dumps({"qid": "q1", "text": "x"}) + "\n")
+        (tmp_path / "qrels.txt").write_text("q1 Q0 d1 1\n")
+        args += [
+            "--queries",
+            str(tmp_path / "queries.jsonl"),
+            "--qrels",
+            str(tmp_path / "qrels.txt"),
+        ]
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("docsim: error:"), result.stderr
+    assert f"data directory {str(data)!r} does not exist" in lines[0]
+    assert not data.exists()
+
+
+def test_jsonl_ids_with_slashes_are_indexed(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    records = [
+        {"id": "10.1000/xyz-1", "text": "Zeppelins rose above the lake. Hulls held hydrogen."},
+        {"id": "a/b/c", "text": "Glaciers carve valleys. Moraines mark where the ice stopped."},
+        {"id": "plain", "text": "Bread rises when yeast ferments the dough in a warm kitchen."},
+    ]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records))
+    data = tmp_path / "data"
+    result = index_with_tiny(corpus, tiny_encoder_dir, data)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["counts"]["document"] == 3
+    engine = make_engine(Settings(data_dir=data).database_url)
+    with engine.connect() as conn:
+        ids = set(conn.execute(select(documents.c.external_id)).scalars())
+    engine.dispose()
+    assert ids == {r["id"] for r in records}

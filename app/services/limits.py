@@ -1,0 +1,45 @@
+"""The API's limits on a posted document (`max_document_bytes`, `max_sentences`), checked the
+same way wherever a document comes in: POST /similar and POST /documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.core.config import ApiSettings
+from app.core.errors import DocumentTooLargeError
+from indexer.corpus import json_document
+from indexer.documents import Document, SourceDocument
+from indexer.sentences import SentenceSplitter
+from indexer.split import EmptyDocumentError, split_document
+
+
+def posted_document(
+    posted: dict[str, Any], splitter: SentenceSplitter, limits: ApiSettings, what: str
+) -> tuple[SourceDocument, Document]:
+    """A posted document (`DocumentIn.model_dump(exclude_none=True)` with an `id`), read and
+    split, once it is known to be within the limits.
+
+    Args:
+        what: how messages name the document: "document" or "document 'some-id'".
+
+    Raises:
+        DocumentTooLargeError: more characters or sentences than the limits allow (413).
+        EmptyDocumentError: no text, or no sentence in it (422).
+    """
+    size = len(posted.get("text", "")) + sum(
+        len(s["text"]) + len(s["title"]) for s in posted.get("sections", [])
+    )
+    if size > limits.max_document_bytes:
+        raise DocumentTooLargeError(
+            f"{what} has {size} characters; the limit is {limits.max_document_bytes}"
+        )
+    source = json_document(posted, "")
+    if not isinstance(source, SourceDocument):
+        raise EmptyDocumentError(f"{what} is empty or invalid: {source.reason}")
+    document = split_document(source, splitter)
+    n_sentences = document.counts()["sentence"]
+    if n_sentences > limits.max_sentences:
+        raise DocumentTooLargeError(
+            f"{what} has {n_sentences} sentences; the limit is {limits.max_sentences}"
+        )
+    return source, document
