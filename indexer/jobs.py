@@ -6,6 +6,11 @@ candidate is picked with `SELECT ... FOR UPDATE SKIP LOCKED` and claims are seri
 transaction-scoped advisory lock, so that two workers never start two builds), send heartbeats
 while they run it, and report progress. A running job whose heartbeats stop is failed by the
 next worker that looks (`reap_stale`); its build is suspended, so that a retry resumes it.
+
+A job's `version_id` is the version its build creates (or resumes), live or not; the job
+published it if and only if the job succeeded (`JobRow.published_version`). A worker marks a
+job succeeded after publishing (and, in the service's embedded worker, after serving) it; a
+job whose worker died after publishing is reaped as succeeded.
 """
 
 from __future__ import annotations
@@ -52,11 +57,16 @@ class JobRow:
     cancel_requested: bool
     worker: str | None
     attempts: int
-    version_id: int | None
+    version_id: int | None  # the version the job builds or built, published or not
     created_at: datetime
     started_at: datetime | None
     heartbeat_at: datetime | None
     finished_at: datetime | None
+
+    @property
+    def published_version(self) -> int | None:
+        """The version this job published (made active); None unless it succeeded."""
+        return self.version_id if self.status == SUCCEEDED else None
 
 
 def _now() -> datetime:
@@ -209,6 +219,10 @@ def set_job_version(engine: Engine, job_id: int, version_id: int) -> None:
     _set(engine, job_id, version_id=version_id)
 
 
+def set_job_message(engine: Engine, job_id: int, message: str) -> None:
+    _set(engine, job_id, message=message[:4000], heartbeat_at=_now())
+
+
 def _set(engine: Engine, job_id: int, **values: Any) -> None:
     """Update columns of one job row."""
     with engine.begin() as conn:
@@ -286,34 +300,47 @@ def retry_job(engine: Engine, job_id: int) -> JobRow:
 
 
 def reap_stale(engine: Engine, stale_after_seconds: float) -> list[int]:
-    """Fail running jobs whose worker stopped sending heartbeats; suspend their builds so that
-    a retry resumes them. Returns the ids of the jobs failed."""
+    """Finish running jobs whose worker stopped sending heartbeats: failed, with their builds
+    suspended so that a retry resumes them; or succeeded, if the worker died after publishing.
+    Returns the ids of the jobs finished."""
     cutoff = _now() - timedelta(seconds=stale_after_seconds)
     reaped = []
     with engine.begin() as conn:
         stale = conn.execute(
-            select(jobs.c.job_id, jobs.c.worker, jobs.c.heartbeat_at, jobs.c.version_id).where(
-                jobs.c.status == RUNNING
+            select(
+                jobs.c.job_id,
+                jobs.c.worker,
+                jobs.c.heartbeat_at,
+                jobs.c.version_id,
+                index_versions.c.published_at,
             )
+            .select_from(jobs.outerjoin(index_versions))
+            .where(jobs.c.status == RUNNING)
         ).all()
-        for job_id, worker, beat, version_id in stale:
+        for job_id, worker, beat, version_id, published_at in stale:
             beat = as_utc(beat)
             if beat is not None and beat >= cutoff:
                 continue
+            last = beat.isoformat() if beat else "never"
+            if published_at is not None:  # the build went live: the job did its work
+                outcome = {
+                    "status": SUCCEEDED,
+                    "message": f"published version {version_id} (worker {worker!r} stopped "
+                    f"sending heartbeats afterwards, last at {last})",
+                }
+            else:
+                outcome = {
+                    "status": FAILED,
+                    "error": f"worker {worker!r} stopped sending heartbeats (last at {last}); "
+                    "retry the job to resume",
+                    "message": "worker lost",
+                }
             changed = conn.execute(
                 update(jobs)
                 .where(and_(jobs.c.job_id == job_id, jobs.c.status == RUNNING))
-                .values(
-                    status=FAILED,
-                    finished_at=_now(),
-                    error=(
-                        f"worker {worker!r} stopped sending heartbeats (last at "
-                        f"{beat.isoformat() if beat else 'never'}); retry the job to resume"
-                    ),
-                    message="worker lost",
-                )
+                .values(finished_at=_now(), eta_seconds=None, **outcome)
             ).rowcount
-            if changed and version_id is not None:
+            if changed and published_at is None and version_id is not None:
                 conn.execute(
                     update(index_versions)
                     .where(

@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from indexer.jobs import (
     finish_job,
     heartbeat,
     reap_stale,
+    set_job_message,
     set_job_version,
     update_progress,
 )
@@ -103,16 +105,6 @@ def run_reindex(
     settings = settings.model_copy(update={"index": index_settings})
     cancel = threading.Event()
     stop = stop or threading.Event()
-    beating = threading.Event()
-
-    def beat() -> None:
-        while not beating.wait(settings.jobs.heartbeat_seconds):
-            try:
-                if heartbeat(engine, job.job_id, worker):
-                    cancel.set()
-            except Exception:  # a transient database error must not kill the heartbeat
-                logger.exception("heartbeat of job %d failed", job.job_id)
-
     first: list[tuple[float, int]] = []  # (time, done) at the first committed block
     last_report = [0.0]
 
@@ -154,9 +146,7 @@ def run_reindex(
     encode_engine = make_encode_engine(
         params.engine, settings, encoder, settings.index.block_documents
     )
-    thread = threading.Thread(target=beat, name=f"heartbeat-{job.job_id}", daemon=True)
-    thread.start()
-    try:
+    with heartbeats(engine, job.job_id, worker, settings.jobs.heartbeat_seconds, cancel):
         update_progress(engine, job.job_id, done=0, total=None, message="reading the source")
         if params.source == CURRENT:
             current = active_version(engine)
@@ -183,9 +173,56 @@ def run_reindex(
             show_progress=show_progress,
             encode_engine=encode_engine,
         )
+
+
+@contextlib.contextmanager
+def heartbeats(
+    engine: Engine, job_id: int, worker: str, seconds: float, cancel: threading.Event
+) -> Iterator[None]:
+    """Send the job's heartbeats from a thread while the block runs; `cancel` is set when a
+    cancel is requested."""
+    beating = threading.Event()
+
+    def beat() -> None:
+        while not beating.wait(seconds):
+            try:
+                if heartbeat(engine, job_id, worker):
+                    cancel.set()
+            except Exception:  # a transient database error must not kill the heartbeat
+                logger.exception("heartbeat of job %d failed", job_id)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{job_id}", daemon=True)
+    thread.start()
+    try:
+        yield
     finally:
         beating.set()
         thread.join()
+
+
+def after_publishing(
+    job: JobRow,
+    version_id: int,
+    settings: Settings,
+    engine: Engine,
+    *,
+    worker: str,
+    on_published: Callable[[int], None],
+) -> str:
+    """Call `on_published` (the embedded worker: load the version into the service) while the
+    job still runs, with heartbeats, as loading may outlast `stale_after_seconds`. Its failure
+    is logged, not raised (the version is live all the same). Returns the job's final message."""
+    message = f"published version {version_id}"
+    set_job_message(engine, job.job_id, f"{message}; loading it")
+    try:
+        with heartbeats(
+            engine, job.job_id, worker, settings.jobs.heartbeat_seconds, threading.Event()
+        ):
+            on_published(version_id)
+    except Exception as error:
+        logger.exception("Job %d: loading version %d failed", job.job_id, version_id)
+        return f"{message}; loading it failed ({type(error).__name__}: {error})"
+    return message
 
 
 def execute(
@@ -198,7 +235,12 @@ def execute(
     show_progress: bool = False,
     on_published: Callable[[int], None] | None = None,
 ) -> str:
-    """Run a claimed job and record how it ended; returns the final status."""
+    """Run a claimed job and record how it ended; returns the final status.
+
+    `on_published` runs before the job turns `succeeded`: the embedded worker passes the
+    service's `Runtime.serve_published`, so that once a job reads succeeded, its process
+    already answers from the version. A separate worker cannot know when API processes swap
+    (`JobOut.served` tells)."""
     try:
         result = run_reindex(
             job, settings, engine, worker=worker, stop=stop, show_progress=show_progress
@@ -214,10 +256,13 @@ def execute(
         if not isinstance(error, Exception):
             raise  # KeyboardInterrupt / SystemExit: stop the process after recording it
         return FAILED
-    finish_job(engine, job.job_id, SUCCEEDED, message=f"published version {result.version_id}")
-    logger.info("Job %d published version %d", job.job_id, result.version_id)
+    message = f"published version {result.version_id}"
     if on_published is not None:
-        on_published(result.version_id)
+        message = after_publishing(
+            job, result.version_id, settings, engine, worker=worker, on_published=on_published
+        )
+    finish_job(engine, job.job_id, SUCCEEDED, message=message)
+    logger.info("Job %d published version %d", job.job_id, result.version_id)
     collect_garbage(
         engine,
         prepare_data_dir(settings.data_dir),

@@ -275,7 +275,20 @@ class JobOut(BaseModel):
     cancel_requested: bool
     worker: str | None
     attempts: int
-    index_version: int | None = Field(description="The version the job built (or is building).")
+    index_version: int | None = Field(
+        description="The version this job published (made active); null unless it succeeded."
+    )
+    build_version: int | None = Field(
+        description="The version the job's build created or resumed, live or not (null until "
+        "the build starts): a failed job's suspended build, which a retry resumes; a cancelled "
+        "job's removed one; equal to index_version once the job succeeded."
+    )
+    served: bool = Field(
+        description="Whether the API process answering serves index_version now. The "
+        "embedded worker marks a job succeeded only once its process serves the version; for "
+        "a job run by a separate `docsim worker` or `docsim reindex`, poll until true (each "
+        "API process swaps on its own; false again once a newer version is served)."
+    )
     created_at: str
     started_at: str | None
     heartbeat_at: str | None

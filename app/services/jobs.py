@@ -57,7 +57,9 @@ def submit_reindex(engine: Engine, request: ReindexRequest, settings: ServiceSet
     return create_job(engine, "reindex", vars(params))
 
 
-def job_out(job: JobRow) -> JobOut:
+def job_out(job: JobRow, served_version: int | None) -> JobOut:
+    """The job as the API shows it; `served_version` is the version this process serves."""
+
     def iso(moment):  # noqa: ANN001, ANN202 - datetime or None
         return moment.isoformat() if moment is not None else None
 
@@ -78,7 +80,9 @@ def job_out(job: JobRow) -> JobOut:
         cancel_requested=job.cancel_requested,
         worker=job.worker,
         attempts=job.attempts,
-        index_version=job.version_id,
+        index_version=job.published_version,
+        build_version=job.version_id,
+        served=job.published_version is not None and job.published_version == served_version,
         created_at=job.created_at.isoformat(),
         started_at=iso(job.started_at),
         heartbeat_at=iso(job.heartbeat_at),

@@ -4,7 +4,7 @@ The served `ServiceState` is one immutable-by-convention object; a request takes
 (`app.api.deps.get_state`) and answers from it to the end, so a swap never changes the
 version under a running request. The watcher thread polls the active version and its revision
 (document changes) and swaps in a freshly loaded state when either moves; the embedded worker
-wakes it at once after it publishes.
+swaps in a version it publishes itself (`serve_published`) before its job reads succeeded.
 
 SQL is the truth: when the served state cannot follow it (a document change that fails to
 apply in memory and then to load from SQL, a new version that fails to load), the runtime
@@ -149,13 +149,19 @@ class Runtime:
     def wake(self, _version_id: int | None = None) -> None:
         self._wake.set()
 
+    def serve_published(self, _version_id: int) -> None:
+        """The embedded worker's hook once it has published a version: load and swap it in
+        now, in the worker's thread, so that the job turns succeeded only once this process
+        answers from it. Raises what the load raised (`fail` recorded it; the watcher retries)."""
+        self.refresh()
+
     # --- threads -------------------------------------------------------------------------
     def start(self) -> None:
         watcher = threading.Thread(target=self._watch, name="docsim-swap", daemon=True)
         watcher.start()
         self._threads.append(watcher)
         if self.settings.jobs.embedded_worker:
-            self.worker = Worker(self.settings, self.engine, on_published=self.wake)
+            self.worker = Worker(self.settings, self.engine, on_published=self.serve_published)
             thread = threading.Thread(target=self.worker.run, name="docsim-worker", daemon=True)
             thread.start()
             self._threads.append(thread)

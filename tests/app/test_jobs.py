@@ -12,7 +12,17 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from indexer.corpus import SAMPLE_CORPUS
-from indexer.store import versions
+from indexer.jobs import (
+    CANCELLED,
+    FAILED,
+    SUCCEEDED,
+    claim_job,
+    create_job,
+    finish_job,
+    set_job_version,
+)
+from indexer.store import create_version, versions
+from indexer.worker import Worker
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 
@@ -102,6 +112,8 @@ def test_cancel_a_running_job_publishes_nothing(
     assert cancelled.status_code == 200 and cancelled.json()["cancel_requested"]
     job = wait_for(served, job_id, {"cancelled", "succeeded", "failed"})
     assert job["status"] == "cancelled"
+    assert job["index_version"] is None and job["served"] is False  # nothing went live
+    assert job["build_version"] is not None  # the removed build's id
     assert served.get("/ready").json()["index_version"] == before
     data = Path(served.app.state.settings.data_dir)
     assert not list((data / "indexes").glob("*.tmp"))
@@ -131,13 +143,19 @@ def test_a_second_reindex_waits_in_the_queue(
     wait_for_version(served, two["index_version"])
     listed = served.get("/jobs").json()["jobs"]
     assert [j["job_id"] for j in listed[:2]] == [second, first]
-    # retention: the active version and one before it are kept, older ones retired
+    # retention (just after the job finished): the active version and one before it are
+    # kept, older ones retired
     engine = served.app.state.runtime.engine
-    statuses = {v.version_id: v.status for v in versions(engine)}
+    first_folder = Path(served.app.state.settings.data_dir) / "indexes" / "000001"
+    deadline = time.monotonic() + 30
+    while True:
+        statuses = {v.version_id: v.status for v in versions(engine)}
+        if statuses[1] == "retired" and not first_folder.exists():
+            break
+        assert time.monotonic() < deadline, statuses
+        time.sleep(0.02)
     assert statuses[two["index_version"]] == "ready"
     assert statuses[one["index_version"]] == "ready"
-    assert statuses[1] == "retired"
-    assert not (Path(served.app.state.settings.data_dir) / "indexes" / "000001").exists()
 
 
 def test_paths_outside_the_allowed_roots_are_403(
@@ -203,4 +221,67 @@ def test_the_engine_is_checked_recorded_and_its_failure_leaves_the_index(
     # pytest's data directory is too deep for a local Ray's sockets: a clear failure
     assert job["status"] == "failed"
     assert "too long for its sockets" in job["error"]
+    assert job["index_version"] is None and job["served"] is False
     assert served.get("/ready").json()["index_version"] == 1
+
+
+def test_only_a_job_that_published_reports_an_index_version(fresh_settings) -> None:
+    with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
+        engine = client.app.state.runtime.engine
+        built = {}
+        for status in (CANCELLED, FAILED, SUCCEEDED):
+            job_id = create_job(engine, "reindex", {"source": "current"}).job_id
+            assert claim_job(engine, job_id, "test-worker") is not None
+            built[job_id] = create_version(engine, encoder_name="tiny", path="")
+            set_job_version(engine, job_id, built[job_id])
+            finish_job(engine, job_id, status)
+        listed = {j["job_id"]: j for j in client.get("/jobs").json()["jobs"]}
+        for job_id, version in built.items():
+            job = client.get(f"/jobs/{job_id}").json()
+            assert listed[job_id] == job
+            published = version if job["status"] == SUCCEEDED else None
+            assert (job["index_version"], job["build_version"]) == (published, version), job
+            assert job["served"] is False  # this service serves version 1
+
+
+def test_a_succeeded_job_is_already_served(served: TestClient, tiny_encoder_dir: Path) -> None:
+    """With the embedded worker, a job reads `succeeded` only once this process serves its
+    version: the next request after the last poll answers from it."""
+    for _ in range(3):
+        job_id = served.post(
+            "/jobs/reindex", json={"source": "current", "encoder": str(tiny_encoder_dir)}
+        ).json()["job_id"]
+        deadline = time.monotonic() + 120
+        while (job := served.get(f"/jobs/{job_id}").json())["status"] not in (SUCCEEDED, FAILED):
+            assert time.monotonic() < deadline, job
+            time.sleep(0.01)
+        ready = served.get("/ready").json()
+        assert job["status"] == SUCCEEDED, job
+        assert ready["index_version"] == job["index_version"], (job, ready)
+        assert job["served"] is True
+        answer = served.post("/similar", json={"document_id": "oceans-01", "top_k": 3}).json()
+        assert answer["index_version"] == job["index_version"]
+
+
+def test_served_tells_when_a_separate_workers_version_is_live(
+    fresh_settings, tiny_encoder_dir: Path
+) -> None:
+    """A separate worker cannot know when API processes swap: `served` is the signal."""
+    settings = fresh_settings(embedded_worker=False)
+    slow = settings.api.model_copy(update={"swap_poll_seconds": 3600})  # swaps on wake only
+    with TestClient(create_app(settings.model_copy(update={"api": slow}))) as client:
+        job_id = client.post(
+            "/jobs/reindex", json={"source": "current", "encoder": str(tiny_encoder_dir)}
+        ).json()["job_id"]
+        engine = client.app.state.runtime.engine
+        assert Worker(settings, engine, name="elsewhere").run_once().job_id == job_id
+        job = client.get(f"/jobs/{job_id}").json()
+        assert job["status"] == SUCCEEDED and job["index_version"] == 2
+        assert job["served"] is False  # published, but this process still serves version 1
+        assert client.get("/ready").json()["index_version"] == 1
+        client.app.state.runtime.wake()  # the watcher's next poll
+        deadline = time.monotonic() + 30
+        while not (job := client.get(f"/jobs/{job_id}").json())["served"]:
+            assert time.monotonic() < deadline, job
+            time.sleep(0.02)
+        assert client.get("/ready").json()["index_version"] == 2

@@ -1,4 +1,5 @@
-"""Claiming jobs under contention, on the run's database (SQLite or PostgreSQL)."""
+"""Claiming jobs under contention, and what a finished job reports, on the run's database
+(SQLite or PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,22 @@ import threading
 
 from sqlalchemy import Engine
 
-from indexer.jobs import QUEUED, RUNNING, SUCCEEDED, claim_next, create_job, finish_job, list_jobs
+from indexer.jobs import (
+    CANCELLED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    claim_job,
+    claim_next,
+    create_job,
+    finish_job,
+    get_job,
+    list_jobs,
+    reap_stale,
+    set_job_version,
+)
+from indexer.store import create_version, publish_version, version_row
 
 
 def _race(engine: Engine, workers: int) -> list[int]:
@@ -41,3 +57,30 @@ def test_concurrent_workers_start_one_job_at_a_time_in_order(engine: Engine) -> 
         finish_job(engine, expected, SUCCEEDED)
     assert {j.status for j in list_jobs(engine)} == {SUCCEEDED}
     assert QUEUED not in {j.status for j in list_jobs(engine)}
+
+
+def test_a_job_whose_worker_died_after_publishing_is_reaped_as_succeeded(engine: Engine) -> None:
+    """Its version went live: the job published it, and a retry would only build it again."""
+    job_id = create_job(engine, "reindex", {"source": "current"}).job_id
+    assert claim_job(engine, job_id, "gone") is not None
+    version = create_version(engine, encoder_name="tiny", path="")
+    set_job_version(engine, job_id, version)
+    publish_version(engine, version, path="/nowhere", manifest={})
+    assert reap_stale(engine, stale_after_seconds=0) == [job_id]
+    job = get_job(engine, job_id)
+    assert job.status == SUCCEEDED and job.published_version == version, job
+    assert job.error is None and job.finished_at is not None
+    assert version_row(engine, version).status == "ready"
+
+
+def test_only_a_succeeded_job_has_a_published_version(engine: Engine) -> None:
+    for status in (CANCELLED, FAILED, SUCCEEDED):
+        job_id = create_job(engine, "reindex", {}).job_id
+        assert claim_job(engine, job_id, "w") is not None
+        assert get_job(engine, job_id).published_version is None  # running
+        version = create_version(engine, encoder_name="tiny", path="")
+        set_job_version(engine, job_id, version)
+        finish_job(engine, job_id, status)
+        job = get_job(engine, job_id)
+        assert job.version_id == version
+        assert job.published_version == (version if status == SUCCEEDED else None)

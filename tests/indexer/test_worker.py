@@ -16,7 +16,15 @@ from sqlalchemy import Engine
 
 from indexer.config import JobSettings, Settings
 from indexer.corpus import read_corpus
-from indexer.jobs import FAILED, SUCCEEDED, create_job, get_job, retry_job
+from indexer.jobs import (
+    FAILED,
+    RUNNING,
+    SUCCEEDED,
+    create_job,
+    get_job,
+    reap_stale,
+    retry_job,
+)
 from indexer.pipeline import add_chunks, build_index
 from indexer.reader import LoadedIndex
 from indexer.search import SearchOptions, open_searcher
@@ -132,3 +140,33 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
         stored = loaded.vectors["document"][position]
         assert torch.allclose(stored, direct, atol=2e-3), external
     assert json.loads((Path(version.path) / "manifest.json").read_text())["counts"] == counts
+
+
+def test_a_job_turns_succeeded_only_after_its_on_published_hook_returns(
+    tiny_encoder_dir: Path, sample_corpus: Path, engine: Engine, settings: Settings
+) -> None:
+    """The embedded worker's hook makes the service serve the version first; heartbeats go on
+    while it loads, and a failing hook still records the publication."""
+    settings = settings.model_copy(
+        update={"jobs": JobSettings(heartbeat_seconds=0.05, stale_after_seconds=0.5)}
+    )
+    seen: list[tuple[int, str, int | None, list[int]]] = []
+
+    def on_published(version_id: int) -> None:
+        time.sleep(1.0)  # a slow load, longer than stale_after_seconds
+        job = get_job(engine, job_id)
+        seen.append((version_id, job.status, job.published_version, reap_stale(engine, 0.5)))
+        if len(seen) == 2:
+            raise RuntimeError("the service could not load it")
+
+    worker = Worker(settings, engine, name="embedded", on_published=on_published)
+    for _ in range(2):
+        job_id = create_job(
+            engine, "reindex", {"source": str(sample_corpus), "encoder": str(tiny_encoder_dir)}
+        ).job_id
+        assert worker.run_once().job_id == job_id
+        done = get_job(engine, job_id)
+        assert done.status == SUCCEEDED and done.published_version == done.version_id
+        assert seen[-1] == (done.version_id, RUNNING, None, [])  # not reaped while loading
+    assert "could not load" in done.message and done.error is None
+    assert active_version(engine).version_id == done.version_id

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 
 from app.api.deps import ApiKey, EngineDep, SettingsDep
 from app.api.schemas import JobAccepted, JobList, JobOut, ReindexRequest
@@ -11,6 +11,15 @@ from indexer.jobs import get_job, list_jobs, request_cancel, retry_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
+
+
+def served_version(request: Request) -> int | None:
+    """The version this process serves now (None while it serves nothing)."""
+    state = request.app.state.service
+    return state.version_id if state is not None else None
+
+
+ServedVersion = Annotated[int | None, Depends(served_version)]
 
 
 @router.post("/reindex", status_code=202, response_model=JobAccepted, dependencies=[ApiKey])
@@ -25,28 +34,30 @@ def reindex(request: ReindexRequest, engine: EngineDep, settings: SettingsDep) -
 @router.get("", response_model=JobList)
 def jobs(
     engine: EngineDep,
+    served: ServedVersion,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     status: Annotated[
         str | None, Query(pattern="^(queued|running|succeeded|failed|cancelled)$")
     ] = None,
 ) -> JobList:
     """The newest jobs first."""
-    return JobList(jobs=[service.job_out(j) for j in list_jobs(engine, limit, status)])
+    return JobList(jobs=[service.job_out(j, served) for j in list_jobs(engine, limit, status)])
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def job(job_id: JobId, engine: EngineDep) -> JobOut:
-    """Status and progress: done / total sentences, rate, ETA."""
-    return service.job_out(get_job(engine, job_id))
+def job(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
+    """Status and progress: done / total sentences, rate, ETA; the version it published and
+    whether this process serves it."""
+    return service.job_out(get_job(engine, job_id), served)
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
-def cancel(job_id: JobId, engine: EngineDep) -> JobOut:
+def cancel(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
     """Cancel a queued job, or stop a running one (nothing is published); 409 if finished."""
-    return service.job_out(request_cancel(engine, job_id))
+    return service.job_out(request_cancel(engine, job_id), served)
 
 
 @router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
-def retry(job_id: JobId, engine: EngineDep) -> JobOut:
+def retry(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
     """Queue a failed or cancelled job again; a build its dead worker left is resumed."""
-    return service.job_out(retry_job(engine, job_id))
+    return service.job_out(retry_job(engine, job_id), served)
