@@ -23,7 +23,15 @@ from tqdm import tqdm
 
 from indexer.corpus import json_document
 from indexer.documents import SourceDocument
-from indexer.search import Method, Query, Searcher, SearchOptions
+from indexer.search import (
+    DocumentNotFoundError,
+    Method,
+    Query,
+    QueryError,
+    Searcher,
+    SearchOptions,
+)
+from indexer.split import EmptyDocumentError
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +174,14 @@ def run_queries(
             candidates=candidates,
             matches_per_result=0,
         )
-        result = searcher.similar(build_query(searcher, query), options)
+        try:
+            result = searcher.similar(build_query(searcher, query), options)
+        except (EmptyDocumentError, DocumentNotFoundError, QueryError, ValueError) as error:
+            logger.warning(
+                "query %s cannot be run (%s): it ranks nothing and scores 0", query.qid, error
+            )
+            runs[query.qid] = []
+            continue
         runs[query.qid] = [(hit.document_id, hit.score) for hit in result.results]  # type: ignore[union-attr]
     return runs
 
@@ -229,9 +244,14 @@ def score_runs(
     for q in judged:
         if q.relevance >= min_rel:
             relevant.setdefault(q.query_id, set()).add(q.doc_id)
+    for qid in relevant:  # a query that ranked nothing scores 0, never drops out of the mean
+        if not runs.get(qid):
+            per_query[qid] = dict.fromkeys(names.values(), 0.0)
     per_query = {q: m for q, m in per_query.items() if q in relevant}
     for qid, metrics in per_query.items():
-        if pools is not None:
+        if pools is not None and not runs.get(qid):
+            metrics["NDCG@20%"] = 0.0
+        elif pools is not None:
             cutoff = max(1, math.ceil(0.2 * len(pools[qid])))
             only = [q for q in judged if q.query_id == qid]
             value = ir_measures.calc_aggregate(

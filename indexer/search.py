@@ -708,7 +708,12 @@ class Searcher:
                     section_title=row.get("title"),
                 )
             )
-        return SearchResult(results=results, mode="exhaustive", scored_documents=index.n_documents)
+        scored = (
+            len(allowed_docs)
+            if allowed_docs is not None
+            else index.n_documents - (source_doc is not None)
+        )
+        return SearchResult(results=results, mode="exhaustive", scored_documents=scored)
 
 
 def open_searcher(

@@ -287,3 +287,18 @@ def test_scored_documents_counts_what_was_ranked(client: TestClient, method: str
     assert scored(document=POSTED, candidates=pool) == 3
     assert scored(document_id="baking-01") == 47
     assert scored(document=POSTED) == 48
+
+
+@pytest.mark.parametrize("granularity", ["section", "paragraph", "sentence"])
+def test_scored_documents_of_unit_rankings(client: TestClient, granularity: str) -> None:
+    """Unit rankings count the documents they chose units from, as document rankings do."""
+    pool = ["baking-01", "baking-02", "oceans-01"]
+    for body, expected in (
+        ({"document_id": "baking-01", "candidates": pool}, 2),
+        ({"document": POSTED, "candidates": pool}, 3),
+        ({"document_id": "baking-01"}, 47),
+        ({"document": POSTED}, 48),
+    ):
+        response = client.post("/similar", json={**body, "granularity": granularity})
+        assert response.status_code == 200, response.text
+        assert response.json()["scored_documents"] == expected, body

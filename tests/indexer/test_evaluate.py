@@ -93,3 +93,27 @@ def test_unknown_judged_queries_and_documents_are_warned_about(
     assert any(
         "2 judged documents are not in the index" in w and "gone-01, gone-02" in w for w in warnings
     ), warnings
+
+
+def test_a_query_that_cannot_run_scores_0_and_the_rest_is_evaluated(
+    data_dir: Path, sample_corpus: Path, tmp_path: Path
+) -> None:
+    """A query without a sentence, or by a document id the index lacks, is warned about and
+    scores 0 (it stays in the means); the other queries are evaluated as usual."""
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [
+            {"qid": "empty", "text": "  ...  "},
+            {"qid": "gone", "document_id": "no-such-document"},
+            {"qid": "baking", "text": (sample_corpus / "baking-01.md").read_text()},
+        ],
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("empty Q0 oceans-01 1\ngone Q0 oceans-02 1\nbaking Q0 baking-02 1\n")
+    out = tmp_path / "evaluation.json"
+    result = evaluate(data_dir, queries, qrels, "--method", "sdr", "--out", str(out))
+    assert result.exit_code == 0, f"{result.exception!r}\n{result.output}"
+    per_query = json.loads(out.read_text())["methods"]["sdr"]["per_query"]
+    assert set(per_query) == {"empty", "gone", "baking"}
+    assert per_query["empty"]["MAP"] == 0.0 and per_query["gone"]["NDCG@20"] == 0.0
+    assert per_query["baking"]["MAP"] > 0.0
