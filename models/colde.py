@@ -25,6 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from models.backbone import load_backbone, load_tokenizer
 from models.losses import supervised_contrastive_loss
 from models.pooling import mean_pool
+from models.precision import autocast, autocast_dtype
 from models.training_data import TrainingDocument, require_documents
 
 
@@ -232,10 +233,14 @@ class ColdeEncoder:
         *,
         name: str,
         source_dir: Path,
+        device: str | torch.device = "cpu",
+        precision: str = "auto",
         max_batch_size: int = 64,
         **_: object,
     ) -> None:
-        self.model = model.eval()
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.amp_dtype = autocast_dtype(precision, self.device)
         self.name, self.source_dir, self.dim = name, source_dir, model.dim
         self.batch = max_batch_size
         self._identity = None
@@ -270,7 +275,7 @@ class ColdeEncoder:
         capacity = self.chunk_capacity
         all_ids = self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: len(all_ids[i]))
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.device, self.amp_dtype):
             for start in range(0, len(order), self.batch):
                 part = order[start : start + self.batch]
                 chunks, owner, position = [], [], []
@@ -286,7 +291,7 @@ class ColdeEncoder:
                 vectors = self.model.encode_chunks(chunks, [0] * len(chunks), position)
                 for i in part:
                     rows = vectors[[k for k, o in enumerate(owner) if o == i]]
-                    out[i] = normalized(self.model.sections([rows]).sections[0].float())
+                    out[i] = normalized(self.model.sections([rows]).sections[0].float()).cpu()
         return out
 
     def encode_documents(self, documents):  # noqa: ANN001, ANN201
@@ -306,26 +311,27 @@ class ColdeEncoder:
             for s in doc.chunk_section:
                 position.append(counts[s])
                 counts[s] += 1
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast(self.device, self.amp_dtype):
                 vectors = self.model.encode_chunks(ids, list(doc.chunk_section), position)
                 per_section, at = [], 0
                 for s in range(doc.n_sections):  # chunks come section by section
                     per_section.append(vectors[at : at + counts[s]])
                     at += counts[s]
                 encoded = self.model.sections(per_section)
-            sections = normalized(encoded.sections.float())
-            chunks = normalized(torch.cat(encoded.chunks).float())
+            section_states = encoded.sections.float().cpu()  # (S, d)
+            sections = normalized(section_states)
+            chunks = normalized(torch.cat(encoded.chunks).float().cpu())  # (C, d)
             attention = torch.zeros(len(doc.chunks), len(doc.chunks))  # (C, C)
             starts = [sum(counts[:s]) for s in range(doc.n_sections)]
             n = doc.n_sections
             for p, weights in enumerate(encoded.attention):
                 q = p + 1 if p + 1 < n else p - 1 if n > 1 else p
                 attention[starts[p] : starts[p] + counts[p], starts[q] : starts[q] + counts[q]] = (
-                    weights.float()
+                    weights.float().cpu()
                 )
             out.append(
                 DocumentVectors(
-                    document=normalized(encoded.sections.float().mean(0)),
+                    document=normalized(section_states.mean(0)),
                     sections=sections,
                     paragraphs=paragraphs,
                     sentences=sentences,

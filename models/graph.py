@@ -208,7 +208,8 @@ class GraphEncoder:
     ) -> None:  # noqa: ANN003
         from models.transformer import TransformerEncoder
 
-        self.model = model.eval()
+        # the whole model on the device: the graph layers too, not only the backbone and head
+        self.model = model.to(torch.device(options.get("device", "cpu"))).eval()
         self.source_dir = source_dir
         self.texts = TransformerEncoder(
             model.backbone,
@@ -261,20 +262,20 @@ class GraphEncoder:
                 ):
                     texts.append(" ".join(doc.sentences[members[i]] for i in group))
                     owners.append(s)
-            with torch.inference_mode():
+            with torch.inference_mode(), self.texts._autocast():
                 vectors = torch.cat(
                     [
                         self.model.encode_passages(texts[i : i + 32])
                         for i in range(0, len(texts), 32)
                     ]
-                )
+                )  # (n, d) on the model's device
                 document, states = self.model.document(vectors)
             sections = segment_mean(
-                states.float(), torch.as_tensor(owners), doc.n_sections
+                states.float().cpu(), torch.as_tensor(owners), doc.n_sections
             )  # (S, d)
             out.append(
                 DocumentVectors(
-                    document=F.normalize(document.float(), dim=-1),
+                    document=F.normalize(document.float().cpu(), dim=-1),
                     sections=F.normalize(sections, dim=-1),
                     paragraphs=paragraphs,
                     sentences=sentences,

@@ -176,5 +176,5 @@ def _one_line(error: BaseException) -> str:
 
 
 def _runtime(options: dict[str, Any]) -> dict[str, Any]:
-    """CoLDE runs its own batching: only the batch size applies."""
-    return {k: v for k, v in options.items() if k == "max_batch_size"}
+    """CoLDE runs its own batching (by texts, not tokens): `batch_tokens` does not apply."""
+    return {k: v for k, v in options.items() if k in ("device", "precision", "max_batch_size")}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import contextlib
+from typing import Any, Literal
 
 import torch
 
@@ -41,3 +42,12 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def autocast(
+    device: torch.device, dtype: torch.dtype | None
+) -> contextlib.AbstractContextManager[Any]:
+    """Autocast to `dtype` on `device`'s type, or nothing for plain fp32 (`dtype` None)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)

@@ -24,7 +24,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 
 from models.encoder import DocumentInput, DocumentVectors
 from models.pooling import mean_pool, segment_mean
-from models.precision import autocast_dtype
+from models.precision import autocast, autocast_dtype
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -200,9 +200,7 @@ class TransformerEncoder:
 
     # --- vectors ----------------------------------------------------------------------------
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+        return autocast(self.device, self.amp_dtype)
 
     def forward_batch(self, batch: Batch) -> torch.Tensor:
         """Pooled, normalised vectors of one batch: `(B, dim)` float32 on the CPU."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from indexer.config import Settings
+from indexer.config import Settings, load_configured_encoder
 from indexer.db import make_engine, upgrade
 from indexer.pipeline import BuildResult, build_index
 from indexer.sentences import load_splitter
 from models.encoder import Encoder
-from models.loading import load_encoder
 
 
 def publish(
@@ -25,7 +24,10 @@ def publish(
             corpus,
             settings=settings,
             engine=engine,
-            encoder=load_encoder(encoder) if isinstance(encoder, Path) else encoder,
+            # a directory is loaded as the service loads it: the settings' device and precision
+            encoder=(
+                load_configured_encoder(settings, encoder) if isinstance(encoder, Path) else encoder
+            ),
             splitter=load_splitter(),
             show_progress=False,
             **build_options,
