@@ -27,6 +27,7 @@ from indexer.jobs import (
 )
 from indexer.logs import configure_logging
 from indexer.pipeline import IndexBuildError, build_index
+from indexer.reader import IndexMismatchError
 from indexer.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
 from indexer.store import NoActiveIndexError, active_version, count_units
 from indexer.worker import CURRENT, ReindexParameters, Worker, execute, worker_name
@@ -46,6 +47,7 @@ USER_ERRORS = (
     NoActiveIndexError,
     JobNotFoundError,
     JobStateError,
+    IndexMismatchError,
 )
 
 EncoderOption = Annotated[

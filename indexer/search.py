@@ -731,17 +731,31 @@ def open_searcher(
         index = replace(index, indices={k: v.to_gpu() for k, v in index.indices.items()})
     if config is None:
         config = SearchConfig(device=settings.encoder.device)
-    identity = index.manifest["encoder"]
-    source = identity.get("source") or identity["name"]
+    recorded = index.manifest["encoder"]
+    source = recorded.get("source") or recorded["name"]
     encoder = load_configured_encoder(settings, source)
-    if encoder.identity()["config_hash"] != identity["config_hash"]:
-        raise IndexMismatchError(
-            f"the encoder at {source!r} is not the one version {version.version_id} was built with"
-        )
+    check_encoder(recorded, encoder.identity(), source, version.version_id)
     splitter = load_splitter(settings.punkt_params)
     if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
         logger.warning("The sentence splitter differs from the one the index was built with")
     return Searcher(index, encoder, splitter, engine, config)
+
+
+def check_encoder(recorded: dict, found: dict, source: str, version_id: int) -> None:
+    """The encoder found now must be the one the version was built with: the same
+    configuration and, when the build recorded one, the same checkpoint (weights) sha256.
+
+    Raises:
+        IndexMismatchError: naming what differs (both hashes).
+    """
+    for key, what in (("config_hash", "configuration"), ("checkpoint_sha256", "checkpoint")):
+        want, have = recorded.get(key), found.get(key)
+        if want is not None and have != want:
+            raise IndexMismatchError(
+                f"the encoder at {source!r} is not the one version {version_id} was built with: "
+                f"its {what} sha256 is {have}, the index recorded {want}; load the encoder the "
+                "index was built with, or reindex with this one"
+            )
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -34,6 +34,20 @@ def _minilm_path() -> Path:
 
 
 BUILTIN_ENCODERS = {"minilm": _minilm_path}
+BUILTIN_DISPLAY_NAMES = {"minilm": "all-MiniLM-L6-v2"}  # what answers and pages report
+
+
+def builtin_for_path(path: Path) -> str | None:
+    """The built-in encoder a directory is (also at another virtual environment's path: the
+    package's folder and the model folder in it match), or None."""
+    for key, locate in BUILTIN_ENCODERS.items():
+        try:
+            builtin = locate()
+        except ImportError:  # the package is not installed here
+            continue
+        if path == builtin or path.parts[-2:] == builtin.parts[-2:]:
+            return key
+    return None
 
 
 def resolve_encoder_path(name_or_path: str | Path) -> tuple[str, Path]:
@@ -46,6 +60,9 @@ def resolve_encoder_path(name_or_path: str | Path) -> tuple[str, Path]:
     if key in BUILTIN_ENCODERS:
         return key, BUILTIN_ENCODERS[key]()
     path = Path(key).expanduser()
+    builtin = builtin_for_path(path.resolve() if path.exists() else path)
+    if builtin is not None:  # a built-in's folder, here or in a moved environment
+        return builtin, BUILTIN_ENCODERS[builtin]()
     if not path.exists():
         raise EncoderNotFoundError(
             f"Encoder {key!r} not found: it is neither a built-in encoder "
@@ -127,6 +144,8 @@ def _build_encoder(
     docsim_type: str | None, name: str, path: Path, options: dict[str, Any]
 ) -> Encoder:
     if docsim_type in (None, "sdr", "bregman"):  # a backbone with mean pooling
+        if name in BUILTIN_ENCODERS:  # found again by name, wherever its package lives
+            options = {**options, "source": name, "display_name": BUILTIN_DISPLAY_NAMES[name]}
         return TransformerEncoder.from_directory(path, name=name, **options)
     from models.composite import load_composite
 

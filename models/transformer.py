@@ -60,6 +60,10 @@ class TransformerEncoder:
         precision: `auto`, `fp32` or `bf16` (autocast).
         batch_tokens: padded tokens per batch (batch size x longest input).
         max_batch_size: cap on inputs per batch.
+        head: an optional projection after pooling.
+        source: how a loader finds the encoder again, recorded in manifests (a built-in's name,
+            such as `minilm`); default: `source_dir`.
+        display_name: what answers report (`all-MiniLM-L6-v2`); default: `name`.
     """
 
     POOLING_MODES = ("mean", "cls")
@@ -78,6 +82,8 @@ class TransformerEncoder:
         batch_tokens: int = 2048,
         max_batch_size: int = 256,
         head: torch.nn.Module | None = None,
+        source: str | None = None,
+        display_name: str | None = None,
     ) -> None:
         if pooling not in self.POOLING_MODES:
             raise ValueError(
@@ -91,6 +97,8 @@ class TransformerEncoder:
         self.name = name
         self.max_length = max_length
         self.source_dir = source_dir
+        self.source = source  # how a loader finds it again (a built-in's name); default: its dir
+        self.display_name = display_name or name
         self.pooling = pooling
         self.precision = precision
         self.amp_dtype = autocast_dtype(precision, self.device)
@@ -152,7 +160,8 @@ class TransformerEncoder:
                 "pooling": self.pooling,
                 "config_hash": hashlib.sha256(config_blob.encode()).hexdigest(),
                 "checkpoint_sha256": sha256_file(weights) if weights else None,
-                "source": str(self.source_dir) if self.source_dir else None,
+                "source": self.source or (str(self.source_dir) if self.source_dir else None),
+                "display_name": self.display_name,
             }
         return dict(self._identity)
 

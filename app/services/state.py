@@ -30,7 +30,7 @@ def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
     return ServiceState(
         searcher=searcher,
         version_id=searcher.index.version_id,
-        encoder_name=searcher.encoder.name,
+        encoder_name=searcher.encoder.identity().get("display_name") or searcher.encoder.name,
         queries=QueryCache(settings.api.query_cache_bytes, settings.api.query_cache_ttl_seconds),
         revision=searcher.index.revision,
     )
