@@ -26,8 +26,9 @@ from indexer.jobs import (
     running_job,
 )
 from indexer.logs import configure_logging
-from indexer.pipeline import IndexBuildError, build_index
+from indexer.pipeline import IndexBuildError, build_index, prepare_data_dir
 from indexer.reader import IndexMismatchError
+from indexer.retention import collect_garbage
 from indexer.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
 from indexer.store import NoActiveIndexError, active_version, count_units
 from indexer.worker import CURRENT, ReindexParameters, Worker, execute, worker_name
@@ -134,10 +135,11 @@ def index(
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
         model = load_configured_encoder(settings, encoder)
+        engine = make_engine(settings.database_url)
         result = build_index(
             corpus,
             settings=settings,
-            engine=make_engine(settings.database_url),
+            engine=engine,
             encoder=model,
             splitter=load_splitter(settings.punkt_params),
             fmt=fmt,
@@ -150,6 +152,12 @@ def index(
         _fail(str(error))
     except KeyboardInterrupt:
         _fail("interrupted: nothing was published and the active version is unchanged", code=130)
+    retired = collect_garbage(  # retention after every publish, as the worker does
+        engine,
+        prepare_data_dir(settings.data_dir),
+        keep_versions=settings.jobs.keep_versions,
+        grace_seconds=settings.jobs.retire_grace_seconds,
+    )
     typer.echo(
         json.dumps(
             {
@@ -157,6 +165,7 @@ def index(
                 "path": str(result.path),
                 "counts": result.manifest["counts"],
                 "skipped": len(result.skipped),
+                "retired": retired,
             },
             indent=2,
         )

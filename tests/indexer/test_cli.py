@@ -17,7 +17,7 @@ from indexer.config import Settings
 from indexer.db import make_engine
 from indexer.store import active_version
 from indexer.tables import documents, index_versions
-from tests.utils.corpora import synthetic_markdown, write_text_corpus
+from tests.utils.corpora import synthetic_markdown, write_jsonl, write_text_corpus
 
 runner = CliRunner()
 
@@ -306,3 +306,21 @@ def test_jsonl_ids_with_slashes_are_indexed(tiny_encoder_dir: Path, tmp_path: Pa
         ids = set(conn.execute(select(documents.c.external_id)).scalars())
     engine.dispose()
     assert ids == {r["id"] for r in records}
+
+
+def test_repeated_index_runs_retire_old_versions(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention runs after every publish, not only in the worker: the active version and
+    `KEEP_VERSIONS - 1` others stay; older ones lose their rows and folders."""
+    monkeypatch.setenv("DOCSIM_JOBS__RETIRE_GRACE_SECONDS", "0")
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": "One sentence here."}])
+    data = tmp_path / "data"
+    outputs = []
+    for _ in range(3):
+        result = index_with_tiny(corpus, tiny_encoder_dir, data)
+        assert result.exit_code == 0, result.output
+        outputs.append(json.loads(result.stdout))
+    assert [o["retired"] for o in outputs] == [[], [], [1]]
+    folders = sorted(p.name for p in (data / "indexes").iterdir() if p.is_dir())
+    assert folders == [Path(o["path"]).name for o in outputs[1:]]
