@@ -281,7 +281,10 @@ class Searcher:
                 raise ValueError(f"query has no {level} vectors and no document to encode")
             capacity = int(self.index.manifest["chunk_tokens"])
             doc = add_chunks([query.document], self.encoder, capacity)[0]
-            vectors = self.encoder.encode_documents([doc.encoder_input()])[0]
+            # the sentences are encoded already (for SDR): only the chunks are new work
+            vectors = self.encoder.encode_documents(
+                [doc.encoder_input()], sentence_vectors=[query.sentence_vectors]
+            )[0]
             query.level_vectors.update(
                 document=vectors.document[None],
                 section=vectors.sections,

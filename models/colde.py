@@ -294,13 +294,17 @@ class ColdeEncoder:
                     out[i] = normalized(self.model.sections([rows]).sections[0].float()).cpu()
         return out
 
-    def encode_documents(self, documents):  # noqa: ANN001, ANN201
+    def encode_documents(self, documents, sentence_vectors=None):  # noqa: ANN001, ANN201
         from models.encoder import DocumentVectors
         from models.pooling import segment_mean
 
         out = []
-        for doc in documents:
-            sentences = self.encode(list(doc.sentences))
+        for i, doc in enumerate(documents):
+            sentences = (
+                self.encode(list(doc.sentences))
+                if sentence_vectors is None
+                else sentence_vectors[i]
+            )
             paragraphs = segment_mean(
                 sentences, torch.as_tensor(doc.sentence_paragraph), doc.n_paragraphs
             )

@@ -89,6 +89,12 @@ class Encoder(Protocol):
         """Character spans of each text's content tokens (no special tokens)."""
         ...
 
-    def encode_documents(self, documents: Sequence[DocumentInput]) -> list[DocumentVectors]:
-        """Vectors for every level of each document."""
+    def encode_documents(
+        self,
+        documents: Sequence[DocumentInput],
+        sentence_vectors: Sequence[torch.Tensor] | None = None,
+    ) -> list[DocumentVectors]:
+        """Vectors for every level of each document; `sentence_vectors` (one `(N, d)` per
+        document, from `encode`) are used as they are instead of encoding the sentences
+        again."""
         ...

@@ -238,14 +238,22 @@ class TransformerEncoder:
             return torch.empty((0, self.dim), dtype=torch.float32)
         return self.encode_token_ids(self.tokenize(texts))
 
-    def encode_documents(self, documents: Sequence[DocumentInput]) -> list[DocumentVectors]:
+    def encode_documents(
+        self,
+        documents: Sequence[DocumentInput],
+        sentence_vectors: Sequence[torch.Tensor] | None = None,
+    ) -> list[DocumentVectors]:
         """Encode sentences and chunks of all documents in one pass each, then pool.
 
         Paragraph vectors are the mean of their sentences' vectors; section and document
         vectors are the token-weighted mean of their chunks' vectors (chunks cover the whole
         text without truncation, sentences may be truncated at `max_length`).
         """
-        sentences = self.encode([s for doc in documents for s in doc.sentences])  # (ΣN, d)
+        sentences = (
+            self.encode([s for doc in documents for s in doc.sentences])
+            if sentence_vectors is None
+            else torch.cat(list(sentence_vectors))
+        )  # (ΣN, d)
         chunks = self.encode([c for doc in documents for c in doc.chunks])  # (ΣC, d)
         results: list[DocumentVectors] = []
         s_at = c_at = 0

@@ -302,3 +302,33 @@ def test_scored_documents_of_unit_rankings(client: TestClient, granularity: str)
         response = client.post("/similar", json={**body, "granularity": granularity})
         assert response.status_code == 200, response.text
         assert response.json()["scored_documents"] == expected, body
+
+
+def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN001
+    """Its sentences are encoded for SDR; the other levels then reuse them, and only the
+    chunks are encoded on top. The vectors equal a full encoding of the document."""
+    import copy
+    from collections import Counter
+
+    from indexer.pipeline import add_chunks
+    from indexer.split import split_document
+
+    base: Searcher = app.state.service.searcher
+    encoder = copy.deepcopy(base.encoder)
+    encoded: list[str] = []
+    plain = encoder.encode
+    encoder.encode = lambda texts: (encoded.extend(texts), plain(texts))[1]
+    searcher = Searcher(base.index, encoder, base.splitter, base.engine, base.config)
+    query = searcher.query_from_source(json_document({**POSTED, "id": "q"}, ""))
+    levels = {lv: searcher.level_vectors(query, lv) for lv in ("document", "section", "chunk")}
+    assert max(Counter(encoded).values()) == 1, Counter(encoded).most_common(3)
+    document = add_chunks(
+        [split_document(json_document({**POSTED, "id": "q"}, ""), base.splitter)],
+        base.encoder,
+        int(base.index.manifest["chunk_tokens"]),
+    )[0]
+    assert len(encoded) == len(document.encoder_input().sentences) + len(document.chunks)
+    full = base.encoder.encode_documents([document.encoder_input()])[0]
+    torch.testing.assert_close(levels["document"], full.document[None], atol=1e-6, rtol=0)
+    torch.testing.assert_close(levels["section"], full.sections, atol=1e-6, rtol=0)
+    torch.testing.assert_close(levels["chunk"], full.chunks, atol=1e-6, rtol=0)
