@@ -17,7 +17,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from models.training import TrainingError
+from models.registry import LOAD_LOCK, EncoderNotFoundError, resolve_encoder_path
+from models.training_data import TrainingError
 
 ST_FILES = ("sentence_bert_config.json",)
 
@@ -28,8 +29,6 @@ def base_directory(base: str | Path) -> Path:
     Raises:
         TrainingError: not a model directory.
     """
-    from models.loading import EncoderNotFoundError, resolve_encoder_path
-
     try:
         return resolve_encoder_path(base)[1]
     except EncoderNotFoundError as error:
@@ -42,8 +41,6 @@ def load_tokenizer(base: Path) -> PreTrainedTokenizerBase:
 
 def load_backbone(base: Path, *, masked_lm: bool = False) -> PreTrainedModel:
     """The base model (with a masked-LM head when asked; a missing head starts random)."""
-    from models.loading import LOAD_LOCK
-
     loader = AutoModelForMaskedLM if masked_lm else AutoModel
     config = json.loads((base / "config.json").read_text())
     if config.get("docsim_type") in ("colde", "graph"):
@@ -90,8 +87,6 @@ def save_backbone_encoder(
 
 def backbone_from_config(config: dict[str, Any]) -> PreTrainedModel:
     """An untrained backbone of the given Hugging Face config (weights are loaded after)."""
-    from models.loading import LOAD_LOCK
-
     config = dict(config)
     model_type = config.pop("model_type")
     with LOAD_LOCK:

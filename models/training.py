@@ -23,14 +23,11 @@ import torch
 from tqdm import tqdm
 
 from models.precision import autocast_dtype
+from models.training_data import TrainingError
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint"
-
-
-class TrainingError(ValueError):
-    """A run that cannot start as asked (bad base, occupied output, changed config, ...)."""
 
 
 @dataclass

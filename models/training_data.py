@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.training import TrainingError
+
+class TrainingError(ValueError):
+    """A run that cannot start as asked (bad base, occupied output, changed config, ...)."""
 
 
 @dataclass(frozen=True)
