@@ -276,6 +276,15 @@ def document_units(engine: Engine, level: str, doc_id: int) -> list[tuple[int, i
     return [(int(a), int(b), int(c)) for a, b, c in rows]
 
 
+def units_of_documents(engine: Engine, level: str, doc_ids: list[int]) -> np.ndarray:
+    """The ids of every unit of `level` in the documents `doc_ids` `(n,)` int64."""
+    table, id_column = LEVEL_TABLES[level]
+    column = documents.c.doc_id if level == "document" else table.c.doc_id
+    with engine.connect() as conn:
+        found = conn.execute(select(id_column).where(column.in_(doc_ids))).scalars().all()
+    return np.asarray(found, dtype=np.int64)
+
+
 def document_texts(engine: Engine, doc_ids: list[int]) -> dict[int, str]:
     with engine.connect() as conn:
         rows = conn.execute(

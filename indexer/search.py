@@ -39,6 +39,7 @@ from indexer.reader import (
     document_units,
     level_unit_rows,
     paragraph_offsets,
+    units_of_documents,
 )
 from indexer.sentences import SentenceSplitter, load_splitter
 from indexer.split import split_document
@@ -676,8 +677,15 @@ class Searcher:
         if options.candidates is not None:
             allowed_docs = {int(index.doc_ids[p]) for p in self._allowed(query, options.candidates)}
         k = options.top_k * 4 + 10
+        # a pool is searched among its own units only: nearest units of the whole collection
+        # would crowd its units out (fewer than top_k hits, or scores below their best)
+        within = (
+            units_of_documents(self.engine, level, sorted(allowed_docs))
+            if allowed_docs is not None
+            else None
+        )
         best: dict[int, float] = {}
-        for hits in index.indices[level].search(vectors, k):
+        for hits in index.indices[level].search(vectors, k, within=within):
             for unit_id, score in zip(hits.ids.tolist(), hits.scores.tolist(), strict=True):
                 if score > best.get(unit_id, -np.inf):
                     best[unit_id] = score

@@ -30,7 +30,9 @@ class Hits:
 
 
 class VectorIndex(Protocol):
-    def search(self, queries: np.ndarray, k: int) -> list[Hits]: ...
+    def search(
+        self, queries: np.ndarray, k: int, within: np.ndarray | None = None
+    ) -> list[Hits]: ...
 
     @property
     def count(self) -> int: ...
@@ -116,12 +118,25 @@ class FaissIndex:
     def dim(self) -> int:
         return int(self.index.d)
 
-    def search(self, queries: np.ndarray, k: int) -> list[Hits]:
-        """The `k` best ids for each row of `queries` `(q, d)`."""
+    def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
+        """The `k` best ids for each row of `queries` `(q, d)`; with `within`, only among
+        those ids (a FAISS id selector on the CPU index: exact for Flat)."""
         queries = _as_float32(np.atleast_2d(queries))
-        if self.count == 0 or k <= 0:
+        if within is not None:
+            within = np.ascontiguousarray(within, dtype=np.int64)
+        if self.count == 0 or k <= 0 or (within is not None and not len(within)):
             return [Hits(np.empty(0, np.float32), np.empty(0, np.int64)) for _ in queries]
-        scores, ids = self.index.search(queries, min(k, self.count))  # (q, k), (q, k)
+        if within is None:
+            scores, ids = self.index.search(queries, min(k, self.count))  # (q, k), (q, k)
+        else:
+            selector = faiss.IDSelectorBatch(within)  # external ids: the IDMap translates
+            ivf = faiss.try_extract_index_ivf(faiss.downcast_index(self.host.index))
+            params = (
+                faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nprobe)
+                if ivf is not None
+                else faiss.SearchParameters(sel=selector)
+            )
+            scores, ids = self.host.search(queries, min(k, len(within)), params=params)
         keep = ids >= 0
         return [Hits(scores[i][keep[i]], ids[i][keep[i]]) for i in range(len(queries))]
 
@@ -254,11 +269,12 @@ class NumpyIndex:
     def count(self) -> int:
         return len(self.ids)
 
-    def search(self, queries: np.ndarray, k: int) -> list[Hits]:
+    def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
         scores = _as_float32(np.atleast_2d(queries)) @ self.vectors.T  # (q, n)
-        k = min(k, self.count)
+        allowed = np.ones(self.count, bool) if within is None else np.isin(self.ids, within)
         results = []
         for row in scores:
-            top = np.argsort(-row, kind="stable")[:k]
+            candidates = np.flatnonzero(allowed)
+            top = candidates[np.argsort(-row[candidates], kind="stable")[:k]]
             results.append(Hits(row[top], self.ids[top]))
         return results

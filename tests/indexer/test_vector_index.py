@@ -116,3 +116,19 @@ def test_removal_keeps_ids_and_vectors_together(data, factory: str) -> None:
     np.testing.assert_allclose(index.reconstruct(ids[1:7:2]), vectors[1:7:2], atol=1e-6)
     index.add(vectors[:2], ids[:2])
     assert index.search(vectors[:1], 1)[0].ids[0] == ids[0]
+
+
+@pytest.mark.parametrize("factory", ["Flat", "IVF16,Flat"])
+def test_search_within_ids_equals_brute_force_over_them(data, factory: str) -> None:
+    """A search restricted to some ids (a candidates pool) finds its best among them only,
+    however far they are from the query's nearest neighbours in the whole index."""
+    vectors, ids, queries = data
+    index = FaissIndex.build(vectors, ids, factory, nprobe=16)
+    within = ids[np.random.default_rng(3).choice(len(ids), 40, replace=False)]
+    reference = NumpyIndex(vectors, ids)
+    got, want = index.search(queries, 5, within=within), reference.search(queries, 5, within)
+    for g, w in zip(got, want, strict=True):
+        assert np.isin(g.ids, within).all() and len(g.ids) == 5
+        np.testing.assert_array_equal(g.ids, w.ids)
+        np.testing.assert_allclose(g.scores, w.scores, rtol=1e-5, atol=1e-5)
+    assert all(len(h.ids) == 0 for h in index.search(queries, 5, within=within[:0]))
