@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import Engine, delete, insert, select, update
 
-from indexer.documents import LEVELS, SourceDocument
+from indexer.documents import LEVELS, Document, SourceDocument
 from indexer.pipeline import add_chunks, build_lock
 from indexer.search import DocumentNotFoundError
 from indexer.sentences import SentenceSplitter
@@ -58,7 +58,7 @@ def change_documents(
     *,
     version_id: int,
     revision: int,
-    upserts: Sequence[SourceDocument],
+    upserts: Sequence[SourceDocument | Document],
     deletes: Sequence[str],
     encoder: Encoder,
     splitter: SentenceSplitter,
@@ -75,7 +75,9 @@ def change_documents(
         DocumentNotFoundError: a document to delete is not indexed (404).
         EmptyDocumentError: a document has no sentences (422).
     """
-    split = [split_document(source, splitter) for source in upserts]  # EmptyDocumentError
+    split = [  # EmptyDocumentError; documents split already (the API's limits) are kept
+        d if isinstance(d, Document) else split_document(d, splitter) for d in upserts
+    ]
     with build_lock(indexes_dir):
         active = active_version(engine)
         if (active.version_id, active.revision) != (version_id, revision):

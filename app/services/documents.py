@@ -10,7 +10,7 @@ from app.core.config import ApiSettings
 from app.services.limits import posted_document
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
-from indexer.documents import SourceDocument
+from indexer.documents import Document
 from indexer.pipeline import prepare_data_dir
 from indexer.reader import stored_document
 from indexer.search import DocumentNotFoundError
@@ -21,9 +21,9 @@ from indexer.updates import DocumentChange, change_documents
 
 def _sources(
     request: DocumentsRequest, splitter: SentenceSplitter, limits: ApiSettings
-) -> list[SourceDocument]:
-    """Every posted document, read and checked against the limits before anything changes:
-    one refused document refuses the whole request."""
+) -> list[Document]:
+    """Every posted document, read, split and checked against the limits before anything
+    changes: one refused document refuses the whole request."""
     seen: set[str] = set()
     sources = []
     for item in request.documents:
@@ -31,13 +31,13 @@ def _sources(
             raise EmptyDocumentError(f"document {item.id!r} is given twice")
         seen.add(item.id)
         posted = item.model_dump(exclude_none=True)
-        source, _ = posted_document(posted, splitter, limits, f"document {item.id!r}")
-        sources.append(source)
+        _, document = posted_document(posted, splitter, limits, f"document {item.id!r}")
+        sources.append(document)
     return sources
 
 
 def _change(
-    runtime: Runtime, state: ServiceState, upserts: list[SourceDocument], deletes: list[str]
+    runtime: Runtime, state: ServiceState, upserts: list[Document], deletes: list[str]
 ) -> DocumentChange:
     searcher = state.searcher
     change = change_documents(

@@ -288,3 +288,15 @@ def test_a_start_that_cannot_load_serves_503_then_recovers(fresh_settings, monke
         monkeypatch.undo()
         assert _wait_until_ready(client)["documents"] == 48
         assert_consistent(client)
+
+
+def test_a_posted_document_is_split_once(client: TestClient, monkeypatch) -> None:
+    """The API splits a document to check its limits; the change reuses that split."""
+    import indexer.updates
+
+    def split_again(*_args, **_kwargs):
+        raise AssertionError("the change split the posted document a second time")
+
+    monkeypatch.setattr(indexer.updates, "split_document", split_again)
+    response = client.post("/documents", json={"documents": [NEW]})
+    assert response.status_code == 200, response.text
