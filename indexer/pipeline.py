@@ -322,6 +322,9 @@ def write_vector_indexes(
     levels: dict[str, dict[str, Any]] = {}
     for level in LEVELS:
         matrix, ids = vectors.stacked(level, dim)
+        # FAISS holds the vectors as they are stored and served (float16-rounded), so that unit
+        # search, SDR scoring and documents added later all score with the same numbers
+        matrix = matrix.astype(np.float16).astype(np.float32)  # (n, d)
         factory = choose_factory(
             len(ids), settings.index.flat_max_vectors, settings.index.large_factory
         )
