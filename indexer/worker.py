@@ -142,7 +142,11 @@ def run_reindex(
         resume_version=resume,
         keep_on_failure=lambda error: not isinstance(error, JobCancelledError),
     )
-    encoder = load_configured_encoder(settings, params.encoder)
+    encoder_name = params.encoder
+    if encoder_name is None and params.source == CURRENT:  # `current` keeps its encoder
+        recorded = active_version(engine).manifest["encoder"]
+        encoder_name = recorded.get("source") or recorded["name"]
+    encoder = load_configured_encoder(settings, encoder_name)
     encode_engine = make_encode_engine(
         params.engine, settings, encoder, settings.index.block_documents
     )

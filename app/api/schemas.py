@@ -246,7 +246,8 @@ class ReindexRequest(RequestModel):
     )
     encoder: str | None = Field(
         default=None,
-        description="`minilm` or a model directory; default: the configured encoder.",
+        description="`minilm` or a model directory; default: the active version's encoder "
+        "for `current`, else the configured encoder.",
         max_length=4096,
     )
     format: CorpusFormat = CorpusFormat.auto
