@@ -22,6 +22,9 @@ def get_state(request: Request) -> ServiceState:
     if state is None:
         runtime = getattr(request.app.state, "runtime", None)
         failure = runtime.failure if runtime is not None else None
+        state = request.app.state.service  # a load may have finished meanwhile
+        if state is not None:
+            return state
         if failure is not None:
             raise IndexNotReadyError(
                 f"the active index could not be loaded ({failure}); the service keeps trying "

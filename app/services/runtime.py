@@ -31,6 +31,8 @@ from indexer.worker import Worker
 
 logger = logging.getLogger(__name__)
 
+LOAD_ATTEMPTS = 3  # loads in a row while document changes keep committing
+
 
 class Runtime:
     RETRY_MAX_SECONDS = 30.0
@@ -75,11 +77,32 @@ class Runtime:
             ):
                 return False
             try:
-                self._load_and_swap(current)
+                self._load_and_swap_again_if_moved(current)
             except Exception as error:
                 self.fail(error)
                 raise
             return True
+
+    def _load_and_swap_again_if_moved(self, current: ServiceState | None) -> None:
+        """`_load_and_swap`, once more when it failed because a document change committed
+        while it read (a load reads files and several SQL queries, and may see a mix of the
+        two revisions); a failure with SQL standing still is final."""
+        for attempt in range(LOAD_ATTEMPTS):
+            before = active_version(self.engine)
+            try:
+                self._load_and_swap(current)
+                failed = None
+            except Exception as error:
+                failed = error
+            after = active_version(self.engine)
+            if (after.version_id, after.revision) == (before.version_id, before.revision):
+                if failed is not None:
+                    raise failed
+                return
+            if failed is not None and attempt == LOAD_ATTEMPTS - 1:
+                raise failed
+            logger.info("The index changed while it was loading; loading it again")
+            current = self.state
 
     def _load_and_swap(self, current: ServiceState | None) -> None:
         state = load_state(self.settings, self.engine)
@@ -142,7 +165,7 @@ class Runtime:
             except Exception:
                 logger.exception("Applying the change in memory failed; loading it from SQL")
             try:
-                self._load_and_swap(self.state)
+                self._load_and_swap_again_if_moved(self.state)
             except Exception as error:
                 self.fail(error)
 

@@ -300,3 +300,43 @@ def test_a_posted_document_is_split_once(client: TestClient, monkeypatch) -> Non
     monkeypatch.setattr(indexer.updates, "split_document", split_again)
     response = client.post("/documents", json={"documents": [NEW]})
     assert response.status_code == 200, response.text
+
+
+def test_a_change_committed_during_a_load_is_loaded_again_not_503(
+    client: TestClient, monkeypatch
+) -> None:
+    """Found by the fuzz test: the watcher's load read the version's additions, then another
+    process committed a change, and the load saw SQL rows of the new revision (a mismatch).
+    That served 503 until the next retry; now the load runs again at once."""
+    import indexer.reader
+
+    runtime = client.app.state.runtime
+    state = client.app.state.service
+    searcher = state.searcher
+    plain = indexer.reader.stored_additions
+    committed = []
+
+    def commit_midway(engine, version_id):  # noqa: ANN001, ANN202
+        additions = plain(engine, version_id)
+        if not committed:  # another process commits between this read and the next ones
+            committed.append(
+                change_documents(
+                    engine,
+                    prepare_data_dir(client.app.state.settings.data_dir),
+                    version_id=version_id,
+                    revision=active_version(engine).revision,
+                    upserts=[json_document({**REPLACEMENT, "id": "midway-01"}, "")],
+                    deletes=[],
+                    encoder=searcher.encoder,
+                    splitter=searcher.splitter,
+                    chunk_tokens=int(searcher.index.manifest["chunk_tokens"]),
+                )
+            )
+        return additions
+
+    assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
+    monkeypatch.setattr(indexer.reader, "stored_additions", commit_midway)
+    runtime._load_and_swap_again_if_moved(client.app.state.service)
+    assert committed and runtime.failure is None
+    assert client.get("/ready").json()["documents"] == 50  # 48 + zeppelin + midway
+    assert_consistent(client)
