@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from indexer.cli import DataDir, cli
+from indexer.cli.common import DataDir
+from indexer.cli.main import cli  # importing main registers every indexer command
 
 
 @cli.command()

@@ -15,7 +15,7 @@ from app.core.errors import register_error_handlers
 from app.services.metrics import Metrics
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
-from indexer.db import make_engine, upgrade
+from indexer.store.db import make_engine, upgrade
 
 logger = logging.getLogger(__name__)
 

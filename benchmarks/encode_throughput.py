@@ -19,10 +19,9 @@ from pathlib import Path
 
 import torch
 
-from indexer.cli import SAMPLE_CORPUS
-from indexer.corpus import Skipped, read_corpus
-from indexer.sentences import load_splitter
-from indexer.split import split_document
+from indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
+from indexer.text.sentences import load_splitter
+from indexer.text.split import split_document
 from models.loading import load_encoder, resolve_encoder_path
 from models.transformer import TransformerEncoder
 

@@ -32,9 +32,10 @@ from fastapi.testclient import TestClient
 
 from app.core.config import ServiceSettings
 from app.main import create_app
-from indexer.reader import LoadedIndex
-from indexer.search import Query, ScoringMode, SearchConfig, Searcher, SearchOptions
-from indexer.vector_index import FaissIndex, choose_factory
+from indexer.search.loaded_index import LoadedIndex
+from indexer.search.searcher import Searcher
+from indexer.search.types import Query, ScoringMode, SearchConfig, SearchOptions
+from indexer.store.vector_index import FaissIndex, choose_factory
 from models.pooling import segment_mean
 from models.scoring import RaggedCollection, sdr_scores
 
@@ -72,7 +73,7 @@ def scoring_vs_matmul(searcher: Searcher, texts: list[str]) -> dict:
     ratios, score_ms, matmul_ms = [], [], []
     collection = searcher.index.collection
     for text in texts:
-        from indexer.corpus import json_document
+        from indexer.text.corpus import json_document
 
         query = searcher.query_from_source(json_document({"id": "q", "text": text}))
         source = query.sentence_vectors

@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from indexer.corpus import CorpusFormat, Skipped, read_corpus
-from indexer.documents import Document
-from indexer.sentences import SentenceSplitter
-from indexer.split import EmptyDocumentError, split_document
+from indexer.text.corpus import CorpusFormat, Skipped, read_corpus
+from indexer.text.documents import Document
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import EmptyDocumentError, split_document
 from models import bregman, colde, graph, sdr
 from models.backbone import base_directory
 from models.composite import save_composite

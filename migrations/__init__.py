@@ -1,1 +1,1 @@
-"""Alembic migrations for docsim's tables (metadata in `indexer.tables`)."""
+"""Alembic migrations for docsim's tables (metadata in `indexer.store.tables`)."""

@@ -6,8 +6,8 @@ from logging.config import fileConfig
 
 from alembic import context
 
-from indexer.db import make_engine
-from indexer.tables import metadata
+from indexer.store.db import make_engine
+from indexer.store.tables import metadata
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

@@ -10,9 +10,9 @@ from sqlalchemy import Engine
 
 from app.core.config import get_service_settings
 from indexer.config import Settings, get_settings
-from indexer.corpus import SAMPLE_CORPUS
-from indexer.db import make_engine, upgrade
-from indexer.sentences import SentenceSplitter, load_splitter
+from indexer.store.db import make_engine, upgrade
+from indexer.text.corpus import SAMPLE_CORPUS
+from indexer.text.sentences import SentenceSplitter, load_splitter
 from models.loading import load_encoder
 from models.tiny import write_tiny_encoder
 from models.transformer import TransformerEncoder

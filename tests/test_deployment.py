@@ -26,7 +26,7 @@ import yaml
 from sqlalchemy import inspect
 
 from indexer.config import Settings
-from indexer.db import make_engine
+from indexer.store.db import make_engine
 from tests.utils.postgres import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

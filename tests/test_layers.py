@@ -1,4 +1,5 @@
-"""The layers point one way (app -> indexer -> models) and only one module imports faiss."""
+"""The layers point one way (app -> indexer -> models), only one module imports faiss, and
+only `app.main` imports the HTTP edge (`app.api`)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_only_vector_index_imports_faiss() -> None:
         for p, n in imports(pkg).items()
         if "faiss" in n
     ]
-    assert users == ["indexer/vector_index.py"]
+    assert users == ["indexer/store/vector_index.py"]
 
 
 def module_graph(packages: tuple[str, ...] = ("models", "indexer", "app")) -> dict[str, set[str]]:
@@ -107,9 +108,110 @@ def test_the_circle_check_finds_a_circle() -> None:
     assert any({"models.loading", "models.registry"} <= set(c) for c in circles), circles
 
 
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def api_importers(graph: dict[str, set[str]]) -> set[str]:
+    """The modules outside `app.api` that import `app.api` or a module in it."""
+    return {
+        module
+        for module, targets in graph.items()
+        if not within(module, "app.api") and any(within(t, "app.api") for t in targets)
+    }
+
+
+def package_graph(graph: dict[str, set[str]], depth: int = 2) -> dict[str, set[str]]:
+    """`graph` with each module folded into its package `depth` names deep (`app.services`)."""
+
+    def fold(module: str) -> str:
+        return ".".join(module.split(".")[:depth])
+
+    packages: dict[str, set[str]] = {fold(module): set() for module in graph}
+    for module, targets in graph.items():
+        packages[fold(module)] |= {fold(t) for t in targets} - {fold(module)}
+    return packages
+
+
+def test_services_core_render_and_schemas_do_not_import_the_api() -> None:
+    lower = ("app.services", "app.core", "app.render", "app.schemas")
+    importers = api_importers(module_graph())
+    assert {m for m in importers if any(within(m, package) for package in lower)} == set()
+
+
+def test_only_app_main_imports_the_api() -> None:
+    assert api_importers(module_graph()) == {"app.main"}
+
+
+def test_app_packages_import_each_other_without_a_circle() -> None:
+    """Services and routes share `app.schemas`; neither package reaches back into the other."""
+    assert import_circles(package_graph(module_graph())) == []
+
+
+def test_the_api_check_finds_a_reversed_import() -> None:
+    """The checks above can fail: a service importing a route is reported, and it makes a
+    circle between `app.api` and `app.services`."""
+    graph = module_graph()
+    graph["app.services.similar"] = graph["app.services.similar"] | {"app.api.routes.similar"}
+    assert api_importers(graph) == {"app.main", "app.services.similar"}
+    circles = import_circles(package_graph(graph))
+    assert any({"app.api", "app.services"} <= set(c) for c in circles), circles
+
+
 def test_loading_an_encoder_does_not_import_training() -> None:
     code = (
         "import sys, models.loading; "
         "assert 'models.training' not in sys.modules, 'models.training was imported'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+# Which rooms of `indexer` each room may import: text <- store <- builder / search <- jobs <-
+# cli; `config`, `logs` and `train` are shared top-level modules.
+INDEXER_ROOMS = {
+    "indexer.text": set(),
+    "indexer.store": {"indexer.text"},
+    "indexer.builder": {"indexer.config", "indexer.store", "indexer.text"},
+    "indexer.search": {"indexer.config", "indexer.store", "indexer.text"},
+    "indexer.evaluation": {"indexer.config", "indexer.search", "indexer.store", "indexer.text"},
+    "indexer.jobs": {
+        "indexer.builder",
+        "indexer.config",
+        "indexer.search",
+        "indexer.store",
+        "indexer.text",
+    },
+}
+
+
+def room(module: str) -> str:
+    """`indexer.search.sdr` -> `indexer.search`; other modules are their own room."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "indexer" and len(parts) > 2 else module
+
+
+def room_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, targets in graph.items():
+        allowed = INDEXER_ROOMS.get(room(module))
+        if allowed is None:
+            continue
+        for target in targets:
+            if target.startswith("indexer") and room(target) not in allowed | {room(module)}:
+                found.append(f"{module} -> {target}")
+    return sorted(found)
+
+
+def test_indexer_rooms_point_one_way() -> None:
+    """Search never imports the builder (nor the builder search); text and store stand alone."""
+    graph = module_graph()
+    assert set(INDEXER_ROOMS) <= {room(m) for m in graph}
+    assert room_violations(graph) == []
+
+
+def test_the_room_check_finds_a_reversed_import() -> None:
+    graph = module_graph()
+    graph["indexer.search.searcher"] = graph["indexer.search.searcher"] | {
+        "indexer.builder.pipeline"
+    }
+    assert room_violations(graph) == ["indexer.search.searcher -> indexer.builder.pipeline"]

@@ -38,7 +38,7 @@ def get_state(request: Request) -> ServiceState:
 
 def reject_nul_in_url(request: Request) -> None:
     """Path and query values with a NUL character (`%00`) are a 422 for every route, as in
-    request bodies (`app.api.schemas.RequestModel`)."""
+    request bodies (`app.schemas.RequestModel`)."""
     values = [*request.path_params.values(), *request.query_params.values()]
     if any(isinstance(v, str) and "\x00" in v for v in values):
         raise InvalidTextError("URL parameters must not contain NUL characters (%00)")

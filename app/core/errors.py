@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from indexer.explain import PairTooLargeError
-from indexer.jobs import JobNotFoundError, JobStateError
-from indexer.pipeline import BuildBusyError
-from indexer.search import DocumentNotFoundError, QueryError
-from indexer.split import EmptyDocumentError
-from indexer.store import NoActiveIndexError
-from indexer.updates import IndexChangedError
+from indexer.builder.pipeline import BuildBusyError
+from indexer.jobs.queue import JobNotFoundError, JobStateError
+from indexer.jobs.updates import IndexChangedError
+from indexer.search.explain import PairTooLargeError
+from indexer.search.types import DocumentNotFoundError, QueryError
+from indexer.store.versions import NoActiveIndexError
+from indexer.text.split import EmptyDocumentError
 
 
 class IndexNotReadyError(RuntimeError):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from indexer.explain import Explanation
+from indexer.search.explain import Explanation
 from models.explain import Grid, display_grid
 
 

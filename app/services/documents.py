@@ -1,22 +1,20 @@
 """POST /documents, DELETE /documents/{id}, GET /documents/{id}: change the served version in
-place (`indexer.updates`), then serve the changed index (`Runtime.follow`)."""
+place (`indexer.jobs.updates`), then serve the changed index (`Runtime.follow`)."""
 
 from __future__ import annotations
 
-import time
-
-from app.api.schemas import DocumentsChanged, DocumentsRequest, SectionText, StoredDocument
 from app.core.config import ApiSettings
+from app.schemas import DocumentsRequest
 from app.services.limits import posted_document
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
-from indexer.documents import Document
-from indexer.pipeline import prepare_data_dir
-from indexer.reader import stored_document
-from indexer.search import DocumentNotFoundError
-from indexer.sentences import SentenceSplitter
-from indexer.split import EmptyDocumentError
-from indexer.updates import DocumentChange, change_documents
+from indexer.builder.pipeline import prepare_data_dir
+from indexer.jobs.updates import DocumentChange, change_documents
+from indexer.search.types import DocumentNotFoundError
+from indexer.store.reader import stored_document
+from indexer.text.documents import Document, SourceDocument
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import EmptyDocumentError
 
 
 def _sources(
@@ -55,39 +53,22 @@ def _change(
     return change
 
 
-def upsert(runtime: Runtime, state: ServiceState, request: DocumentsRequest) -> DocumentsChanged:
-    started = time.perf_counter()
+def upsert(runtime: Runtime, state: ServiceState, request: DocumentsRequest) -> DocumentChange:
     sources = _sources(request, state.searcher.splitter, runtime.settings.api)
-    change = _change(runtime, state, sources, [])
-    return DocumentsChanged(
-        index_version=change.version_id,
-        revision=change.revision,
-        added=change.added,
-        replaced=change.replaced,
-        took_ms=round((time.perf_counter() - started) * 1000, 2),
-    )
+    return _change(runtime, state, sources, [])
 
 
-def remove(runtime: Runtime, state: ServiceState, document_id: str) -> DocumentsChanged:
-    started = time.perf_counter()
-    change = _change(runtime, state, [], [document_id])
-    return DocumentsChanged(
-        index_version=change.version_id,
-        revision=change.revision,
-        deleted=change.deleted,
-        took_ms=round((time.perf_counter() - started) * 1000, 2),
-    )
+def remove(runtime: Runtime, state: ServiceState, document_id: str) -> DocumentChange:
+    return _change(runtime, state, [], [document_id])
 
 
-def show(state: ServiceState, document_id: str) -> StoredDocument:
+def show(state: ServiceState, document_id: str) -> SourceDocument:
+    """The stored document `document_id` of the served version.
+
+    Raises:
+        DocumentNotFoundError: the served version does not hold it.
+    """
     source = stored_document(state.searcher.engine, state.version_id, document_id)
     if source is None:
         raise DocumentNotFoundError(f"document {document_id!r} is not in the active index")
-    return StoredDocument(
-        id=source.doc_id,
-        title=source.title,
-        text=source.text,
-        metadata=dict(source.metadata),
-        sections=[SectionText(title=s.title, start=s.start, end=s.end) for s in source.sections],
-        index_version=state.version_id,
-    )
+    return source

@@ -1,33 +1,17 @@
-"""GET /explain: resolve the source, explain the pair, and shape it as json, png or html."""
+"""GET /explain: resolve the source (a live query_id or an indexed document) and explain the
+pair; `app.render` draws the explanation, `ExplainResponse.from_explanation` shapes it."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
-import torch
-
-from app.api.schemas import (
-    AlignmentOut,
-    ChunkOut,
-    ExplainResponse,
-    ParagraphMatrixOut,
-    ParagraphOut,
-    SectionOut,
-    SentenceAlignmentOut,
-    SentenceOut,
-    SideOut,
-    StatisticsOut,
-    TopPairOut,
-)
 from app.core.config import ApiSettings
 from app.core.errors import SourceNotFoundError
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
-from indexer.explain import Explanation, Side, explain_pair
-from indexer.search import DocumentNotFoundError, ParagraphStats, Query, Searcher
-
-DECIMALS = 5
+from indexer.search.explain import Explanation, explain_pair
+from indexer.search.searcher import Searcher
+from indexer.search.types import DocumentNotFoundError, ParagraphStats, Query
 
 
 def resolve_source(
@@ -89,94 +73,4 @@ def explain(state: ServiceState, source: str, target: str, limits: ApiSettings) 
         stats,
         max_cells=limits.explain_max_cells,
         top_pairs=limits.explain_top_pairs,
-    )
-
-
-def _rounded(matrix: torch.Tensor) -> list[list[float]]:
-    return matrix.double().round(decimals=DECIMALS).tolist()
-
-
-def _side_out(side: Side) -> SideOut:
-    return SideOut(
-        ref=side.ref,
-        kind=side.kind,
-        title=side.title,
-        text=side.text,
-        sections=[
-            SectionOut(index=i, title=title, start=s.start, end=s.end)
-            for i, (title, s) in enumerate(zip(side.section_titles, side.sections, strict=True))
-        ],
-        paragraphs=[
-            ParagraphOut(index=i, section=side.paragraph_section[i], start=p.start, end=p.end)
-            for i, p in enumerate(side.paragraphs)
-        ],
-        sentences=[
-            SentenceOut(index=k, paragraph=side.sentence_paragraph[k], start=s.start, end=s.end)
-            for k, s in enumerate(side.sentences)
-        ],
-        chunks=[
-            ChunkOut(
-                index=c,
-                section=side.chunk_section[c],
-                start=s.start,
-                end=s.end,
-                text=side.text[s.start : s.end],
-            )
-            for c, s in enumerate(side.chunks)
-        ],
-    )
-
-
-def to_response(explanation: Explanation, state: ServiceState, started: float) -> ExplainResponse:
-    alignment = explanation.alignment
-    stats = explanation.stats
-    source_paragraph = explanation.source.sentence_paragraph
-    per_paragraph: list[list[SentenceAlignmentOut]] = [[] for _ in explanation.source.paragraphs]
-    for k, (r, score) in enumerate(
-        zip(alignment.sentence_target.tolist(), alignment.sentence_score.tolist(), strict=True)
-    ):
-        per_paragraph[source_paragraph[k]].append(
-            SentenceAlignmentOut(source_sentence=k, target_sentence=r, score=round(score, DECIMALS))
-        )
-    best = alignment.best_paragraph.tolist()
-    return ExplainResponse(
-        index_version=state.version_id,
-        encoder=state.encoder_name,
-        took_ms=round((time.perf_counter() - started) * 1000, 2),
-        source=_side_out(explanation.source),
-        target=_side_out(explanation.target),
-        score=explanation.score,
-        normalized=stats is not None,
-        document_cosine=explanation.document_cosine,
-        statistics=(
-            StatisticsOut(
-                population=stats.population,
-                documents=stats.documents,
-                mean=stats.stats.mean.tolist(),
-                std=stats.stats.std.tolist(),
-            )
-            if stats is not None
-            else None
-        ),
-        section_matrix=_rounded(explanation.section_matrix),
-        chunk_matrix=_rounded(explanation.chunk_matrix),
-        paragraph_matrix=ParagraphMatrixOut(
-            raw=_rounded(alignment.paragraphs), normalized=_rounded(alignment.normalized)
-        ),
-        alignments=[
-            AlignmentOut(
-                source_paragraph=i,
-                target_paragraph=j,
-                score=float(alignment.paragraphs[i, j]),
-                z=float(alignment.normalized[i, j]),
-                sentences=per_paragraph[i],
-            )
-            for i, j in enumerate(best)
-        ],
-        top_pairs=[TopPairOut(**vars(p)) for p in explanation.top_pairs],
-        chunk_attention=(
-            {k: _rounded(v) for k, v in explanation.chunk_attention.items()}
-            if explanation.chunk_attention is not None
-            else None
-        ),
     )

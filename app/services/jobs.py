@@ -7,12 +7,12 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from app.api.schemas import JobOut, ReindexRequest
 from app.core.config import ServiceSettings
 from app.core.errors import PathNotAllowedError
-from indexer.corpus import SAMPLE_CORPUS
-from indexer.jobs import JobRow, create_job
-from indexer.worker import CURRENT, ReindexParameters
+from app.schemas import ReindexRequest
+from indexer.jobs.queue import JobRow, create_job
+from indexer.jobs.worker import CURRENT, ReindexParameters
+from indexer.text.corpus import SAMPLE_CORPUS
 
 
 def allowed_roots(settings: ServiceSettings) -> list[Path]:
@@ -55,36 +55,3 @@ def submit_reindex(engine: Engine, request: ReindexRequest, settings: ServiceSet
         engine=request.engine.value,
     )
     return create_job(engine, "reindex", vars(params))
-
-
-def job_out(job: JobRow, served_version: int | None) -> JobOut:
-    """The job as the API shows it; `served_version` is the version this process serves."""
-
-    def iso(moment):  # noqa: ANN001, ANN202 - datetime or None
-        return moment.isoformat() if moment is not None else None
-
-    return JobOut(
-        job_id=job.job_id,
-        kind=job.kind,
-        parameters=job.parameters,
-        status=job.status,
-        progress={
-            "done": job.done,
-            "total": job.total,
-            "unit": job.unit,
-            "rate": job.rate,
-            "eta_seconds": job.eta_seconds,
-            "message": job.message,
-        },
-        error=job.error,
-        cancel_requested=job.cancel_requested,
-        worker=job.worker,
-        attempts=job.attempts,
-        index_version=job.published_version,
-        build_version=job.version_id,
-        served=job.published_version is not None and job.published_version == served_version,
-        created_at=job.created_at.isoformat(),
-        started_at=iso(job.started_at),
-        heartbeat_at=iso(job.heartbeat_at),
-        finished_at=iso(job.finished_at),
-    )

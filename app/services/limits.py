@@ -7,10 +7,10 @@ from typing import Any
 
 from app.core.config import ApiSettings
 from app.core.errors import DocumentTooLargeError
-from indexer.corpus import json_document
-from indexer.documents import Document, SourceDocument
-from indexer.sentences import SentenceSplitter
-from indexer.split import EmptyDocumentError, split_document
+from indexer.text.corpus import json_document
+from indexer.text.documents import Document, SourceDocument
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import EmptyDocumentError, split_document
 
 
 def posted_document(

@@ -24,8 +24,8 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from app.services.state import ServiceState
-from indexer.jobs import FINISHED
-from indexer.tables import as_utc, jobs
+from indexer.jobs.queue import FINISHED
+from indexer.store.tables import as_utc, jobs
 
 logger = logging.getLogger(__name__)
 

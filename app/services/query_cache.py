@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from cachetools import TTLCache
 
-from indexer.search import ParagraphStats, Query
+from indexer.search.types import ParagraphStats, Query
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,9 @@ from sqlalchemy import Engine
 from app.core.config import ServiceSettings
 from app.services.query_cache import QueryCache
 from app.services.state import ServiceState, load_state
-from indexer.search import Searcher
-from indexer.store import NoActiveIndexError, active_version
-from indexer.updates import DocumentChange
-from indexer.worker import Worker
+from indexer.jobs.updates import DocumentChange
+from indexer.jobs.worker import Worker
+from indexer.store.versions import NoActiveIndexError, active_version
 
 logger = logging.getLogger(__name__)
 
@@ -148,9 +147,7 @@ class Runtime:
                     self.engine, change.removed_ids, change.added_units, change.revision
                 )
                 changed = ServiceState(
-                    searcher=Searcher(
-                        index, searcher.encoder, searcher.splitter, self.engine, searcher.config
-                    ),
+                    searcher=searcher.with_changes(index),
                     version_id=state.version_id,
                     encoder_name=state.encoder_name,
                     queries=QueryCache(

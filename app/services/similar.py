@@ -1,15 +1,13 @@
-"""POST /similar: turn a request into a query, rank, and shape the response."""
+"""POST /similar: turn a request into a query, rank, and keep the query for /explain."""
 
 from __future__ import annotations
 
-import time
-
-from app.api.schemas import DocumentResult, MatchOut, SimilarRequest, SimilarResponse, UnitResult
 from app.core.config import ApiSettings
+from app.schemas import SimilarRequest
 from app.services.limits import posted_document
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
-from indexer.search import DocumentHit, Query, SearchOptions
+from indexer.search.types import Query, SearchOptions, SearchResult
 
 
 def build_query(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -> Query:
@@ -23,8 +21,11 @@ def build_query(state: ServiceState, request: SimilarRequest, limits: ApiSetting
     return searcher.encode_document(document)
 
 
-def similar(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -> SimilarResponse:
-    started = time.perf_counter()
+def similar(
+    state: ServiceState, request: SimilarRequest, limits: ApiSettings
+) -> tuple[SearchResult, str]:
+    """Rank the collection for `request`; the result and the query_id under which /explain
+    finds the query again."""
     query = build_query(state, request, limits)
     options = SearchOptions(
         top_k=request.top_k,
@@ -35,19 +36,6 @@ def similar(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -
         candidates=request.candidates,
     )
     result = state.searcher.similar(query, options)
-    if result.results and isinstance(result.results[0], DocumentHit):
-        results: list[DocumentResult] | list[UnitResult] = [
-            DocumentResult(
-                document_id=h.document_id,
-                title=h.title,
-                score=h.score,
-                rank=h.rank,
-                matches=[MatchOut(**vars(m)) for m in h.matches],
-            )
-            for h in result.results
-        ]
-    else:
-        results = [UnitResult(**vars(h)) for h in result.results]
     query_id = state.queries.put(
         CachedQuery(
             query=query if request.document_id is None else None,
@@ -58,15 +46,4 @@ def similar(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -
             candidates=tuple(request.candidates) if request.candidates is not None else None,
         )
     )
-    return SimilarResponse(
-        query_id=query_id,
-        index_version=state.version_id,
-        encoder=state.encoder_name,
-        took_ms=round((time.perf_counter() - started) * 1000, 2),
-        mode=result.mode,
-        method=request.method,
-        granularity=request.granularity,
-        normalize=request.normalize,
-        scored_documents=result.scored_documents,
-        results=results,
-    )
+    return result, query_id

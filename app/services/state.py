@@ -8,7 +8,8 @@ from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
 from app.services.query_cache import QueryCache
-from indexer.search import SearchConfig, Searcher, open_searcher
+from indexer.search.searcher import Searcher, open_searcher
+from indexer.search.types import SearchConfig
 
 
 @dataclass
@@ -21,7 +22,7 @@ class ServiceState:
 
 
 def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
-    """Load the active version and a searcher over it (see `indexer.search.open_searcher`)."""
+    """Load the active version and a searcher over it (see `open_searcher`)."""
     config = SearchConfig(
         exhaustive_max_sentences=settings.api.exhaustive_max_sentences,
         device=settings.encoder.device,  # SDR scoring beside the encoder

@@ -26,10 +26,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
+from indexer.builder.pipeline import prepare_data_dir
 from indexer.config import DatabaseSettings
-from indexer.corpus import json_document
-from indexer.pipeline import prepare_data_dir
-from indexer.updates import change_documents
+from indexer.jobs.updates import change_documents
+from indexer.text.corpus import json_document
 from tests.app.conftest import FAST_JOBS
 from tests.utils.indexes import publish
 

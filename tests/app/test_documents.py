@@ -11,11 +11,12 @@ import torch
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from indexer.corpus import json_document
-from indexer.pipeline import build_lock, prepare_data_dir
-from indexer.reader import LoadedIndex
-from indexer.store import active_version, level_ids
-from indexer.updates import change_documents
+from indexer.builder.pipeline import build_lock, prepare_data_dir
+from indexer.jobs.updates import change_documents
+from indexer.search.loaded_index import LoadedIndex
+from indexer.store.units import level_ids
+from indexer.store.versions import active_version
+from indexer.text.corpus import json_document
 
 NEW = {
     "id": "zeppelin-01",
@@ -153,7 +154,7 @@ def test_a_failed_memory_update_reloads_from_sql(client: TestClient, monkeypatch
 
 
 def test_a_crash_inside_the_transaction_changes_nothing(fresh_settings, monkeypatch) -> None:
-    import indexer.updates
+    import indexer.jobs.updates
 
     def broken(_blob):
         raise RuntimeError("simulated crash after the rows were inserted")
@@ -161,7 +162,7 @@ def test_a_crash_inside_the_transaction_changes_nothing(fresh_settings, monkeypa
     with TestClient(
         create_app(fresh_settings(embedded_worker=False)), raise_server_exceptions=False
     ) as client:
-        monkeypatch.setattr(indexer.updates, "pack_vectors", broken)
+        monkeypatch.setattr(indexer.jobs.updates, "pack_vectors", broken)
         response = client.post(
             "/documents", json={"documents": [NEW, {**REPLACEMENT, "id": "baking-01"}]}
         )
@@ -292,12 +293,12 @@ def test_a_start_that_cannot_load_serves_503_then_recovers(fresh_settings, monke
 
 def test_a_posted_document_is_split_once(client: TestClient, monkeypatch) -> None:
     """The API splits a document to check its limits; the change reuses that split."""
-    import indexer.updates
+    import indexer.jobs.updates
 
     def split_again(*_args, **_kwargs):
         raise AssertionError("the change split the posted document a second time")
 
-    monkeypatch.setattr(indexer.updates, "split_document", split_again)
+    monkeypatch.setattr(indexer.jobs.updates, "split_document", split_again)
     response = client.post("/documents", json={"documents": [NEW]})
     assert response.status_code == 200, response.text
 
@@ -308,12 +309,12 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
     """Found by the fuzz test: the watcher's load read the version's additions, then another
     process committed a change, and the load saw SQL rows of the new revision (a mismatch).
     That served 503 until the next retry; now the load runs again at once."""
-    import indexer.reader
+    import indexer.search.loaded_index
 
     runtime = client.app.state.runtime
     state = client.app.state.service
     searcher = state.searcher
-    plain = indexer.reader.stored_additions
+    plain = indexer.search.loaded_index.stored_additions
     committed = []
 
     def commit_midway(engine, version_id):  # noqa: ANN001, ANN202
@@ -335,8 +336,63 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
         return additions
 
     assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
-    monkeypatch.setattr(indexer.reader, "stored_additions", commit_midway)
+    monkeypatch.setattr(indexer.search.loaded_index, "stored_additions", commit_midway)
     runtime._load_and_swap_again_if_moved(client.app.state.service)
     assert committed and runtime.failure is None
     assert client.get("/ready").json()["documents"] == 50  # 48 + zeppelin + midway
+    assert_consistent(client)
+
+
+def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> None:
+    """POST and DELETE carry the served BM25 postings over, changed for the changed documents
+    only (untouched postings are the same objects), and score as a BM25 built afresh."""
+    from indexer.search.searcher import Searcher
+
+    assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25
+    served = client.app.state.service.searcher
+    before = served._bm25
+    assert before is not None
+    for change in (
+        lambda: client.post("/documents", json={"documents": [NEW]}),
+        lambda: client.delete("/documents/baking-02"),
+    ):
+        assert change().status_code == 200
+        changed = client.app.state.service.searcher
+        assert changed is not served and changed._bm25 is not None
+        shared = [t for t, p in before._postings.items() if changed._bm25._postings.get(t) is p]
+        assert len(shared) > 0.8 * len(before._postings)
+        fresh = Searcher(
+            changed.index, changed.encoder, changed.splitter, changed.engine, changed.config
+        )
+        for source in ("zeppelin-01", "baking-01"):
+            query = fresh.query_from_index(source)
+            np.testing.assert_allclose(
+                changed._bm25_scores(query), fresh._bm25_scores(query), rtol=1e-12
+            )
+        served, before = changed, changed._bm25
+    assert ranked(client, {"document_id": "zeppelin-01"}, method="bm25")
+    assert_consistent(client)
+
+
+def test_unit_ids_are_never_given_twice(client: TestClient) -> None:
+    """Replacing or deleting the newest document frees no id for the next one: a cache keyed
+    by id (BM25's postings) must never take a new document for an old one."""
+    engine = client.app.state.runtime.engine
+
+    def newest_document_id() -> int:
+        return max(level_ids(engine, active_version(engine).version_id, "document"))
+
+    seen = set()
+    for change in (
+        lambda: client.post("/documents", json={"documents": [NEW]}),
+        lambda: client.post("/documents", json={"documents": [REPLACEMENT]}),
+        lambda: client.delete("/documents/zeppelin-01"),
+        lambda: client.post("/documents", json={"documents": [NEW]}),
+    ):
+        assert change().status_code == 200
+        newest = newest_document_id()
+        if client.get("/documents/zeppelin-01").status_code == 200:
+            assert newest not in seen
+            seen.add(newest)
+    assert len(seen) == 3
     assert_consistent(client)

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 import models.loading
 from app.core.config import ServiceSettings
 from app.main import create_app
-from indexer.cli import cli
+from indexer.cli.main import cli
 from indexer.config import JobSettings
-from indexer.db import make_engine
-from indexer.store import active_version
-from indexer.tables import index_versions
+from indexer.store.db import make_engine
+from indexer.store.tables import index_versions
+from indexer.store.versions import active_version
 from tests.utils.corpora import write_jsonl
 from tests.utils.indexes import publish
 

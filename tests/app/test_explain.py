@@ -18,11 +18,12 @@ from sqlalchemy import select
 
 from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
-from indexer.corpus import json_document
-from indexer.pipeline import add_chunks
-from indexer.search import ScoringMode, Searcher, SearchOptions
-from indexer.split import split_document
-from indexer.tables import LEVEL_TABLES, documents
+from indexer.search.searcher import Searcher
+from indexer.search.types import ScoringMode, SearchOptions
+from indexer.store.tables import LEVEL_TABLES, documents
+from indexer.text.chunking import add_chunks
+from indexer.text.corpus import json_document
+from indexer.text.split import split_document
 
 POSTED = {
     "title": "Bread at home",

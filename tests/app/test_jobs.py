@@ -11,18 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from indexer.corpus import SAMPLE_CORPUS
-from indexer.jobs import (
-    CANCELLED,
-    FAILED,
-    SUCCEEDED,
-    claim_job,
-    create_job,
-    finish_job,
-    set_job_version,
-)
-from indexer.store import create_version, versions
-from indexer.worker import Worker
+from indexer.jobs.queue import claim_job, create_job, finish_job, set_job_version
+from indexer.jobs.worker import Worker
+from indexer.store.tables import JobStatus
+from indexer.store.versions import create_version, versions
+from indexer.text.corpus import SAMPLE_CORPUS
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 
@@ -229,7 +222,7 @@ def test_only_a_job_that_published_reports_an_index_version(fresh_settings) -> N
     with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
         engine = client.app.state.runtime.engine
         built = {}
-        for status in (CANCELLED, FAILED, SUCCEEDED):
+        for status in (JobStatus.cancelled, JobStatus.failed, JobStatus.succeeded):
             job_id = create_job(engine, "reindex", {"source": "current"}).job_id
             assert claim_job(engine, job_id, "test-worker") is not None
             built[job_id] = create_version(engine, encoder_name="tiny", path="")
@@ -239,7 +232,7 @@ def test_only_a_job_that_published_reports_an_index_version(fresh_settings) -> N
         for job_id, version in built.items():
             job = client.get(f"/jobs/{job_id}").json()
             assert listed[job_id] == job
-            published = version if job["status"] == SUCCEEDED else None
+            published = version if job["status"] == JobStatus.succeeded else None
             assert (job["index_version"], job["build_version"]) == (published, version), job
             assert job["served"] is False  # this service serves version 1
 
@@ -252,11 +245,14 @@ def test_a_succeeded_job_is_already_served(served: TestClient, tiny_encoder_dir:
             "/jobs/reindex", json={"source": "current", "encoder": str(tiny_encoder_dir)}
         ).json()["job_id"]
         deadline = time.monotonic() + 120
-        while (job := served.get(f"/jobs/{job_id}").json())["status"] not in (SUCCEEDED, FAILED):
+        while (job := served.get(f"/jobs/{job_id}").json())["status"] not in (
+            JobStatus.succeeded,
+            JobStatus.failed,
+        ):
             assert time.monotonic() < deadline, job
             time.sleep(0.01)
         ready = served.get("/ready").json()
-        assert job["status"] == SUCCEEDED, job
+        assert job["status"] == JobStatus.succeeded, job
         assert ready["index_version"] == job["index_version"], (job, ready)
         assert job["served"] is True
         answer = served.post("/similar", json={"document_id": "oceans-01", "top_k": 3}).json()
@@ -276,7 +272,7 @@ def test_served_tells_when_a_separate_workers_version_is_live(
         engine = client.app.state.runtime.engine
         assert Worker(settings, engine, name="elsewhere").run_once().job_id == job_id
         job = client.get(f"/jobs/{job_id}").json()
-        assert job["status"] == SUCCEEDED and job["index_version"] == 2
+        assert job["status"] == JobStatus.succeeded and job["index_version"] == 2
         assert job["served"] is False  # published, but this process still serves version 1
         assert client.get("/ready").json()["index_version"] == 1
         client.app.state.runtime.wake()  # the watcher's next poll

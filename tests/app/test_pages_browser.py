@@ -19,7 +19,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app.core.config import ServiceSettings
 from app.main import create_app
-from indexer.corpus import SAMPLE_CORPUS
+from indexer.text.corpus import SAMPLE_CORPUS
 from tests.app.browser import ARTIFACTS, chromium, console_errors, find_chromium, live_server
 
 

@@ -7,7 +7,7 @@ import time
 import torch
 
 from app.services.query_cache import CachedQuery, QueryCache
-from indexer.search import Query
+from indexer.search.types import Query
 
 
 def posted(n_sentences: int) -> Query:

@@ -9,16 +9,16 @@ from fastapi.testclient import TestClient
 
 from app.core.config import ServiceSettings
 from app.main import create_app
-from indexer.corpus import json_document
-from indexer.search import (
+from indexer.search.searcher import Searcher
+from indexer.search.types import (
     Granularity,
     Method,
     Query,
     ScoringMode,
     SearchConfig,
-    Searcher,
     SearchOptions,
 )
+from indexer.text.corpus import json_document
 from models.scoring import RaggedCollection, sdr_scores
 
 POSTED = {
@@ -259,12 +259,12 @@ def test_a_stored_document_of_stop_words_is_a_bm25_query(fresh_settings) -> None
 
 def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
     """bm25s cannot index a collection in which no document has a word: every score is 0."""
-    import indexer.search
+    import indexer.search.searcher
 
     base: Searcher = app.state.service.searcher
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
     monkeypatch.setattr(
-        indexer.search,
+        indexer.search.searcher,
         "document_texts",
         lambda engine, ids: {int(d): "The of and." for d in ids},
     )
@@ -310,8 +310,8 @@ def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN0
     import copy
     from collections import Counter
 
-    from indexer.pipeline import add_chunks
-    from indexer.split import split_document
+    from indexer.text.chunking import add_chunks
+    from indexer.text.split import split_document
 
     base: Searcher = app.state.service.searcher
     encoder = copy.deepcopy(base.encoder)

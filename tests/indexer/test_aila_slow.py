@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, select
 
+from indexer.builder.pipeline import build_index
 from indexer.config import Settings
-from indexer.pipeline import build_index
-from indexer.sentences import SentenceSplitter
-from indexer.store import count_units, level_ids
-from indexer.tables import documents, sentences
-from indexer.vector_index import FaissIndex
+from indexer.store.tables import documents, sentences
+from indexer.store.units import count_units, level_ids
+from indexer.store.vector_index import FaissIndex
+from indexer.text.sentences import SentenceSplitter
 from models.transformer import TransformerEncoder
 from tests.utils.corpora import AILA_DIR
 

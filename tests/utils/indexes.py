@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from indexer.builder.pipeline import BuildResult, build_index
 from indexer.config import Settings, load_configured_encoder
-from indexer.db import make_engine, upgrade
-from indexer.pipeline import BuildResult, build_index
-from indexer.sentences import load_splitter
+from indexer.store.db import make_engine, upgrade
+from indexer.text.sentences import load_splitter
 from models.encoder import Encoder
 
 

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 
 from app.api.deps import ApiKey, StateDep
-from app.api.schemas import DocumentsChanged, DocumentsRequest, StoredDocument
+from app.schemas import DocumentsChanged, DocumentsRequest, StoredDocument
 from app.services import documents as service
 
 router = APIRouter(prefix="/documents", tags=["documents"])
@@ -43,7 +44,9 @@ def _links_to_the_document(source: str) -> dict:
 def upsert(request: DocumentsRequest, state: StateDep, http: Request) -> DocumentsChanged:
     """Add documents, or replace those whose id exists, in the active version (FAISS, BM25
     and SQL together); searchable when this returns. 409 while a reindex job runs."""
-    return service.upsert(http.app.state.runtime, state, request)
+    started = time.perf_counter()
+    change = service.upsert(http.app.state.runtime, state, request)
+    return DocumentsChanged.from_change(change, started)
 
 
 @router.delete(
@@ -55,10 +58,12 @@ def upsert(request: DocumentsRequest, state: StateDep, http: Request) -> Documen
 )
 def remove(document_id: DocumentId, state: StateDep, http: Request) -> DocumentsChanged:
     """Delete a document: it never appears in results afterwards."""
-    return service.remove(http.app.state.runtime, state, document_id)
+    started = time.perf_counter()
+    change = service.remove(http.app.state.runtime, state, document_id)
+    return DocumentsChanged.from_change(change, started)
 
 
 @router.get("/{document_id:path}", response_model=StoredDocument, operation_id="show_document")
 def show(document_id: DocumentId, state: StateDep) -> StoredDocument:
     """A stored document: text, title, metadata and sections."""
-    return service.show(state, document_id)
+    return StoredDocument.from_source(service.show(state, document_id), state.version_id)

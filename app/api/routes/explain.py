@@ -7,9 +7,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from app.api.deps import SettingsDep, StateDep
-from app.api.schemas import ExplainFormat, ExplainResponse
 from app.render.explain_page import render_html
 from app.render.heatmaps import render_png
+from app.schemas import ExplainFormat, ExplainResponse
 from app.services import explain as service
 
 router = APIRouter(tags=["explain"])
@@ -43,7 +43,9 @@ def explain(
         )
     if format is ExplainFormat.html:
         return HTMLResponse(render_html(explanation, settings.api.page_max_cells_per_axis))
-    response = service.to_response(explanation, state, started)
+    response = ExplainResponse.from_explanation(
+        explanation, index_version=state.version_id, encoder=state.encoder_name, started=started
+    )
     if response.chunk_attention is None:  # absent, never faked, for encoders without it
         return JSONResponse(response.model_dump(mode="json", exclude={"chunk_attention"}))
     return response

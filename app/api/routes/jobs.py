@@ -5,9 +5,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from app.api.deps import ApiKey, EngineDep, SettingsDep
-from app.api.schemas import JobAccepted, JobList, JobOut, ReindexRequest
+from app.schemas import JobAccepted, JobList, JobOut, ReindexRequest
 from app.services import jobs as service
-from indexer.jobs import get_job, list_jobs, request_cancel, retry_job
+from indexer.jobs.queue import get_job, list_jobs, request_cancel, retry_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
@@ -41,23 +41,23 @@ def jobs(
     ] = None,
 ) -> JobList:
     """The newest jobs first."""
-    return JobList(jobs=[service.job_out(j, served) for j in list_jobs(engine, limit, status)])
+    return JobList(jobs=[JobOut.from_row(j, served) for j in list_jobs(engine, limit, status)])
 
 
 @router.get("/{job_id}", response_model=JobOut)
 def job(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
     """Status and progress: done / total sentences, rate, ETA; the version it published and
     whether this process serves it."""
-    return service.job_out(get_job(engine, job_id), served)
+    return JobOut.from_row(get_job(engine, job_id), served)
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
 def cancel(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
     """Cancel a queued job, or stop a running one (nothing is published); 409 if finished."""
-    return service.job_out(request_cancel(engine, job_id), served)
+    return JobOut.from_row(request_cancel(engine, job_id), served)
 
 
 @router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
 def retry(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
     """Queue a failed or cancelled job again; a build its dead worker left is resumed."""
-    return service.job_out(retry_job(engine, job_id), served)
+    return JobOut.from_row(retry_job(engine, job_id), served)

@@ -1,0 +1,1 @@
+"""Building an index version: split, encode (locally or on Ray), write vectors and publish."""

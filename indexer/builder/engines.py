@@ -1,0 +1,238 @@
+"""Where the encode stage of a build runs: in this process (`local`) or on Ray Data (`ray`).
+
+An engine turns blocks of split documents into their vectors, block by block and in order;
+everything else about a build (SQL rows, ids, block files, FAISS, publishing) stays in the
+process that runs `build_index`, so both engines produce the same version.
+
+The Ray engine sends every document's encoder input through `Dataset.map_batches` with an
+actor class: each actor loads the encoder once (from the directory or built-in name the local
+encoder came from, with the same precision and batching) and encodes one block of documents
+per batch, on a GPU of its own when the cluster has them. Results stream back in order
+(`preserve_order`), so the first blocks are stored while later ones are still encoding.
+Without `DOCSIM_RAY__ADDRESS` a local Ray is started for the build and stopped after it:
+temporary files under `<data_dir>/ray`, usage reporting off, and token authentication on
+with a random token (see `_private_cluster_environment` for why not loopback and no auth).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import secrets
+from collections.abc import Iterable, Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from indexer.config import Settings
+from indexer.text.documents import Document
+from models.encoder import DocumentVectors, Encoder
+
+logger = logging.getLogger(__name__)
+
+
+class EngineName(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+ENGINES: tuple[str, ...] = tuple(e.value for e in EngineName)
+# AF_UNIX socket paths are limited to 107 bytes; Ray puts its sockets ~60 bytes below its
+# temporary folder, so the folder itself must be short.
+RAY_TEMP_MAX = 45
+
+
+class EngineError(RuntimeError):
+    """The engine cannot run here (Ray missing, a bad address, a path too long)."""
+
+
+class EncodeEngine(Protocol):
+    def encode_blocks(
+        self, blocks: Iterable[list[Document]]
+    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]: ...
+
+
+class LocalEngine:
+    """The encode stage in this process, with the build's encoder."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+
+    def encode_blocks(
+        self, blocks: Iterable[list[Document]]
+    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+        for block in blocks:
+            yield block, self.encoder.encode_documents([doc.encoder_input() for doc in block])
+
+
+class RayEngine:
+    """The encode stage on Ray Data: one encoder per actor, one block per batch."""
+
+    def __init__(self, settings: Settings, encoder: Encoder, block_documents: int) -> None:
+        identity = encoder.identity()
+        self.source = str(identity.get("source") or identity["name"])
+        self.settings = settings
+        # the options the build's encoder was loaded with, so that actors encode alike
+        self.load_options = dict(
+            getattr(encoder, "load_options", None)
+            or {
+                "precision": settings.encoder.precision,
+                "batch_tokens": settings.encoder.batch_tokens,
+                "max_batch_size": settings.encoder.max_batch_size,
+            }
+        )
+        self.block_documents = block_documents
+
+    def encode_blocks(
+        self, blocks: Iterable[list[Document]]
+    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+        blocks = list(blocks)
+        if not blocks:
+            return
+        if not self.settings.ray.address:
+            _local_temp_dir(self.settings)  # a clear error before anything starts
+            _private_cluster_environment()  # before Ray is imported: it reads them then
+        ray = _import_ray()
+        started_here = self._connect(ray)
+        try:
+            yield from self._run(ray, blocks)
+        finally:
+            if started_here:
+                ray.shutdown()
+
+    def _connect(self, ray: Any) -> bool:
+        """Join the configured cluster, or start a private local one; whether we started it."""
+        if ray.is_initialized():
+            return False
+        options = self.settings.ray
+        if options.address:
+            logger.info("Connecting to the Ray cluster at %s", options.address)
+            ray.init(address=options.address, configure_logging=False, log_to_driver=False)
+            return True
+        temp = _local_temp_dir(self.settings)
+        temp.mkdir(parents=True, exist_ok=True)
+        logger.info("Starting a local Ray (%d CPUs) in %s", options.local_cpus, temp)
+        ray.init(
+            num_cpus=options.local_cpus,
+            include_dashboard=False,
+            _temp_dir=str(temp),
+            configure_logging=False,
+            log_to_driver=False,
+        )
+        return True
+
+    def _run(
+        self, ray: Any, blocks: list[list[Document]]
+    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+        options = self.settings.ray
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        actors = options.actors or max(1, gpus)
+        context = ray.data.DataContext.get_current()
+        context.execution_options.preserve_order = True
+        context.enable_progress_bars = False
+        items = [
+            {"position": i, "payload": pickle.dumps(doc.encoder_input())}
+            for i, doc in enumerate(doc for block in blocks for doc in block)
+        ]
+        encoder_options = {
+            "source": self.source,
+            "device": "cuda" if gpus else "cpu",
+            "options": self.load_options,
+            "threads": max(1, int(options.cpus_per_actor)),
+        }
+        dataset = ray.data.from_items(items).map_batches(
+            EncodeActor,
+            fn_constructor_kwargs=encoder_options,
+            batch_size=self.block_documents,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=options.cpus_per_actor,
+            num_gpus=1 if gpus else 0,
+        )
+        logger.info("Encoding %d documents on Ray with %d actor(s)", len(items), actors)
+        rows = iter(dataset.iter_rows())
+        expected = 0
+        for block in blocks:
+            vectors = []
+            for _ in block:
+                row = next(rows)
+                if int(row["position"]) != expected:  # order is the contract
+                    raise EngineError(f"Ray returned document {row['position']}, not {expected}")
+                expected += 1
+                vectors.append(pickle.loads(row["payload"]))
+            yield block, vectors
+
+
+class EncodeActor:
+    """A Ray Data actor: one encoder, loaded once, encoding one batch of documents a call."""
+
+    def __init__(self, source: str, device: str, options: dict[str, Any], threads: int) -> None:
+        import torch
+
+        from models.loading import load_encoder
+
+        torch.set_num_threads(threads)
+        self.encoder = load_encoder(source, device=torch.device(device), **options)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        inputs = [pickle.loads(payload) for payload in batch["payload"]]
+        vectors = self.encoder.encode_documents(inputs)
+        out = np.empty(len(vectors), dtype=object)
+        out[:] = [pickle.dumps(_on_cpu(v)) for v in vectors]
+        return {"position": batch["position"], "payload": out}
+
+
+def _on_cpu(vectors: DocumentVectors) -> DocumentVectors:
+    fields = {
+        name: value.cpu() if hasattr(value, "cpu") else value
+        for name, value in vars(vectors).items()
+    }
+    return type(vectors)(**fields)
+
+
+def _local_temp_dir(settings: Settings) -> Path:
+    temp = (settings.data_dir / "ray").resolve()
+    if len(str(temp)) > RAY_TEMP_MAX:
+        raise EngineError(
+            f"Ray's temporary folder {str(temp)!r} is too long for its sockets "
+            f"(at most {RAY_TEMP_MAX} characters): use a shorter data directory"
+        )
+    return temp
+
+
+def _private_cluster_environment() -> None:
+    """Settings for the local Ray a build starts: no usage reporting, and token auth.
+
+    Ray 2.60's GCS and raylet listen on every interface whatever node address is asked for
+    (checked with `ss -ltn`; its `_node_ip_address` turns 127.0.0.1 into the routable
+    address), so a private cluster cannot be kept on loopback. Rather than leave it open to
+    the network, token authentication stays on, with a fresh random token per process, passed
+    in the environment to Ray's own processes (no token file outside the data directory).
+    """
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
+
+def _import_ray():  # noqa: ANN202
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as error:
+        raise EngineError(
+            "the ray engine needs Ray Data: pip install 'docsim[ray]' (or 'ray[data]')"
+        ) from error
+    return ray
+
+
+def make_encode_engine(
+    kind: str, settings: Settings, encoder: Encoder, block_documents: int
+) -> EncodeEngine:
+    if kind == "local":
+        return LocalEngine(encoder)
+    if kind == "ray":
+        return RayEngine(settings, encoder, block_documents)
+    raise EngineError(f"unknown engine {kind!r}: use one of {', '.join(ENGINES)}")

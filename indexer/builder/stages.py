@@ -1,0 +1,209 @@
+"""The build's stages 1-3: split, encode and store in blocks, write the vector files.
+
+1. `plan`: read the corpus (or the stored documents of a version) and split every document.
+2. `encode_and_store`: in blocks of documents, chunk and encode every level, write the block's
+   vectors to `<tmp>/blocks/`, then insert its SQL rows (status `building`, invisible to
+   readers) and record the block as done, in one transaction.
+3. `write_vector_indexes`: `<tmp>/<level>.faiss`, `<level>.f16.npy` (vectors, float16) and
+   `<level>.ids.npy` (int64 ids, row-aligned) for every level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import Engine
+from tqdm import tqdm
+
+from indexer.builder.engines import EncodeEngine, LocalEngine
+from indexer.config import Settings
+from indexer.store.manifest import LevelEntry
+from indexer.store.units import UnitCounter, count_units, insert_documents
+from indexer.store.vector_index import FaissIndex, choose_factory, gpu_count
+from indexer.store.versions import set_build_state
+from indexer.text.chunking import add_chunks
+from indexer.text.corpus import Skipped
+from indexer.text.documents import LEVELS, Document, SourceDocument
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import EmptyDocumentError, split_document
+from models.encoder import Encoder
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LevelVectors:
+    """Vectors and ids of every level, in insertion order."""
+
+    vectors: dict[str, list[np.ndarray]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
+    ids: dict[str, list[int]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
+
+    def stacked(self, level: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        parts = self.vectors[level]
+        vectors = np.concatenate(parts) if parts else np.empty((0, dim), np.float32)
+        return vectors, np.asarray(self.ids[level], dtype=np.int64)
+
+
+def plan(
+    source: Iterable[SourceDocument | Skipped],
+    splitter: SentenceSplitter,
+    *,
+    show_progress: bool,
+) -> tuple[list[Document], list[Skipped]]:
+    """Stage 1: split every document of `source` (a corpus reader, or stored documents).
+    Writes nothing."""
+    docs: list[Document] = []
+    skipped: list[Skipped] = []
+    for item in tqdm(source, desc="split", unit="doc", disable=not show_progress):
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        try:
+            docs.append(split_document(item, splitter))
+        except EmptyDocumentError:
+            skipped.append(Skipped(str(item.metadata.get("source", item.doc_id)), "no sentences"))
+    for skip in skipped:
+        logger.warning("Skipped %s: %s", skip.ref, skip.reason)
+    return docs, skipped
+
+
+def plan_fingerprint(docs: Sequence[Document], encoder: Encoder, capacity: int, block: int) -> str:
+    """What must not change for a build to resume: the documents, their split, the encoder,
+    the chunk size and the block size."""
+    digest = hashlib.sha256()
+    identity = encoder.identity()
+    digest.update(json.dumps([identity.get("config_hash"), capacity, block]).encode())
+    for doc in docs:
+        digest.update(doc.doc_id.encode() + b"\0" + doc.text.encode() + b"\0")
+        for sentence in doc.sentences():
+            digest.update(b"%d:%d," % (sentence.start, sentence.end))
+    return digest.hexdigest()
+
+
+def _block_file(folder: Path, block: int) -> Path:
+    return folder / "blocks" / f"{block:06d}.npz"
+
+
+def encode_and_store(
+    engine: Engine,
+    version_id: int,
+    docs: Sequence[Document],
+    encoder: Encoder,
+    *,
+    folder: Path,
+    capacity: int,
+    block_documents: int,
+    fingerprint: str,
+    blocks_done: int = 0,
+    on_progress: Callable[[int, int], None] | None = None,
+    show_progress: bool,
+    encode_engine: EncodeEngine | None = None,
+) -> int:
+    """Stage 2: chunk, encode and insert the SQL rows of every document, block by block.
+
+    The vectors come from `encode_engine` (default: this process, `LocalEngine`).
+
+    Each block's vectors go to `<folder>/blocks/<n>.npz` first; its rows and the new count of
+    committed blocks then go to SQL in one transaction, so that SQL always says which blocks
+    a resumed build can skip. Returns the number of blocks.
+    """
+    (folder / "blocks").mkdir(exist_ok=True)
+    counter = UnitCounter(version_id)
+    counter.next.update(count_units(engine, version_id))  # after the blocks already committed
+    total = sum(doc.counts()["sentence"] for doc in docs)
+    starts = list(range(0, len(docs), block_documents))
+    done = sum(d.counts()["sentence"] for d in docs[: blocks_done * block_documents])
+    pending = (
+        add_chunks(docs[start : start + block_documents], encoder, capacity)
+        for start in starts[blocks_done:]
+    )
+    # closing(): an engine's resources (a local Ray) go as soon as the loop ends or fails
+    with (
+        tqdm(
+            total=total, initial=done, desc="encode", unit="sent", disable=not show_progress
+        ) as bar,
+        contextlib.closing(
+            (encode_engine or LocalEngine(encoder)).encode_blocks(pending)
+        ) as encoded,
+    ):
+        for b, (block, vectors) in enumerate(encoded, start=blocks_done):
+            arrays = {"document": np.stack([v.document.numpy() for v in vectors])}
+            for level, attr in (
+                ("section", "sections"),
+                ("paragraph", "paragraphs"),
+                ("sentence", "sentences"),
+                ("chunk", "chunks"),
+            ):
+                arrays[level] = np.concatenate([getattr(v, attr).numpy() for v in vectors])
+            with engine.begin() as conn:
+                ids = insert_documents(conn, version_id, block, counter)
+                target = _block_file(folder, b)
+                partial = target.with_suffix(".partial.npz")
+                np.savez(
+                    partial,
+                    **{f"{lv}_vectors": arrays[lv] for lv in LEVELS},
+                    **{f"{lv}_ids": np.asarray(ids[lv], np.int64) for lv in LEVELS},
+                )
+                os.replace(partial, target)
+                set_build_state(
+                    conn, version_id, {"fingerprint": fingerprint, "blocks_done": b + 1}
+                )
+            n = sum(len(v.sentences) for v in vectors)
+            done += n
+            bar.update(n)
+            if on_progress is not None:
+                on_progress(done, total)
+    return len(starts)
+
+
+def load_blocks(folder: Path, n_blocks: int, dim: int) -> LevelVectors:
+    """Every level's vectors and ids from the block files, in block order."""
+    out = LevelVectors()
+    for b in range(n_blocks):
+        with np.load(_block_file(folder, b)) as block:
+            for level in LEVELS:
+                out.vectors[level].append(block[f"{level}_vectors"].reshape(-1, dim))
+                out.ids[level].extend(block[f"{level}_ids"].tolist())
+    return out
+
+
+def write_vector_indexes(
+    folder: Path, vectors: LevelVectors, dim: int, settings: Settings
+) -> dict[str, LevelEntry]:
+    """Stage 3: one FAISS index plus float16 vectors and ids per level."""
+    use_gpu = settings.index.use_gpu == "auto" and gpu_count() > 0
+    levels: dict[str, LevelEntry] = {}
+    for level in LEVELS:
+        matrix, ids = vectors.stacked(level, dim)
+        # FAISS holds the vectors as they are stored and served (float16-rounded), so that unit
+        # search, SDR scoring and documents added later all score with the same numbers
+        matrix = matrix.astype(np.float16).astype(np.float32)  # (n, d)
+        factory = choose_factory(
+            len(ids), settings.index.flat_max_vectors, settings.index.large_factory
+        )
+        index = FaissIndex.build(
+            matrix, ids, factory, nprobe=settings.index.nprobe, use_gpu=use_gpu
+        )
+        files = {
+            "index_file": f"{level}.faiss",
+            "vectors_file": f"{level}.f16.npy",
+            "ids_file": f"{level}.ids.npy",
+        }
+        index.save(folder / files["index_file"])
+        np.save(folder / files["vectors_file"], matrix.astype(np.float16))
+        np.save(folder / files["ids_file"], ids)
+        levels[level] = {
+            "count": int(len(ids)),
+            "factory": factory,
+            **files,
+            "bytes": sum((folder / name).stat().st_size for name in files.values()),
+        }
+    return levels

@@ -1,0 +1,1 @@
+"""The `docsim` command line, one module per command group."""

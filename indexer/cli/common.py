@@ -1,0 +1,99 @@
+"""What every `docsim` command shares: the typer app, option types, error and settings
+helpers, logging setup and the top-level callback. The command modules register on `cli`."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from indexer.builder.engines import EngineError, EngineName
+from indexer.builder.pipeline import IndexBuildError
+from indexer.config import Settings, get_settings
+from indexer.jobs.queue import JobNotFoundError, JobStateError
+from indexer.logs import configure_logging
+from indexer.search.loaded_index import IndexMismatchError
+from indexer.store.db import DatabaseError
+from indexer.store.versions import NoActiveIndexError
+from indexer.text.corpus import CorpusError, CorpusFormat
+from models.loading import EncoderNotFoundError
+
+HELP = "The `docsim` command line: `index`, `info`, `reindex`, `worker`, `train-splitter`."
+
+logger = logging.getLogger("docsim")
+cli = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
+
+# Errors that are the user's to fix: one line on stderr, exit code 2, no traceback.
+USER_ERRORS = (
+    CorpusError,
+    EngineError,
+    IndexBuildError,
+    EncoderNotFoundError,
+    DatabaseError,
+    NoActiveIndexError,
+    JobNotFoundError,
+    JobStateError,
+    IndexMismatchError,
+)
+
+EncoderOption = Annotated[
+    str | None, typer.Option(help="Built-in encoder name (minilm) or a model directory.")
+]
+FormatOption = Annotated[CorpusFormat, typer.Option("--format", help="Corpus format.")]
+ProgressOption = Annotated[bool, typer.Option(help="Show progress bars.")]
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Where indexes and the SQLite file live (DOCSIM_DATA_DIR)."),
+]
+
+
+EngineOption = Annotated[
+    EngineName,
+    typer.Option(
+        "--engine",
+        help="Where the encode stage runs: `local` (this process) or `ray` (Ray Data; a local "
+        "Ray unless DOCSIM_RAY__ADDRESS names a cluster).",
+    ),
+]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"docsim: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def cli_settings(data_dir: Path | None) -> Settings:
+    settings = get_settings()
+    return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
+
+
+def existing_data_dir(settings: Settings) -> Settings:
+    """`settings`, for a command that only reads: it must not create the data directory."""
+    if not settings.data_dir.is_dir():
+        problem = "is not a directory" if settings.data_dir.exists() else "does not exist"
+        fail(
+            f"data directory {str(settings.data_dir)!r} {problem}: "
+            "run `docsim index` first, or pass --data-dir"
+        )
+    return settings
+
+
+def setup_logging(verbose: bool) -> None:
+    configure_logging(get_settings().log, verbose)
+
+
+def _raise_interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@cli.callback()
+def main_options(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """docsim: which documents in my collection are most like this one, and why?"""
+    setup_logging(verbose)
+    signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -1,0 +1,144 @@
+"""`docsim index`, `docsim info` and `docsim train-splitter`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from indexer.builder.engines import EngineName, make_encode_engine
+from indexer.builder.pipeline import build_index, prepare_data_dir
+from indexer.cli.common import (
+    USER_ERRORS,
+    DataDir,
+    EncoderOption,
+    EngineOption,
+    FormatOption,
+    ProgressOption,
+    cli,
+    cli_settings,
+    existing_data_dir,
+    fail,
+)
+from indexer.config import load_configured_encoder
+from indexer.store.db import make_engine, upgrade
+from indexer.store.units import count_units
+from indexer.store.versions import active_version, collect_garbage
+from indexer.text.corpus import SAMPLE_CORPUS, CorpusError, CorpusFormat, Skipped, read_corpus
+from indexer.text.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
+
+logger = logging.getLogger("docsim")
+
+
+@cli.command()
+def index(
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Corpus: a folder of .txt/.md files, a JSONL file or an AILA folder. "
+            "Default: the sample corpus shipped with docsim."
+        ),
+    ] = None,
+    encoder: EncoderOption = None,
+    fmt: FormatOption = CorpusFormat.auto,
+    data_dir: DataDir = None,
+    progress: ProgressOption = True,
+    encode_engine: EngineOption = EngineName.local,
+) -> None:
+    """Build a new index version of a corpus and publish it atomically."""
+    settings = cli_settings(data_dir)
+    corpus = path or SAMPLE_CORPUS
+    if path is None:
+        logger.info("No corpus given: indexing the shipped sample corpus %s", corpus)
+    try:
+        if settings.db.auto_migrate:
+            upgrade(settings.database_url)
+        model = load_configured_encoder(settings, encoder)
+        engine = make_engine(settings.database_url)
+        result = build_index(
+            corpus,
+            settings=settings,
+            engine=engine,
+            encoder=model,
+            splitter=load_splitter(settings.punkt_params),
+            fmt=fmt,
+            show_progress=progress,
+            encode_engine=make_encode_engine(
+                encode_engine.value, settings, model, settings.index.block_documents
+            ),
+        )
+    except USER_ERRORS as error:
+        fail(str(error))
+    except KeyboardInterrupt:
+        fail("interrupted: nothing was published and the active version is unchanged", code=130)
+    retired = collect_garbage(  # retention after every publish, as the worker does
+        engine,
+        prepare_data_dir(settings.data_dir),
+        keep_versions=settings.jobs.keep_versions,
+        grace_seconds=settings.jobs.retire_grace_seconds,
+    )
+    typer.echo(
+        json.dumps(
+            {
+                "version_id": result.version_id,
+                "path": str(result.path),
+                "counts": result.manifest["counts"],
+                "skipped": len(result.skipped),
+                "retired": retired,
+            },
+            indent=2,
+        )
+    )
+
+
+@cli.command()
+def info(data_dir: DataDir = None) -> None:
+    """Print the active version's manifest and its counts per level as JSON."""
+    settings = existing_data_dir(cli_settings(data_dir))
+    try:
+        if settings.db.auto_migrate:
+            upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        version = active_version(engine)
+        counts = count_units(engine, version.version_id)
+    except USER_ERRORS as error:
+        fail(str(error))
+    typer.echo(
+        json.dumps(
+            {
+                "version_id": version.version_id,
+                "path": version.path,
+                "counts": counts,
+                "manifest": version.manifest,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+    )
+
+
+@cli.command("train-splitter")
+def train_splitter(
+    corpora: Annotated[list[Path], typer.Argument(help="Corpora to learn from (any format).")],
+    out: Annotated[
+        Path, typer.Option(help="Where to write the Punkt parameters (JSON).")
+    ] = DEFAULT_PARAMS,
+    max_documents: Annotated[int, typer.Option(help="Documents sampled per corpus.")] = 300,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+) -> None:
+    """Train Punkt sentence-splitting parameters offline on your own corpora."""
+    texts: list[str] = []
+    try:
+        for corpus in corpora:
+            docs = [d.text for d in read_corpus(corpus) if not isinstance(d, Skipped)]
+            random.Random(seed).shuffle(docs)
+            texts.extend(docs[:max_documents])
+    except CorpusError as error:
+        fail(str(error))
+    logger.info("Training Punkt on %d documents", len(texts))
+    out.write_text(params_to_json(train_params(texts)), encoding="utf-8")
+    logger.info("Wrote %s", out)

@@ -1,0 +1,128 @@
+"""`docsim reindex` (one job in the foreground) and `docsim worker` (queued jobs)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from indexer.builder.engines import EngineName
+from indexer.cli.common import (
+    USER_ERRORS,
+    DataDir,
+    EncoderOption,
+    EngineOption,
+    FormatOption,
+    ProgressOption,
+    cli,
+    cli_settings,
+    fail,
+)
+from indexer.jobs.queue import claim_job, create_job, get_job, retry_job, running_job
+from indexer.jobs.worker import CURRENT, ReindexParameters, Worker, execute, worker_name
+from indexer.store.db import make_engine, upgrade
+from indexer.store.tables import JobStatus
+from indexer.text.corpus import CorpusError, CorpusFormat
+
+logger = logging.getLogger("docsim")
+
+
+@cli.command()
+def reindex(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A corpus path, or `current` to re-encode the stored documents of the active "
+            "version."
+        ),
+    ] = CURRENT,
+    encoder: EncoderOption = None,
+    fmt: FormatOption = CorpusFormat.auto,
+    chunk_tokens: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
+    block_documents: Annotated[int | None, typer.Option(help="Documents per block.")] = None,
+    encode_engine: EngineOption = EngineName.local,
+    retry: Annotated[
+        int | None,
+        typer.Option(help="Run this failed or cancelled job again (resuming its build)."),
+    ] = None,
+    data_dir: DataDir = None,
+    progress: ProgressOption = True,
+) -> None:
+    """Run a reindex job in the foreground: the same job as POST /jobs/reindex, recorded in
+    the jobs table, with a progress bar. A running service swaps to the result."""
+    settings = cli_settings(data_dir)
+    try:
+        if settings.db.auto_migrate:
+            upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        if retry is not None:
+            job = retry_job(engine, retry)
+        else:
+            if source != CURRENT:
+                source = str(Path(source).resolve())
+                if not Path(source).exists():
+                    raise CorpusError(f"corpus path {source!r} does not exist")
+            params = ReindexParameters(
+                source=source,
+                encoder=encoder,
+                format=fmt.value,
+                chunk_tokens=chunk_tokens,
+                block_documents=block_documents,
+                engine=encode_engine.value,
+            )
+            job = create_job(engine, "reindex", vars(params))
+        name = worker_name()
+        claimed = claim_job(engine, job.job_id, name)
+        if claimed is None:
+            running = running_job(engine)
+            message = (
+                f"job {running.job_id} is running; job {job.job_id} stays queued for a worker"
+                if running is not None
+                else f"job {job.job_id} could not be claimed"
+            )
+            fail(message)
+        status = execute(claimed, settings, engine, worker=name, show_progress=progress)
+    except USER_ERRORS as error:
+        fail(str(error))
+    except KeyboardInterrupt:
+        fail(
+            f"interrupted: job {job.job_id} failed and its build was kept; "
+            f"`docsim reindex --retry {job.job_id}` resumes it",
+            code=130,
+        )
+    final = get_job(engine, job.job_id)
+    typer.echo(
+        json.dumps(
+            {
+                "job_id": final.job_id,
+                "status": final.status,
+                "index_version": final.published_version,
+                "build_version": final.version_id,
+                "error": final.error,
+            }
+        )
+    )
+    if status != JobStatus.succeeded:
+        raise typer.Exit(1)
+
+
+@cli.command()
+def worker(data_dir: DataDir = None) -> None:
+    """Run queued jobs until stopped (SIGTERM or Ctrl-C: a running job's build is kept and
+    its job failed; retrying it resumes the build)."""
+    settings = cli_settings(data_dir)
+    if settings.db.auto_migrate:
+        upgrade(settings.database_url)
+    runner = Worker(settings, make_engine(settings.database_url))
+
+    def stop(signum: int, _frame: Any) -> None:
+        logger.info("Signal %d: stopping after the current block", signum)
+        runner.stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    runner.run()

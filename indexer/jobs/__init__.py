@@ -1,0 +1,1 @@
+"""Background work on a published index: the job queue, the worker and document changes."""

@@ -1,0 +1,326 @@
+"""Running reindex jobs: claim, build with heartbeats and progress, publish, clean up.
+
+`Worker.run` is the loop behind `docsim worker` and the service's embedded worker;
+`run_reindex` runs one claimed job (also used by `docsim reindex` in the foreground).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from indexer.builder.engines import make_encode_engine
+from indexer.builder.pipeline import BuildHooks, BuildResult, build_index, prepare_data_dir
+from indexer.config import Settings, load_configured_encoder
+from indexer.jobs.queue import (
+    JobRow,
+    claim_next,
+    finish_job,
+    heartbeat,
+    reap_stale,
+    set_job_message,
+    set_job_version,
+    update_progress,
+)
+from indexer.store.reader import stored_documents
+from indexer.store.tables import JobStatus
+from indexer.store.versions import active_version, collect_garbage, version_row
+from indexer.text.corpus import CorpusFormat
+from indexer.text.sentences import load_splitter
+
+logger = logging.getLogger(__name__)
+
+CURRENT = "current"
+
+
+class JobCancelledError(Exception):
+    """The job was cancelled while it ran."""
+
+
+class WorkerStoppingError(Exception):
+    """The worker is shutting down; the job's build is kept to resume."""
+
+
+@dataclass(frozen=True)
+class ReindexParameters:
+    """What a reindex job rebuilds: a corpus folder or file, or `current` (the stored
+    documents of the active version), with an encoder and index options."""
+
+    source: str
+    encoder: str | None = None
+    format: str = "auto"
+    chunk_tokens: int | None = None
+    block_documents: int | None = None
+    engine: str = "local"  # where the encode stage runs: `local` or `ray`
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ReindexParameters:
+        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+def run_reindex(
+    job: JobRow,
+    settings: Settings,
+    engine: Engine,
+    *,
+    worker: str,
+    stop: threading.Event | None = None,
+    show_progress: bool = False,
+) -> BuildResult:
+    """Run one claimed reindex job to the end; the caller records the outcome.
+
+    Raises:
+        JobCancelledError: a cancel was requested (the build was removed).
+        WorkerStoppingError: `stop` was set (the build is suspended, a retry resumes it).
+        Exception: any build error (the build is suspended, a retry resumes it).
+    """
+    params = ReindexParameters.from_dict(job.parameters)
+    index_settings = settings.index.model_copy(
+        update={
+            k: v
+            for k, v in (
+                ("chunk_tokens", params.chunk_tokens),
+                ("block_documents", params.block_documents),
+            )
+            if v is not None
+        }
+    )
+    settings = settings.model_copy(update={"index": index_settings})
+    cancel = threading.Event()
+    stop = stop or threading.Event()
+    first: list[tuple[float, int]] = []  # (time, done) at the first committed block
+    last_report = [0.0]
+
+    def on_progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if not first:
+            first.append((now, done))
+        if now - last_report[0] >= 0.5 or done >= total:
+            last_report[0] = now
+            since, base = first[0]
+            rate = (done - base) / (now - since) if now > since and done > base else None
+            eta = (total - done) / rate if rate else None
+            update_progress(
+                engine,
+                job.job_id,
+                done=done,
+                total=total,
+                rate=round(rate, 1) if rate else None,
+                eta_seconds=round(eta, 1) if eta is not None else None,
+                message="encoding",
+            )
+        if cancel.is_set():
+            raise JobCancelledError(f"job {job.job_id} was cancelled")
+        if stop.is_set():
+            raise WorkerStoppingError("the worker is stopping; retry the job to resume")
+
+    resume = None
+    if job.version_id is not None:
+        row = version_row(engine, job.version_id)
+        if row is not None and row.status in ("suspended", "building"):
+            resume = job.version_id
+    hooks = BuildHooks(
+        on_version=lambda v: set_job_version(engine, job.job_id, v),
+        on_progress=on_progress,
+        resume_version=resume,
+        keep_on_failure=lambda error: not isinstance(error, JobCancelledError),
+    )
+    encoder_name = params.encoder
+    if encoder_name is None and params.source == CURRENT:  # `current` keeps its encoder
+        recorded = active_version(engine).manifest["encoder"]
+        encoder_name = recorded.get("source") or recorded["name"]
+    encoder = load_configured_encoder(settings, encoder_name)
+    encode_engine = make_encode_engine(
+        params.engine, settings, encoder, settings.index.block_documents
+    )
+    with heartbeats(engine, job.job_id, worker, settings.jobs.heartbeat_seconds, cancel):
+        update_progress(engine, job.job_id, done=0, total=None, message="reading the source")
+        if params.source == CURRENT:
+            current = active_version(engine)
+            return build_index(
+                None,
+                settings=settings,
+                engine=engine,
+                encoder=encoder,
+                splitter=load_splitter(settings.punkt_params),
+                documents=stored_documents(engine, current.version_id),
+                source_label=f"current (stored documents of version {current.version_id})",
+                hooks=hooks,
+                show_progress=show_progress,
+                encode_engine=encode_engine,
+            )
+        return build_index(
+            Path(params.source),
+            settings=settings,
+            engine=engine,
+            encoder=encoder,
+            splitter=load_splitter(settings.punkt_params),
+            fmt=CorpusFormat(params.format),
+            hooks=hooks,
+            show_progress=show_progress,
+            encode_engine=encode_engine,
+        )
+
+
+@contextlib.contextmanager
+def heartbeats(
+    engine: Engine, job_id: int, worker: str, seconds: float, cancel: threading.Event
+) -> Iterator[None]:
+    """Send the job's heartbeats from a thread while the block runs; `cancel` is set when a
+    cancel is requested."""
+    beating = threading.Event()
+
+    def beat() -> None:
+        while not beating.wait(seconds):
+            try:
+                if heartbeat(engine, job_id, worker):
+                    cancel.set()
+            except Exception:  # a transient database error must not kill the heartbeat
+                logger.exception("heartbeat of job %d failed", job_id)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{job_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        beating.set()
+        thread.join()
+
+
+def after_publishing(
+    job: JobRow,
+    version_id: int,
+    settings: Settings,
+    engine: Engine,
+    *,
+    worker: str,
+    on_published: Callable[[int], None],
+) -> str:
+    """Call `on_published` (the embedded worker: load the version into the service) while the
+    job still runs, with heartbeats, as loading may outlast `stale_after_seconds`. Its failure
+    is logged, not raised (the version is live all the same). Returns the job's final message."""
+    message = f"published version {version_id}"
+    set_job_message(engine, job.job_id, f"{message}; loading it")
+    try:
+        with heartbeats(
+            engine, job.job_id, worker, settings.jobs.heartbeat_seconds, threading.Event()
+        ):
+            on_published(version_id)
+    except Exception as error:
+        logger.exception("Job %d: loading version %d failed", job.job_id, version_id)
+        return f"{message}; loading it failed ({type(error).__name__}: {error})"
+    return message
+
+
+def execute(
+    job: JobRow,
+    settings: Settings,
+    engine: Engine,
+    *,
+    worker: str,
+    stop: threading.Event | None = None,
+    show_progress: bool = False,
+    on_published: Callable[[int], None] | None = None,
+) -> str:
+    """Run a claimed job and record how it ended; returns the final status.
+
+    `on_published` runs before the job turns `succeeded`: the embedded worker passes the
+    service's `Runtime.serve_published`, so that once a job reads succeeded, its process
+    already answers from the version. A separate worker cannot know when API processes swap
+    (`JobOut.served` tells)."""
+    try:
+        result = run_reindex(
+            job, settings, engine, worker=worker, stop=stop, show_progress=show_progress
+        )
+    except JobCancelledError:
+        finish_job(
+            engine, job.job_id, JobStatus.cancelled, message="cancelled; nothing was published"
+        )
+        logger.info("Job %d cancelled", job.job_id)
+        return JobStatus.cancelled
+    except BaseException as error:  # noqa: BLE001 - every failure is recorded on the job
+        reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        finish_job(engine, job.job_id, JobStatus.failed, error=reason, message="failed")
+        logger.error("Job %d failed: %s", job.job_id, reason)
+        if not isinstance(error, Exception):
+            raise  # KeyboardInterrupt / SystemExit: stop the process after recording it
+        return JobStatus.failed
+    message = f"published version {result.version_id}"
+    if on_published is not None:
+        message = after_publishing(
+            job, result.version_id, settings, engine, worker=worker, on_published=on_published
+        )
+    finish_job(engine, job.job_id, JobStatus.succeeded, message=message)
+    logger.info("Job %d published version %d", job.job_id, result.version_id)
+    collect_garbage(
+        engine,
+        prepare_data_dir(settings.data_dir),
+        keep_versions=settings.jobs.keep_versions,
+        grace_seconds=settings.jobs.retire_grace_seconds,
+    )
+    return JobStatus.succeeded
+
+
+class Worker:
+    """Claims queued jobs and runs them, one at a time."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        *,
+        name: str | None = None,
+        on_published: Callable[[int], None] | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.name = name or worker_name()
+        self.on_published = on_published
+        self.show_progress = show_progress
+        self.stop = threading.Event()
+
+    def run_once(self) -> JobRow | None:
+        """Fail dead workers' jobs, then run the next queued job if there is one."""
+        for job_id in reap_stale(self.engine, self.settings.jobs.stale_after_seconds):
+            logger.warning("Job %d lost its worker; marked failed (retry to resume)", job_id)
+        job = claim_next(self.engine, self.name)
+        if job is None:
+            return None
+        logger.info("Worker %s runs job %d (attempt %d)", self.name, job.job_id, job.attempts)
+        execute(
+            job,
+            self.settings,
+            self.engine,
+            worker=self.name,
+            stop=self.stop,
+            show_progress=self.show_progress,
+            on_published=self.on_published,
+        )
+        return job
+
+    def run(self) -> None:
+        """Until `stop` is set: run jobs as they come, polling when idle."""
+        logger.info("Worker %s started", self.name)
+        while not self.stop.is_set():
+            try:
+                if self.run_once() is None:
+                    self.stop.wait(self.settings.jobs.poll_seconds)
+            except Exception:
+                logger.exception("Worker %s: unexpected error; continuing", self.name)
+                self.stop.wait(self.settings.jobs.poll_seconds)
+        logger.info("Worker %s stopped", self.name)

@@ -1,0 +1,127 @@
+"""Okapi BM25 over the documents' texts, changed one document at a time.
+
+Scores are bm25s' defaults (the Lucene variant, k1 = 1.5, b = 0.75, English stop words):
+
+    score(q, d) = sum over query tokens t of idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))
+    idf(t) = log(1 + (N - df + 0.5) / (df + 0.5))
+
+bm25s tokenises; the index keeps its own postings (token -> documents and term frequencies)
+so that adding or removing a document touches that document's tokens only. A change returns
+a new index that shares every untouched posting with the old one (copy on write): requests
+still running on the old version keep a consistent index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+K1 = 1.5
+B = 0.75
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """bm25s' tokenisation (lower case, English stop words removed), as strings."""
+    import bm25s
+
+    if not texts:
+        return []
+    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+
+
+@dataclass(frozen=True)
+class Posting:
+    """The documents holding one token `(n,)` (ascending ids), its count in each `(n,)` and
+    their lengths `(n,)` (a document never changes: an edit is a removal and an addition)."""
+
+    doc_ids: np.ndarray
+    counts: np.ndarray
+    lengths: np.ndarray
+
+
+class Bm25Index:
+    """BM25 postings of a collection, keyed by the documents' ids (not their positions)."""
+
+    def __init__(
+        self,
+        postings: dict[str, Posting],
+        lengths: dict[int, int],
+        terms: dict[int, tuple[str, ...]],
+    ) -> None:
+        self._postings = postings
+        self._lengths = lengths  # doc id -> tokens after stop words
+        self._terms = terms  # doc id -> its distinct tokens (to undo its postings)
+        self._total = sum(lengths.values())
+
+    @classmethod
+    def build(cls, doc_ids: Iterable[int], texts: Sequence[str]) -> Bm25Index:
+        return cls({}, {}, {}).with_changes(removed=(), added=zip(doc_ids, texts, strict=True))
+
+    @property
+    def n_documents(self) -> int:
+        return len(self._lengths)
+
+    def with_changes(self, removed: Iterable[int], added: Iterable[tuple[int, str]]) -> Bm25Index:
+        """A new index without the `removed` documents and with the `added` ones."""
+        added = list(added)
+        postings, lengths, terms = dict(self._postings), dict(self._lengths), dict(self._terms)
+        drop: dict[str, set[int]] = {}
+        for doc_id in removed:
+            for token in terms.pop(doc_id):
+                drop.setdefault(token, set()).add(doc_id)
+            del lengths[doc_id]
+        put: dict[str, list[tuple[int, int, int]]] = {}
+        for (doc_id, _), tokens in zip(added, tokenize([text for _, text in added]), strict=True):
+            counts = Counter(tokens)
+            for token, count in counts.items():
+                put.setdefault(token, []).append((doc_id, count, len(tokens)))
+            lengths[doc_id] = len(tokens)
+            terms[doc_id] = tuple(counts)
+        for token in drop.keys() | put.keys():
+            postings[token] = _changed(postings.get(token), drop.get(token, ()), put.get(token, []))
+            if not len(postings[token].doc_ids):
+                del postings[token]
+        return Bm25Index(postings, lengths, terms)
+
+    def scores(self, text: str, doc_ids: np.ndarray) -> np.ndarray:
+        """The BM25 score of each of `doc_ids` `(D,)` (ascending ids) for the query `text`;
+        all 0 when the query has no token that a document holds.
+
+        The arithmetic is bm25s' own, so that the scores are bm25s' to the bit: each (token,
+        document) term is rounded to float32, and the terms are summed in float32 in the
+        order of the query's tokens (a repeated token counts each time)."""
+        out = np.zeros(len(doc_ids), dtype=np.float32)
+        tokens = [t for t in tokenize([text])[0] if t in self._postings] if text else []
+        if not tokens or not len(doc_ids):
+            return out.astype(np.float64)
+        n, average = len(self._lengths), self._total / len(self._lengths)
+        for token in tokens:
+            posting = self._postings[token]
+            df = len(posting.doc_ids)
+            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            rows = np.minimum(np.searchsorted(doc_ids, posting.doc_ids), len(doc_ids) - 1)
+            present = doc_ids[rows] == posting.doc_ids  # (n_t,) documents of this ranking
+            tf = posting.counts[present].astype(np.float32)
+            norm = K1 * ((1 - B) + B * posting.lengths[present] / average)  # float64
+            out[rows[present]] += (idf * (tf / (norm + tf))).astype(np.float32)
+        return out.astype(np.float64)
+
+
+def _changed(old: Posting | None, drop: Iterable[int], put: list[tuple[int, int, int]]) -> Posting:
+    """`old` without the documents of `drop`, with those of `put` (id, count, length),
+    ascending by id."""
+    empty = Posting(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32))
+    old = old if old is not None else empty
+    keep = ~np.isin(old.doc_ids, np.fromiter(drop, np.int64))
+    new = np.array(put, dtype=np.int64).reshape(-1, 3)  # (a, 3)
+    doc_ids = np.concatenate([old.doc_ids[keep], new[:, 0]])
+    order = np.argsort(doc_ids, kind="stable")
+    return Posting(
+        doc_ids[order],
+        np.concatenate([old.counts[keep], new[:, 1].astype(np.int32)])[order],
+        np.concatenate([old.lengths[keep], new[:, 2].astype(np.int32)])[order],
+    )

@@ -1,0 +1,243 @@
+"""One version held in memory to answer queries.
+
+`LoadedIndex.load` reads the manifest, the FAISS index and float16 vectors of every level, and
+the structure (which sentences make which paragraph, which paragraphs which document) from
+SQL. Texts stay in SQL and are fetched per result (`indexer.store.reader`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sqlalchemy import Engine, func, select
+
+from indexer.store.tables import documents, paragraphs, sentences
+from indexer.store.units import level_ids, stored_additions
+from indexer.store.vector_index import FaissIndex
+from indexer.store.versions import VersionRow
+from indexer.text.documents import LEVELS
+from models.scoring import RaggedCollection
+
+logger = logging.getLogger(__name__)
+
+
+class IndexMismatchError(RuntimeError):
+    """The index on disk does not match its manifest or the serving encoder."""
+
+
+@dataclass
+class LoadedIndex:
+    """One published version, ready to answer queries.
+
+    Attributes:
+        version_id: the version.
+        manifest: its manifest.
+        indices: the FAISS index of each level.
+        vectors: float32 unit vectors of each level `(n, d)`, row-aligned with `ids`.
+        ids: int64 ids of each level `(n,)`, ascending.
+        collection: sentences grouped into paragraphs and documents, for SDR scoring.
+        doc_ids: `(D,)` document ids in collection order; `doc_paragraph_start` `(D + 1,)`
+            and `paragraph_sentence_start` `(J + 1,)` are offsets into the next level.
+        paragraph_ids: `(J,)` paragraph ids in collection order.
+    """
+
+    version_id: int
+    path: Path
+    manifest: dict[str, Any]
+    indices: dict[str, FaissIndex]
+    vectors: dict[str, torch.Tensor]
+    ids: dict[str, np.ndarray]
+    collection: RaggedCollection
+    doc_ids: np.ndarray
+    external_ids: list[str]
+    titles: list[str]
+    paragraph_ids: np.ndarray
+    doc_paragraph_start: np.ndarray
+    paragraph_sentence_start: np.ndarray
+    revision: int = 0
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.doc_ids)
+
+    @classmethod
+    def load(cls, engine: Engine, version: VersionRow) -> LoadedIndex:
+        """The version's files, plus the document changes committed to SQL since its build
+        (added documents' vectors from `document_vectors`, deleted ones left out)."""
+        if version.manifest is None:
+            raise IndexMismatchError(f"version {version.version_id} has no manifest")
+        manifest, path = version.manifest, Path(version.path)
+        indices, vectors, ids = {}, {}, {}
+        for level in LEVELS:
+            info = manifest["levels"][level]
+            indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
+            ids[level] = np.load(path / info["ids_file"])
+            vectors[level] = torch.from_numpy(
+                np.load(path / info["vectors_file"]).astype(np.float32)
+            )
+            if len(ids[level]) != info["count"] or indices[level].count != info["count"]:
+                raise IndexMismatchError(
+                    f"{level} files of version {version.version_id} do not match its manifest"
+                )
+        if version.revision:
+            added = stored_additions(engine, version.version_id)
+            for level in LEVELS:
+                current = np.asarray(level_ids(engine, version.version_id, level), np.int64)
+                gone = ids[level][~np.isin(ids[level], current)]
+                _apply_level(indices, vectors, ids, level, gone, *added[level], copy=False)
+        return cls._assemble(
+            engine, version.version_id, manifest, path, indices, vectors, ids, version.revision
+        )
+
+    def with_changes(
+        self,
+        engine: Engine,
+        removed: dict[str, np.ndarray],
+        added: dict[str, tuple[np.ndarray, np.ndarray]],
+        revision: int,
+    ) -> LoadedIndex:
+        """A new index with units removed and added (copy on write: this one keeps serving
+        the requests that hold it). The structure is read again from SQL, which must already
+        hold the change."""
+        indices, vectors, ids = dict(self.indices), dict(self.vectors), dict(self.ids)
+        for level in LEVELS:
+            _apply_level(
+                indices,
+                vectors,
+                ids,
+                level,
+                removed.get(level, np.empty(0, np.int64)),
+                *added.get(level, (np.empty(0, np.int64), np.empty((0, self.dim), np.float32))),
+                copy=True,
+            )
+        return self._assemble(
+            engine, self.version_id, self.manifest, self.path, indices, vectors, ids, revision
+        )
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @classmethod
+    def _assemble(
+        cls,
+        engine: Engine,
+        vid: int,
+        manifest: dict[str, Any],
+        path: Path,
+        indices: dict[str, FaissIndex],
+        vectors: dict[str, torch.Tensor],
+        ids: dict[str, np.ndarray],
+        revision: int,
+    ) -> LoadedIndex:
+        with engine.connect() as conn:
+            docs = conn.execute(
+                select(documents.c.doc_id, documents.c.external_id, documents.c.title)
+                .where(documents.c.version_id == vid)
+                .order_by(documents.c.doc_id)
+            ).all()
+            para_rows = conn.execute(
+                select(paragraphs.c.paragraph_id, paragraphs.c.doc_id)
+                .where(paragraphs.c.version_id == vid)
+                .order_by(paragraphs.c.paragraph_id)
+            ).all()
+            sentence_counts = dict(
+                conn.execute(
+                    select(sentences.c.paragraph_id, func.count())
+                    .where(sentences.c.version_id == vid)
+                    .group_by(sentences.c.paragraph_id)
+                ).all()
+            )
+        doc_ids = np.array([d.doc_id for d in docs], dtype=np.int64)
+        paragraph_ids = np.array([p[0] for p in para_rows], dtype=np.int64)
+        paragraph_docs = np.array([p[1] for p in para_rows], dtype=np.int64)
+        paragraph_lengths = np.array(
+            [sentence_counts.get(p[0], 0) for p in para_rows], dtype=np.int64
+        )
+        document_lengths = np.searchsorted(paragraph_docs, doc_ids, side="right") - np.searchsorted(
+            paragraph_docs, doc_ids, side="left"
+        )
+        if (
+            not np.array_equal(paragraph_ids, ids["paragraph"])
+            or not np.array_equal(doc_ids, ids["document"])
+            or int(paragraph_lengths.sum()) != len(ids["sentence"])
+            or any(indices[lv].count != len(ids[lv]) for lv in LEVELS)
+        ):
+            raise IndexMismatchError(f"SQL rows and vectors of version {vid} disagree")
+        collection = RaggedCollection(
+            sentences=vectors["sentence"],
+            paragraph_lengths=torch.from_numpy(paragraph_lengths),
+            document_lengths=torch.from_numpy(document_lengths),
+        )
+        logger.info(
+            "Loaded version %d (revision %d): %d documents, %d sentences",
+            vid,
+            revision,
+            len(doc_ids),
+            len(ids["sentence"]),
+        )
+        return cls(
+            version_id=vid,
+            path=path,
+            manifest=manifest,
+            indices=indices,
+            vectors=vectors,
+            ids=ids,
+            collection=collection,
+            doc_ids=doc_ids,
+            external_ids=[d.external_id for d in docs],
+            titles=[d.title for d in docs],
+            paragraph_ids=paragraph_ids,
+            doc_paragraph_start=np.concatenate([[0], np.cumsum(document_lengths)]),
+            paragraph_sentence_start=np.concatenate([[0], np.cumsum(paragraph_lengths)]),
+            revision=revision,
+        )
+
+
+def _apply_level(
+    indices: dict[str, FaissIndex],
+    vectors: dict[str, torch.Tensor],
+    ids: dict[str, np.ndarray],
+    level: str,
+    removed: np.ndarray,
+    added_ids: np.ndarray,
+    added_vectors: np.ndarray,
+    *,
+    copy: bool,
+) -> None:
+    """Remove `removed` ids and append `added` (larger) ids at one level, keeping the rows
+    sorted by id; with `copy`, the FAISS index is copied first instead of changed in place.
+
+    Either side may be empty (a deletion adds nothing, an addition removes nothing); an empty
+    side arrives as a `(0,)` or `(0, 0)` array."""
+    removed = np.asarray(removed, np.int64).reshape(-1)  # (r,)
+    added_ids = np.asarray(added_ids, np.int64).reshape(-1)  # (a,)
+    if not len(removed) and not len(added_ids):
+        return
+    dim = vectors[level].shape[1]
+    keep = ~np.isin(ids[level], removed)  # (n,)
+    if int((~keep).sum()) != len(np.unique(removed)):
+        raise IndexMismatchError(f"{level} ids to remove are not all in the index")
+    new_ids = np.concatenate([ids[level][keep], added_ids])
+    if len(new_ids) > 1 and not np.all(np.diff(new_ids) > 0):
+        raise IndexMismatchError(f"added {level} ids are not above the existing ones")
+    if len(added_ids):
+        added = torch.from_numpy(np.asarray(added_vectors, np.float32))  # (a, d)
+        if tuple(added.shape) != (len(added_ids), dim):
+            raise IndexMismatchError(
+                f"{level}: {len(added_ids)} added ids but vectors of shape {tuple(added.shape)}"
+            )
+    else:
+        added = torch.empty(0, dim)
+    vectors[level] = torch.cat([vectors[level][torch.from_numpy(keep)], added])
+    index = indices[level].copy() if copy else indices[level]
+    if index.remove(removed) != len(np.unique(removed)):
+        raise IndexMismatchError(f"{level} ids to remove are not all in the FAISS index")
+    index.add(added.numpy(), added_ids)
+    indices[level] = index
+    ids[level] = new_ids

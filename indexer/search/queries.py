@@ -1,0 +1,94 @@
+"""Query documents: a posted document encoded once per level, or an indexed one read back."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sqlalchemy import Engine
+
+from indexer.search.loaded_index import LoadedIndex
+from indexer.search.types import Query
+from indexer.store.reader import (
+    document_section_titles,
+    document_texts,
+    document_units,
+    paragraph_offsets,
+)
+from indexer.text.chunking import add_chunks
+from indexer.text.documents import Document
+from models.encoder import Encoder
+
+
+def encode_document(encoder: Encoder, document: Document) -> Query:
+    """A posted (not indexed) document as a query. Only its sentences are encoded now: that
+    is all exhaustive SDR scoring needs; `encode_levels` adds the rest when first needed."""
+    paragraphs = list(document.paragraphs())
+    sentences = list(document.sentences())
+    return Query(
+        text=document.text,
+        paragraphs=[(p.start, p.end) for p in paragraphs],
+        sentence_vectors=encoder.encode([document.text[s.start : s.end] for s in sentences]),
+        paragraph_lengths=torch.tensor([len(p.sentences) for p in paragraphs], dtype=torch.long),
+        level_vectors={},
+        level_spans={
+            "document": [(0, len(document.text))],
+            "section": [(s.start, s.end) for s in document.sections],
+            "paragraph": [(p.start, p.end) for p in paragraphs],
+            "sentence": [(s.start, s.end) for s in sentences],
+        },
+        bm25_text=document.text,
+        document=document,
+        title=document.title,
+        section_titles=[s.title for s in document.sections],
+    )
+
+
+def encode_levels(encoder: Encoder, query: Query, chunk_tokens: int) -> None:
+    """Fill in a posted query's document, section, paragraph and chunk vectors: only the
+    chunks are new work, the sentence vectors are reused."""
+    if query.document is None:
+        raise ValueError("the query has no document to encode")
+    doc = add_chunks([query.document], encoder, chunk_tokens)[0]
+    vectors = encoder.encode_documents(
+        [doc.encoder_input()], sentence_vectors=[query.sentence_vectors]
+    )[0]
+    query.level_vectors.update(
+        document=vectors.document[None],
+        section=vectors.sections,
+        paragraph=vectors.paragraphs,
+        sentence=vectors.sentences,
+        chunk=vectors.chunks,
+    )
+    query.level_spans["chunk"] = [(c.start, c.end) for c in doc.chunks]
+
+
+def indexed_query(index: LoadedIndex, engine: Engine, d: int, sentence_start: np.ndarray) -> Query:
+    """The stored vectors of the indexed document at position `d`, as a query that excludes
+    itself; `sentence_start` `(D + 1,)` is each document's first sentence row."""
+    p0, p1 = index.doc_paragraph_start[d], index.doc_paragraph_start[d + 1]
+    s0, s1 = sentence_start[d], sentence_start[d + 1]
+    doc_id = int(index.doc_ids[d])
+    paragraph_ids = index.paragraph_ids[p0:p1].tolist()
+    offsets = paragraph_offsets(engine, paragraph_ids)
+    text = document_texts(engine, [doc_id])[doc_id]
+    level_vectors, level_spans = {}, {}
+    for level in ("section", "paragraph", "sentence", "chunk"):
+        unit_rows = document_units(engine, level, doc_id)
+        ids = np.array([r[0] for r in unit_rows], dtype=np.int64)
+        rows = np.searchsorted(index.ids[level], ids)
+        level_vectors[level] = index.vectors[level][torch.from_numpy(rows)]
+        level_spans[level] = [(r[1], r[2]) for r in unit_rows]
+    level_vectors["document"] = index.vectors["document"][d : d + 1]
+    level_spans["document"] = [(0, len(text))]
+    return Query(
+        text=text,
+        paragraphs=[offsets[p] for p in paragraph_ids],
+        sentence_vectors=index.collection.sentences[s0:s1],
+        paragraph_lengths=index.collection.paragraph_lengths[p0:p1],
+        level_vectors=level_vectors,
+        level_spans=level_spans,
+        source_index=d,
+        bm25_text=text,
+        title=index.titles[d],
+        section_titles=document_section_titles(engine, doc_id),
+    )

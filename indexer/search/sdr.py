@@ -1,0 +1,186 @@
+"""SDR's hierarchical scoring over a loaded version (`models.scoring` holds the maths).
+
+Exhaustive mode scores the given documents and normalises over them (the reference). Candidate
+mode takes the z-score statistics from a fixed random sample of the collection instead, so that
+they do not depend on which documents were retrieved.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from cachetools import LRUCache
+
+from indexer.search.loaded_index import LoadedIndex
+from indexer.search.types import ParagraphStats, Query
+from models.scoring import (
+    RaggedCollection,
+    document_scores,
+    normalize_rows,
+    paragraph_similarity,
+    row_stats,
+)
+
+
+@dataclass
+class SdrScores:
+    """SDR scores of every document `(D,)` (-inf where not scored), the paragraph matrix
+    `(I, J)` (normalised when asked), each scored document's first column in it `(D,)` (-1
+    elsewhere), and the statistics it was normalised with."""
+
+    scores: np.ndarray
+    pmatrix: torch.Tensor
+    first_column: np.ndarray
+    stats: ParagraphStats | None
+
+
+class SdrScorer:
+    """SDR scoring of one loaded version. The collection's sentences sit on `device` (a GPU
+    when there is one), copied there once; statistics of indexed sources are remembered."""
+
+    def __init__(
+        self,
+        index: LoadedIndex,
+        device: torch.device,
+        stats_sample: np.ndarray,
+        default_population: Callable[[], str],
+        sentences_on_device: torch.Tensor | None = None,
+    ) -> None:
+        self.index = index
+        self.doc_sentence_start = index.paragraph_sentence_start[index.doc_paragraph_start]
+        if sentences_on_device is None:
+            sentences_on_device = index.collection.sentences.to(device)
+        self.collection = RaggedCollection(
+            sentences=sentences_on_device,
+            paragraph_lengths=index.collection.paragraph_lengths,
+            document_lengths=index.collection.document_lengths,
+        )
+        self.stats_sample = stats_sample  # (S,) sorted document positions
+        self._default_population = default_population
+        self._sample_cache: RaggedCollection | None = None
+        self._source_stats: LRUCache[int, ParagraphStats] = LRUCache(maxsize=4096)
+        self._lock = threading.Lock()
+
+    def sub_collection(self, docs: np.ndarray) -> tuple[RaggedCollection, np.ndarray]:
+        """The sentences of `docs` as a ragged collection, and each document's first column
+        in the paragraph matrix `(len(docs),)`."""
+        index = self.index
+        p_start, s_start = index.doc_paragraph_start, self.doc_sentence_start
+        sentence_rows = _ranges(s_start[docs], s_start[docs + 1])
+        paragraph_rows = _ranges(p_start[docs], p_start[docs + 1])
+        sentences = self.collection.sentences
+        collection = RaggedCollection(
+            sentences=sentences[torch.from_numpy(sentence_rows).to(sentences.device)],
+            paragraph_lengths=index.collection.paragraph_lengths[torch.from_numpy(paragraph_rows)],
+            document_lengths=index.collection.document_lengths[torch.from_numpy(docs)],
+        )
+        lengths = p_start[docs + 1] - p_start[docs]
+        return collection, np.concatenate([[0], np.cumsum(lengths)[:-1]])
+
+    def sample_stats(self, query: Query) -> ParagraphStats:
+        """Candidate mode's statistics: P over the fixed random sample of the collection
+        (without the source)."""
+        source = query.source_index
+        if source is not None and source in self.stats_sample:
+            sample = self.sub_collection(self.stats_sample[self.stats_sample != source])[0]
+        else:
+            if self._sample_cache is None:
+                self._sample_cache = self.sub_collection(self.stats_sample)[0]
+            sample = self._sample_cache
+        p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, sample)
+        return ParagraphStats(row_stats(p), "sample", sample.n_documents)
+
+    def cached_stats(self, query: Query) -> ParagraphStats | None:
+        if query.source_index is None:
+            return None
+        with self._lock:
+            return self._source_stats.get(query.source_index)
+
+    def remember(self, query: Query, stats: ParagraphStats) -> None:
+        """Keep an indexed source's statistics when they are the default ranking's."""
+        if query.source_index is not None and stats.population == self._default_population():
+            with self._lock:
+                self._source_stats[query.source_index] = stats
+
+    def collection_stats(self, query: Query) -> ParagraphStats:
+        """The statistics over every other document of the collection."""
+        p = paragraph_similarity(
+            query.sentence_vectors, query.paragraph_lengths, self.collection
+        )  # (I, J) over every document
+        n_docs, source = self.index.n_documents, query.source_index
+        if source is not None:  # the source never counts among its own candidates
+            p0, p1 = self.index.doc_paragraph_start[source : source + 2]
+            p = torch.cat([p[:, :p0], p[:, p1:]], dim=1)
+            n_docs -= 1
+        return ParagraphStats(row_stats(p), "collection", n_docs)
+
+    def stats_over(self, query: Query, docs: np.ndarray, population: str) -> ParagraphStats:
+        collection = self.sub_collection(docs)[0]
+        p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, collection)
+        return ParagraphStats(row_stats(p), population, len(docs))
+
+    def score(
+        self, query: Query, docs: np.ndarray, *, normalize: bool, mode: str, pooled: bool
+    ) -> SdrScores:
+        """SDR scores of `docs`, normalised over them (`pool` or `collection`) or, in candidate
+        mode, over the fixed sample."""
+        n = self.index.n_documents
+        scores = np.full(n, -np.inf)
+        first_column = np.full(n, -1, dtype=np.int64)
+        if len(docs) == 0:
+            return SdrScores(scores, torch.empty(0, 0), first_column, None)
+        if len(docs) == n:
+            collection, starts = self.collection, self.index.doc_paragraph_start[:-1]
+        else:
+            collection, starts = self.sub_collection(docs)
+        first_column[docs] = starts
+        pmatrix = paragraph_similarity(
+            query.sentence_vectors, query.paragraph_lengths, collection
+        )  # (I, J)
+        used = None
+        if normalize:
+            if mode == "candidate":
+                used = self.sample_stats(query)
+            else:
+                population = "pool" if pooled else "collection"
+                used = ParagraphStats(row_stats(pmatrix), population, len(docs))
+            self.remember(query, used)
+            pmatrix = normalize_rows(pmatrix, used.stats)
+        scores[docs] = document_scores(pmatrix, collection.document_lengths).numpy()
+        return SdrScores(scores, pmatrix, first_column, used)
+
+
+def carry_rows(
+    old_ids: np.ndarray, old_rows: torch.Tensor, new_ids: np.ndarray, new_rows: torch.Tensor
+) -> torch.Tensor:
+    """The rows of `new_ids` `(m,)` on `old_rows`' device, reusing the rows that stay: only
+    the added rows are copied there. `old_rows` `(n, d)` belong to `old_ids` `(n,)`; `new_rows`
+    `(m, d)` (on any device) to `new_ids`. Both id arrays ascend, and added ids are above every
+    kept one (`LoadedIndex.with_changes` guarantees it), so kept rows come first."""
+    if new_rows.device == old_rows.device:
+        return new_rows
+    return reuse_rows(old_ids, old_rows, new_ids, new_rows)
+
+
+def reuse_rows(
+    old_ids: np.ndarray, old_rows: torch.Tensor, new_ids: np.ndarray, new_rows: torch.Tensor
+) -> torch.Tensor:
+    """`carry_rows` on any devices: the kept rows taken from `old_rows`, the added ones from
+    `new_rows`, on `old_rows`' device."""
+    stays = np.isin(old_ids, new_ids)  # (n,)
+    kept = torch.from_numpy(np.flatnonzero(stays)).to(old_rows.device)  # (k,)
+    if not np.array_equal(old_ids[stays], new_ids[: len(kept)]):
+        raise ValueError("the kept rows are not the first rows of the new index")
+    added = new_rows[len(kept) :].to(old_rows.device)  # (m - k, d)
+    return torch.cat([old_rows.index_select(0, kept), added])
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of `arange(start, end)` for each pair, without a Python loop."""
+    lengths = ends - starts
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return np.arange(int(lengths.sum())) + offsets

@@ -1,0 +1,350 @@
+"""Ranking a collection against a query document: SDR, single-vector, BM25 and hybrid.
+
+`Searcher.similar` is the one code path behind `POST /similar` and `docsim evaluate`.
+
+- `sdr` (default): the paper's hierarchical scoring (`indexer.search.sdr`). `auto` mode scores
+  every document (exhaustive) up to `exhaustive_max_sentences`, and otherwise only the
+  candidates retrieved through the FAISS indices (`indexer.search.candidates`).
+- `document`: cosine of the document vectors.
+- `bm25`: Okapi BM25 over the document texts (`indexer.search.lexical`).
+- `hybrid`: reciprocal-rank fusion of `bm25` and `sdr`, score = sum 1 / (60 + rank).
+- Other granularities rank sections, paragraphs or sentences (`indexer.search.units`).
+Ties are broken by a fixed random order of the documents, never by id or file order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import torch
+from sqlalchemy import Engine
+
+from indexer.config import Settings, load_configured_encoder
+from indexer.search.candidates import retrieve_candidates
+from indexer.search.lexical import Bm25Index
+from indexer.search.loaded_index import IndexMismatchError, LoadedIndex
+from indexer.search.matches import document_hits
+from indexer.search.queries import encode_document, encode_levels, indexed_query
+from indexer.search.ranking import reciprocal_rank_fusion, top_k
+from indexer.search.sdr import SdrScorer, carry_rows
+from indexer.search.types import (
+    DocumentNotFoundError,
+    Granularity,
+    Method,
+    ParagraphStats,
+    Query,
+    QueryError,
+    ScoringMode,
+    SearchConfig,
+    SearchOptions,
+    SearchResult,
+)
+from indexer.search.units import similar_units
+from indexer.store.reader import document_texts
+from indexer.store.vector_index import gpu_count
+from indexer.store.versions import active_version
+from indexer.text.documents import Document, SourceDocument
+from indexer.text.sentences import SentenceSplitter, load_splitter
+from indexer.text.split import split_document
+from models.encoder import Encoder
+from models.precision import resolve_device
+
+logger = logging.getLogger(__name__)
+
+
+class Searcher:
+    """Answers queries against one loaded index version."""
+
+    def __init__(
+        self,
+        index: LoadedIndex,
+        encoder: Encoder,
+        splitter: SentenceSplitter,
+        engine: Engine,
+        config: SearchConfig | None = None,
+        *,
+        sentences_on_device: torch.Tensor | None = None,
+    ) -> None:
+        self.index = index
+        self.encoder = encoder
+        self.splitter = splitter
+        self.engine = engine
+        self.config = config or SearchConfig()
+        rng = np.random.default_rng(self.config.seed)
+        self._tiebreak = rng.permutation(index.n_documents)  # fixed random secondary sort key
+        sample = rng.choice(
+            index.n_documents,
+            size=min(self.config.stats_sample_documents, index.n_documents),
+            replace=False,
+        )
+        self._position = {external: i for i, external in enumerate(index.external_ids)}
+        self._sdr = SdrScorer(
+            index,
+            resolve_device(self.config.device),
+            np.sort(sample),
+            self._default_population,
+            sentences_on_device,
+        )
+        n_sentences = len(index.ids["sentence"])
+        self._sentence_doc = (
+            np.searchsorted(self._sdr.doc_sentence_start, np.arange(n_sentences), side="right") - 1
+        )  # (n,) the document position of each sentence row
+        self._bm25: Bm25Index | None = None
+        self._bm25_lock = threading.Lock()
+
+    def with_changes(self, index: LoadedIndex) -> Searcher:
+        """A searcher over `index`: this searcher's index with a document change applied
+        (`LoadedIndex.with_changes`). What follows one document is carried over and changed for
+        the changed documents only: the BM25 postings, and the copy of the sentence vectors on
+        the device (only added sentences are copied). The z-score statistics depend on every
+        document, so the new searcher computes them afresh; this one keeps serving unchanged."""
+        old, sentences = self.index, self._sdr.collection.sentences
+        changed = Searcher(
+            index,
+            self.encoder,
+            self.splitter,
+            self.engine,
+            self.config,
+            sentences_on_device=carry_rows(
+                old.ids["sentence"], sentences, index.ids["sentence"], index.collection.sentences
+            ),
+        )
+        with self._bm25_lock:
+            bm25 = self._bm25
+        if bm25 is not None:
+            removed = np.setdiff1d(old.doc_ids, index.doc_ids).tolist()
+            added = np.setdiff1d(index.doc_ids, old.doc_ids).tolist()
+            texts = document_texts(self.engine, added)
+            changed._bm25 = bm25.with_changes(removed, [(d, texts[d]) for d in added])
+        return changed
+
+    # --- queries --------------------------------------------------------------------------
+    def position(self, external_id: str) -> int:
+        try:
+            return self._position[external_id]
+        except KeyError:
+            raise DocumentNotFoundError(
+                f"document {external_id!r} is not in the active index"
+            ) from None
+
+    def encode_document(self, document: Document) -> Query:
+        return encode_document(self.encoder, document)
+
+    def query_from_source(self, source: SourceDocument) -> Query:
+        return self.encode_document(split_document(source, self.splitter))
+
+    def query_from_index(self, external_id: str) -> Query:
+        """The stored vectors of an indexed document, as a query that excludes itself."""
+        d = self.position(external_id)
+        return indexed_query(self.index, self.engine, d, self._sdr.doc_sentence_start)
+
+    def level_vectors(self, query: Query, level: str) -> torch.Tensor:
+        """The query's vectors at `level` `(m, d)`, encoding its chunks on first use."""
+        if level not in query.level_vectors:
+            encode_levels(self.encoder, query, int(self.index.manifest["chunk_tokens"]))
+        return query.level_vectors[level]
+
+    # --- ranking ----------------------------------------------------------------------------
+    def similar(self, query: Query, options: SearchOptions) -> SearchResult:
+        if options.granularity is not Granularity.document:
+            if options.method in (Method.bm25, Method.hybrid):
+                raise QueryError(
+                    f"method {options.method.value!r} ranks whole documents; "
+                    "use granularity 'document' or method 'sdr' / 'document'"
+                )
+            return self._similar_units(query, options)
+        allowed = self._allowed(query, options.candidates)
+        if options.method in (Method.document, Method.bm25):
+            scores = (
+                self._document_cosine(query)
+                if options.method is Method.document
+                else self._bm25_scores(query)
+            )
+            ranked = self._top(scores, allowed, options.top_k)
+            hits = document_hits(self.index, self.engine, query, ranked, scores)
+            return SearchResult(hits, mode="exhaustive", scored_documents=len(allowed))
+        mode = self._mode(options)
+        scored = (
+            allowed
+            if mode == "exhaustive"
+            else retrieve_candidates(self.index, self._sentence_doc, query, allowed, self.config)
+        )
+        sdr = self._sdr.score(
+            query,
+            scored,
+            normalize=options.normalize,
+            mode=mode,
+            pooled=options.candidates is not None,
+        )
+        scores, pool = sdr.scores, scored
+        if options.method is Method.hybrid:
+            bm25 = self._bm25_scores(query)
+            if mode != "exhaustive":
+                pool = np.union1d(scored, self._top(bm25, allowed, 1000))
+            scores = reciprocal_rank_fusion(
+                [self._top(bm25, pool, len(pool)), self._top(sdr.scores, scored, len(scored))],
+                self.index.n_documents,
+            )
+        ranked = self._top(scores, pool, options.top_k)
+        hits = document_hits(
+            self.index,
+            self.engine,
+            query,
+            ranked,
+            scores,
+            sdr.pmatrix,
+            sdr.first_column,
+            options.matches_per_result,
+        )
+        return SearchResult(hits, mode=mode, scored_documents=len(pool), stats=sdr.stats)
+
+    def ranking_stats(self, query: Query) -> ParagraphStats:
+        """The statistics a default `/similar` (normalised, mode `auto`, no pool) uses for this
+        query; remembered per indexed source, as they hold for the whole version."""
+        cached = self._sdr.cached_stats(query)
+        if cached is not None:
+            return cached
+        if self._default_population() == "sample":
+            found = self._sdr.sample_stats(query)
+        else:
+            found = self._sdr.collection_stats(query)
+        self._sdr.remember(query, found)
+        return found
+
+    def population_stats(
+        self, query: Query, population: str, candidates: Sequence[str] | None = None
+    ) -> ParagraphStats:
+        """The statistics over the same kind of population that a ranking normalised with,
+        computed on this version: `collection` (every other document), `sample` (candidate
+        mode's fixed sample) or `pool` (the `candidates`, minus the source).
+
+        Raises:
+            DocumentNotFoundError: a candidate of the pool is not in this version.
+        """
+        if population == "sample":
+            return self._sdr.sample_stats(query)
+        if population == "pool":
+            if candidates is None:
+                raise ValueError("a pool population needs its candidates")
+            docs = self._allowed(query, candidates)
+        elif population == "collection":
+            docs = self._allowed(query, None)
+        else:
+            raise ValueError(f"unknown population {population!r}")
+        if not len(docs):
+            raise QueryError("the population holds no document to normalise over")
+        return self._sdr.stats_over(query, docs, population)
+
+    # --- helpers ----------------------------------------------------------------------------
+    def _mode(self, options: SearchOptions) -> str:
+        if options.mode is not ScoringMode.auto:
+            return options.mode.value
+        if options.candidates is not None:
+            return "exhaustive"
+        n = len(self.index.ids["sentence"])
+        return "exhaustive" if n <= self.config.exhaustive_max_sentences else "candidate"
+
+    def _default_population(self) -> str:
+        """What a default ranking normalises over: `sample` in candidate mode."""
+        return "sample" if self._mode(SearchOptions()) == "candidate" else "collection"
+
+    def _allowed(self, query: Query, candidates: Sequence[str] | None) -> np.ndarray:
+        """Document positions that may be ranked (all, or the given pool), minus the source."""
+        if candidates is None:
+            allowed = np.arange(self.index.n_documents)
+        else:
+            missing = [c for c in candidates if c not in self._position]
+            if missing:
+                raise DocumentNotFoundError(
+                    f"{len(missing)} candidate(s) not in the active index, e.g. {missing[:3]}"
+                )
+            allowed = np.unique(np.array([self._position[c] for c in candidates], dtype=np.int64))
+        if query.source_index is not None:
+            allowed = allowed[allowed != query.source_index]
+        return allowed
+
+    def _top(self, scores: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
+        return top_k(scores, allowed, k, self._tiebreak)
+
+    def _document_cosine(self, query: Query) -> np.ndarray:
+        document = self.level_vectors(query, "document")[0]  # (d,)
+        return (self.index.vectors["document"] @ document).numpy().astype(np.float64)
+
+    def _bm25_scores(self, query: Query) -> np.ndarray:
+        """The BM25 score of every document `(D,)`; the index is built on first use."""
+        with self._bm25_lock:
+            if self._bm25 is None:
+                started = time.perf_counter()
+                doc_ids = self.index.doc_ids.tolist()
+                texts = document_texts(self.engine, doc_ids)
+                self._bm25 = Bm25Index.build(doc_ids, [texts[d] for d in doc_ids])
+                logger.info(
+                    "Built BM25 over %d documents in %.1f s",
+                    len(doc_ids),
+                    time.perf_counter() - started,
+                )
+        return self._bm25.scores(query.bm25_text, self.index.doc_ids)
+
+    def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
+        index = self.index
+        source = query.source_index
+        allowed_docs = None
+        if options.candidates is not None:
+            allowed_docs = {int(index.doc_ids[p]) for p in self._allowed(query, options.candidates)}
+        return similar_units(
+            index,
+            self.engine,
+            options.granularity.value,
+            self.level_vectors(query, options.granularity.value).numpy(),
+            source_doc=int(index.doc_ids[source]) if source is not None else None,
+            allowed_docs=allowed_docs,
+            top_k=options.top_k,
+            seed=self.config.seed,
+        )
+
+
+def open_searcher(
+    settings: Settings, engine: Engine, config: SearchConfig | None = None
+) -> Searcher:
+    """A searcher over the active version, with the encoder that version was built with.
+
+    Raises:
+        NoActiveIndexError: nothing published yet.
+        IndexMismatchError: the encoder found now is not the one the index was built with.
+    """
+    version = active_version(engine)
+    index = LoadedIndex.load(engine, version)
+    if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU
+        index = replace(index, indices={k: v.to_gpu() for k, v in index.indices.items()})
+    if config is None:
+        config = SearchConfig(device=settings.encoder.device)
+    recorded = index.manifest["encoder"]
+    source = recorded.get("source") or recorded["name"]
+    encoder = load_configured_encoder(settings, source)
+    check_encoder(recorded, encoder.identity(), source, version.version_id)
+    splitter = load_splitter(settings.punkt_params)
+    if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
+        logger.warning("The sentence splitter differs from the one the index was built with")
+    return Searcher(index, encoder, splitter, engine, config)
+
+
+def check_encoder(recorded: dict, found: dict, source: str, version_id: int) -> None:
+    """The encoder found now must be the one the version was built with: the same
+    configuration and, when the build recorded one, the same checkpoint (weights) sha256.
+
+    Raises:
+        IndexMismatchError: naming what differs (both hashes).
+    """
+    for key, what in (("config_hash", "configuration"), ("checkpoint_sha256", "checkpoint")):
+        want, have = recorded.get(key), found.get(key)
+        if want is not None and have != want:
+            raise IndexMismatchError(
+                f"the encoder at {source!r} is not the one version {version_id} was built with: "
+                f"its {what} sha256 is {have}, the index recorded {want}; load the encoder the "
+                "index was built with, or reindex with this one"
+            )

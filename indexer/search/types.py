@@ -1,0 +1,147 @@
+"""What a search takes and returns: methods, options, the query document, hits and results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import torch
+
+from indexer.text.documents import Document
+from models.scoring import RowStats
+
+
+class Method(str, Enum):
+    sdr = "sdr"
+    document = "document"
+    bm25 = "bm25"
+    hybrid = "hybrid"
+
+
+class Granularity(str, Enum):
+    document = "document"
+    section = "section"
+    paragraph = "paragraph"
+    sentence = "sentence"
+
+
+class ScoringMode(str, Enum):
+    auto = "auto"
+    exhaustive = "exhaustive"
+    candidate = "candidate"
+
+
+class QueryError(ValueError):
+    """The query cannot be answered as asked (maps to 422)."""
+
+
+class DocumentNotFoundError(LookupError):
+    """An indexed document id that the active version does not have (maps to 404)."""
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    top_k: int = 10
+    granularity: Granularity = Granularity.document
+    method: Method = Method.sdr
+    normalize: bool = True
+    mode: ScoringMode = ScoringMode.auto
+    candidates: Sequence[str] | None = None
+    matches_per_result: int = 3
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    exhaustive_max_sentences: int = 2_000_000
+    candidate_sentence_k: int = 20
+    candidate_paragraph_k: int = 200
+    candidate_document_k: int = 200
+    candidate_max_documents: int = 500
+    stats_sample_documents: int = 256
+    seed: int = 0
+    device: str = "cpu"  # where SDR's sentence products run: `cpu`, `cuda[:N]` or `auto`
+
+
+@dataclass
+class Query:
+    """A query document's text, split structure and vectors."""
+
+    text: str
+    paragraphs: list[tuple[int, int]]  # (start, end) of each paragraph in `text`
+    sentence_vectors: torch.Tensor  # (n, d)
+    paragraph_lengths: torch.Tensor  # (I,)
+    level_vectors: dict[str, torch.Tensor]  # level -> (m, d), filled on demand for posted documents
+    level_spans: dict[str, list[tuple[int, int]]]
+    source_index: int | None = None  # position in the collection when the query is indexed
+    bm25_text: str = ""
+    document: Document | None = None  # the split posted document, until its levels are encoded
+    title: str = ""
+    section_titles: list[str] = field(default_factory=list)
+
+    @property
+    def sentence_paragraph(self) -> torch.Tensor:
+        """`(n,)` the paragraph of each sentence."""
+        return torch.repeat_interleave(
+            torch.arange(len(self.paragraph_lengths)), self.paragraph_lengths
+        )
+
+
+@dataclass(frozen=True)
+class ParagraphStats:
+    """The z-score statistics of a query's paragraphs, and the population they came from.
+
+    Attributes:
+        stats: per source paragraph mean and std of P.
+        population: `collection` (every other document), `pool` (the posted candidates) or
+            `sample` (candidate mode's fixed random sample of the collection).
+        documents: how many documents the population holds.
+    """
+
+    stats: RowStats
+    population: str
+    documents: int
+
+
+@dataclass
+class ParagraphMatch:
+    source_paragraph: int
+    source_start: int
+    source_end: int
+    target_paragraph_id: int
+    target_start: int
+    target_end: int
+    score: float
+    source_text: str = ""
+    target_text: str = ""
+
+
+@dataclass
+class DocumentHit:
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    matches: list[ParagraphMatch] = field(default_factory=list)
+
+
+@dataclass
+class UnitHit:
+    unit_id: int
+    level: str
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    start: int
+    end: int
+    text: str
+    section_title: str | None = None
+
+
+@dataclass
+class SearchResult:
+    results: list[DocumentHit] | list[UnitHit]
+    mode: str
+    scored_documents: int
+    stats: ParagraphStats | None = None  # what SDR normalised with, when it did

@@ -1,0 +1,60 @@
+"""`manifest.json`: what a version holds and how it was built, written beside its files and
+kept in SQL (`index_versions.manifest`). Readers use the types; the JSON is the same."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, TypedDict
+
+SCHEMA_VERSION = 1
+
+
+class LevelEntry(TypedDict):
+    count: int  # vectors (= ids) at this level
+    factory: str  # FAISS index factory string
+    index_file: str
+    vectors_file: str  # float16 `(count, dim)`
+    ids_file: str  # int64 `(count,)`, ascending
+    bytes: int
+
+
+class CorpusEntry(TypedDict):
+    path: str
+    format: str
+    documents: int
+    skipped: int
+    skipped_examples: list[dict[str, str]]
+
+
+class BuildEntry(TypedDict):
+    resumed_after_blocks: int
+    seconds: float
+    encode_seconds: float
+    sentences_per_second: float
+
+
+class Manifest(TypedDict):
+    schema_version: int
+    version_id: int
+    created_at: str  # ISO 8601, UTC
+    encoder: dict[str, Any]  # `Encoder.identity()`: name, source, config hash, checkpoint sha256
+    dim: int
+    metric: str
+    vector_storage: str
+    splitter: dict[str, Any]  # `SentenceSplitter.identity()`
+    chunk_tokens: int
+    corpus: CorpusEntry
+    counts: dict[str, int]
+    levels: dict[str, LevelEntry]
+    build: BuildEntry
+
+
+def write_manifest(folder: Path, manifest: Manifest) -> None:
+    """`<folder>/manifest.json`, fsynced."""
+    path = folder / "manifest.json"
+    with path.open("w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -1,0 +1,300 @@
+"""Index versions and every move between their states (`VersionStatus`).
+
+    create -> building --publish--> ready --retire--> retired
+                 |  `--suspend--> suspended (a job may resume it: mark_building)
+                 `--fail / recover / collect--> failed (rows and files removed)
+
+Publishing flips the active version in one transaction. `recover_abandoned` cleans up builds
+whose process died; `collect_garbage` retires superseded versions and discards suspended
+builds that can no longer be resumed usefully. It keeps the active version and the newest
+`keep_versions - 1` other published versions; an older published version is retired (its rows
+dropped, its folder removed) once it has been superseded for `grace_seconds`, so that requests
+still running on it can finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert, select, update
+
+from indexer.store.tables import (
+    JobStatus,
+    VersionStatus,
+    active_versions,
+    as_utc,
+    index_versions,
+    jobs,
+)
+from indexer.store.units import delete_version_rows
+
+logger = logging.getLogger(__name__)
+
+
+DEFAULT_SLOT = "default"
+
+
+class NoActiveIndexError(LookupError):
+    """No index version has been published yet."""
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version_id: int
+    status: VersionStatus
+    path: str
+    manifest: dict[str, Any] | None
+    build_state: dict[str, Any] | None = None
+    revision: int = 0
+    published_at: datetime | None = None
+
+    def __post_init__(self) -> None:  # SQL gives the status as a plain string
+        object.__setattr__(self, "status", VersionStatus(self.status))
+
+
+_VERSION_COLUMNS = (
+    index_versions.c.version_id,
+    index_versions.c.status,
+    index_versions.c.path,
+    index_versions.c.manifest,
+    index_versions.c.build_state,
+    index_versions.c.revision,
+    index_versions.c.published_at,
+)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def create_version(engine: Engine, *, encoder_name: str, path: str) -> int:
+    """Insert a `building` version and return its id."""
+    with engine.begin() as conn:
+        result = conn.execute(
+            insert(index_versions).values(
+                status="building", encoder_name=encoder_name, path=path, created_at=_now()
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+
+def set_version_path(engine: Engine, version_id: int, path: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(path=path)
+        )
+
+
+def publish_version(
+    engine: Engine,
+    version_id: int,
+    *,
+    path: str,
+    manifest: dict[str, Any],
+    slot: str = DEFAULT_SLOT,
+) -> None:
+    """Mark the version ready and make it the active one, in one transaction."""
+    now = _now()
+    with engine.begin() as conn:
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status="ready", path=path, manifest=manifest, published_at=now)
+        )
+        changed = conn.execute(
+            update(active_versions)
+            .where(active_versions.c.slot == slot)
+            .values(version_id=version_id, updated_at=now)
+        ).rowcount
+        if not changed:
+            conn.execute(
+                insert(active_versions).values(slot=slot, version_id=version_id, updated_at=now)
+            )
+
+
+def version_row(engine: Engine, version_id: int) -> VersionRow | None:
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(*_VERSION_COLUMNS).where(index_versions.c.version_id == version_id)
+        ).first()
+    return VersionRow(*row) if row is not None else None
+
+
+def versions(engine: Engine) -> list[VersionRow]:
+    """Every version, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(*_VERSION_COLUMNS).order_by(index_versions.c.version_id)).all()
+    return [VersionRow(*row) for row in rows]
+
+
+def set_build_state(conn: Connection, version_id: int, state: dict[str, Any]) -> None:
+    conn.execute(
+        update(index_versions)
+        .where(index_versions.c.version_id == version_id)
+        .values(build_state=state)
+    )
+
+
+def set_status(
+    engine: Engine, version_id: int, status: VersionStatus, error: str | None = None
+) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status=status, error=error[:4000] if error else None)
+        )
+
+
+def suspend_version(engine: Engine, version_id: int, error: str) -> None:
+    """Keep a failed build's committed blocks so that its job can resume it."""
+    set_status(engine, version_id, "suspended", error)
+
+
+def mark_building(engine: Engine, version_id: int) -> None:
+    set_status(engine, version_id, "building")
+
+
+def suspended_versions(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(index_versions.c.version_id).where(index_versions.c.status == "suspended")
+            ).scalars()
+        )
+
+
+def retire_version(engine: Engine, version_id: int) -> None:
+    """Drop a superseded version's rows; its row stays, marked `retired`."""
+    with engine.begin() as conn:
+        delete_version_rows(conn, version_id)
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status="retired")
+        )
+
+
+def fail_version(engine: Engine, version_id: int, error: str) -> None:
+    """Drop a version's rows and record why it failed."""
+    with engine.begin() as conn:
+        delete_version_rows(conn, version_id)
+        conn.execute(
+            update(index_versions)
+            .where(index_versions.c.version_id == version_id)
+            .values(status="failed", error=error[:4000])
+        )
+
+
+def abandoned_versions(engine: Engine) -> list[VersionRow]:
+    """Versions still marked `building` (only meaningful while holding the build lock)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(*_VERSION_COLUMNS).where(index_versions.c.status == "building")
+        ).all()
+    return [VersionRow(*row) for row in rows]
+
+
+def active_version(engine: Engine, slot: str = DEFAULT_SLOT) -> VersionRow:
+    """The published version that serves `slot`.
+
+    Raises:
+        NoActiveIndexError: nothing has been published yet.
+    """
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(*_VERSION_COLUMNS)
+            .join(active_versions, active_versions.c.version_id == index_versions.c.version_id)
+            .where(active_versions.c.slot == slot)
+        ).first()
+    if row is None:
+        raise NoActiveIndexError("no index version is active yet: run `docsim index` first")
+    return VersionRow(*row)
+
+
+def version_dir_name(version_id: int) -> str:
+    return f"{version_id:06d}"
+
+
+def discard_version(engine: Engine, indexes_dir: Path, version_id: int, reason: str) -> None:
+    """Remove an unpublished version's files and rows (a suspended build that cannot resume)."""
+    name = version_dir_name(version_id)
+    shutil.rmtree(indexes_dir / f"{name}.tmp", ignore_errors=True)
+    fail_version(engine, version_id, reason)
+
+
+def recover_abandoned(engine: Engine, indexes_dir: Path, keep: int | None = None) -> list[int]:
+    """Clean up builds whose process died (call only while holding the build lock). Suspended
+    builds (kept by a failed job to resume) and `keep` are left alone."""
+    recovered = []
+    kept = {f"{version_dir_name(v)}.tmp" for v in suspended_versions(engine)}
+    if keep is not None:
+        kept.add(f"{version_dir_name(keep)}.tmp")
+    for row in abandoned_versions(engine):
+        if row.version_id == keep:
+            continue
+        name = version_dir_name(row.version_id)
+        for leftover in (indexes_dir / f"{name}.tmp", indexes_dir / name):
+            shutil.rmtree(leftover, ignore_errors=True)
+        fail_version(
+            engine, row.version_id, "abandoned: the build process stopped before publishing"
+        )
+        recovered.append(row.version_id)
+        logger.warning("Cleaned up abandoned build of version %d", row.version_id)
+    for stray in indexes_dir.glob("*.tmp"):
+        if stray.name not in kept:
+            shutil.rmtree(stray, ignore_errors=True)
+    return recovered
+
+
+def collect_garbage(
+    engine: Engine, indexes_dir: Path, *, keep_versions: int, grace_seconds: float
+) -> list[int]:
+    """Retire and discard what is no longer needed; returns the versions removed."""
+    try:
+        active = active_version(engine).version_id
+    except NoActiveIndexError:
+        return []
+    rows = versions(engine)
+    published = [r for r in rows if r.published_at is not None and r.status in ("ready", "retired")]
+    superseded_at = {
+        older.version_id: as_utc(newer.published_at)
+        for older, newer in zip(published, published[1:], strict=False)
+    }
+    ready = [r for r in rows if r.status == "ready" and r.version_id != active]
+    keep = {r.version_id for r in ready[::-1][: keep_versions - 1]}
+    now = datetime.now(timezone.utc)
+    removed = []
+    for row in ready:
+        since = superseded_at.get(row.version_id)
+        if row.version_id in keep or since is None:
+            continue
+        if (now - since).total_seconds() < grace_seconds:
+            continue
+        retire_version(engine, row.version_id)
+        shutil.rmtree(Path(row.path), ignore_errors=True)
+        removed.append(row.version_id)
+        logger.info("Retired version %d (superseded at %s)", row.version_id, since.isoformat())
+    with engine.connect() as conn:
+        wanted = set(
+            conn.execute(
+                select(jobs.c.version_id).where(
+                    jobs.c.status.in_((JobStatus.queued, JobStatus.running)),
+                    jobs.c.version_id.is_not(None),
+                )
+            ).scalars()
+        )
+    for row in rows:
+        if row.status == "suspended" and row.version_id < active and row.version_id not in wanted:
+            shutil.rmtree(indexes_dir / f"{row.version_id:06d}.tmp", ignore_errors=True)
+            fail_version(engine, row.version_id, "discarded: a newer version was published")
+            removed.append(row.version_id)
+            logger.info("Discarded suspended build %d", row.version_id)
+    return removed

@@ -1,0 +1,1 @@
+"""Documents as text: corpus readers, sections -> paragraphs -> sentences, and token chunks."""

@@ -1,0 +1,284 @@
+"""Corpus readers: a directory of .txt/.md files, a JSONL file, or the AILA 2019 layout.
+
+Each reader yields `SourceDocument`s, or `Skipped` records for inputs that cannot be indexed
+(empty, binary, not UTF-8, invalid JSON, duplicate id), so that one bad file never stops a
+build and every skip is reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from indexer.text.documents import SectionSource, SourceDocument
+
+logger = logging.getLogger(__name__)
+
+# The sample corpus shipped with docsim (48 documents on 8 topics).
+SAMPLE_CORPUS = Path(__file__).parents[1] / "sample_corpus"
+
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+_AILA_HEADER_END = re.compile(r"^the (judgment was delivered by|order of the court)", re.IGNORECASE)
+_MD_TITLE = re.compile(r"^#[ \t]+(?P<title>.+?)[ \t#]*$")
+
+
+class CorpusFormat(str, Enum):
+    auto = "auto"
+    text = "text"
+    jsonl = "jsonl"
+    aila = "aila"
+
+
+class CorpusError(ValueError):
+    """The corpus path cannot be read as a corpus at all."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input that was not indexed, and why."""
+
+    ref: str
+    reason: str
+
+
+def read_corpus(
+    path: Path, fmt: CorpusFormat | str = CorpusFormat.auto
+) -> Iterator[SourceDocument | Skipped]:
+    """Read every document of a corpus, skipping duplicates of an id already seen."""
+    fmt = CorpusFormat(fmt)
+    if fmt is CorpusFormat.auto:
+        fmt = detect_format(path)
+    logger.info("Reading %s as a %s corpus", path, fmt.value)
+    readers = {
+        CorpusFormat.text: _read_text_dir,
+        CorpusFormat.jsonl: _read_jsonl,
+        CorpusFormat.aila: _read_aila_dir,
+    }
+    seen: dict[str, str] = {}
+    for item in readers[fmt](path):
+        if isinstance(item, SourceDocument):
+            ref = item.metadata.get("source", item.doc_id)
+            if item.doc_id in seen:
+                item = Skipped(
+                    str(ref),
+                    f"duplicate document id {item.doc_id!r} (first in {seen[item.doc_id]})",
+                )
+            else:
+                seen[item.doc_id] = str(ref)
+        yield item
+
+
+def detect_format(path: Path) -> CorpusFormat:
+    if not path.exists():
+        raise CorpusError(f"corpus path {str(path)!r} does not exist")
+    if path.is_file():
+        if path.suffix.lower() in JSONL_SUFFIXES:
+            return CorpusFormat.jsonl
+        raise CorpusError(
+            f"corpus file {str(path)!r} is not JSONL ({', '.join(JSONL_SUFFIXES)}); "
+            "pass a directory of .txt/.md files or a JSONL file"
+        )
+    files = _text_files(path)
+    if not files:
+        raise CorpusError(
+            f"corpus directory {str(path)!r} holds no {'/'.join(TEXT_SUFFIXES)} files"
+        )
+    sample = [f for f in files if f.suffix == ".txt"][:5]
+    if sample and all(_looks_like_aila(f) for f in sample):
+        return CorpusFormat.aila
+    return CorpusFormat.text
+
+
+def _text_files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        raise CorpusError(f"corpus path {str(path)!r} is not a directory")
+    return sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES and p.is_file())
+
+
+def _looks_like_aila(path: Path) -> bool:
+    try:
+        head = path.read_bytes()[:4096].decode("utf-8", errors="replace").splitlines()[:15]
+    except OSError:
+        return False
+    return any(_AILA_HEADER_END.match(line) for line in head)
+
+
+def _decode(path: Path) -> str | Skipped:
+    """The file's text with Unix newlines, or why it cannot be indexed."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        return Skipped(str(path), f"unreadable: {error.strerror or error}")
+    if b"\x00" in raw:  # a binary file; text with NULs could not be stored in PostgreSQL
+        return Skipped(str(path), "binary file (NUL bytes)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        return Skipped(str(path), f"not UTF-8 (invalid byte at offset {error.start})")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        return Skipped(str(path), "empty file")
+    return text
+
+
+def _read_text_dir(path: Path) -> Iterator[SourceDocument | Skipped]:
+    for file in _text_files(path):
+        text = _decode(file)
+        if isinstance(text, Skipped):
+            yield text
+            continue
+        yield text_document(file.stem, text, metadata={"source": str(file)})
+
+
+def text_document(doc_id: str, text: str, metadata: dict[str, Any] | None = None) -> SourceDocument:
+    """A plain-text or Markdown document: a `# Title` or short first line is its title."""
+    first_start = len(text) - len(text.lstrip())
+    first_end = text.find("\n", first_start)
+    first_end = len(text) if first_end < 0 else first_end
+    first = text[first_start:first_end].strip()
+    match = _MD_TITLE.match(first)
+    if match:
+        title, body_start = match.group("title"), first_end
+    elif len(first) <= 200 and text[first_end:].strip():
+        title, body_start = first, first_end
+    else:
+        title, body_start = doc_id, 0
+    return SourceDocument(
+        doc_id=doc_id, title=title, text=text, metadata=metadata or {}, body_start=body_start
+    )
+
+
+def _read_aila_dir(path: Path) -> Iterator[SourceDocument | Skipped]:
+    for file in _text_files(path):
+        text = _decode(file)
+        if isinstance(text, Skipped):
+            yield text
+            continue
+        yield aila_document(file.stem, text, source=str(file))
+
+
+def aila_document(doc_id: str, text: str, source: str = "") -> SourceDocument:
+    """AILA layout: title line, a header block (court, date, case number, judge), then one
+    paragraph per line. The header goes to metadata; the body starts after it."""
+    lines = text.split("\n")
+    header_end = next(
+        (i for i, line in enumerate(lines[:20]) if _AILA_HEADER_END.match(line.strip())), None
+    )
+    header = lines[1 : header_end + 1] if header_end is not None else lines[1:5]
+    body_line = 1 + len(header)
+    body_start = sum(len(line) + 1 for line in lines[:body_line])
+    fields = [line.strip() for line in header if line.strip()]
+    metadata: dict[str, Any] = {"source": source, "header": fields}
+    if header_end is not None:
+        metadata["delivered_by"] = lines[header_end].strip()
+    return SourceDocument(
+        doc_id=doc_id,
+        title=lines[0].strip() or doc_id,
+        text=text,
+        metadata=metadata,
+        body_start=min(body_start, len(text)),
+    )
+
+
+def _read_jsonl(path: Path) -> Iterator[SourceDocument | Skipped]:
+    try:
+        handle = path.open("rb")
+    except OSError as error:
+        raise CorpusError(f"cannot open corpus file {str(path)!r}: {error.strerror}") from error
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            ref = f"{path}:{number}"
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8-sig"))
+            except UnicodeDecodeError:
+                yield Skipped(ref, "not UTF-8")
+                continue
+            except json.JSONDecodeError as error:
+                yield Skipped(ref, f"invalid JSON ({error.msg} at column {error.colno})")
+                continue
+            yield json_document(record, ref)
+
+
+def has_nul(value: Any) -> bool:
+    """Whether a string, or any key or string inside a JSON-like value, holds a NUL character
+    (which PostgreSQL text cannot store, and no document needs)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(v) for v in value)
+    return False
+
+
+def json_document(record: Any, ref: str = "") -> SourceDocument | Skipped:
+    """A document from DESIGN.md section 2's JSON forms (with `sections` or with `text`)."""
+    if not isinstance(record, dict):
+        return Skipped(ref, "not a JSON object")
+    if has_nul(record):
+        return Skipped(ref, "contains NUL characters (\\u0000), which text cannot hold")
+    doc_id = record.get("id")
+    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        doc_id = str(doc_id)
+    if not isinstance(doc_id, str) or not doc_id.strip():
+        return Skipped(ref, "missing or non-string 'id'")
+    title = record.get("title") or doc_id
+    metadata = record.get("metadata") or {}
+    if not isinstance(title, str) or not isinstance(metadata, dict):
+        return Skipped(ref, "'title' must be a string and 'metadata' an object")
+    metadata = {**metadata, "source": ref} if ref else metadata
+    sections = record.get("sections")
+    if sections is not None:
+        if not isinstance(sections, list) or not all(
+            isinstance(s, dict)
+            and isinstance(s.get("text", ""), str)
+            and isinstance(s.get("title", ""), str)
+            for s in sections
+        ):
+            return Skipped(ref, "'sections' must be a list of {title, text} objects")
+        return sectioned_document(
+            doc_id, title, [(s.get("title", ""), s.get("text", "")) for s in sections], metadata
+        )
+    text = record.get("text")
+    if not isinstance(text, str):
+        return Skipped(ref, "needs 'text' (a string) or 'sections'")
+    if not text.strip():
+        return Skipped(ref, "empty text")
+    return SourceDocument(
+        doc_id=doc_id, title=title, text=text.replace("\r\n", "\n"), metadata=metadata
+    )
+
+
+def sectioned_document(
+    doc_id: str, title: str, sections: list[tuple[str, str]], metadata: dict[str, Any]
+) -> SourceDocument | Skipped:
+    """Join explicit sections into one stored text (`# title`, then `## section` blocks)."""
+    parts = [f"# {title}"]
+    layout: list[SectionSource] = []
+    offset = len(parts[0])
+    for section_title, body in sections:
+        body = body.replace("\r\n", "\n").strip()
+        heading = f"## {section_title}" if section_title else ""
+        block = f"{heading}\n\n{body}" if heading else body
+        start = offset + 2 + (len(heading) + 2 if heading else 0)
+        parts.append(block)
+        offset += 2 + len(block)
+        layout.append(SectionSource(title=section_title, start=start, end=start + len(body)))
+    if not any(body.strip() for _, body in sections):
+        return Skipped(doc_id, "all sections are empty")
+    return SourceDocument(
+        doc_id=doc_id,
+        title=title,
+        text="\n\n".join(parts),
+        metadata=metadata,
+        sections=tuple(layout),
+    )

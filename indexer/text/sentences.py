@@ -1,0 +1,180 @@
+"""Offline sentence splitting with NLTK's Punkt.
+
+`nltk.sent_tokenize` needs the `punkt_tab` download, which is not available offline. docsim
+ships its own Punkt parameters instead (`indexer/data/punkt_params.json`): trained with NLTK's
+unsupervised `PunktTrainer` on legal and general English text, plus a hand-written list of
+abbreviations that court judgments and expository prose use. `docsim splitter train` retrains
+them on any corpus.
+
+A few rules are layered on top of Punkt, for what it gets wrong on legal and structured text
+(measured on the hand-labelled set in `tests/indexer/data/sentence_gold.json`):
+- a number, an ellipsis or a time/company abbreviation that ends with a period and is followed
+  by a capitalised word ends a sentence (`... in 1995. The`, `... 11.30 a.m. Nobody`);
+- a paragraph enumerator such as `12.` or `(iv)` is never a sentence of its own;
+- a piece that starts with a lower-case letter or closing punctuation continues the previous
+  sentence, and so does a number after a short abbreviation (`Rs. 450`, `See. 2(j)`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+
+from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
+
+DEFAULT_PARAMS = Path(__file__).parents[1] / "data" / "punkt_params.json"
+# Bump when the rules layered on Punkt change: recorded in manifests with the parameters' hash.
+RULES_VERSION = 2
+
+# Abbreviations (lower case, without the final period) that Punkt should know even when the
+# training text is too small to learn them.
+EXTRA_ABBREVIATIONS: frozenset[str] = frozenset(
+    """
+    mr mrs ms dr prof rs ex retd sr jr st messrs hon sh smt shri ld
+    no nos vs v art arts sec secs s ss cl cls ch chap para paras p pp vol vols fig figs ed eds
+    r rr o ors anr ord cr crl spl addl asstt dist distt govt dept corp co inc ltd pvt bros
+    e.g i.e viz cf approx est ca al ibid id op cit seq nr
+    u.s u.k u.n a.m p.m a.d b.c
+    jan feb mar apr jun jul aug sep sept oct nov dec
+    a.i.r s.c.r s.c.c s.c w.p c.a s.l.p i.p.c cr.p.c crl.a cri.l.j
+    """.split()
+) | frozenset("abcdefghijklmnopqrstuvwxyz")
+
+_ENUMERATOR = re.compile(r"^[\"“'‘]?\(?(?:\d{1,3}|[ivxlc]{1,6}|[a-zA-Z])[.)]\)?$")
+# A period that ends a sentence although Punkt keeps going: after a number, an ellipsis or
+# an abbreviation that usually closes a sentence, before a capitalised word.
+_MISSED_BREAK = re.compile(
+    r"(?:(?<![\w.])[\d][\d,./-]*\.|\.{3,}|\b(?:a\.m|p\.m|etc|Ltd|Inc)\.)[\"”’']?"
+    r"(?=\s+[\"“‘']?[A-Z][a-z]*\b(?!\.))"
+)
+_CLOSERS = "\"”’')]}"
+_CONTINUATION = re.compile(r"^[a-z,;:)\]}]")
+_SHORT_ABBREVIATION_END = re.compile(r"\b[A-Za-z]{1,4}\.$")
+_INITIALISM_END = re.compile(r"(?:\b[A-Z]\.){2,}$")
+_NUMBERED_REFERENCE = re.compile(r"(?:No|Nos|S|Ss|Sec|Art|Cl|Para|pp?)\.\s*\d")
+
+
+def train_params(
+    texts: Iterable[str], extra_abbreviations: Iterable[str] = EXTRA_ABBREVIATIONS
+) -> PunktParameters:
+    """Train Punkt parameters on `texts` and add `extra_abbreviations`."""
+    trainer = PunktTrainer()
+    trainer.INCLUDE_ALL_COLLOCS = True
+    for text in texts:
+        trainer.train(text, finalize=False)
+    trainer.finalize_training()
+    params = trainer.get_params()
+    params.abbrev_types.update(extra_abbreviations)
+    return params
+
+
+def params_to_json(params: PunktParameters) -> str:
+    return json.dumps(
+        {
+            "abbrev_types": sorted(params.abbrev_types),
+            "collocations": sorted([a, b] for a, b in params.collocations),
+            "sent_starters": sorted(params.sent_starters),
+            "ortho_context": dict(sorted(params.ortho_context.items())),
+        },
+        indent=0,
+    )
+
+
+def params_from_json(blob: str) -> PunktParameters:
+    data = json.loads(blob)
+    params = PunktParameters()
+    params.abbrev_types = set(data["abbrev_types"])
+    params.collocations = {(a, b) for a, b in data["collocations"]}
+    params.sent_starters = set(data["sent_starters"])
+    for word, flags in data["ortho_context"].items():
+        params.ortho_context[word] = int(flags)
+    return params
+
+
+class SentenceSplitter:
+    """Character spans of the sentences in a paragraph of text."""
+
+    def __init__(self, params_json: str) -> None:
+        self._tokenizer = PunktSentenceTokenizer(params_from_json(params_json))
+        self.sha256 = hashlib.sha256(params_json.encode()).hexdigest()
+
+    @classmethod
+    def from_file(cls, path: Path) -> SentenceSplitter:
+        return cls(path.read_text(encoding="utf-8"))
+
+    def identity(self) -> dict[str, str]:
+        return {"name": "punkt", "params_sha256": self.sha256, "rules_version": str(RULES_VERSION)}
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Sentence spans of `text`, without surrounding whitespace, in order."""
+        pieces = [
+            piece
+            for start, end in self._tokenizer.span_tokenize(text)
+            for piece in _split_missed(text, *_strip(text, start, end))
+        ]
+        spans: list[tuple[int, int]] = []
+        pending: tuple[int, int] | None = None  # an enumerator waiting for its sentence
+        for start, end in pieces:
+            if spans and start == spans[-1][1] and text[start] in _CLOSERS:
+                # Punkt cut between `?` and its closing quote: the quote goes with the sentence
+                # it closes, and so does what follows when it continues that sentence.
+                closed = start
+                while closed < end and text[closed] in _CLOSERS:
+                    closed += 1
+                spans[-1] = (spans[-1][0], closed)
+                start = _strip(text, closed, end)[0]
+                if start >= end:
+                    continue
+            if pending is not None:
+                start, pending = pending[0], None
+            elif spans and _continues(text, spans[-1], start):
+                start = spans.pop()[0]
+            if _ENUMERATOR.match(text[start:end]):
+                pending = (start, end)
+                continue
+            spans.append((start, end))
+        if pending is not None:  # a paragraph that is only an enumerator
+            spans.append(pending)
+        return spans
+
+
+def _split_missed(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Cut a Punkt sentence at the breaks `_MISSED_BREAK` finds."""
+    pieces = []
+    for match in _MISSED_BREAK.finditer(text, start, end):
+        cut = match.end()
+        if cut < end and not _ENUMERATOR.match(text[start:cut]):
+            pieces.append((start, cut))
+            start = _strip(text, cut, end)[0]
+    if start < end:
+        pieces.append((start, end))
+    return pieces
+
+
+def _continues(text: str, previous: tuple[int, int], start: int) -> bool:
+    """Whether the piece at `start` continues the sentence `previous`."""
+    if _CONTINUATION.match(text[start]):
+        return True
+    before = text[previous[0] : previous[1]]
+    if text[start].isdigit():
+        return bool(_SHORT_ABBREVIATION_END.search(before))
+    # `the O.S.A. No. 225`: an initialism, then a numbered reference
+    return bool(_NUMBERED_REFERENCE.match(text, start)) and bool(_INITIALISM_END.search(before))
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+@lru_cache(maxsize=4)
+def load_splitter(path: Path | None = None) -> SentenceSplitter:
+    """The splitter for a parameter file; the shipped parameters by default."""
+    return SentenceSplitter.from_file(path or DEFAULT_PARAMS)

@@ -1,0 +1,107 @@
+"""The encode engines: Ray Data gives the same version as the local engine."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexer.builder.engines import EngineError, make_encode_engine
+from indexer.config import RaySettings, Settings
+from indexer.search.loaded_index import LoadedIndex
+from indexer.store.db import make_engine
+from indexer.store.versions import active_version
+from models.encoder import Encoder
+from tests.utils.indexes import publish
+
+LEVELS = ("document", "section", "paragraph", "sentence", "chunk")
+
+
+@pytest.fixture()
+def short_dir() -> Iterator[Path]:
+    """Ray's sockets live under the data directory, whose path must stay short."""
+    folder = Path(tempfile.mkdtemp(prefix="dsr"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def build(
+    corpus: Path, data: Path, encoder: Encoder, kind: str, database: str | None = None
+) -> LoadedIndex:
+    settings = Settings(data_dir=data, ray=RaySettings(local_cpus=2, actors=2))
+    if database is not None:
+        settings.db.url = database
+    settings.index.block_documents = 8  # several blocks, spread over both actors
+    publish(corpus, settings, encoder, encode_engine=make_encode_engine(kind, settings, encoder, 8))
+    engine = make_engine(settings.database_url)
+    loaded = LoadedIndex.load(engine, active_version(engine))
+    engine.dispose()
+    return loaded
+
+
+@pytest.mark.slow
+def test_the_ray_engine_builds_the_local_engines_version(
+    sample_corpus: Path,
+    tiny_encoder: Encoder,
+    short_dir: Path,
+    tmp_path: Path,
+    _postgres,  # noqa: ANN001 - the run's PostgreSQL server, if any
+) -> None:
+    local = build(sample_corpus, tmp_path / "local", tiny_encoder, "local")
+    # its own database too, so that both builds start from the same empty id space
+    database = _postgres.database() if _postgres is not None else None
+    distributed = build(sample_corpus, short_dir / "d", tiny_encoder, "ray", database)
+    assert distributed.external_ids == local.external_ids
+    for level in LEVELS:
+        np.testing.assert_array_equal(distributed.ids[level], local.ids[level])
+        np.testing.assert_allclose(
+            distributed.vectors[level].numpy(), local.vectors[level].numpy(), atol=1e-5
+        )
+    import ray
+
+    assert list((short_dir / "d" / "ray").glob("session_*"))  # Ray's files stayed in the data dir
+    assert not ray.is_initialized()  # the local Ray started for the build was stopped
+
+
+def test_a_data_directory_too_long_for_rays_sockets_is_refused(
+    sample_corpus: Path, tiny_encoder: Encoder, tmp_path: Path
+) -> None:
+    deep = tmp_path / ("x" * 60)
+    with pytest.raises(EngineError, match="too long for its sockets"):
+        build(sample_corpus, deep, tiny_encoder, "ray")
+
+
+def test_unknown_engines_are_refused(tiny_encoder: Encoder) -> None:
+    with pytest.raises(EngineError, match="unknown engine 'spark'"):
+        make_encode_engine("spark", Settings(), tiny_encoder, 8)
+
+
+@pytest.mark.slow
+def test_a_stopped_ray_build_stops_its_local_ray_at_once(
+    sample_corpus: Path, tiny_encoder: Encoder, short_dir: Path
+) -> None:
+    import ray
+
+    from indexer.builder.pipeline import BuildHooks
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first_block(done: int, total: int) -> None:
+        raise Stop
+
+    settings = Settings(data_dir=short_dir / "s", ray=RaySettings(local_cpus=2, actors=1))
+    settings.index.block_documents = 8
+    with pytest.raises(Stop):
+        publish(
+            sample_corpus,
+            settings,
+            tiny_encoder,
+            encode_engine=make_encode_engine("ray", settings, tiny_encoder, 8),
+            hooks=BuildHooks(on_progress=stop_after_first_block),
+        )
+    assert not ray.is_initialized()

@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sqlalchemy import Engine, select
+
+from indexer.builder.pipeline import IndexBuildError, build_index
+from indexer.config import Settings
+from indexer.store.tables import LEVEL_TABLES, documents, index_versions, sentences
+from indexer.store.units import count_units, level_ids
+from indexer.store.vector_index import FaissIndex
+from indexer.store.versions import active_version
+from indexer.text.chunking import add_chunks
+from indexer.text.corpus import read_corpus
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import split_document
+from models.transformer import TransformerEncoder
+from tests.utils.corpora import write_text_corpus
+
+
+def build(corpus: Path, settings: Settings, engine: Engine, encoder, splitter):
+    return build_index(
+        corpus,
+        settings=settings,
+        engine=engine,
+        encoder=encoder,
+        splitter=splitter,
+        show_progress=False,
+    )
+
+
+def test_build_publishes_a_consistent_version(
+    sample_corpus: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    result = build(sample_corpus, settings, engine, tiny_encoder, splitter)
+    manifest = result.manifest
+    assert active_version(engine).version_id == result.version_id
+    assert (result.path / "manifest.json").exists()
+    assert not list(result.path.parent.glob("*.tmp"))
+    assert manifest["encoder"]["checkpoint_sha256"] and manifest["dim"] == tiny_encoder.dim
+    assert manifest["splitter"]["params_sha256"] == splitter.sha256
+
+    expected = dict.fromkeys(LEVEL_TABLES, 0)
+    for source in read_corpus(sample_corpus):
+        for level, n in split_document(source, splitter).counts().items():
+            expected[level] += n
+    sql_counts = count_units(engine, result.version_id)
+    assert {lv: sql_counts[lv] for lv in ("document", "section", "paragraph", "sentence")} == {
+        lv: expected[lv] for lv in ("document", "section", "paragraph", "sentence")
+    }
+    assert manifest["counts"] == sql_counts
+
+    # SQL rows and FAISS ids agree at every level; stored float16 vectors match FAISS
+    for level, info in manifest["levels"].items():
+        index = FaissIndex.load(result.path / info["index_file"], info["factory"])
+        sql_ids = level_ids(engine, result.version_id, level)
+        np.testing.assert_array_equal(index.ids(), sql_ids)
+        np.testing.assert_array_equal(np.load(result.path / info["ids_file"]), sql_ids)
+        stored = np.load(result.path / info["vectors_file"]).astype(np.float32)
+        # FAISS holds exactly the stored (float16-rounded) vectors
+        np.testing.assert_array_equal(stored, index.reconstruct(np.asarray(sql_ids)))
+        np.testing.assert_allclose(np.linalg.norm(stored, axis=1), 1.0, atol=2e-3)
+
+    # a document's stored vectors equal a direct encoding of that document
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(documents.c.doc_id, documents.c.external_id, documents.c.text)
+            .where(documents.c.version_id == result.version_id)
+            .order_by(documents.c.doc_id)
+            .offset(5)
+            .limit(1)
+        ).one()
+        sentence_rows = conn.execute(
+            select(sentences.c.sentence_id, sentences.c.char_start, sentences.c.char_end)
+            .where(sentences.c.doc_id == row.doc_id)
+            .order_by(sentences.c.position)
+        ).all()
+    source = next(d for d in read_corpus(sample_corpus) if d.doc_id == row.external_id)
+    doc = add_chunks([split_document(source, splitter)], tiny_encoder, manifest["chunk_tokens"])[0]
+    assert [(s.start, s.end) for s in doc.sentences()] == [
+        (r.char_start, r.char_end) for r in sentence_rows
+    ]
+    direct = tiny_encoder.encode_documents([doc.encoder_input()])[0]
+    info = manifest["levels"]["sentence"]
+    index = FaissIndex.load(result.path / info["index_file"], info["factory"])
+    got = index.reconstruct(np.array([r.sentence_id for r in sentence_rows]))
+
+    def as_stored(vectors):  # noqa: ANN001, ANN202 - the version keeps float16-rounded vectors
+        return vectors.numpy().astype(np.float16).astype(np.float32)
+
+    np.testing.assert_allclose(got, as_stored(direct.sentences), atol=1e-5)
+    doc_index = FaissIndex.load(result.path / "document.faiss", "Flat")
+    np.testing.assert_allclose(
+        doc_index.reconstruct(np.array([row.doc_id]))[0], as_stored(direct.document), atol=1e-5
+    )
+    # the document's own vector finds it first
+    assert doc_index.search(direct.document.numpy(), 1)[0].ids[0] == row.doc_id
+
+
+def test_second_build_flips_the_active_version(
+    tmp_path: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    corpus = write_text_corpus(tmp_path / "c", {"a.md": "# A\n\n## S\n\nOne sentence. Two."})
+    first = build(corpus, settings, engine, tiny_encoder, splitter)
+    (corpus / "b.md").write_text("# B\n\n## S\n\nThree sentences here. Four. Five.")
+    second = build(corpus, settings, engine, tiny_encoder, splitter)
+    assert second.version_id > first.version_id
+    assert active_version(engine).version_id == second.version_id
+    assert count_units(engine, second.version_id)["document"] == 2
+    assert count_units(engine, first.version_id)["document"] == 1  # kept until garbage-collected
+
+
+class ExplodingEncoder:
+    """Delegates to a real encoder and fails on the second block."""
+
+    def __init__(self, inner: TransformerEncoder) -> None:
+        self.inner, self.calls = inner, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def encode_documents(self, docs):
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("encoder crashed")
+        return self.inner.encode_documents(docs)
+
+
+def test_failed_build_leaves_the_active_version_untouched(
+    sample_corpus: Path,
+    tmp_path: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    small = write_text_corpus(tmp_path / "c", {"a.md": "# A\n\n## S\n\nOne sentence. Two."})
+    first = build(small, settings, engine, tiny_encoder, splitter)
+    settings.index.block_documents = 4
+    with pytest.raises(RuntimeError, match="encoder crashed"):
+        build(sample_corpus, settings, engine, ExplodingEncoder(tiny_encoder), splitter)
+    assert active_version(engine).version_id == first.version_id
+    indexes = settings.data_dir / "indexes"
+    assert sorted(p.name for p in indexes.iterdir() if not p.name.startswith(".")) == [
+        f"{first.version_id:06d}"
+    ]
+    with engine.connect() as conn:
+        failed = conn.execute(
+            select(
+                index_versions.c.version_id, index_versions.c.status, index_versions.c.error
+            ).where(index_versions.c.version_id != first.version_id)
+        ).one()
+    assert failed.status == "failed" and "encoder crashed" in failed.error
+    assert all(n == 0 for n in count_units(engine, failed.version_id).values())
+
+
+def test_corpus_without_documents_publishes_nothing(
+    tmp_path: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    corpus = write_text_corpus(tmp_path / "c", {"a.txt": "   ", "b.md": "# Only a title\n"})
+    with pytest.raises(IndexBuildError, match=r"no indexable documents .* \(2 skipped\)"):
+        build(corpus, settings, engine, tiny_encoder, splitter)
+    with engine.connect() as conn:
+        assert conn.execute(select(index_versions)).all() == []
+
+
+def test_encoder_outputs_are_unit_vectors(tiny_encoder: TransformerEncoder) -> None:
+    v = tiny_encoder.encode(["a", "b c d"])
+    torch.testing.assert_close(v.norm(dim=1), torch.ones(2))

@@ -1,0 +1,214 @@
+"""`docsim evaluate` over the sample corpus indexed with the tiny encoder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from typer.testing import CliRunner
+
+from indexer.cli.main import cli
+from indexer.config import Settings
+from indexer.evaluation.runs import paired_tests, sdr_rank_metrics
+from tests.utils.corpora import write_jsonl
+from tests.utils.indexes import publish
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def data_dir(sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    publish(sample_corpus, Settings(data_dir=data), tiny_encoder_dir)
+    return data
+
+
+def evaluate(data: Path, queries: Path, qrels: Path, *options: str):
+    return runner.invoke(
+        cli,
+        [
+            "evaluate",
+            "--data-dir",
+            str(data),
+            "--queries",
+            str(queries),
+            "--qrels",
+            str(qrels),
+            *options,
+        ],
+    )
+
+
+def test_bm25_evaluates_a_query_without_indexed_words(
+    data_dir: Path, sample_corpus: Path, tmp_path: Path
+) -> None:
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [
+            {"qid": "stop", "text": "The of and. It is not that."},
+            {"qid": "baking", "text": (sample_corpus / "baking-01.md").read_text()},
+        ],
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("stop Q0 oceans-01 1\nbaking Q0 baking-02 1\n")
+    out, run = tmp_path / "evaluation.json", tmp_path / "run.txt"
+    result = evaluate(
+        data_dir, queries, qrels, "--method", "bm25", "--out", str(out), "--run-out", str(run)
+    )
+    assert result.exit_code == 0, f"{result.exception!r}\n{result.output}"
+    per_query = json.loads(out.read_text())["methods"]["bm25"]["per_query"]
+    assert set(per_query) == {"stop", "baking"}
+    stop_lines = [line.split() for line in run.read_text().splitlines() if line.startswith("stop")]
+    assert len(stop_lines) == 48 and {line[4] for line in stop_lines} == {"0.000000"}
+
+
+def test_unknown_judged_queries_and_documents_are_warned_about(
+    data_dir: Path, sample_corpus: Path, tmp_path: Path, caplog, monkeypatch
+) -> None:
+    # the CLI's logging setup replaces the root handlers, caplog's among them
+    monkeypatch.setattr("indexer.cli.common.setup_logging", lambda verbose: None)
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [{"qid": "q1", "text": (sample_corpus / "baking-01.md").read_text()}],
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text(
+        "q1 Q0 baking-02 1\n"
+        "q1 Q0 gone-01 1\n"
+        "q1 Q0 gone-02 0\n"
+        "q2 Q0 baking-03 1\n"
+        "q2 Q0 gone-01 1\n"
+        "q3 Q0 oceans-01 1\n"
+    )
+    out = tmp_path / "evaluation.json"
+    with caplog.at_level(logging.WARNING):
+        result = evaluate(data_dir, queries, qrels, "--method", "document", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(out.read_text())["methods"]["document"]["per_query"]) == {"q1"}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        "2 judged queries are not in the queries file" in w and "q2, q3" in w for w in warnings
+    ), warnings
+    assert any(
+        "2 judged documents are not in the index" in w and "gone-01, gone-02" in w for w in warnings
+    ), warnings
+
+
+def test_a_query_that_cannot_run_scores_0_and_the_rest_is_evaluated(
+    data_dir: Path, sample_corpus: Path, tmp_path: Path
+) -> None:
+    """A query without a sentence, or by a document id the index lacks, is warned about and
+    scores 0 (it stays in the means); the other queries are evaluated as usual."""
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [
+            {"qid": "empty", "text": "  ...  "},
+            {"qid": "gone", "document_id": "no-such-document"},
+            {"qid": "baking", "text": (sample_corpus / "baking-01.md").read_text()},
+        ],
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("empty Q0 oceans-01 1\ngone Q0 oceans-02 1\nbaking Q0 baking-02 1\n")
+    out = tmp_path / "evaluation.json"
+    result = evaluate(data_dir, queries, qrels, "--method", "sdr", "--out", str(out))
+    assert result.exit_code == 0, f"{result.exception!r}\n{result.output}"
+    per_query = json.loads(out.read_text())["methods"]["sdr"]["per_query"]
+    assert set(per_query) == {"empty", "gone", "baking"}
+    assert per_query["empty"]["MAP"] == 0.0 and per_query["gone"]["NDCG@20"] == 0.0
+    assert per_query["baking"]["MAP"] > 0.0
+
+
+# --- SDR's rank metrics and the paired significance tests, against hand-computed values -----
+
+
+def test_sdr_rank_metrics_by_hand() -> None:
+    """0-based rank r of each relevant document (n - 1 when unranked), MPR = mean r / (n - 1),
+    HR@k = share of relevant documents with r < k."""
+    ranked = ["d1", "d2", "d3", "d4", "d5"]
+    relevant = {"d2", "d5", "d9"}  # ranks 1, 4 and (unranked, of 11 candidates) 10
+    metrics = sdr_rank_metrics(ranked, relevant, 11, (1, 2, 5, 10, 11))
+    assert metrics == pytest.approx(
+        {"MPR": (0.1 + 0.4 + 1.0) / 3, "HR@1": 0.0, "HR@2": 1 / 3, "HR@5": 2 / 3}
+        | {"HR@10": 2 / 3, "HR@11": 1.0},
+        abs=1e-12,
+    )
+    assert sdr_rank_metrics(ranked, {"d1"}, 5, (1,)) == {"MPR": 0.0, "HR@1": 1.0}
+    assert sdr_rank_metrics(ranked, {"d5", "d4"}, 5, (3, 4)) == pytest.approx(
+        {"MPR": (3 / 4 + 4 / 4) / 2, "HR@3": 0.0, "HR@4": 0.5}
+    )
+    assert sdr_rank_metrics(ranked, set(), 5, (10,)) == {}
+
+
+def per_query(values: dict[str, float], metric: str = "MAP") -> dict[str, dict[str, float]]:
+    return {qid: {metric: value, "other": -1.0} for qid, value in values.items()}
+
+
+def test_paired_tests_by_hand() -> None:
+    """Differences 0.1, 0.2, 0.3: t = mean / (sd / sqrt(n)) = 0.2 / (0.1 / sqrt(3)) = 2 sqrt(3)
+    on 2 degrees of freedom, whose two-sided p is 1 - t / sqrt(t^2 + 2) = 1 - sqrt(6/7); the
+    exact signed-rank test puts all 3 ranks on one side: p = 2 / 2^3 = 0.25."""
+    t = 0.2 / (0.1 / math.sqrt(3))
+    assert t == pytest.approx(2 * math.sqrt(3))
+    result = paired_tests(
+        {
+            "bm25": per_query({"q1": 0.1, "q2": 0.2, "q3": 0.3}),
+            "sdr": per_query({"q3": 0.6, "q1": 0.2, "q2": 0.4}),  # paired by id, not order
+        },
+        baseline="bm25",
+    )
+    assert result == {
+        "sdr": {
+            "mean_difference": pytest.approx(0.2, abs=1e-12),
+            "t_test_p": pytest.approx(1 - t / math.sqrt(t * t + 2), abs=1e-9),
+            "wilcoxon_p": pytest.approx(0.25, abs=1e-12),
+            "queries": 3,
+        }
+    }
+    assert 1 - t / math.sqrt(t * t + 2) == pytest.approx(1 - math.sqrt(6 / 7))
+
+
+def test_paired_tests_equal_scipy_on_shared_queries() -> None:
+    """Each method against the baseline over the queries both have, paired by query id, equals
+    scipy's ttest_rel and wilcoxon on those pairs; a method equal to the baseline has p 1."""
+    rng = np.random.default_rng(7)
+    qids = [f"q{i:02d}" for i in range(14)]
+    base = dict(zip(qids, rng.uniform(0, 1, len(qids)).round(3).tolist(), strict=True))
+    better = {q: min(1.0, v + rng.uniform(-0.1, 0.3)) for q, v in base.items()}
+    better["q04"] = base["q04"]  # a zero difference, which the signed-rank test drops
+    worse = {q: max(0.0, v - rng.uniform(-0.1, 0.2)) for q, v in base.items()}
+    del better["q13"], worse["q00"]  # queries only some methods ran
+    base["extra"] = 0.5
+    shuffled = dict(reversed(list(better.items())))
+    metric = "NDCG@20"
+    result = paired_tests(
+        {
+            "bm25": per_query(base, metric),
+            "better": per_query(shuffled, metric),
+            "worse": per_query(worse, metric),
+            "same": per_query(base, metric),
+        },
+        baseline="bm25",
+        metric=metric,
+    )
+    assert set(result) == {"better", "worse", "same"}
+    for name, values in (("better", better), ("worse", worse)):
+        shared = sorted(set(base) & set(values))
+        a = np.array([values[q] for q in shared])
+        b = np.array([base[q] for q in shared])
+        assert result[name]["queries"] == len(shared) == 13
+        assert result[name]["mean_difference"] == pytest.approx(float(np.mean(a - b)), abs=1e-12)
+        assert result[name]["t_test_p"] == pytest.approx(stats.ttest_rel(a, b).pvalue, abs=1e-12)
+        assert result[name]["wilcoxon_p"] == pytest.approx(stats.wilcoxon(a, b).pvalue, abs=1e-12)
+        assert 0.0 < result[name]["t_test_p"] < 1.0
+    assert result["better"]["mean_difference"] > 0 > result["worse"]["mean_difference"]
+    assert result["same"] == {
+        "mean_difference": 0.0,
+        "t_test_p": 1.0,
+        "wilcoxon_p": 1.0,
+        "queries": 15,
+    }

@@ -1,0 +1,65 @@
+"""BM25 postings changed one document at a time equal postings built from scratch, and
+untouched postings are shared, not copied."""
+
+from __future__ import annotations
+
+import bm25s
+import numpy as np
+import pytest
+
+from indexer.search.lexical import Bm25Index
+from indexer.text.corpus import SAMPLE_CORPUS, read_corpus
+
+TEXTS = [doc.text for doc in read_corpus(SAMPLE_CORPUS)]
+QUERIES = [*TEXTS[:6], "sourdough starter flour water", "the of and"]
+
+
+def test_scores_equal_bm25s() -> None:
+    ids = np.arange(len(TEXTS), dtype=np.int64) * 3 + 5  # ids need not be positions
+    index = Bm25Index.build(ids.tolist(), TEXTS)
+    reference = bm25s.BM25()
+    reference.index(bm25s.tokenize(TEXTS, stopwords="en", show_progress=False), show_progress=False)
+    for query in QUERIES:
+        tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        known = [t for t in tokens if t in reference.vocab_dict]
+        expected = reference.get_scores(known) if known else np.zeros(len(TEXTS))
+        # bm25s' arithmetic, to the bit
+        np.testing.assert_array_equal(index.scores(query, ids), expected.astype(np.float64))
+
+
+def test_a_change_equals_a_rebuild_and_shares_untouched_postings() -> None:
+    ids = list(range(len(TEXTS)))
+    before = Bm25Index.build(ids, TEXTS)
+    new_text = "A zeppelin floats over the sourdough bakery; flour dust and zeppelin engines."
+    after = before.with_changes(removed=[3, 10], added=[(100, new_text), (101, TEXTS[3])])
+    kept = [i for i in ids if i not in (3, 10)]
+    texts = {i: TEXTS[i] for i in kept} | {100: new_text, 101: TEXTS[3]}
+    order = sorted(texts)
+    rebuilt = Bm25Index.build(order, [texts[i] for i in order])
+    for query in [*QUERIES, new_text]:
+        np.testing.assert_allclose(
+            after.scores(query, np.array(order)), rebuilt.scores(query, np.array(order)), rtol=1e-12
+        )
+    assert after.n_documents == rebuilt.n_documents == len(TEXTS)
+    # the old index is unchanged (requests on the old version keep a consistent view)
+    np.testing.assert_array_equal(
+        before.scores(TEXTS[3], np.array(ids)),
+        Bm25Index.build(ids, TEXTS).scores(TEXTS[3], np.array(ids)),
+    )
+    touched = set(before._terms[3]) | set(before._terms[10]) | set(after._terms[100])
+    untouched = [t for t in before._postings if t not in touched and t in after._postings]
+    assert untouched and all(after._postings[t] is before._postings[t] for t in untouched)
+    assert "zeppelin" in after._postings and "zeppelin" not in before._postings
+
+
+def test_a_query_without_known_tokens_scores_zero() -> None:
+    index = Bm25Index.build([1, 2], ["bread and butter", "stone and mortar"])
+    assert index.scores("the of and", np.array([1, 2])).tolist() == [0.0, 0.0]
+    assert index.scores("", np.array([1, 2])).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("removed", [[0], [0, 1]])
+def test_removing_every_holder_of_a_token_drops_it(removed: list[int]) -> None:
+    index = Bm25Index.build([0, 1], ["unique zeppelin", "plain bread"])
+    after = index.with_changes(removed=removed, added=[])
+    assert "zeppelin" not in after._postings

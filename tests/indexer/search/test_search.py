@@ -1,0 +1,337 @@
+"""`Searcher` rankings against references computed here, over the sample corpus indexed with
+the tiny random encoder: BM25 against bm25s run directly, hybrid against reciprocal-rank
+fusion by hand, unit search against brute force, candidate mode against exhaustive mode."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import pytest
+import torch
+from sqlalchemy import select
+
+from indexer.config import DatabaseSettings, Settings
+from indexer.search.sdr import _ranges
+from indexer.search.searcher import Searcher, open_searcher
+from indexer.search.types import (
+    Granularity,
+    Method,
+    Query,
+    ScoringMode,
+    SearchConfig,
+    SearchOptions,
+    UnitHit,
+)
+from indexer.store.db import make_engine
+from indexer.store.tables import LEVEL_TABLES, documents
+from indexer.text.corpus import json_document
+from tests.utils.indexes import publish
+
+RRF_K = 60  # reciprocal-rank fusion's constant, as documented for `hybrid`
+UNIT_LEVELS = ("section", "paragraph", "sentence")
+
+POSTED = {
+    "id": "query",
+    "title": "Bread at home",
+    "sections": [
+        {
+            "title": "Dough",
+            "text": "Yeast ferments the sugars in flour. The dough doubles in a warm room.\n\n"
+            "Knead until the dough is smooth. Gluten gives the loaf its structure.",
+        },
+        {
+            "title": "Oven and sea",
+            "text": "A hot oven sets the crumb quickly. Steam keeps the crust soft.\n\n"
+            "Ships watched the lighthouse as waves broke on the coast. Zorblax quintessor.",
+        },
+    ],
+}
+
+
+def test_ranges_equals_concatenated_aranges() -> None:
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, 100, size=50)
+    ends = starts + rng.integers(0, 9, size=50)
+    expected = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
+    np.testing.assert_array_equal(_ranges(starts, ends), expected)
+
+
+# --- fixtures and references ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def searcher(
+    tmp_path_factory: pytest.TempPathFactory,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    _postgres,  # noqa: ANN001 - the run's PostgreSQL server, if any
+) -> Iterator[Searcher]:
+    """A searcher over one published version of the 48-document sample corpus; on PostgreSQL
+    in a database of its own, so that no other module's index sees this version."""
+    database = DatabaseSettings(url=_postgres.database() if _postgres is not None else None)
+    settings = Settings(data_dir=tmp_path_factory.mktemp("search"), db=database)
+    publish(sample_corpus, settings, tiny_encoder_dir)
+    engine = make_engine(settings.database_url)
+    yield open_searcher(settings, engine)
+    engine.dispose()
+
+
+def posted_query(searcher: Searcher) -> Query:
+    source = json_document(POSTED, "")
+    return searcher.query_from_source(source)  # type: ignore[arg-type]
+
+
+def stored_texts(searcher: Searcher) -> dict[str, str]:
+    """Each document's stored text by external id, read straight from SQL."""
+    with searcher.engine.connect() as conn:
+        rows = conn.execute(
+            select(documents.c.external_id, documents.c.text).where(
+                documents.c.version_id == searcher.index.version_id
+            )
+        ).all()
+    return {str(external_id): str(text) for external_id, text in rows}
+
+
+def unit_documents(searcher: Searcher, level: str) -> dict[int, str]:
+    """The external id of the document each unit of `level` belongs to, straight from SQL."""
+    table, id_column = LEVEL_TABLES[level]
+    with searcher.engine.connect() as conn:
+        rows = conn.execute(
+            select(id_column, documents.c.external_id)
+            .join(documents, table.c.doc_id == documents.c.doc_id)
+            .where(documents.c.version_id == searcher.index.version_id)
+        ).all()
+    return {int(unit): external_id for unit, external_id in rows}
+
+
+def tie_break_order(searcher: Searcher) -> dict[str, int]:
+    """Each document's place in the searcher's fixed random tie-break order: a query of stop
+    words scores every document 0 under BM25, so its ranking is that order alone."""
+    query = searcher.query_from_source(json_document({"id": "q", "text": "The of and."}, ""))
+    hits = searcher.similar(query, SearchOptions(top_k=48, method=Method.bm25)).results
+    assert len(hits) == 48 and {h.score for h in hits} == {0.0}
+    return {h.document_id: i for i, h in enumerate(hits)}
+
+
+def query_of(searcher: Searcher, kind: str) -> tuple[Query, str | None]:
+    """The posted query, or an indexed document as the query (and its id: the excluded one)."""
+    if kind == "posted":
+        return posted_query(searcher), None
+    return searcher.query_from_index(kind), kind
+
+
+# --- BM25 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["posted", "coffee-02"])
+def test_bm25_equals_bm25s_run_directly(searcher: Searcher, kind: str) -> None:
+    texts = stored_texts(searcher)
+    external_ids = sorted(texts)
+    retriever = bm25s.BM25()
+    retriever.index(
+        bm25s.tokenize([texts[e] for e in external_ids], stopwords="en", show_progress=False),
+        show_progress=False,
+    )
+    query, source = query_of(searcher, kind)
+    text = texts[source] if source is not None else query.text
+    tokens = bm25s.tokenize([text], stopwords="en", show_progress=False)
+    found, values = retriever.retrieve(tokens, k=len(texts), show_progress=False)
+    reference = [
+        (external_ids[int(d)], float(s))
+        for d, s in zip(found[0], values[0], strict=True)
+        if external_ids[int(d)] != source
+    ]  # best first
+    expected = dict(reference)
+
+    hits = searcher.similar(query, SearchOptions(top_k=48, method=Method.bm25)).results
+    assert len(hits) == len(expected) == (48 if source is None else 47)
+    assert {h.document_id for h in hits} == set(expected)
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.document_id], abs=1e-6), hit.document_id
+    assert sum(s > 0 for _, s in reference[:10]) == 10  # the top 10 are real BM25 matches
+    scores = [s for _, s in reference]
+    for rank in range(10):  # the order, wherever the reference's scores are distinct
+        neighbours = scores[max(rank - 1, 0) : rank] + scores[rank + 1 : rank + 2]
+        if all(abs(scores[rank] - s) > 1e-6 for s in neighbours):
+            assert hits[rank].document_id == reference[rank][0], rank
+
+
+# --- hybrid ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["posted", "baking-01"])
+def test_hybrid_equals_reciprocal_rank_fusion_by_hand(searcher: Searcher, kind: str) -> None:
+    """score(d) = 1/(60 + rank_bm25(d)) + 1/(60 + rank_sdr(d)) over every document, ranks from
+    1, ties broken by the searcher's fixed random order (the input rankings come from the
+    searcher itself, so that their own ties are broken as it breaks them)."""
+    query, source = query_of(searcher, kind)
+    n = 48 if source is None else 47
+
+    def ranks(method: Method) -> dict[str, int]:
+        options = SearchOptions(top_k=n, method=method, matches_per_result=0)
+        hits = searcher.similar(query, options).results
+        assert len(hits) == n
+        return {h.document_id: position for position, h in enumerate(hits, start=1)}
+
+    bm25, sdr = ranks(Method.bm25), ranks(Method.sdr)
+    fused = {d: 1.0 / (RRF_K + bm25[d]) + 1.0 / (RRF_K + sdr[d]) for d in bm25}
+    tie_break = tie_break_order(searcher)
+    expected = sorted(fused, key=lambda d: (-fused[d], tie_break[d]))
+
+    options = SearchOptions(top_k=n, method=Method.hybrid, matches_per_result=0)
+    hits = searcher.similar(query, options).results
+    assert [h.document_id for h in hits] == expected
+    for hit in hits:
+        assert hit.score == pytest.approx(fused[hit.document_id], abs=1e-9), hit.document_id
+    top = searcher.similar(query, SearchOptions(top_k=5, method=Method.hybrid)).results
+    assert [h.document_id for h in top] == expected[:5]
+
+
+# --- unit search ----------------------------------------------------------------------------
+
+
+def brute_force_units(
+    searcher: Searcher,
+    query: Query,
+    level: str,
+    vectors: torch.Tensor,
+    source: str | None,
+    pool: set[str] | None = None,
+) -> dict[int, float]:
+    """Each unit's best cosine over the query's units of `level`, for every unit of `level`
+    in `vectors` (rows of `searcher.index.ids[level]`) outside the source document (and
+    inside `pool` when given)."""
+    best = (searcher.level_vectors(query, level) @ vectors.T).max(dim=0).values  # (n,)
+    owner = unit_documents(searcher, level)
+    return {
+        int(unit): float(score)
+        for unit, score in zip(searcher.index.ids[level], best.tolist(), strict=True)
+        if owner[int(unit)] != source and (pool is None or owner[int(unit)] in pool)
+    }
+
+
+def unit_mismatches(hits: list[UnitHit], reference: dict[int, float], top_k: int) -> list[str]:
+    """How `hits` differ from the best `top_k` of `reference` (1e-5): the score at each rank,
+    and each hit's own score (so units may only swap places within near-ties)."""
+    expected = sorted(reference.values(), reverse=True)[:top_k]
+    problems = []
+    if len(hits) != len(expected):
+        problems.append(f"{len(hits)} hits, expected {len(expected)}")
+    for rank, (hit, score) in enumerate(zip(hits, expected, strict=False), start=1):
+        if abs(hit.score - score) > 1e-5:
+            problems.append(f"rank {rank}: score {hit.score:.7f}, expected {score:.7f}")
+        if hit.unit_id not in reference:
+            problems.append(f"rank {rank}: unit {hit.unit_id} may not rank")
+        elif abs(hit.score - reference[hit.unit_id]) > 1e-5:
+            problems.append(
+                f"unit {hit.unit_id}: score {hit.score:.7f}, its own {reference[hit.unit_id]:.7f}"
+            )
+    if len({h.unit_id for h in hits}) != len(hits):
+        problems.append("a unit ranks twice")
+    return problems
+
+
+# FAISS is searched with k = top_k * 4 + 10 per query unit. Without a pool, that cannot miss
+# the true top_k: a unit u of the true top_k has its best score s at some query unit q, and
+# every unit closer to q than s has a best score above s, so ranks above u, unless it is the
+# source's. A posted query has no source, so fewer than top_k units precede u at q. For an
+# indexed query the source's own units can fill q's k neighbours; this top_k leaves room for
+# 30 of them, and no query of the sample corpus comes close.
+@pytest.mark.parametrize("kind", ["posted", "oceans-02"])
+@pytest.mark.parametrize("level", UNIT_LEVELS)
+def test_unit_search_equals_brute_force_over_the_faiss_vectors(
+    searcher: Searcher, level: str, kind: str
+) -> None:
+    """Best cosine per unit over the query's units, the source's units left out, against the
+    vectors the FAISS index holds."""
+    query, source = query_of(searcher, kind)
+    top_k = 5
+    held = torch.from_numpy(searcher.index.indices[level].reconstruct(searcher.index.ids[level]))
+    reference = brute_force_units(searcher, query, level, held, source)
+    options = SearchOptions(top_k=top_k, granularity=Granularity(level))
+    result = searcher.similar(query, options)
+    assert result.mode == "exhaustive"
+    assert unit_mismatches(result.results, reference, top_k) == []  # type: ignore[arg-type]
+    assert all(h.level == level and h.document_id != source for h in result.results)
+
+
+def test_unit_search_equals_brute_force_over_the_stored_vectors(searcher: Searcher) -> None:
+    """Found by this test: FAISS held the build's float32 vectors while the version stores
+    (and SDR, /explain and later additions use) float16-rounded ones; FAISS now holds the
+    rounded vectors too."""
+    query = posted_query(searcher)
+    top_k = 5
+    problems = {}
+    for level in UNIT_LEVELS:
+        reference = brute_force_units(searcher, query, level, searcher.index.vectors[level], None)
+        options = SearchOptions(top_k=top_k, granularity=Granularity(level))
+        hits = searcher.similar(query, options).results
+        problems[level] = unit_mismatches(hits, reference, top_k)  # type: ignore[arg-type]
+    assert problems == dict.fromkeys(UNIT_LEVELS, [])
+
+
+def test_unit_search_in_a_pool_equals_brute_force(searcher: Searcher) -> None:
+    """Found by this test: with candidates, unit search took the top_k*4+10 nearest units of
+    the whole collection and only then kept the pool's (fewer than top_k hits, as few as none,
+    or scores below a unit's best); it now searches among the pool's units only."""
+    query = posted_query(searcher)
+    pool = ["running-01", "running-02", "databases-05"]
+    top_k = 3
+    held = {
+        level: torch.from_numpy(
+            searcher.index.indices[level].reconstruct(searcher.index.ids[level])
+        )
+        for level in UNIT_LEVELS
+    }
+    problems = {}
+    for level in UNIT_LEVELS:
+        reference = brute_force_units(searcher, query, level, held[level], None, set(pool))
+        assert len(reference) > top_k  # the pool has enough units to fill the ranking
+        options = SearchOptions(top_k=top_k, granularity=Granularity(level), candidates=pool)
+        hits = searcher.similar(query, options).results
+        problems[level] = unit_mismatches(hits, reference, top_k)  # type: ignore[arg-type]
+    assert problems == dict.fromkeys(UNIT_LEVELS, [])
+
+
+# --- candidate mode -------------------------------------------------------------------------
+
+
+def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
+    searcher: Searcher,
+) -> None:
+    """Every document as the query: candidate mode scores at most 10 documents of 47, and its
+    top 10 still holds a share of exhaustive mode's top 10."""
+    small = SearchConfig(
+        candidate_sentence_k=2,
+        candidate_paragraph_k=2,
+        candidate_document_k=2,
+        candidate_max_documents=10,
+        stats_sample_documents=16,
+    )
+    candidate_searcher = Searcher(
+        searcher.index, searcher.encoder, searcher.splitter, searcher.engine, small
+    )
+    overlaps = []
+    for external_id in searcher.index.external_ids:
+        query = candidate_searcher.query_from_index(external_id)
+
+        def top10(mode: ScoringMode, query: Query = query):  # noqa: ANN202
+            options = SearchOptions(top_k=10, mode=mode, matches_per_result=0)
+            return candidate_searcher.similar(query, options)
+
+        exhaustive, candidate = top10(ScoringMode.exhaustive), top10(ScoringMode.candidate)
+        assert (exhaustive.mode, candidate.mode) == ("exhaustive", "candidate")
+        assert exhaustive.scored_documents == 47
+        assert candidate.scored_documents <= 10 < exhaustive.scored_documents
+        assert len(exhaustive.results) == len(candidate.results) == 10
+        assert external_id not in {h.document_id for h in candidate.results}
+        shared = {h.document_id for h in exhaustive.results} & {
+            h.document_id for h in candidate.results
+        }
+        overlaps.append(len(shared) / 10)
+    # measured with the tiny random encoder: mean overlap@10 0.3375 (min 0.1, max 0.6)
+    assert np.mean(overlaps) >= 0.30
+    assert min(overlaps) < 1.0  # candidate mode really did miss documents

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from indexer.text.chunking import add_chunks, chunk_document
+from indexer.text.corpus import read_corpus, text_document
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import split_document
+from models.transformer import TransformerEncoder
+
+
+@pytest.mark.parametrize("capacity", [8, 40, 126])
+def test_chunks_respect_capacity_and_sections(
+    sample_corpus: Path, splitter: SentenceSplitter, tiny_encoder: TransformerEncoder, capacity: int
+) -> None:
+    docs = [split_document(d, splitter) for d in list(read_corpus(sample_corpus))[:6]]
+    for doc in add_chunks(docs, tiny_encoder, capacity):
+        assert doc.chunks
+        for chunk in doc.chunks:
+            section = doc.sections[chunk.section]
+            assert section.start <= chunk.start < chunk.end <= section.end
+            assert 1 <= chunk.n_tokens <= capacity
+            # reference: tokenising the chunk's own text gives the recorded count
+            assert (
+                len(tiny_encoder.token_offsets([doc.text[chunk.start : chunk.end]])[0])
+                == chunk.n_tokens
+            )
+        # chunks cover every sentence, in order, without overlap
+        ends = [c.end for c in doc.chunks]
+        starts = [c.start for c in doc.chunks]
+        assert all(a <= b for a, b in zip(ends, starts[1:], strict=False))
+        for sentence in doc.sentences():
+            assert any(c.start <= sentence.start and sentence.end <= c.end for c in doc.chunks) or (
+                any(c.start <= sentence.start < c.end for c in doc.chunks)
+            )
+
+
+def test_sentence_longer_than_capacity_is_cut_at_token_boundaries(
+    splitter: SentenceSplitter,
+) -> None:
+    text = "Title\n\none two three four five six seven. Eight nine."
+    doc = split_document(text_document("x", text), splitter)
+    tokens = []
+    for s in doc.sentences():
+        sentence = doc.text[s.start : s.end]
+        spans, pos = [], 0
+        for word in sentence.split(" "):
+            spans.append((pos, pos + len(word)))
+            pos += len(word) + 1
+        tokens.append(spans)
+    chunked = chunk_document(doc, tokens, capacity=3)
+    assert [doc.text[c.start : c.end] for c in chunked.chunks] == [
+        "one two three",
+        "four five six",
+        "seven.",
+        "Eight nine.",
+    ]
+    assert [c.n_tokens for c in chunked.chunks] == [3, 3, 1, 2]
+
+
+def test_chunk_rejects_bad_capacity(splitter: SentenceSplitter) -> None:
+    doc = split_document(text_document("x", "T\n\nA sentence."), splitter)
+    with pytest.raises(ValueError, match="at least 1 token"):
+        chunk_document(doc, [[(0, 1)]], capacity=0)
