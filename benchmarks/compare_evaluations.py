@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from indexer.evaluation.runs import paired_tests
+from indexer.evaluation.metrics import paired_tests
 
 
 def main() -> None:

@@ -42,16 +42,13 @@ def evaluate(
     """Evaluate rankings of the active index against relevance judgments."""
     import ir_measures
 
+    from indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs, write_trec_run
     from indexer.evaluation.runs import (
         MethodSpec,
-        mean_metrics,
-        paired_tests,
         read_pools,
         read_queries,
         run_queries,
-        score_runs,
         warn_unmatched_judgments,
-        write_trec_run,
     )
     from indexer.search.searcher import open_searcher
 

@@ -56,10 +56,45 @@ class Bm25Index:
         self._lengths = lengths  # doc id -> tokens after stop words
         self._terms = terms  # doc id -> its distinct tokens (to undo its postings)
         self._total = sum(lengths.values())
+        self._sorted_ids: np.ndarray | None = None
+        self._terms_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @classmethod
     def build(cls, doc_ids: Iterable[int], texts: Sequence[str]) -> Bm25Index:
-        return cls({}, {}, {}).with_changes(removed=(), added=zip(doc_ids, texts, strict=True))
+        """The index of `texts`, the documents `doc_ids`, in one pass: every (token, document)
+        count at once, grouped by token."""
+        import bm25s
+
+        doc_ids = np.asarray(list(doc_ids), dtype=np.int64)  # (D,)
+        if len(doc_ids) != len(texts):
+            raise ValueError(f"{len(doc_ids)} document ids for {len(texts)} texts")
+        if not len(doc_ids):
+            return cls({}, {}, {})
+        tokenized = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+        vocabulary = np.array(sorted(tokenized.vocab, key=tokenized.vocab.__getitem__), object)
+        lengths = np.array([len(ids) for ids in tokenized.ids], dtype=np.int64)  # (D,)
+        tokens = np.concatenate([np.asarray(ids, np.int64) for ids in tokenized.ids])  # (T,)
+        docs = np.repeat(np.argsort(np.argsort(doc_ids)), lengths)  # (T,) rank of the doc id
+        ranked_ids = np.sort(doc_ids)
+        pairs, counts = np.unique(tokens * len(doc_ids) + docs, return_counts=True)  # (P,)
+        token_of, doc_of = np.divmod(pairs, len(doc_ids))  # (P,) sorted by token, then doc
+        bounds = np.flatnonzero(np.diff(token_of)) + 1
+        doc_length = lengths[np.argsort(doc_ids)]  # (D,) by rank
+        postings = {
+            str(vocabulary[token_of[start]]): Posting(
+                ranked_ids[doc_of[start:end]],
+                counts[start:end].astype(np.int32),
+                doc_length[doc_of[start:end]].astype(np.int32),
+            )
+            for start, end in zip(
+                np.concatenate([[0], bounds]), np.concatenate([bounds, [len(pairs)]]), strict=True
+            )
+        }
+        terms = {
+            int(d): tuple(str(vocabulary[t]) for t in dict.fromkeys(ids))
+            for d, ids in zip(doc_ids, tokenized.ids, strict=True)
+        }
+        return cls(postings, dict(zip(doc_ids.tolist(), lengths.tolist(), strict=True)), terms)
 
     @property
     def n_documents(self) -> int:
@@ -98,17 +133,40 @@ class Bm25Index:
         tokens = [t for t in tokenize([text])[0] if t in self._postings] if text else []
         if not tokens or not len(doc_ids):
             return out.astype(np.float64)
-        n, average = len(self._lengths), self._total / len(self._lengths)
+        own = self._ids()
+        # the caller's rows of this index's documents (the same ids, unless a caller ranks
+        # another set: then the documents it does not hold are left out)
+        same = np.array_equal(own, doc_ids)
+        rows = np.arange(len(own)) if same else np.searchsorted(doc_ids, own)  # (N,)
+        known = (
+            np.ones(len(own), bool) if same else doc_ids[np.minimum(rows, len(doc_ids) - 1)] == own
+        )
         for token in tokens:
-            posting = self._postings[token]
-            df = len(posting.doc_ids)
-            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
-            rows = np.minimum(np.searchsorted(doc_ids, posting.doc_ids), len(doc_ids) - 1)
-            present = doc_ids[rows] == posting.doc_ids  # (n_t,) documents of this ranking
-            tf = posting.counts[present].astype(np.float32)
-            norm = K1 * ((1 - B) + B * posting.lengths[present] / average)  # float64
-            out[rows[present]] += (idf * (tf / (norm + tf))).astype(np.float32)
+            where, terms = self._term(token)  # rows of this index, float32 terms
+            keep = known[where]
+            out[rows[where[keep]]] += terms[keep]
         return out.astype(np.float64)
+
+    def _ids(self) -> np.ndarray:
+        """`(N,)` this index's document ids, ascending (computed once)."""
+        if self._sorted_ids is None:
+            self._sorted_ids = np.array(sorted(self._lengths), dtype=np.int64)
+        return self._sorted_ids
+
+    def _term(self, token: str) -> tuple[np.ndarray, np.ndarray]:
+        """The rows (in `_ids`) of the documents holding `token` and their float32 BM25
+        terms, computed once per index: N and the average length are fixed for it."""
+        found = self._terms_cache.get(token)
+        if found is None:
+            posting = self._postings[token]
+            n, df = len(self._lengths), len(posting.doc_ids)
+            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            tf = posting.counts.astype(np.float32)
+            norm = K1 * ((1 - B) + B * posting.lengths / (self._total / n))  # float64
+            terms = (idf * (tf / (norm + tf))).astype(np.float32)
+            found = (np.searchsorted(self._ids(), posting.doc_ids), terms)
+            self._terms_cache[token] = found
+        return found
 
 
 def _changed(old: Posting | None, drop: Iterable[int], put: list[tuple[int, int, int]]) -> Posting:

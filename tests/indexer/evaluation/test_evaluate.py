@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from indexer.cli.main import cli
 from indexer.config import Settings
-from indexer.evaluation.runs import paired_tests, sdr_rank_metrics
+from indexer.evaluation.metrics import paired_tests, sdr_rank_metrics
 from tests.utils.corpora import write_jsonl
 from tests.utils.indexes import publish
 

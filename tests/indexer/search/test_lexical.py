@@ -63,3 +63,28 @@ def test_removing_every_holder_of_a_token_drops_it(removed: list[int]) -> None:
     index = Bm25Index.build([0, 1], ["unique zeppelin", "plain bread"])
     after = index.with_changes(removed=removed, added=[])
     assert "zeppelin" not in after._postings
+
+
+def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time() -> None:
+    texts = [*TEXTS, "", "the of and"]  # documents without a token count too
+    ids = (np.random.default_rng(0).permutation(len(texts)) * 5 + 1).tolist()  # any id order
+    built = Bm25Index.build(ids, texts)
+    added = Bm25Index({}, {}, {}).with_changes(removed=(), added=zip(ids, texts, strict=True))
+    assert built._postings.keys() == added._postings.keys()
+    for token, posting in built._postings.items():
+        other = added._postings[token]
+        for name in ("doc_ids", "counts", "lengths"):
+            np.testing.assert_array_equal(getattr(posting, name), getattr(other, name), token)
+    assert built._lengths == added._lengths
+    assert {d: set(t) for d, t in built._terms.items()} == {
+        d: set(t) for d, t in added._terms.items()
+    }
+
+
+def test_scores_for_another_set_of_documents_leave_the_others_out() -> None:
+    ids = np.arange(len(TEXTS), dtype=np.int64)
+    index = Bm25Index.build(ids.tolist(), TEXTS)
+    full = index.scores(TEXTS[0], ids)
+    asked = np.array([0, 2, 5, 999], dtype=np.int64)  # 999 is not in the index
+    np.testing.assert_array_equal(index.scores(TEXTS[0], asked), [full[0], full[2], full[5], 0.0])
+    assert index.scores(TEXTS[0], ids).tolist() == full.tolist()  # the cached terms agree
