@@ -25,7 +25,7 @@ from starlette.routing import Match
 
 from app.services.state import ServiceState
 from indexer.jobs.queue import FINISHED
-from indexer.store.tables import as_utc, jobs
+from indexer.store.tables import JobStatus, as_utc, jobs
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class ServiceCollector(Collector):
                     jobs.c.status.in_(FINISHED), jobs.c.started_at.is_not(None)
                 )
             ).all()
-        for status in ("queued", "running", *FINISHED):
+        for status in (JobStatus.queued, JobStatus.running, *FINISHED):
             counts.add_metric([status], by_status.get(status, 0))
         totals: dict[str, list[float]] = {status: [0, 0.0] for status in FINISHED}
         for status, started, ended in finished:

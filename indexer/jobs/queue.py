@@ -39,7 +39,7 @@ class JobRow:
     job_id: int
     kind: str
     parameters: dict[str, Any]
-    status: str
+    status: JobStatus
     done: int
     total: int | None
     unit: str
@@ -68,6 +68,7 @@ def _now() -> datetime:
 
 def _row(row: Any) -> JobRow:
     values = dict(row._mapping)
+    values["status"] = JobStatus(values["status"])
     for key in ("created_at", "started_at", "heartbeat_at", "finished_at"):
         values[key] = as_utc(values[key])
     return JobRow(**values)

@@ -25,7 +25,6 @@ from indexer.store.units import (
     insert_documents,
     next_ordinals,
     pack_vectors,
-    save_ordinals,
 )
 from indexer.store.versions import active_version
 from indexer.text.chunking import add_chunks
@@ -121,7 +120,6 @@ def change_documents(
             counter = UnitCounter(version_id)
             counter.next.update(next_ordinals(conn, version_id, active.manifest["counts"]))
             ids = insert_documents(conn, version_id, docs, counter)
-            save_ordinals(conn, version_id, counter)
             added: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
                 lv: ([], []) for lv in LEVELS
             }
@@ -155,7 +153,7 @@ def change_documents(
             conn.execute(
                 update(index_versions)
                 .where(index_versions.c.version_id == version_id)
-                .values(revision=new_revision)
+                .values(revision=new_revision, unit_ordinals=dict(counter.next))
             )
     change = DocumentChange(
         version_id=version_id,

@@ -33,7 +33,7 @@ from indexer.jobs.queue import (
     update_progress,
 )
 from indexer.store.reader import stored_documents
-from indexer.store.tables import JobStatus
+from indexer.store.tables import JobStatus, VersionStatus
 from indexer.store.versions import active_version, collect_garbage, version_row
 from indexer.text.corpus import CorpusFormat
 from indexer.text.sentences import load_splitter
@@ -131,7 +131,7 @@ def run_reindex(
     resume = None
     if job.version_id is not None:
         row = version_row(engine, job.version_id)
-        if row is not None and row.status in ("suspended", "building"):
+        if row is not None and row.status in (VersionStatus.suspended, VersionStatus.building):
             resume = job.version_id
     hooks = BuildHooks(
         on_version=lambda v: set_job_version(engine, job.job_id, v),

@@ -8,7 +8,6 @@ they do not depend on which documents were retrieved.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +46,7 @@ class SdrScorer:
         index: LoadedIndex,
         device: torch.device,
         stats_sample: np.ndarray,
-        default_population: Callable[[], str],
+        default_population: str,
         sentences_on_device: torch.Tensor | None = None,
     ) -> None:
         self.index = index
@@ -60,7 +59,7 @@ class SdrScorer:
             document_lengths=index.collection.document_lengths,
         )
         self.stats_sample = stats_sample  # (S,) sorted document positions
-        self._default_population = default_population
+        self.default_population = default_population  # what a default ranking normalises over
         self._sample_cache: RaggedCollection | None = None
         self._source_stats: LRUCache[int, ParagraphStats] = LRUCache(maxsize=4096)
         self._lock = threading.Lock()
@@ -102,7 +101,7 @@ class SdrScorer:
 
     def remember(self, query: Query, stats: ParagraphStats) -> None:
         """Keep an indexed source's statistics when they are the default ranking's."""
-        if query.source_index is not None and stats.population == self._default_population():
+        if query.source_index is not None and stats.population == self.default_population:
             with self._lock:
                 self._source_stats[query.source_index] = stats
 

@@ -87,7 +87,7 @@ class Searcher:
             index,
             resolve_device(self.config.device),
             np.sort(sample),
-            self._default_population,
+            "sample" if self._mode(SearchOptions()) == "candidate" else "collection",
             sentences_on_device,
         )
         n_sentences = len(index.ids["sentence"])
@@ -116,11 +116,13 @@ class Searcher:
         )
         with self._bm25_lock:
             bm25 = self._bm25
-        if bm25 is not None:
+        if bm25 is not None:  # unit ids are never reused: a new id is a new document
             removed = np.setdiff1d(old.doc_ids, index.doc_ids).tolist()
             added = np.setdiff1d(index.doc_ids, old.doc_ids).tolist()
             texts = document_texts(self.engine, added)
             changed._bm25 = bm25.with_changes(removed, [(d, texts[d]) for d in added])
+            if not np.array_equal(changed._bm25.doc_ids, index.doc_ids):
+                raise IndexMismatchError("BM25 postings and the index hold other documents")
         return changed
 
     # --- queries --------------------------------------------------------------------------
@@ -209,7 +211,7 @@ class Searcher:
         cached = self._sdr.cached_stats(query)
         if cached is not None:
             return cached
-        if self._default_population() == "sample":
+        if self._sdr.default_population == "sample":
             found = self._sdr.sample_stats(query)
         else:
             found = self._sdr.collection_stats(query)
@@ -249,10 +251,6 @@ class Searcher:
         n = len(self.index.ids["sentence"])
         return "exhaustive" if n <= self.config.exhaustive_max_sentences else "candidate"
 
-    def _default_population(self) -> str:
-        """What a default ranking normalises over: `sample` in candidate mode."""
-        return "sample" if self._mode(SearchOptions()) == "candidate" else "collection"
-
     def _allowed(self, query: Query, candidates: Sequence[str] | None) -> np.ndarray:
         """Document positions that may be ranked (all, or the given pool), minus the source."""
         if candidates is None:
@@ -288,7 +286,7 @@ class Searcher:
                     len(doc_ids),
                     time.perf_counter() - started,
                 )
-        return self._bm25.scores(query.bm25_text, self.index.doc_ids)
+        return self._bm25.scores(query.bm25_text)  # built over `index.doc_ids`, in order
 
     def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
         index = self.index

@@ -1,5 +1,6 @@
 """`manifest.json`: what a version holds and how it was built, written beside its files and
-kept in SQL (`index_versions.manifest`). Readers use the types; the JSON is the same."""
+kept in SQL (`index_versions.manifest`). The build writes a `Manifest`; readers get the same
+JSON back as a plain dict (SQL's JSON column), which these types document."""
 
 from __future__ import annotations
 

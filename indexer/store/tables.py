@@ -65,8 +65,7 @@ index_versions = Table(
     "index_versions",
     metadata,
     Column("version_id", Integer, primary_key=True, autoincrement=True),
-    # building | ready | failed | suspended (a dead job's build, kept to resume) | retired
-    Column("status", String(16), nullable=False),
+    Column("status", String(16), nullable=False),  # VersionStatus
     Column("encoder_name", String(256), nullable=False),
     Column("path", String(1024), nullable=False),
     Column("manifest", JSON, nullable=True),
@@ -171,8 +170,7 @@ jobs = Table(
     Column("job_id", Integer, primary_key=True, autoincrement=True),
     Column("kind", String(32), nullable=False),
     Column("parameters", JSON, nullable=False),
-    # queued | running | succeeded | failed | cancelled
-    Column("status", String(16), nullable=False, index=True),
+    Column("status", String(16), nullable=False, index=True),  # JobStatus
     Column("done", Integer, nullable=False, default=0),
     Column("total", Integer, nullable=True),
     Column("unit", String(16), nullable=False, default="sentences"),

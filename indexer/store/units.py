@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select
 
 from indexer.store.tables import (
     LEVEL_TABLES,
@@ -200,29 +200,21 @@ def stored_additions(engine: Engine, version_id: int) -> dict[str, tuple[np.ndar
 
 
 def next_ordinals(conn: Connection, version_id: int, built: dict[str, int]) -> dict[str, int]:
-    """The next free ordinal of each level: after the version's build (`built` counts), after
-    every unit added since, and after every ordinal handed out before (`unit_ordinals`, kept
-    by `save_ordinals`), so that no id is ever given twice, even one whose unit was deleted."""
-    handed_out = (
-        conn.execute(
-            select(index_versions.c.unit_ordinals).where(index_versions.c.version_id == version_id)
-        ).scalar()
-        or {}
-    )
+    """The next free ordinal of each level: after the version's build (`built` counts) and
+    after every ordinal a document change handed out (`index_versions.unit_ordinals`), so
+    that no id is ever given twice, even one whose unit was deleted. A version changed before
+    that column existed falls back to the highest id in use."""
+    handed_out = conn.execute(
+        select(index_versions.c.unit_ordinals).where(index_versions.c.version_id == version_id)
+    ).scalar()
     out = {}
     for level, (table, id_column) in LEVEL_TABLES.items():
-        highest = conn.execute(
-            select(func.max(id_column)).where(table.c.version_id == version_id)
-        ).scalar()
-        after_rows = (int(highest) - unit_id(version_id, 0) + 1) if highest is not None else 0
-        out[level] = max(built.get(level, 0), after_rows, int(handed_out.get(level, 0)))
+        if handed_out is not None:
+            after = int(handed_out.get(level, 0))
+        else:
+            highest = conn.execute(
+                select(func.max(id_column)).where(table.c.version_id == version_id)
+            ).scalar()
+            after = (int(highest) - unit_id(version_id, 0) + 1) if highest is not None else 0
+        out[level] = max(built.get(level, 0), after)
     return out
-
-
-def save_ordinals(conn: Connection, version_id: int, counter: UnitCounter) -> None:
-    """Record the ordinals `counter` has handed out, for `next_ordinals`."""
-    conn.execute(
-        update(index_versions)
-        .where(index_versions.c.version_id == version_id)
-        .values(unit_ordinals=dict(counter.next))
-    )

@@ -77,19 +77,13 @@ def create_version(engine: Engine, *, encoder_name: str, path: str) -> int:
     with engine.begin() as conn:
         result = conn.execute(
             insert(index_versions).values(
-                status="building", encoder_name=encoder_name, path=path, created_at=_now()
+                status=VersionStatus.building,
+                encoder_name=encoder_name,
+                path=path,
+                created_at=_now(),
             )
         )
         return int(result.inserted_primary_key[0])
-
-
-def set_version_path(engine: Engine, version_id: int, path: str) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            update(index_versions)
-            .where(index_versions.c.version_id == version_id)
-            .values(path=path)
-        )
 
 
 def publish_version(
@@ -106,7 +100,7 @@ def publish_version(
         conn.execute(
             update(index_versions)
             .where(index_versions.c.version_id == version_id)
-            .values(status="ready", path=path, manifest=manifest, published_at=now)
+            .values(status=VersionStatus.ready, path=path, manifest=manifest, published_at=now)
         )
         changed = conn.execute(
             update(active_versions)
@@ -155,18 +149,20 @@ def set_status(
 
 def suspend_version(engine: Engine, version_id: int, error: str) -> None:
     """Keep a failed build's committed blocks so that its job can resume it."""
-    set_status(engine, version_id, "suspended", error)
+    set_status(engine, version_id, VersionStatus.suspended, error)
 
 
 def mark_building(engine: Engine, version_id: int) -> None:
-    set_status(engine, version_id, "building")
+    set_status(engine, version_id, VersionStatus.building)
 
 
 def suspended_versions(engine: Engine) -> list[int]:
     with engine.connect() as conn:
         return list(
             conn.execute(
-                select(index_versions.c.version_id).where(index_versions.c.status == "suspended")
+                select(index_versions.c.version_id).where(
+                    index_versions.c.status == VersionStatus.suspended
+                )
             ).scalars()
         )
 
@@ -178,7 +174,7 @@ def retire_version(engine: Engine, version_id: int) -> None:
         conn.execute(
             update(index_versions)
             .where(index_versions.c.version_id == version_id)
-            .values(status="retired")
+            .values(status=VersionStatus.retired)
         )
 
 
@@ -189,7 +185,7 @@ def fail_version(engine: Engine, version_id: int, error: str) -> None:
         conn.execute(
             update(index_versions)
             .where(index_versions.c.version_id == version_id)
-            .values(status="failed", error=error[:4000])
+            .values(status=VersionStatus.failed, error=error[:4000])
         )
 
 
@@ -197,7 +193,7 @@ def abandoned_versions(engine: Engine) -> list[VersionRow]:
     """Versions still marked `building` (only meaningful while holding the build lock)."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(*_VERSION_COLUMNS).where(index_versions.c.status == "building")
+            select(*_VERSION_COLUMNS).where(index_versions.c.status == VersionStatus.building)
         ).all()
     return [VersionRow(*row) for row in rows]
 
@@ -263,12 +259,16 @@ def collect_garbage(
     except NoActiveIndexError:
         return []
     rows = versions(engine)
-    published = [r for r in rows if r.published_at is not None and r.status in ("ready", "retired")]
+    published = [
+        r
+        for r in rows
+        if r.published_at is not None and r.status in (VersionStatus.ready, VersionStatus.retired)
+    ]
     superseded_at = {
         older.version_id: as_utc(newer.published_at)
         for older, newer in zip(published, published[1:], strict=False)
     }
-    ready = [r for r in rows if r.status == "ready" and r.version_id != active]
+    ready = [r for r in rows if r.status == VersionStatus.ready and r.version_id != active]
     keep = {r.version_id for r in ready[::-1][: keep_versions - 1]}
     now = datetime.now(timezone.utc)
     removed = []
@@ -292,9 +292,14 @@ def collect_garbage(
             ).scalars()
         )
     for row in rows:
-        if row.status == "suspended" and row.version_id < active and row.version_id not in wanted:
-            shutil.rmtree(indexes_dir / f"{row.version_id:06d}.tmp", ignore_errors=True)
-            fail_version(engine, row.version_id, "discarded: a newer version was published")
+        if (
+            row.status == VersionStatus.suspended
+            and row.version_id < active
+            and row.version_id not in wanted
+        ):
+            discard_version(
+                engine, indexes_dir, row.version_id, "discarded: a newer version was published"
+            )
             removed.append(row.version_id)
             logger.info("Discarded suspended build %d", row.version_id)
     return removed

@@ -152,7 +152,8 @@ def test_killed_build_keeps_the_active_version(
     data = tmp_path / "data"
     first = index_with_tiny(sample_corpus, tiny_encoder_dir, data)
     assert first.exit_code == 0, first.output
-    big = write_text_corpus(tmp_path / "big", synthetic_markdown(800))
+    # long enough (about 10 s of encoding) that the signal lands mid-build on a busy machine
+    big = write_text_corpus(tmp_path / "big", synthetic_markdown(1600))
     process = _start_build(big, tiny_encoder_dir, data)
     building = _wait_for_building_rows(data)
     process.send_signal(sig)
