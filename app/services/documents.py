@@ -4,7 +4,7 @@ place (`indexer.jobs.updates`), then serve the changed index (`Runtime.follow`).
 from __future__ import annotations
 
 from app.core.config import ApiSettings
-from app.schemas import DocumentsRequest
+from app.schemas.documents import DocumentsRequest
 from app.services.limits import posted_document
 from app.services.runtime import Runtime
 from app.services.state import ServiceState

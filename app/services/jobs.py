@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
 from app.core.errors import PathNotAllowedError
-from app.schemas import ReindexRequest
+from app.schemas.jobs import ReindexRequest
 from indexer.jobs.queue import JobRow, create_job
 from indexer.jobs.worker import CURRENT, ReindexParameters
 from indexer.text.corpus import SAMPLE_CORPUS

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.core.config import ApiSettings
-from app.schemas import SimilarRequest
+from app.schemas.similar import SimilarRequest
 from app.services.limits import posted_document
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState

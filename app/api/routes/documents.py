@@ -6,7 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 
 from app.api.deps import ApiKey, StateDep
-from app.schemas import DocumentsChanged, DocumentsRequest, StoredDocument
+from app.schemas.documents import DocumentsChanged, DocumentsRequest, StoredDocument
 from app.services import documents as service
 
 router = APIRouter(prefix="/documents", tags=["documents"])

@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from app.api.deps import SettingsDep, StateDep
 from app.render.explain_page import render_html
 from app.render.heatmaps import render_png
-from app.schemas import ExplainFormat, ExplainResponse
+from app.schemas.explain import ExplainFormat, ExplainResponse
 from app.services import explain as service
 
 router = APIRouter(tags=["explain"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import StateDep
-from app.schemas import Health, Ready
+from app.schemas.health import Health, Ready
 
 router = APIRouter(tags=["health"])
 

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from app.api.deps import ApiKey, EngineDep, SettingsDep
-from app.schemas import JobAccepted, JobList, JobOut, ReindexRequest
+from app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
 from app.services import jobs as service
 from indexer.jobs.queue import get_job, list_jobs, request_cancel, retry_job
 

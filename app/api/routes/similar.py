@@ -5,7 +5,7 @@ import time
 from fastapi import APIRouter
 
 from app.api.deps import SettingsDep, StateDep
-from app.schemas import SimilarRequest, SimilarResponse
+from app.schemas.similar import SimilarRequest, SimilarResponse
 from app.services import similar as service
 
 router = APIRouter(tags=["search"])

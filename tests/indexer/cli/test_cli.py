@@ -113,7 +113,14 @@ def _start_build(corpus: Path, tiny: Path, data: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it: a test run started in the background by a
+        # non-interactive shell ignores SIGINT, and its children would inherit that
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for_building_rows(data: Path, timeout: float = 120) -> int:
@@ -152,8 +159,7 @@ def test_killed_build_keeps_the_active_version(
     data = tmp_path / "data"
     first = index_with_tiny(sample_corpus, tiny_encoder_dir, data)
     assert first.exit_code == 0, first.output
-    # long enough (about 10 s of encoding) that the signal lands mid-build on a busy machine
-    big = write_text_corpus(tmp_path / "big", synthetic_markdown(1600))
+    big = write_text_corpus(tmp_path / "big", synthetic_markdown(800))
     process = _start_build(big, tiny_encoder_dir, data)
     building = _wait_for_building_rows(data)
     process.send_signal(sig)

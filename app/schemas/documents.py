@@ -1,0 +1,70 @@
+"""POST /documents, DELETE /documents/{id} and GET /documents/{id}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.schemas.common import DocumentIn, RequestModel, took_ms
+from indexer.jobs.updates import DocumentChange
+from indexer.text.documents import SourceDocument
+
+
+class IndexedDocumentIn(DocumentIn):
+    id: str = Field(
+        min_length=1, max_length=512, description="The document's id (replaced if it exists)."
+    )
+
+
+class DocumentsRequest(RequestModel):
+    documents: list[IndexedDocumentIn] = Field(min_length=1, max_length=1000)
+
+
+class DocumentsChanged(BaseModel):
+    index_version: int
+    revision: int = Field(description="Document changes applied to this version so far.")
+    added: list[str] = []
+    replaced: list[str] = []
+    deleted: list[str] = []
+    took_ms: float
+
+    @classmethod
+    def from_change(cls, change: DocumentChange, started: float) -> DocumentsChanged:
+        """What `change` did; `started` is the request's `time.perf_counter()` reading."""
+        return cls(
+            index_version=change.version_id,
+            revision=change.revision,
+            added=change.added,
+            replaced=change.replaced,
+            deleted=change.deleted,
+            took_ms=took_ms(started),
+        )
+
+
+class SectionText(BaseModel):
+    title: str
+    start: int
+    end: int
+
+
+class StoredDocument(BaseModel):
+    id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    sections: list[SectionText]
+    index_version: int
+
+    @classmethod
+    def from_source(cls, source: SourceDocument, index_version: int) -> StoredDocument:
+        return cls(
+            id=source.doc_id,
+            title=source.title,
+            text=source.text,
+            metadata=dict(source.metadata),
+            sections=[
+                SectionText(title=s.title, start=s.start, end=s.end) for s in source.sections
+            ],
+            index_version=index_version,
+        )

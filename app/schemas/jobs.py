@@ -1,0 +1,108 @@
+"""POST /jobs/reindex and GET /jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.schemas.common import RequestModel
+from indexer.builder.engines import EngineName
+from indexer.jobs.queue import JobRow
+from indexer.text.corpus import CorpusFormat
+
+
+class ReindexRequest(RequestModel):
+    source: str = Field(
+        description="A corpus folder or JSONL file under the allowed roots, or `current` to "
+        "re-encode the stored documents of the active version.",
+        min_length=1,
+        max_length=4096,
+    )
+    encoder: str | None = Field(
+        default=None,
+        description="`minilm` or a model directory; default: the active version's encoder "
+        "for `current`, else the configured encoder.",
+        max_length=4096,
+    )
+    format: CorpusFormat = CorpusFormat.auto
+    chunk_tokens: int | None = Field(default=None, ge=8, le=100_000)
+    block_documents: int | None = Field(default=None, ge=1, le=100_000)
+    engine: EngineName = Field(
+        default=EngineName.local,
+        description="Where the encode stage runs: the worker, or Ray Data.",
+    )
+
+
+class JobAccepted(BaseModel):
+    job_id: int
+    status: str
+
+
+class JobOut(BaseModel):
+    job_id: int
+    kind: str
+    parameters: dict[str, Any]
+    status: str = Field(description="queued, running, succeeded, failed or cancelled")
+    progress: dict[str, Any] = Field(
+        description="done and total (sentences), rate (per second), eta_seconds, message"
+    )
+    error: str | None
+    cancel_requested: bool
+    worker: str | None
+    attempts: int
+    index_version: int | None = Field(
+        description="The version this job published (made active); null unless it succeeded."
+    )
+    build_version: int | None = Field(
+        description="The version the job's build created or resumed, live or not (null until "
+        "the build starts): a failed job's suspended build, which a retry resumes; a cancelled "
+        "job's removed one; equal to index_version once the job succeeded."
+    )
+    served: bool = Field(
+        description="Whether the API process answering serves index_version now. The "
+        "embedded worker marks a job succeeded only once its process serves the version; for "
+        "a job run by a separate `docsim worker` or `docsim reindex`, poll until true (each "
+        "API process swaps on its own; false again once a newer version is served)."
+    )
+    created_at: str
+    started_at: str | None
+    heartbeat_at: str | None
+    finished_at: str | None
+
+    @classmethod
+    def from_row(cls, job: JobRow, served_version: int | None) -> JobOut:
+        """The job as the API shows it; `served_version` is the version this process serves."""
+
+        def iso(moment):  # noqa: ANN001, ANN202 - datetime or None
+            return moment.isoformat() if moment is not None else None
+
+        return cls(
+            job_id=job.job_id,
+            kind=job.kind,
+            parameters=job.parameters,
+            status=job.status,
+            progress={
+                "done": job.done,
+                "total": job.total,
+                "unit": job.unit,
+                "rate": job.rate,
+                "eta_seconds": job.eta_seconds,
+                "message": job.message,
+            },
+            error=job.error,
+            cancel_requested=job.cancel_requested,
+            worker=job.worker,
+            attempts=job.attempts,
+            index_version=job.published_version,
+            build_version=job.version_id,
+            served=job.published_version is not None and job.published_version == served_version,
+            created_at=job.created_at.isoformat(),
+            started_at=iso(job.started_at),
+            heartbeat_at=iso(job.heartbeat_at),
+            finished_at=iso(job.finished_at),
+        )
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]

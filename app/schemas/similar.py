@@ -1,0 +1,115 @@
+"""POST /similar."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, model_validator
+
+from app.schemas.common import DocumentIn, RequestModel, took_ms
+from indexer.search.types import DocumentHit, Granularity, Method, ScoringMode, SearchResult
+
+
+class SimilarRequest(RequestModel):
+    document: DocumentIn | None = None
+    document_id: str | None = Field(
+        default=None, description="An indexed document to use as the query."
+    )
+    top_k: int = Field(default=10, ge=1, le=1000)
+    granularity: Granularity = Granularity.document
+    method: Method = Method.sdr
+    normalize: bool = True
+    mode: ScoringMode = ScoringMode.auto
+    candidates: list[str] | None = Field(
+        default=None, description="Rank only these indexed documents (a pool).", max_length=100_000
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SimilarRequest:
+        if (self.document is None) == (self.document_id is None):
+            raise ValueError("give exactly one of 'document' or 'document_id'")
+        return self
+
+
+class MatchOut(BaseModel):
+    source_paragraph: int
+    source_start: int
+    source_end: int
+    target_paragraph_id: int
+    target_start: int
+    target_end: int
+    score: float
+    source_text: str
+    target_text: str
+
+
+class DocumentResult(BaseModel):
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    matches: list[MatchOut]
+
+
+class UnitResult(BaseModel):
+    unit_id: int
+    level: str
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    start: int
+    end: int
+    text: str
+    section_title: str | None = None
+
+
+class SimilarResponse(BaseModel):
+    query_id: str
+    index_version: int
+    encoder: str
+    took_ms: float
+    mode: str
+    method: Method
+    granularity: Granularity
+    normalize: bool
+    scored_documents: int
+    results: list[DocumentResult] | list[UnitResult]
+
+    @classmethod
+    def from_result(
+        cls,
+        result: SearchResult,
+        request: SimilarRequest,
+        *,
+        query_id: str,
+        index_version: int,
+        encoder: str,
+        started: float,
+    ) -> SimilarResponse:
+        """The answer to `request`, ranked as `result` by `encoder` over `index_version`;
+        `started` is the request's `time.perf_counter()` reading."""
+        results: list[DocumentResult] | list[UnitResult]
+        if result.results and isinstance(result.results[0], DocumentHit):
+            results = [
+                DocumentResult(
+                    document_id=h.document_id,
+                    title=h.title,
+                    score=h.score,
+                    rank=h.rank,
+                    matches=[MatchOut(**vars(m)) for m in h.matches],
+                )
+                for h in result.results
+            ]
+        else:
+            results = [UnitResult(**vars(h)) for h in result.results]
+        return cls(
+            query_id=query_id,
+            index_version=index_version,
+            encoder=encoder,
+            took_ms=took_ms(started),
+            mode=result.mode,
+            method=request.method,
+            granularity=request.granularity,
+            normalize=request.normalize,
+            scored_documents=result.scored_documents,
+            results=results,
+        )
