@@ -1,6 +1,8 @@
 """Sentences/s of the indexer's encode path against (a) the bare model forward pass on the
 same pre-tokenised batches and (b) sentence-transformers' `encode`, same sentences, same
-precision, in one run.
+precision, in one run; and how far its vectors are from torch fp32's (the reference for every
+faster path): cosine (mean, 1st percentile, minimum) and overlap@10 of each sentence's nearest
+neighbours among the others.
 
     python benchmarks/encode_throughput.py [--sentences 8000] [--precision auto] [--out FILE]
 
@@ -52,6 +54,26 @@ def bare_forward(encoder: TransformerEncoder, token_ids: list[list[int]]) -> Non
     return time.perf_counter() - start
 
 
+def agreement(vectors: torch.Tensor, reference: torch.Tensor, k: int = 10) -> dict:
+    """Cosine of each vector to its reference `(n,)` (mean, 1st percentile, minimum), and the
+    mean overlap@k of each sentence's k nearest other sentences under both."""
+    cosine = (vectors * reference).sum(dim=1)  # (n,) unit vectors both
+
+    def neighbours(x: torch.Tensor) -> torch.Tensor:
+        similarity = x @ x.T  # (n, n)
+        similarity.fill_diagonal_(-2.0)
+        return similarity.topk(k, dim=1).indices  # (n, k)
+
+    ours, theirs = neighbours(vectors), neighbours(reference)
+    shared = [len(set(a.tolist()) & set(b.tolist())) / k for a, b in zip(ours, theirs, strict=True)]
+    return {
+        "cosine_mean": round(float(cosine.mean()), 6),
+        "cosine_p1": round(float(torch.quantile(cosine, 0.01)), 6),
+        "cosine_min": round(float(cosine.min()), 6),
+        f"overlap_at_{k}": round(sum(shared) / len(shared), 4),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -96,7 +118,10 @@ def main() -> None:
     encoder.encode(sentences[:256])
     st.encode(sentences[:256], batch_size=32)
 
-    times: dict[str, list[float]] = {"docsim": [], "bare_forward": []}
+    reference: TransformerEncoder = load_encoder("minilm", precision="fp32")  # type: ignore[assignment]
+    reference.encode(sentences[:256])
+
+    times: dict[str, list[float]] = {"docsim": [], "bare_forward": [], "docsim_fp32": []}
     times.update({f"sentence_transformers_bs{b}": [] for b in args.st_batch_sizes})
     outputs: dict[str, torch.Tensor] = {}
     for repeat in range(args.repeats):
@@ -105,6 +130,9 @@ def main() -> None:
         start = time.perf_counter()
         outputs["docsim"] = encoder.encode(sentences)  # tokenisation included
         times["docsim"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        outputs["fp32"] = reference.encode(sentences)
+        times["docsim_fp32"].append(time.perf_counter() - start)
         for b in args.st_batch_sizes:
             start = time.perf_counter()
             outputs["st"] = st_encode(b)
@@ -125,6 +153,8 @@ def main() -> None:
         "ratio_vs_bare_forward": round(rate["docsim"] / rate["bare_forward"], 3),
         "ratio_vs_sentence_transformers_best": round(rate["docsim"] / best_st, 3),
         "min_cosine_vs_sentence_transformers": round(float(cosine.min()), 5),
+        "vs_torch_fp32": agreement(outputs["docsim"], outputs["fp32"]),
+        "ratio_vs_torch_fp32": round(rate["docsim"] / rate["docsim_fp32"], 3),
         "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()},
     }
     print(json.dumps(result, indent=2))
