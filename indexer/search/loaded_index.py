@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 
-from indexer.store.tables import documents, paragraphs, sentences
+from indexer.store.db import connected, snapshot
+from indexer.store.tables import documents, index_versions, paragraphs, sentences
 from indexer.store.units import level_ids, stored_additions
 from indexer.store.vector_index import FaissIndex
 from indexer.store.versions import VersionRow
@@ -84,15 +85,22 @@ class LoadedIndex:
                 raise IndexMismatchError(
                     f"{level} files of version {version.version_id} do not match its manifest"
                 )
-        if version.revision:
-            added = stored_additions(engine, version.version_id)
-            for level in LEVELS:
-                current = np.asarray(level_ids(engine, version.version_id, level), np.int64)
-                gone = ids[level][~np.isin(ids[level], current)]
-                _apply_level(indices, vectors, ids, level, gone, *added[level], copy=False)
-        return cls._assemble(
-            engine, version.version_id, manifest, path, indices, vectors, ids, version.revision
-        )
+        vid = version.version_id
+        # every SQL read in one snapshot: a document change committed meanwhile is either
+        # wholly in (with its revision) or wholly out, never half of it
+        with snapshot(engine) as conn:
+            revision = conn.execute(
+                select(index_versions.c.revision).where(index_versions.c.version_id == vid)
+            ).scalar()
+            if revision is None:
+                raise IndexMismatchError(f"version {vid} is no longer in the database")
+            if revision:
+                added = stored_additions(conn, vid)
+                for level in LEVELS:
+                    current = np.asarray(level_ids(conn, vid, level), np.int64)
+                    gone = ids[level][~np.isin(ids[level], current)]
+                    _apply_level(indices, vectors, ids, level, gone, *added[level], copy=False)
+            return cls._assemble(conn, vid, manifest, path, indices, vectors, ids, revision)
 
     def with_changes(
         self,
@@ -126,7 +134,7 @@ class LoadedIndex:
     @classmethod
     def _assemble(
         cls,
-        engine: Engine,
+        bind: Engine | Connection,
         vid: int,
         manifest: dict[str, Any],
         path: Path,
@@ -135,7 +143,7 @@ class LoadedIndex:
         ids: dict[str, np.ndarray],
         revision: int,
     ) -> LoadedIndex:
-        with engine.connect() as conn:
+        with connected(bind) as conn:
             docs = conn.execute(
                 select(documents.c.doc_id, documents.c.external_id, documents.c.title)
                 .where(documents.c.version_id == vid)

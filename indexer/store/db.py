@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,32 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+@contextlib.contextmanager
+def snapshot(engine: Engine) -> Iterator[Connection]:
+    """A connection whose reads all see one committed state of the database, so that a read
+    made of several queries (loading a version) never mixes two revisions: a REPEATABLE READ
+    transaction on PostgreSQL; on SQLite (WAL), a read transaction, whose snapshot is taken at
+    its first read. Nothing is written through it."""
+    if engine.dialect.name == "postgresql":
+        with (
+            engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn,
+            conn.begin(),
+        ):
+            yield conn
+        return
+    with engine.connect() as conn:
+        conn.exec_driver_sql("BEGIN")  # pysqlite opens no transaction for reads by itself
+        try:
+            yield conn
+        finally:
+            conn.rollback()
+
+
+def connected(bind: Engine | Connection) -> contextlib.AbstractContextManager[Connection]:
+    """`bind` itself when it is a connection (a caller's snapshot), else a new connection."""
+    return contextlib.nullcontext(bind) if isinstance(bind, Connection) else bind.connect()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

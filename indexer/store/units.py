@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, delete, func, insert, select
 
+from indexer.store.db import connected
 from indexer.store.tables import (
     LEVEL_TABLES,
     chunks,
@@ -151,10 +152,10 @@ def count_units(engine: Engine, version_id: int) -> dict[str, int]:
         }
 
 
-def level_ids(engine: Engine, version_id: int, level: str) -> list[int]:
+def level_ids(bind: Engine | Connection, version_id: int, level: str) -> list[int]:
     """All ids of one level of a version, ascending."""
     table, id_column = LEVEL_TABLES[level]
-    with engine.connect() as conn:
+    with connected(bind) as conn:
         return list(
             conn.execute(
                 select(id_column).where(table.c.version_id == version_id).order_by(id_column)
@@ -173,10 +174,12 @@ def pack_vectors(level_vectors: dict[str, tuple[list[int], np.ndarray]]) -> byte
     return buffer.getvalue()
 
 
-def stored_additions(engine: Engine, version_id: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def stored_additions(
+    bind: Engine | Connection, version_id: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Ids and float32 vectors of every level of the documents added to a version after its
     build, in id order."""
-    with engine.connect() as conn:
+    with connected(bind) as conn:
         payloads = conn.execute(
             select(document_vectors.c.payload)
             .where(document_vectors.c.version_id == version_id)

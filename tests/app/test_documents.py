@@ -308,17 +308,19 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
 ) -> None:
     """Found by the fuzz test: the watcher's load read the version's additions, then another
     process committed a change, and the load saw SQL rows of the new revision (a mismatch).
-    That served 503 until the next retry; now the load runs again at once."""
+    That served 503 until the next retry. Now a load reads one snapshot, and the runtime
+    loads again at once when SQL moved meanwhile: it serves the newer revision."""
     import indexer.search.loaded_index
 
     runtime = client.app.state.runtime
     state = client.app.state.service
     searcher = state.searcher
+    engine = runtime.engine
     plain = indexer.search.loaded_index.stored_additions
     committed = []
 
-    def commit_midway(engine, version_id):  # noqa: ANN001, ANN202
-        additions = plain(engine, version_id)
+    def commit_midway(bind, version_id):  # noqa: ANN001, ANN202
+        additions = plain(bind, version_id)
         if not committed:  # another process commits between this read and the next ones
             committed.append(
                 change_documents(
@@ -396,3 +398,39 @@ def test_unit_ids_are_never_given_twice(client: TestClient) -> None:
             seen.add(newest)
     assert len(seen) == 3
     assert_consistent(client)
+
+
+def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> None:
+    """A change committed while a load reads SQL is wholly outside that load: it succeeds at
+    once, at the revision it began with, instead of seeing half of the change (a mismatch)."""
+    import indexer.search.loaded_index
+
+    assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
+    engine = client.app.state.runtime.engine
+    searcher = client.app.state.service.searcher
+    plain = indexer.search.loaded_index.stored_additions
+
+    def commit_midway(bind, version_id):  # noqa: ANN001, ANN202
+        additions = plain(bind, version_id)
+        change_documents(
+            engine,
+            prepare_data_dir(client.app.state.settings.data_dir),
+            version_id=version_id,
+            revision=active_version(engine).revision,
+            upserts=[json_document({**REPLACEMENT, "id": "midway-01"}, "")],
+            deletes=["baking-02"],
+            encoder=searcher.encoder,
+            splitter=searcher.splitter,
+            chunk_tokens=int(searcher.index.manifest["chunk_tokens"]),
+        )
+        return additions
+
+    monkeypatch.setattr(indexer.search.loaded_index, "stored_additions", commit_midway)
+    loaded = LoadedIndex.load(engine, active_version(engine))
+    assert loaded.revision == 1
+    assert "zeppelin-01" in loaded.external_ids and "baking-02" in loaded.external_ids
+    assert "midway-01" not in loaded.external_ids
+    monkeypatch.undo()
+    newer = LoadedIndex.load(engine, active_version(engine))
+    assert newer.revision == 2 and "midway-01" in newer.external_ids
+    assert "baking-02" not in newer.external_ids
