@@ -29,6 +29,23 @@ class EncoderSettings(BaseModel):
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     batch_tokens: int = Field(default=2048, ge=1, description="Padded tokens per forward batch.")
     max_batch_size: int = Field(default=256, ge=1)
+    backend: Literal["auto", "torch", "openvino-int8"] = Field(
+        default="auto",
+        description="What runs the forward pass of new indexes: `openvino-int8` (exported and "
+        "quantised on the corpus's text), `torch`, or `auto`: openvino-int8 for a transformer "
+        "encoder on the CPU when OpenVINO is installed, else torch. A served index always uses "
+        "the backend recorded in its manifest.",
+    )
+    streams: int = Field(default=2, ge=1, description="OpenVINO inference streams.")
+    calibration_sentences: int = Field(
+        default=512, ge=8, description="Corpus sentences that calibrate an int8 export."
+    )
+    calibration_chunks: int = Field(
+        default=64, ge=0, description="Corpus token chunks that calibrate an int8 export."
+    )
+    cache_dir: Path | None = Field(
+        default=None, description="Exported encoders; default: `<data_dir>/encoders`."
+    )
 
 
 class IndexSettings(BaseModel):
@@ -121,16 +138,20 @@ def get_settings() -> Settings:
     return Settings()
 
 
-def load_configured_encoder(settings: Settings, name_or_path: str | Path | None = None):  # noqa: ANN201
+def load_configured_encoder(  # noqa: ANN201
+    settings: Settings, name_or_path: str | Path | None = None, backend_dir: Path | None = None
+):
     """The encoder `name_or_path` (default: the configured one) with the configured device,
-    precision and batching."""
+    precision and batching; on the OpenVINO export in `backend_dir` when given."""
     from models.loading import load_encoder
     from models.precision import resolve_device
 
+    options = {"backend_dir": backend_dir, "streams": settings.encoder.streams}
     return load_encoder(
         name_or_path or settings.encoder.name,
         device=resolve_device(settings.encoder.device),
         precision=settings.encoder.precision,
         batch_tokens=settings.encoder.batch_tokens,
         max_batch_size=settings.encoder.max_batch_size,
+        **(options if backend_dir is not None else {}),
     )

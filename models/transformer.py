@@ -1,8 +1,9 @@
 """A Hugging Face transformer with mean pooling: the default encoder and any local HF model.
 
 Inference only: tokenise everything once, sort by length, cut into batches under a token
-budget, run the forward pass under `torch.inference_mode()` (bf16 autocast where supported),
-mean-pool, L2-normalise and put rows back in input order.
+budget, run the forward pass on the encoder's backend (`models.inference`: PyTorch under bf16
+autocast where supported, or the int8 OpenVINO export of the same model), mean-pool,
+L2-normalise and put rows back in input order.
 
 Dimensions: B batch, T tokens, H hidden size, N texts.
 """
@@ -23,6 +24,16 @@ import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from models.encoder import DocumentInput, DocumentVectors
+from models.inference import (
+    OPENVINO_INT8,
+    TORCH,
+    BackendUnavailableError,
+    ForwardBackend,
+    OpenVinoBackend,
+    TorchBackend,
+    files_sha256,
+    runtime_versions,
+)
 from models.pooling import mean_pool, segment_mean
 from models.precision import autocast, autocast_dtype
 
@@ -108,17 +119,26 @@ class TransformerEncoder:
         self.dim = int(head.out_features if head is not None else model.config.hidden_size)
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._identity: dict[str, Any] | None = None
+        self.backend: ForwardBackend = TorchBackend(self.model, self.device, self.amp_dtype)
+        self.backend_record: dict[str, str] = {"name": TORCH}
 
     @classmethod
     def from_directory(
-        cls, path: Path, *, name: str | None = None, **options: Any
+        cls,
+        path: Path,
+        *,
+        name: str | None = None,
+        backend_dir: str | Path | None = None,
+        streams: int = 2,
+        **options: Any,
     ) -> TransformerEncoder:
-        """Load a local Hugging Face model directory (never touches a model hub)."""
+        """Load a local Hugging Face model directory (never touches a model hub); with
+        `backend_dir`, on the OpenVINO int8 model exported there (`use_openvino`)."""
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
         model = AutoModel.from_pretrained(path, local_files_only=True)
         max_length = _max_length(path, tokenizer, model)
         pooling = _pooling_mode(path)
-        return cls(
+        encoder = cls(
             model,
             tokenizer,
             name=name or path.name,
@@ -127,6 +147,9 @@ class TransformerEncoder:
             pooling=pooling,
             **options,
         )
+        if backend_dir is not None:
+            encoder.use_openvino(Path(backend_dir), streams=streams)
+        return encoder
 
     # --- identity -------------------------------------------------------------------------
     @property
@@ -162,6 +185,7 @@ class TransformerEncoder:
                 "checkpoint_sha256": sha256_file(weights) if weights else None,
                 "source": self.source or (str(self.source_dir) if self.source_dir else None),
                 "display_name": self.display_name,
+                "backend": dict(self.backend_record),
             }
         return dict(self._identity)
 
@@ -211,26 +235,50 @@ class TransformerEncoder:
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast(self.device, self.amp_dtype)
 
-    def forward_batch(self, batch: Batch) -> torch.Tensor:
-        """Pooled, normalised vectors of one batch: `(B, dim)` float32 on the CPU."""
-        input_ids = batch.input_ids.to(self.device)
-        mask = batch.attention_mask.to(self.device)
-        with torch.inference_mode(), self._autocast():
-            hidden = self.model(
-                input_ids=input_ids, attention_mask=mask
-            ).last_hidden_state  # (B, T, H)
+    def use_openvino(self, directory: Path, *, streams: int = 2) -> None:
+        """Run the forward pass on the int8 OpenVINO model exported into `directory` (see
+        `models.inference.export_openvino_int8`); identity and load options record it, so
+        that manifests name the backend and another process loads the same one."""
+        if self.head is not None or self.device.type != "cpu":
+            raise BackendUnavailableError(
+                f"the {OPENVINO_INT8} backend runs a plain backbone on the CPU; this encoder "
+                f"has {'a projection head' if self.head is not None else self.device} "
+                f"(use the {TORCH} backend)"
+            )
+        self.backend = OpenVinoBackend(directory, streams=streams)
+        self.backend_record = {
+            "name": OPENVINO_INT8,
+            "sha256": files_sha256(directory),
+            **runtime_versions(),
+        }
+        self._identity = None
+        if hasattr(self, "load_options"):  # set by `load_encoder`
+            self.load_options = {**self.load_options, "backend_dir": str(directory)}
+
+    def _pooled(self, batch: Batch, hidden: torch.Tensor) -> torch.Tensor:
+        """Pooled, normalised vectors of one batch from its `(B, T, H)` token states:
+        `(B, dim)` float32 on the CPU."""
+        with torch.inference_mode():
             if self.pooling == "mean":
+                mask = batch.attention_mask.to(hidden.device)
                 pooled = mean_pool(hidden, mask)  # (B, H)
             else:
                 pooled = hidden[:, 0].to(torch.float32)  # (B, H)
             if self.head is not None:
-                pooled = self.head(pooled).to(torch.float32)  # (B, d)
+                with self._autocast():
+                    pooled = self.head(pooled).to(torch.float32)  # (B, d)
             return F.normalize(pooled, dim=-1).cpu()
+
+    def forward_batch(self, batch: Batch) -> torch.Tensor:
+        """Pooled, normalised vectors of one batch: `(B, dim)` float32 on the CPU."""
+        ((_, hidden),) = self.backend.hidden_states([batch])
+        return self._pooled(batch, hidden)
 
     def encode_token_ids(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:
         out = torch.empty((len(token_ids), self.dim), dtype=torch.float32)  # (N, d)
-        for batch in self.plan_batches(token_ids):
-            out[torch.from_numpy(batch.rows)] = self.forward_batch(batch)
+        # batches are padded lazily: the next one is built while the backend runs this one
+        for batch, hidden in self.backend.hidden_states(self.plan_batches(token_ids)):
+            out[torch.from_numpy(batch.rows)] = self._pooled(batch, hidden)
         return out
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor:

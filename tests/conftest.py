@@ -19,6 +19,7 @@ from models.transformer import TransformerEncoder
 from tests.utils.postgres import PostgresServer, running_server
 
 DATABASE_URL = "DOCSIM_DB__URL"
+ENCODER_CACHE = "DOCSIM_ENCODER__CACHE_DIR"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,6 +46,22 @@ def _postgres(request: pytest.FixtureRequest) -> Iterator[PostgresServer | None]
             os.environ.pop(DATABASE_URL, None)
         else:
             os.environ[DATABASE_URL] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One cache of exported encoders for the run, as a machine keeps one: every test builds
+    on the default (int8) backend, and each encoder is exported once, by the first build that
+    uses it, instead of once per test's data directory. Tests of the cache itself set their
+    own."""
+    cache = tmp_path_factory.mktemp("encoder-cache")
+    before = os.environ.get(ENCODER_CACHE)
+    os.environ[ENCODER_CACHE] = str(cache)
+    yield cache
+    if before is None:
+        os.environ.pop(ENCODER_CACHE, None)
+    else:
+        os.environ[ENCODER_CACHE] = before
 
 
 @pytest.fixture(autouse=True)

@@ -107,10 +107,11 @@ class Runtime:
         state = load_state(self.settings, self.engine)
         previous = current.version_id if current is not None else None
         if current is not None:
-            same_encoder = (
-                current.searcher.encoder.identity()["config_hash"]
-                == state.searcher.encoder.identity()["config_hash"]
-            )
+            old, new = current.searcher.encoder.identity(), state.searcher.encoder.identity()
+            # query vectors carry over only from the same model on the same backend
+            same_encoder = old["config_hash"] == new["config_hash"] and old.get(
+                "backend"
+            ) == new.get("backend")
             state.queries.adopt(current.queries, same_encoder=same_encoder)
         self.swap(state)
         self.failure = None

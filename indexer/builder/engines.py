@@ -75,16 +75,21 @@ class RayEngine:
         identity = encoder.identity()
         self.source = str(identity.get("source") or identity["name"])
         self.settings = settings
-        # the options the build's encoder was loaded with, so that actors encode alike
-        self.load_options = dict(
-            getattr(encoder, "load_options", None)
+        self.encoder = encoder
+        self.block_documents = block_documents
+
+    @property
+    def load_options(self) -> dict[str, Any]:
+        """The options the build's encoder was loaded with, so that actors encode alike; read
+        when the blocks come, after the build has put the encoder on its backend."""
+        return dict(
+            getattr(self.encoder, "load_options", None)
             or {
-                "precision": settings.encoder.precision,
-                "batch_tokens": settings.encoder.batch_tokens,
-                "max_batch_size": settings.encoder.max_batch_size,
+                "precision": self.settings.encoder.precision,
+                "batch_tokens": self.settings.encoder.batch_tokens,
+                "max_batch_size": self.settings.encoder.max_batch_size,
             }
         )
-        self.block_documents = block_documents
 
     def encode_blocks(
         self, blocks: Iterable[list[Document]]

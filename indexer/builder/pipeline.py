@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from indexer.builder.backend import BackendError, install_backend, prepare_backend
 from indexer.builder.engines import EncodeEngine
 from indexer.builder.stages import (
     encode_and_store,
@@ -190,6 +191,12 @@ def build_index(
                 f"no indexable documents in {label!r} ({len(skipped)} skipped); "
                 "nothing was published"
             )
+        try:
+            backend = prepare_backend(
+                settings, encoder, docs, capacity=capacity, corpus_label=label
+            )
+        except BackendError as error:
+            raise IndexBuildError(str(error)) from error
         fingerprint = plan_fingerprint(docs, encoder, capacity, block_documents)
         blocks_done = 0
         if hooks.resume_version is not None:
@@ -213,6 +220,9 @@ def build_index(
         published = False
         try:
             tmp.mkdir(exist_ok=bool(blocks_done))
+            backend_dir = install_backend(encoder, tmp)
+            if backend_dir is not None:
+                backend["dir"] = backend_dir
             encode_started = time.perf_counter()
             n_blocks = encode_and_store(
                 engine,
@@ -258,6 +268,7 @@ def build_index(
                     "encode_seconds": round(encode_seconds, 3),
                     "sentences_per_second": round(n_sentences / max(encode_seconds, 1e-9), 1),
                 },
+                "backend": backend,
             }
             write_manifest(tmp, manifest)
             os.rename(tmp, final)

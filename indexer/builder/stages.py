@@ -76,11 +76,13 @@ def plan(
 
 
 def plan_fingerprint(docs: Sequence[Document], encoder: Encoder, capacity: int, block: int) -> str:
-    """What must not change for a build to resume: the documents, their split, the encoder,
-    the chunk size and the block size."""
+    """What must not change for a build to resume: the documents, their split, the encoder
+    and its backend, the chunk size and the block size."""
     digest = hashlib.sha256()
     identity = encoder.identity()
-    digest.update(json.dumps([identity.get("config_hash"), capacity, block]).encode())
+    digest.update(
+        json.dumps([identity.get("config_hash"), identity.get("backend"), capacity, block]).encode()
+    )
     for doc in docs:
         digest.update(doc.doc_id.encode() + b"\0" + doc.text.encode() + b"\0")
         for sentence in doc.sentences():

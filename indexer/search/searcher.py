@@ -52,6 +52,7 @@ from indexer.text.documents import Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter, load_splitter
 from indexer.text.split import split_document
 from models.encoder import Encoder
+from models.inference import TORCH, BackendUnavailableError
 from models.precision import resolve_device
 
 logger = logging.getLogger(__name__)
@@ -323,7 +324,15 @@ def open_searcher(
         config = SearchConfig(device=settings.encoder.device)
     recorded = index.manifest["encoder"]
     source = recorded.get("source") or recorded["name"]
-    encoder = load_configured_encoder(settings, source)
+    backend = index.manifest.get("backend") or {"name": TORCH}  # older versions: torch
+    backend_dir = index.path / backend["dir"] if backend.get("dir") else None
+    try:
+        encoder = load_configured_encoder(settings, source, backend_dir)
+    except BackendUnavailableError as error:
+        raise IndexMismatchError(
+            f"version {version.version_id} was built on the {backend['name']} backend, which "
+            f"cannot run here: {error}"
+        ) from error
     check_encoder(recorded, encoder.identity(), source, version.version_id)
     splitter = load_splitter(settings.punkt_params)
     if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
@@ -345,4 +354,14 @@ def check_encoder(recorded: dict, found: dict, source: str, version_id: int) -> 
                 f"the encoder at {source!r} is not the one version {version_id} was built with: "
                 f"its {what} sha256 is {have}, the index recorded {want}; load the encoder the "
                 "index was built with, or reindex with this one"
+            )
+    want_backend = recorded.get("backend") or {"name": TORCH}
+    have_backend = found.get("backend") or {"name": TORCH}
+    for key in ("name", "sha256"):
+        if want_backend.get(key) != have_backend.get(key):
+            raise IndexMismatchError(
+                f"version {version_id} was encoded on the {want_backend['name']} backend "
+                f"({key} {want_backend.get(key)}), but its encoder loads as "
+                f"{have_backend['name']} ({key} {have_backend.get(key)}): its exported model "
+                "is missing or changed; reindex"
             )

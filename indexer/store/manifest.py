@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
 
 SCHEMA_VERSION = 1
 
@@ -36,6 +38,12 @@ class BuildEntry(TypedDict):
     sentences_per_second: float
 
 
+class BackendEntry(TypedDict):
+    name: str  # `torch` or `openvino-int8`
+    dir: NotRequired[str]  # the export's folder inside the version (`encoder`)
+    calibration: NotRequired[dict[str, Any]]  # the text that calibrated an int8 export
+
+
 class Manifest(TypedDict):
     schema_version: int
     version_id: int
@@ -50,6 +58,7 @@ class Manifest(TypedDict):
     counts: dict[str, int]
     levels: dict[str, LevelEntry]
     build: BuildEntry
+    backend: NotRequired[BackendEntry]  # absent in versions built before backends: torch
 
 
 def write_manifest(folder: Path, manifest: Manifest) -> None:

@@ -1,0 +1,178 @@
+"""The inference backend of a build: which one, and the int8 export it runs on.
+
+`auto` is `openvino-int8` for a transformer encoder on the CPU when OpenVINO and NNCF are
+installed, else `torch`. An int8 build exports and quantises the encoder once per checkpoint
+(cached, `indexer.store.exported`), calibrated on a seeded sample of the corpus's own
+sentences and token chunks, then keeps a copy of the export in the version's folder: queries
+against that version are encoded by the same model.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from indexer.config import Settings
+from indexer.store.exported import (
+    cache_key,
+    cache_root,
+    copy_into_version,
+    publish_export,
+    read_calibration,
+)
+from indexer.text.chunking import add_chunks
+from indexer.text.documents import Document
+from models.encoder import Encoder
+from models.inference import (
+    OPENVINO_INT8,
+    TORCH,
+    BackendUnavailableError,
+    export_openvino_int8,
+    openvino_available,
+    runtime_versions,
+)
+from models.transformer import TransformerEncoder
+
+logger = logging.getLogger(__name__)
+
+CALIBRATION_SEED = 0
+CALIBRATION_DOCUMENTS = 64  # documents whose chunks are sampled
+
+
+class BackendError(ValueError):
+    """The configured backend cannot run this encoder here."""
+
+
+def resolve_backend(settings: Settings, encoder: Encoder) -> str:
+    """The backend a build with `encoder` uses under the configured `encoder.backend`.
+
+    Raises:
+        BackendError: `openvino-int8` asked for an encoder or a device it cannot run.
+    """
+    asked = settings.encoder.backend
+    if asked == TORCH:
+        return TORCH
+    fits = isinstance(encoder, TransformerEncoder) and encoder.head is None
+    on_cpu = getattr(encoder, "device", None) is not None and encoder.device.type == "cpu"
+    if asked == "auto":
+        return OPENVINO_INT8 if fits and on_cpu and openvino_available() else TORCH
+    if not fits:
+        raise BackendError(
+            f"the {OPENVINO_INT8} backend runs transformer encoders with mean or CLS pooling; "
+            f"{encoder.name!r} is a {encoder.identity().get('type')} encoder: use "
+            f"DOCSIM_ENCODER__BACKEND=torch"
+        )
+    if not on_cpu:
+        raise BackendError(f"the {OPENVINO_INT8} backend runs on the CPU, not {encoder.device}")
+    if not openvino_available():
+        raise BackendError(f"the {OPENVINO_INT8} backend needs `pip install openvino nncf`")
+    return OPENVINO_INT8
+
+
+def calibration_texts(
+    docs: Sequence[Document], encoder: Encoder, capacity: int, settings: Settings
+) -> tuple[list[str], list[str]]:
+    """A seeded sample of the corpus's sentences and token chunks (the int8 ranges must
+    cover what the build will encode: short sentences and full-length chunks)."""
+    rng = random.Random(CALIBRATION_SEED)
+    sentences = [doc.text[s.start : s.end] for doc in docs for s in doc.sentences()]
+    n_sentences = min(settings.encoder.calibration_sentences, len(sentences))
+    picked = rng.sample(sentences, n_sentences)
+    sample_docs = rng.sample(list(docs), min(CALIBRATION_DOCUMENTS, len(docs)))
+    chunks = [
+        doc.text[c.start : c.end]
+        for doc in add_chunks(sample_docs, encoder, capacity)
+        for c in doc.chunks
+    ]
+    n_chunks = min(settings.encoder.calibration_chunks, len(chunks))
+    return picked, rng.sample(chunks, n_chunks)
+
+
+def prepare_backend(
+    settings: Settings,
+    encoder: Encoder,
+    docs: Sequence[Document],
+    *,
+    capacity: int,
+    corpus_label: str,
+) -> dict[str, Any]:
+    """Put `encoder` on the build's backend: find (or make) its int8 export and run on it.
+    Returns the manifest's `backend` record (`{"name": "torch"}` for torch).
+
+    Raises:
+        BackendError: see `resolve_backend`, or the export failed.
+    """
+    backend = resolve_backend(settings, encoder)
+    if backend == TORCH:
+        return {"name": TORCH}
+    assert isinstance(encoder, TransformerEncoder)
+    key = cache_key(encoder.identity(), backend, runtime_versions())
+    root = cache_root(settings)
+    target = root / key if key else None
+    if target is None or not (target / "model.xml").is_file():
+        target = _export(settings, encoder, docs, capacity, corpus_label, root, target)
+    else:
+        logger.info("Using the cached %s export of %s in %s", backend, encoder.name, target)
+    try:
+        encoder.use_openvino(target, streams=settings.encoder.streams)
+    except BackendUnavailableError as error:
+        raise BackendError(str(error)) from error
+    return {"name": backend, "calibration": read_calibration(target)}
+
+
+def _export(
+    settings: Settings,
+    encoder: TransformerEncoder,
+    docs: Sequence[Document],
+    capacity: int,
+    corpus_label: str,
+    root: Path,
+    target: Path | None,
+) -> Path:
+    started = time.perf_counter()
+    sentences, chunks = calibration_texts(docs, encoder, capacity, settings)
+    batches = list(encoder.plan_batches(encoder.tokenize(sentences + chunks)))
+    logger.info(
+        "Exporting %s to OpenVINO int8, calibrated on %d sentences and %d chunks of %s",
+        encoder.name,
+        len(sentences),
+        len(chunks),
+        corpus_label,
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    partial = root / f".partial-{time.time_ns()}"
+    try:
+        export_openvino_int8(encoder.model, batches, partial)
+    except Exception as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise BackendError(
+            f"exporting {encoder.name!r} to {OPENVINO_INT8} failed: {error}"
+        ) from error
+    calibration = {
+        "corpus": corpus_label,
+        "sentences": len(sentences),
+        "chunks": len(chunks),
+        "batches": len(batches),
+        "seed": CALIBRATION_SEED,
+        "seconds": round(time.perf_counter() - started, 1),
+        **runtime_versions(),
+    }
+    if target is None:  # no checkpoint to key a cache entry by: this build's own export
+        target = root / partial.name.replace(".partial-", "uncached-")
+    publish_export(partial, target, calibration)
+    logger.info("Exported %s in %.1f s to %s", encoder.name, calibration["seconds"], target)
+    return target
+
+
+def install_backend(encoder: Encoder, folder: Path) -> str | None:
+    """Copy the export `encoder` runs on into the version's folder; its folder name relative
+    to the version (None for torch)."""
+    directory = getattr(getattr(encoder, "backend", None), "directory", None)
+    if directory is None:
+        return None
+    return copy_into_version(Path(directory), folder).name

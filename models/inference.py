@@ -1,0 +1,256 @@
+"""Inference backends: what runs a transformer's forward pass for `TransformerEncoder`.
+
+- `torch`: the PyTorch module itself, under bf16 autocast where the hardware has it.
+- `openvino-int8`: the same module exported to OpenVINO and statically quantised to int8 by
+  NNCF (weights per channel, activations per tensor from calibration statistics), run by
+  OpenVINO's CPU plugin with its int8 (VNNI/AMX) kernels, non-quantised operations in bf16
+  where the CPU has it. Calibration statistics come from batches the caller gives (the corpus
+  being indexed), never from a data set fetched from a hub.
+
+A backend takes padded batches and yields each with its last hidden states; the encoder pools.
+OpenVINO keeps two requests in flight (two inference streams), so that while one batch runs
+the caller pools the previous one and the other stream runs the next.
+
+Dimensions: B batch, T tokens, H hidden size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import io
+import logging
+import queue
+import warnings
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from models.precision import autocast
+
+logger = logging.getLogger(__name__)
+
+TORCH = "torch"
+OPENVINO_INT8 = "openvino-int8"
+BACKENDS: tuple[str, ...] = (TORCH, OPENVINO_INT8)
+OPENVINO_FILES = ("model.xml", "model.bin")
+
+
+class BackendUnavailableError(RuntimeError):
+    """The runtime a backend needs is not installed, or cannot run this encoder."""
+
+
+class PaddedBatch(Protocol):
+    input_ids: torch.Tensor  # (B, T) int64
+    attention_mask: torch.Tensor  # (B, T) int64
+
+
+class ForwardBackend(Protocol):
+    name: str
+
+    def hidden_states(
+        self, batches: Iterable[PaddedBatch]
+    ) -> Iterator[tuple[PaddedBatch, torch.Tensor]]:
+        """Each batch, in order, with its `(B, T, H)` last hidden states."""
+        ...
+
+
+class TorchBackend:
+    """The PyTorch module on its device, under autocast to `amp_dtype` (None: fp32)."""
+
+    name = TORCH
+
+    def __init__(
+        self, model: torch.nn.Module, device: torch.device, amp_dtype: torch.dtype | None
+    ) -> None:
+        self.model = model
+        self.device = device
+        self.amp_dtype = amp_dtype
+
+    def hidden_states(
+        self, batches: Iterable[PaddedBatch]
+    ) -> Iterator[tuple[PaddedBatch, torch.Tensor]]:
+        for batch in batches:
+            input_ids = batch.input_ids.to(self.device)
+            mask = batch.attention_mask.to(self.device)
+            with torch.inference_mode(), autocast(self.device, self.amp_dtype):
+                hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+            yield batch, hidden  # (B, T, H) on the device
+
+
+class _LastHiddenState(torch.nn.Module):
+    """(input_ids, attention_mask) -> last_hidden_state: the graph OpenVINO exports."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def _import_openvino() -> Any:
+    try:
+        import openvino
+    except ImportError as error:
+        raise BackendUnavailableError(
+            f"the {OPENVINO_INT8} backend needs OpenVINO and NNCF: pip install openvino nncf"
+        ) from error
+    return openvino
+
+
+def openvino_available() -> bool:
+    try:
+        import nncf  # noqa: F401
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def runtime_versions() -> dict[str, str]:
+    """The versions an exported model depends on (part of its cache key)."""
+    import nncf
+    import openvino
+
+    return {"openvino": openvino.__version__.split("-")[0], "nncf": nncf.__version__}
+
+
+def export_openvino_int8(
+    model: torch.nn.Module, calibration: Sequence[PaddedBatch], out_dir: Path
+) -> None:
+    """Export `model` (a Hugging Face encoder) to OpenVINO, quantise it to int8 with NNCF's
+    post-training quantisation on `calibration`, and save `model.xml`/`model.bin` in `out_dir`.
+
+    The export traces a deep copy: tracing patches the module it is given in place.
+    """
+    if not calibration:
+        raise ValueError("int8 calibration needs at least one batch of the corpus's text")
+    ov = _import_openvino()
+    import nncf
+
+    example = calibration[0]
+    wrapped = _LastHiddenState(copy.deepcopy(model).float().eval())
+    # tracing warns about every data-dependent branch in transformers' masking code: these
+    # are the shapes' branches, which the dynamic-shape export keeps as graph operations
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        exported = ov.convert_model(
+            wrapped,
+            example_input={
+                "input_ids": example.input_ids,
+                "attention_mask": example.attention_mask,
+            },
+            input=[("input_ids", [-1, -1], ov.Type.i64), ("attention_mask", [-1, -1], ov.Type.i64)],
+        )
+
+    def feed(batch: PaddedBatch) -> dict[str, np.ndarray]:
+        return {
+            "input_ids": batch.input_ids.numpy(),
+            "attention_mask": batch.attention_mask.numpy(),
+        }
+
+    # NNCF draws its own progress bars on stdout (rich): kept off the caller's output
+    with contextlib.redirect_stdout(io.StringIO()):
+        quantized = nncf.quantize(
+            exported,
+            nncf.Dataset(list(calibration), feed),
+            model_type=nncf.ModelType.TRANSFORMER,
+            subset_size=len(calibration),
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ov.save_model(quantized, out_dir / "model.xml", compress_to_fp16=False)
+
+
+def files_sha256(directory: Path) -> str:
+    """One sha256 over an exported model's files, in a fixed order."""
+    digest = hashlib.sha256()
+    for name in OPENVINO_FILES:
+        digest.update(name.encode() + b"\0")
+        with (directory / name).open("rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+class OpenVinoBackend:
+    """An exported OpenVINO model compiled for the CPU, `streams` requests in flight.
+
+    Args:
+        directory: holds `model.xml` and `model.bin` (from `export_openvino_int8`).
+        streams: inference streams (requests in flight); the CPU's threads are shared
+            among them.
+        threads: CPU threads for inference; default: torch's thread count.
+    """
+
+    name = OPENVINO_INT8
+
+    def __init__(self, directory: Path, *, streams: int = 2, threads: int | None = None) -> None:
+        ov = _import_openvino()
+        missing = [n for n in OPENVINO_FILES if not (directory / n).is_file()]
+        if missing:
+            raise BackendUnavailableError(
+                f"{str(directory)!r} holds no exported model (missing {', '.join(missing)})"
+            )
+        self.directory = directory
+        self.streams = max(1, streams)
+        core = ov.Core()
+        self.compiled = core.compile_model(
+            core.read_model(directory / "model.xml"),
+            "CPU",
+            {
+                "PERFORMANCE_HINT": "THROUGHPUT",
+                "NUM_STREAMS": self.streams,
+                "INFERENCE_NUM_THREADS": threads or torch.get_num_threads(),
+            },
+        )
+        # requests are not shared between calls (a service encodes from several threads):
+        # each call takes its own from this pool, or makes new ones, and gives them back
+        self._pool: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def _request(self) -> Any:
+        try:
+            return self._pool.get_nowait()
+        except queue.Empty:
+            return self.compiled.create_infer_request()
+
+    def hidden_states(
+        self, batches: Iterable[PaddedBatch]
+    ) -> Iterator[tuple[PaddedBatch, torch.Tensor]]:
+        idle = [self._request() for _ in range(self.streams)]
+        running: deque[tuple[Any, PaddedBatch]] = deque()
+
+        def finish() -> tuple[PaddedBatch, torch.Tensor]:
+            request, batch = running.popleft()
+            request.wait()
+            hidden = torch.from_numpy(request.get_output_tensor(0).data.copy())  # (B, T, H)
+            idle.append(request)
+            return batch, hidden
+
+        try:
+            for batch in batches:
+                if not idle:
+                    yield finish()
+                request = idle.pop()
+                request.start_async(
+                    {
+                        "input_ids": batch.input_ids.numpy(),
+                        "attention_mask": batch.attention_mask.numpy(),
+                    }
+                )
+                running.append((request, batch))
+            while running:
+                yield finish()
+        finally:  # a caller that stops early leaves no request running on its buffers
+            for request, _ in running:
+                request.wait()
+                idle.append(request)
+            for request in idle:
+                self._pool.put(request)

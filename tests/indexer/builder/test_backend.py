@@ -1,0 +1,157 @@
+"""Builds on the int8 backend: the export is cached, kept with the version, and serves it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sqlalchemy import Engine
+
+from indexer.builder import backend as backend_module
+from indexer.builder.backend import BackendError, calibration_texts, resolve_backend
+from indexer.builder.pipeline import IndexBuildError, build_index
+from indexer.config import Settings
+from indexer.search.loaded_index import IndexMismatchError
+from indexer.search.searcher import open_searcher
+from indexer.text.corpus import read_corpus
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import split_document
+from models.inference import OPENVINO_INT8, TORCH, files_sha256
+from models.transformer import TransformerEncoder
+
+
+def build(corpus: Path, settings: Settings, engine: Engine, encoder, splitter):
+    return build_index(
+        corpus,
+        settings=settings,
+        engine=engine,
+        encoder=encoder,
+        splitter=splitter,
+        show_progress=False,
+    )
+
+
+@pytest.fixture()
+def own_cache(settings: Settings, tmp_path: Path) -> Settings:
+    """Settings with a cache of their own (the suite's shared one may already hold ours)."""
+    settings.encoder.cache_dir = tmp_path / "cache"
+    return settings
+
+
+def test_auto_is_int8_for_a_transformer_on_the_cpu(
+    settings: Settings, tiny_encoder: TransformerEncoder
+) -> None:
+    assert resolve_backend(settings, tiny_encoder) == OPENVINO_INT8
+    settings.encoder.backend = TORCH
+    assert resolve_backend(settings, tiny_encoder) == TORCH
+    settings.encoder.backend = OPENVINO_INT8
+    tiny_encoder.head = torch.nn.Linear(tiny_encoder.dim, 8)
+    with pytest.raises(BackendError, match="DOCSIM_ENCODER__BACKEND=torch"):
+        resolve_backend(settings, tiny_encoder)
+    settings.encoder.backend = "auto"
+    assert resolve_backend(settings, tiny_encoder) == TORCH
+
+
+def test_calibration_samples_sentences_and_chunks_of_the_corpus(
+    sample_corpus: Path,
+    settings: Settings,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    docs = [split_document(source, splitter) for source in read_corpus(sample_corpus)]
+    settings.encoder.calibration_sentences, settings.encoder.calibration_chunks = 40, 6
+    sentences, chunks = calibration_texts(docs, tiny_encoder, 60, settings)
+    assert len(sentences) == 40 and len(chunks) == 6
+    every_sentence = {doc.text[s.start : s.end] for doc in docs for s in doc.sentences()}
+    assert set(sentences) <= every_sentence
+    texts = "\n".join(doc.text for doc in docs)
+    assert all(chunk in texts for chunk in chunks)
+    assert max(len(tiny_encoder.tokenize([c])[0]) for c in chunks) > 40  # long inputs too
+    assert (sentences, chunks) == calibration_texts(docs, tiny_encoder, 60, settings)
+
+
+def test_an_int8_build_keeps_its_export_and_serves_with_it(
+    sample_corpus: Path,
+    own_cache: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    settings = own_cache
+    result = build(sample_corpus, settings, engine, tiny_encoder, splitter)
+    manifest = result.manifest
+    assert manifest["backend"]["name"] == OPENVINO_INT8 and manifest["backend"]["dir"] == "encoder"
+    assert manifest["backend"]["calibration"]["corpus"] == str(sample_corpus)
+    kept = result.path / "encoder"
+    assert manifest["encoder"]["backend"]["sha256"] == files_sha256(kept)
+    assert len(list(settings.encoder.cache_dir.iterdir())) == 1
+
+    searcher = open_searcher(settings, engine)
+    assert searcher.encoder.identity()["backend"] == manifest["encoder"]["backend"]
+    # the served encoder encodes the collection's own sentences as the build did
+    ids = np.load(result.path / "sentence.ids.npy")
+    stored = np.load(result.path / "sentence.f16.npy").astype(np.float32)
+    first = split_document(next(iter(read_corpus(sample_corpus))), splitter)
+    texts = [first.text[s.start : s.end] for s in first.sentences()]
+    served = searcher.encoder.encode(texts).numpy()
+    order = np.argsort(ids)[: len(texts)]  # the first document's sentences have the first ids
+    np.testing.assert_allclose(served, stored[order], atol=4e-3)
+
+
+def test_a_second_build_of_the_same_encoder_does_not_export_again(
+    sample_corpus: Path,
+    own_cache: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = build(sample_corpus, own_cache, engine, tiny_encoder, splitter)
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(backend_module, "export_openvino_int8", no_export)
+    fresh = TransformerEncoder.from_directory(tiny_encoder.source_dir, precision="fp32")
+    with caplog.at_level(logging.INFO, logger="indexer.builder.backend"):
+        second = build(sample_corpus, own_cache, engine, fresh, splitter)
+    assert "Using the cached openvino-int8 export" in caplog.text
+    assert second.manifest["encoder"]["backend"] == first.manifest["encoder"]["backend"]
+
+
+def test_a_version_whose_export_changed_is_not_served(
+    sample_corpus: Path,
+    own_cache: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    result = build(sample_corpus, own_cache, engine, tiny_encoder, splitter)
+    weights = result.path / "encoder" / "model.bin"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.unlink()  # a hard link to the cache: replace, do not edit in place
+    weights.write_bytes(bytes(data))
+    with pytest.raises(IndexMismatchError, match="missing or changed; reindex"):
+        open_searcher(own_cache, engine)
+    weights.unlink()
+    with pytest.raises(IndexMismatchError, match="cannot run here"):
+        open_searcher(own_cache, engine)
+
+
+def test_a_backend_that_cannot_run_the_encoder_fails_the_build_cleanly(
+    sample_corpus: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    settings.encoder.backend = OPENVINO_INT8
+    tiny_encoder.head = torch.nn.Linear(tiny_encoder.dim, tiny_encoder.dim)
+    with pytest.raises(IndexBuildError, match="openvino-int8 backend runs transformer"):
+        build(sample_corpus, settings, engine, tiny_encoder, splitter)
+    assert not list((settings.data_dir / "indexes").glob("0*"))

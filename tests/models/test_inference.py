@@ -1,0 +1,138 @@
+"""The int8 OpenVINO backend against the torch fp32 forward pass of the same model."""
+
+from __future__ import annotations
+
+import threading
+from copy import deepcopy
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.inference import (
+    OPENVINO_INT8,
+    TORCH,
+    BackendUnavailableError,
+    OpenVinoBackend,
+    export_openvino_int8,
+    files_sha256,
+)
+from models.loading import load_encoder
+from models.transformer import TransformerEncoder
+from tests.models.test_transformer import TEXTS
+
+CALIBRATION = [
+    "The appellant challenged the order of the High Court under Article 226.",
+    "Yeast, flour, water and salt are all a plain loaf needs.",
+    "The telescope measured the transit depth to within a few parts per million.",
+    "Runners who start too fast pay for it in the last ten kilometres of a marathon.",
+] * 8
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path) -> Path:
+    encoder = load_encoder(tiny_encoder_dir, precision="fp32")
+    batches = list(encoder.plan_batches(encoder.tokenize(CALIBRATION)))
+    out = tmp_path_factory.mktemp("exported") / "ov"
+    export_openvino_int8(encoder.model, batches, out)
+    return out
+
+
+def test_export_is_quantised_and_leaves_the_torch_model_alone(
+    exported: Path, tiny_encoder: TransformerEncoder
+) -> None:
+    graph = (exported / "model.xml").read_text()
+    assert "FakeQuantize" in graph or "FakeConvert" in graph  # int8 ranges on the matmuls
+    # tracing patches the module it is given: the export must have traced a copy
+    before = tiny_encoder.encode(TEXTS)
+    export_openvino_int8(
+        tiny_encoder.model,
+        list(tiny_encoder.plan_batches(tiny_encoder.tokenize(CALIBRATION))),
+        exported.parent / "again",
+    )
+    torch.testing.assert_close(tiny_encoder.encode(TEXTS), before)
+
+
+def test_int8_vectors_stay_close_to_fp32(exported: Path, tiny_encoder: TransformerEncoder) -> None:
+    reference = tiny_encoder.encode(TEXTS)  # torch fp32
+    tiny_encoder.use_openvino(exported)
+    vectors = tiny_encoder.encode(TEXTS)
+    assert tiny_encoder.backend.name == OPENVINO_INT8
+    assert vectors.shape == reference.shape and vectors.dtype == torch.float32
+    torch.testing.assert_close(vectors.norm(dim=1), torch.ones(len(TEXTS)))
+    cosine = (vectors * reference).sum(dim=1)
+    assert cosine.min() > 0.98, cosine
+    assert not torch.equal(vectors, reference)  # it did run the other model
+
+
+def test_batched_and_in_flight_equal_one_by_one(
+    exported: Path, tiny_encoder: TransformerEncoder
+) -> None:
+    tiny_encoder.use_openvino(exported, streams=2)
+    tiny_encoder.batch_tokens = 32  # many small batches, two in flight at a time
+    texts = TEXTS * 5
+    batched = tiny_encoder.encode(texts)
+    single = torch.cat([tiny_encoder.encode([t]) for t in texts])
+    torch.testing.assert_close(batched, single, atol=2e-3, rtol=0)
+    torch.testing.assert_close(batched[: len(TEXTS)], batched[len(TEXTS) : 2 * len(TEXTS)])
+
+
+def test_threads_encoding_at_once_get_their_own_results(
+    exported: Path, tiny_encoder: TransformerEncoder
+) -> None:
+    tiny_encoder.use_openvino(exported)
+    tiny_encoder.batch_tokens = 32
+    inputs = [TEXTS[i:] + TEXTS[:i] for i in range(4)]
+    expected = [tiny_encoder.encode(texts) for texts in inputs]
+    got: dict[int, torch.Tensor] = {}
+
+    def work(i: int) -> None:
+        for _ in range(5):
+            got[i] = tiny_encoder.encode(inputs[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i in range(4):
+        torch.testing.assert_close(got[i], expected[i], atol=2e-3, rtol=0)
+
+
+def test_a_consumer_that_stops_early_leaves_the_backend_usable(exported: Path) -> None:
+    backend = OpenVinoBackend(exported, streams=2)
+    encoder_batches = [
+        type("B", (), {"input_ids": torch.full((2, 5), 101), "attention_mask": torch.ones(2, 5)})
+        for _ in range(6)
+    ]
+    for b in encoder_batches:
+        b.attention_mask = b.attention_mask.long()
+    stream = backend.hidden_states(encoder_batches)
+    first = next(stream)[1]
+    stream.close()  # two requests were in flight
+    again = [hidden for _, hidden in backend.hidden_states(encoder_batches)]
+    assert len(again) == 6
+    torch.testing.assert_close(again[0], first)
+
+
+def test_identity_and_load_options_name_the_backend(exported: Path, tiny_encoder_dir: Path) -> None:
+    plain = load_encoder(tiny_encoder_dir, precision="fp32")
+    assert plain.identity()["backend"] == {"name": TORCH}
+    loaded = load_encoder(tiny_encoder_dir, precision="fp32", backend_dir=exported)
+    backend = loaded.identity()["backend"]
+    assert backend["name"] == OPENVINO_INT8 and backend["sha256"] == files_sha256(exported)
+    assert loaded.identity()["config_hash"] == plain.identity()["config_hash"]
+    assert Path(loaded.load_options["backend_dir"]) == exported  # what a Ray actor loads
+
+
+def test_what_the_backend_cannot_run_is_refused(
+    exported: Path, tiny_encoder: TransformerEncoder, tmp_path: Path
+) -> None:
+    with pytest.raises(BackendUnavailableError, match="no exported model"):
+        OpenVinoBackend(tmp_path)
+    headed = deepcopy(tiny_encoder)
+    headed.head = torch.nn.Linear(headed.dim, 8)
+    with pytest.raises(BackendUnavailableError, match="projection head"):
+        headed.use_openvino(exported)
+    with pytest.raises(ValueError, match="at least one batch"):
+        export_openvino_int8(tiny_encoder.model, [], tmp_path / "none")
