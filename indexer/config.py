@@ -37,6 +37,12 @@ class EncoderSettings(BaseModel):
         "the backend recorded in its manifest.",
     )
     streams: int = Field(default=2, ge=1, description="OpenVINO inference streams.")
+    chunk_vectors: Literal["encode", "sentences"] = Field(
+        default="encode",
+        description="How new indexes get chunk (and so section and document) vectors: "
+        "`encode` each chunk, or pool them from the sentence pass (`sentences`: one pass over "
+        "the text). A served index uses what its manifest records.",
+    )
     calibration_sentences: int = Field(
         default=512, ge=8, description="Corpus sentences that calibrate an int8 export."
     )
@@ -139,19 +145,28 @@ def get_settings() -> Settings:
 
 
 def load_configured_encoder(  # noqa: ANN201
-    settings: Settings, name_or_path: str | Path | None = None, backend_dir: Path | None = None
+    settings: Settings,
+    name_or_path: str | Path | None = None,
+    backend_dir: Path | None = None,
+    chunk_vectors: str | None = None,
 ):
     """The encoder `name_or_path` (default: the configured one) with the configured device,
-    precision and batching; on the OpenVINO export in `backend_dir` when given."""
+    precision and batching; on the OpenVINO export in `backend_dir` when given; with
+    `chunk_vectors` (default: the configured one) when not `encode`."""
     from models.loading import load_encoder
     from models.precision import resolve_device
 
-    options = {"backend_dir": backend_dir, "streams": settings.encoder.streams}
+    options: dict = {}
+    if backend_dir is not None:
+        options.update(backend_dir=backend_dir, streams=settings.encoder.streams)
+    chunk_vectors = chunk_vectors or settings.encoder.chunk_vectors
+    if chunk_vectors != "encode":  # an option of transformer encoders only
+        options["chunk_vectors"] = chunk_vectors
     return load_encoder(
         name_or_path or settings.encoder.name,
         device=resolve_device(settings.encoder.device),
         precision=settings.encoder.precision,
         batch_tokens=settings.encoder.batch_tokens,
         max_batch_size=settings.encoder.max_batch_size,
-        **(options if backend_dir is not None else {}),
+        **options,
     )

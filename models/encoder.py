@@ -26,6 +26,9 @@ class DocumentInput:
         chunks: the token-chunk texts (`C`), each inside one section.
         chunk_section: for each chunk, the index of its section.
         chunk_tokens: for each chunk, its number of encoder tokens.
+        chunk_sentences: for each chunk, the half-open range of the sentences whose tokens
+            it holds (one sentence for a window of a sentence longer than a chunk); empty
+            when unknown.
     """
 
     sentences: Sequence[str]
@@ -34,6 +37,7 @@ class DocumentInput:
     chunks: Sequence[str]
     chunk_section: Sequence[int]
     chunk_tokens: Sequence[int]
+    chunk_sentences: Sequence[tuple[int, int]] = ()
 
     @property
     def n_paragraphs(self) -> int:

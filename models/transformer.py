@@ -74,10 +74,13 @@ class TransformerEncoder:
         head: an optional projection after pooling.
         source: how a loader finds the encoder again, recorded in manifests (a built-in's name,
             such as `minilm`); default: `source_dir`.
+        chunk_vectors: `encode` (each chunk through the model) or `sentences` (one pass: a
+            chunk is the token-weighted mean of its sentences' pooled token states).
         display_name: what answers report (`all-MiniLM-L6-v2`); default: `name`.
     """
 
     POOLING_MODES = ("mean", "cls")
+    CHUNK_VECTORS = ("encode", "sentences")
 
     def __init__(
         self,
@@ -95,7 +98,15 @@ class TransformerEncoder:
         head: torch.nn.Module | None = None,
         source: str | None = None,
         display_name: str | None = None,
+        chunk_vectors: str = "encode",
     ) -> None:
+        if chunk_vectors not in self.CHUNK_VECTORS or (
+            chunk_vectors == "sentences" and pooling != "mean"
+        ):
+            raise ValueError(
+                f"Invalid chunk_vectors {chunk_vectors!r} for {pooling} pooling: `encode`, or "
+                "`sentences` with mean pooling."
+            )
         if pooling not in self.POOLING_MODES:
             raise ValueError(
                 f"Invalid pooling mode {pooling!r}. Valid pooling modes are: {self.POOLING_MODES}."
@@ -111,6 +122,7 @@ class TransformerEncoder:
         self.source = source  # how a loader finds it again (a built-in's name); default: its dir
         self.display_name = display_name or name
         self.pooling = pooling
+        self.chunk_vectors = chunk_vectors
         self.precision = precision
         self.amp_dtype = autocast_dtype(precision, self.device)
         self.batch_tokens = batch_tokens
@@ -161,11 +173,10 @@ class TransformerEncoder:
             config = self.model.config.to_dict()
             config.pop("transformers_version", None)
             config.pop("_name_or_path", None)
-            config_blob = json.dumps(
-                {"config": config, "pooling": self.pooling, "max_length": self.max_length},
-                sort_keys=True,
-                default=str,
-            )
+            described = {"config": config, "pooling": self.pooling, "max_length": self.max_length}
+            if self.chunk_vectors != "encode":  # hashes of earlier indexes stay as they were
+                described["chunk_vectors"] = self.chunk_vectors
+            config_blob = json.dumps(described, sort_keys=True, default=str)
             weights = next(
                 (
                     self.source_dir / f
@@ -186,6 +197,7 @@ class TransformerEncoder:
                 "source": self.source or (str(self.source_dir) if self.source_dir else None),
                 "display_name": self.display_name,
                 "backend": dict(self.backend_record),
+                "chunk_vectors": self.chunk_vectors,
             }
         return dict(self._identity)
 
@@ -274,6 +286,42 @@ class TransformerEncoder:
         ((_, hidden),) = self.backend.hidden_states([batch])
         return self._pooled(batch, hidden)
 
+    def _sentences_and_pooled_chunks(
+        self, documents: Sequence[DocumentInput]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One forward pass over the sentences: their vectors `(ΣN, d)`, and each chunk's
+        vector `(ΣC, d)` as the token-weighted mean of its sentences' mean token states."""
+        token_ids = self.tokenize([s for doc in documents for s in doc.sentences])
+        means = torch.empty((len(token_ids), self.model.config.hidden_size))  # (ΣN, H)
+        counts = torch.empty(len(token_ids))  # (ΣN,) tokens, special tokens included
+        for batch, hidden in self.backend.hidden_states(self.plan_batches(token_ids)):
+            rows = torch.from_numpy(batch.rows)
+            means[rows] = mean_pool(hidden, batch.attention_mask.to(hidden.device)).cpu()
+            counts[rows] = batch.attention_mask.sum(dim=1).to(torch.float32)
+        members, owners, at = [], [], 0  # (sentence, chunk) pairs
+        chunk_at = 0
+        for doc in documents:
+            for c, (first, last) in enumerate(doc.chunk_sentences):
+                members.extend(range(at + first, at + last))
+                owners.extend([chunk_at + c] * (last - first))
+            at += len(doc.sentences)
+            chunk_at += len(doc.chunks)
+        member = torch.as_tensor(members, dtype=torch.long)
+        owner = torch.as_tensor(owners, dtype=torch.long)
+        summed = torch.zeros((chunk_at, means.shape[1]))  # (ΣC, H)
+        summed.index_add_(0, owner, means[member] * counts[member, None])
+        totals = torch.zeros(chunk_at).index_add_(0, owner, counts[member])  # (ΣC,)
+        pooled = summed / totals.clamp(min=1.0)[:, None]
+        return self._project(means), self._project(pooled)
+
+    def _project(self, pooled: torch.Tensor) -> torch.Tensor:
+        """The head (if any) and L2 normalisation of pooled states `(n, H)`: `(n, d)`."""
+        with torch.inference_mode():
+            if self.head is not None:
+                with self._autocast():
+                    pooled = self.head(pooled.to(self.device)).to(torch.float32)
+            return F.normalize(pooled, dim=-1).cpu()
+
     def encode_token_ids(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:
         out = torch.empty((len(token_ids), self.dim), dtype=torch.float32)  # (N, d)
         # batches are padded lazily: the next one is built while the backend runs this one
@@ -296,13 +344,24 @@ class TransformerEncoder:
         Paragraph vectors are the mean of their sentences' vectors; section and document
         vectors are the token-weighted mean of their chunks' vectors (chunks cover the whole
         text without truncation, sentences may be truncated at `max_length`).
+
+        With `chunk_vectors="sentences"` the chunks are not encoded: a chunk's vector is the
+        token-weighted mean of the pooled token states of the sentences it holds, from the
+        sentence pass (which then always runs here, `sentence_vectors` notwithstanding: it
+        needs the states before normalisation).
         """
-        sentences = (
-            self.encode([s for doc in documents for s in doc.sentences])
-            if sentence_vectors is None
-            else torch.cat(list(sentence_vectors))
-        )  # (ΣN, d)
-        chunks = self.encode([c for doc in documents for c in doc.chunks])  # (ΣC, d)
+        one_pass = self.chunk_vectors == "sentences" and all(
+            len(doc.chunk_sentences) == len(doc.chunks) for doc in documents
+        )
+        if one_pass:
+            sentences, chunks = self._sentences_and_pooled_chunks(documents)
+        else:
+            sentences = (
+                self.encode([s for doc in documents for s in doc.sentences])
+                if sentence_vectors is None
+                else torch.cat(list(sentence_vectors))
+            )  # (ΣN, d)
+            chunks = self.encode([c for doc in documents for c in doc.chunks])  # (ΣC, d)
         results: list[DocumentVectors] = []
         s_at = c_at = 0
         for doc in documents:

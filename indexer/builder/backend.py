@@ -14,6 +14,7 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ logger = logging.getLogger(__name__)
 
 CALIBRATION_SEED = 0
 CALIBRATION_DOCUMENTS = 64  # documents whose chunks are sampled
+
+
+class BackendChoice(str, Enum):
+    auto = "auto"
+    torch = TORCH
+    openvino_int8 = OPENVINO_INT8
 
 
 class BackendError(ValueError):

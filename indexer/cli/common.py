@@ -10,6 +10,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from indexer.builder.backend import BackendChoice
 from indexer.builder.engines import EngineError, EngineName
 from indexer.builder.pipeline import IndexBuildError
 from indexer.config import Settings, get_settings
@@ -57,6 +58,15 @@ EngineOption = Annotated[
         "--engine",
         help="Where the encode stage runs: `local` (this process) or `ray` (Ray Data; a local "
         "Ray unless DOCSIM_RAY__ADDRESS names a cluster).",
+    ),
+]
+
+BackendOption = Annotated[
+    BackendChoice | None,
+    typer.Option(
+        "--backend",
+        help="What runs the encoder: `openvino-int8`, `torch` or `auto` (int8 for a transformer "
+        "on the CPU when OpenVINO is installed). Default: DOCSIM_ENCODER__BACKEND, else auto.",
     ),
 ]
 

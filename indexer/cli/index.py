@@ -14,6 +14,7 @@ from indexer.builder.engines import EngineName, make_encode_engine
 from indexer.builder.pipeline import build_index, prepare_data_dir
 from indexer.cli.common import (
     USER_ERRORS,
+    BackendOption,
     DataDir,
     EncoderOption,
     EngineOption,
@@ -48,9 +49,13 @@ def index(
     data_dir: DataDir = None,
     progress: ProgressOption = True,
     encode_engine: EngineOption = EngineName.local,
+    backend: BackendOption = None,
 ) -> None:
     """Build a new index version of a corpus and publish it atomically."""
     settings = cli_settings(data_dir)
+    if backend is not None:
+        encoder_settings = settings.encoder.model_copy(update={"backend": backend.value})
+        settings = settings.model_copy(update={"encoder": encoder_settings})
     corpus = path or SAMPLE_CORPUS
     if path is None:
         logger.info("No corpus given: indexing the shipped sample corpus %s", corpus)

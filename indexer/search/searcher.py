@@ -327,7 +327,9 @@ def open_searcher(
     backend = index.manifest.get("backend") or {"name": TORCH}  # older versions: torch
     backend_dir = index.path / backend["dir"] if backend.get("dir") else None
     try:
-        encoder = load_configured_encoder(settings, source, backend_dir)
+        encoder = load_configured_encoder(
+            settings, source, backend_dir, recorded.get("chunk_vectors") or "encode"
+        )
     except BackendUnavailableError as error:
         raise IndexMismatchError(
             f"version {version.version_id} was built on the {backend['name']} backend, which "

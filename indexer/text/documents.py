@@ -6,7 +6,7 @@ Every unit holds character offsets into its document's `text`, so that
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,7 @@ class Document:
         sentences: list[str] = []
         sentence_paragraph: list[int] = []
         paragraph_section: list[int] = []
+        spans: list[Sentence] = []
         for s_idx, section in enumerate(self.sections):
             for paragraph in section.paragraphs:
                 p_idx = len(paragraph_section)
@@ -114,6 +115,7 @@ class Document:
                 for sentence in paragraph.sentences:
                     sentences.append(self.text[sentence.start : sentence.end])
                     sentence_paragraph.append(p_idx)
+                    spans.append(sentence)
         return DocumentInput(
             sentences=sentences,
             sentence_paragraph=sentence_paragraph,
@@ -121,4 +123,20 @@ class Document:
             chunks=[self.text[c.start : c.end] for c in self.chunks],
             chunk_section=[c.section for c in self.chunks],
             chunk_tokens=[c.n_tokens for c in self.chunks],
+            chunk_sentences=_chunk_sentences(self.chunks, spans),
         )
+
+
+def _chunk_sentences(
+    chunks: Sequence[Chunk], sentences: Sequence[Sentence]
+) -> list[tuple[int, int]]:
+    """For each chunk (in document order), the half-open range of the sentences it overlaps."""
+    ranges, first = [], 0
+    for chunk in chunks:
+        while first < len(sentences) and sentences[first].end <= chunk.start:
+            first += 1
+        last = first
+        while last < len(sentences) and sentences[last].start < chunk.end:
+            last += 1
+        ranges.append((first, max(last, first + 1)))
+    return ranges

@@ -100,3 +100,44 @@ def test_loading_errors_and_identity(tiny_encoder_dir: Path, tmp_path: Path) -> 
     assert load_encoder(tiny_encoder_dir).identity()["config_hash"] == identity["config_hash"]
     with pytest.raises(ValueError, match="Valid precisions are"):
         autocast_dtype("fp8", torch.device("cpu"))
+
+
+def test_one_pass_chunks_are_their_sentences_pooled_token_states(
+    tiny_encoder_dir: Path,
+) -> None:
+    encoder = load_encoder(tiny_encoder_dir, precision="fp32", chunk_vectors="sentences")
+    doc = DocumentInput(
+        sentences=TEXTS,
+        sentence_paragraph=[0, 0, 1, 2, 2],
+        paragraph_section=[0, 0, 1],
+        chunks=[" ".join(TEXTS[:2]), TEXTS[2], TEXTS[3][:40], TEXTS[3][40:], TEXTS[4]],
+        chunk_section=[0, 0, 1, 1, 1],
+        chunk_tokens=[20, 2, 9, 20, 12],
+        chunk_sentences=[(0, 2), (2, 3), (3, 4), (3, 4), (4, 5)],
+    )
+    out = encoder.encode_documents([doc, doc])[1]
+    # reference: every sentence alone through the plain model, its token states summed
+    sums, counts = [], []
+    for text in TEXTS:
+        tokens = encoder.tokenizer([text], return_tensors="pt")
+        with torch.no_grad():
+            hidden = encoder.model(**tokens).last_hidden_state[0]  # (T, H)
+        sums.append(hidden.sum(0))
+        counts.append(hidden.shape[0])
+    expected = torch.stack(
+        [
+            F.normalize(sum(sums[i] for i in range(a, b)) / sum(counts[a:b]), dim=0)
+            for a, b in doc.chunk_sentences
+        ]
+    )
+    torch.testing.assert_close(out.chunks, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.sentences, encoder.encode(TEXTS), atol=1e-5, rtol=1e-5)
+    weights = torch.tensor(doc.chunk_tokens, dtype=torch.float32)
+    torch.testing.assert_close(
+        out.document, segment_mean(expected, torch.zeros(5, dtype=torch.long), 1, weights)[0]
+    )
+    assert encoder.identity()["chunk_vectors"] == "sentences"
+    plain = load_encoder(tiny_encoder_dir, precision="fp32")
+    assert plain.identity()["config_hash"] != encoder.identity()["config_hash"]
+    with pytest.raises(ValueError, match="chunk_vectors"):
+        load_encoder(tiny_encoder_dir, chunk_vectors="tokens")

@@ -58,6 +58,25 @@ def test_sentence_longer_than_capacity_is_cut_at_token_boundaries(
         "Eight nine.",
     ]
     assert [c.n_tokens for c in chunked.chunks] == [3, 3, 1, 2]
+    # the windows of the long sentence hold that one sentence
+    assert chunked.encoder_input().chunk_sentences == [(0, 1), (0, 1), (0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("capacity", [8, 40, 126])
+def test_chunk_sentences_name_the_sentences_each_chunk_overlaps(
+    sample_corpus: Path, splitter: SentenceSplitter, tiny_encoder: TransformerEncoder, capacity: int
+) -> None:
+    docs = [split_document(d, splitter) for d in list(read_corpus(sample_corpus))[:6]]
+    for doc in add_chunks(docs, tiny_encoder, capacity):
+        sentences = list(doc.sentences())
+        ranges = doc.encoder_input().chunk_sentences
+        assert len(ranges) == len(doc.chunks)
+        for chunk, (first, last) in zip(doc.chunks, ranges, strict=True):
+            # reference: every sentence whose span overlaps the chunk's, by brute force
+            overlapping = [
+                i for i, s in enumerate(sentences) if s.start < chunk.end and chunk.start < s.end
+            ]
+            assert list(range(first, last)) == overlapping
 
 
 def test_chunk_rejects_bad_capacity(splitter: SentenceSplitter) -> None:
