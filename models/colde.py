@@ -138,6 +138,15 @@ class ColdeModel(torch.nn.Module):
             maps.append(weights[0])
         return EncodedSections(torch.stack(section_out), chunk_out, maps)
 
+    def lone_sections(self, chunk_vectors: torch.Tensor) -> torch.Tensor:
+        """Section vectors `(B, D)` of B one-section documents with k chunks each, `(B, k, H)`:
+        `sections([x]).sections[0]` for every row at once (a lone section looks at itself)."""
+        attended, _ = self.attention(
+            chunk_vectors, chunk_vectors, chunk_vectors, need_weights=False
+        )  # (B, k, H)
+        states, _ = self.lstm(torch.cat([chunk_vectors, attended], dim=-1))  # (B, k, 2h)
+        return self.projection(states.mean(dim=1))  # (B, D)
+
     def encode_sections(self, texts: list[str], max_chunks: int | None = None) -> EncodedSections:
         ids, section_of, position = [], [], []
         for p, text in enumerate(texts):
@@ -289,22 +298,29 @@ class ColdeEncoder:
                         owner.append(i)
                         position.append(q)
                 vectors = self.model.encode_chunks(chunks, [0] * len(chunks), position)
+                # the head runs once per group of texts with the same number of chunks
+                rows_of: dict[int, list[int]] = {}
+                for k, i in enumerate(owner):
+                    rows_of.setdefault(i, []).append(k)
+                by_count: dict[int, list[int]] = {}
                 for i in part:
-                    rows = vectors[[k for k, o in enumerate(owner) if o == i]]
-                    out[i] = normalized(self.model.sections([rows]).sections[0].float()).cpu()
+                    by_count.setdefault(len(rows_of[i]), []).append(i)
+                for group in by_count.values():
+                    stacked = vectors[torch.tensor([rows_of[i] for i in group])]  # (B, k, H)
+                    heads = self.model.lone_sections(stacked)  # (B, D)
+                    out[torch.tensor(group)] = normalized(heads.float()).cpu()
         return out
 
     def encode_documents(self, documents, sentence_vectors=None):  # noqa: ANN001, ANN201
         from models.encoder import DocumentVectors
         from models.pooling import segment_mean
 
+        if sentence_vectors is None:  # every document's sentences at once: fuller batches
+            every = self.encode([s for doc in documents for s in doc.sentences])
+            sentence_vectors = list(every.split([len(doc.sentences) for doc in documents]))
         out = []
         for i, doc in enumerate(documents):
-            sentences = (
-                self.encode(list(doc.sentences))
-                if sentence_vectors is None
-                else sentence_vectors[i]
-            )
+            sentences = sentence_vectors[i]
             paragraphs = segment_mean(
                 sentences, torch.as_tensor(doc.sentence_paragraph), doc.n_paragraphs
             )

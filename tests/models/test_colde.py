@@ -1,0 +1,54 @@
+"""CoLDE's batched inference against its per-text definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from models.colde import ColdeEncoder, from_base, normalized
+from models.encoder import DocumentInput
+from tests.models.test_transformer import TEXTS
+
+
+def colde(tiny_encoder_dir: Path) -> ColdeEncoder:
+    torch.manual_seed(0)
+    model = from_base(tiny_encoder_dir, max_tokens=12, dim=16, lstm_hidden=8)
+    return ColdeEncoder(
+        model, name="colde", source_dir=tiny_encoder_dir, precision="fp32", max_batch_size=3
+    )
+
+
+def test_batched_heads_equal_one_text_at_a_time(tiny_encoder_dir: Path) -> None:
+    encoder = colde(tiny_encoder_dir)
+    texts = TEXTS * 2 + ["x"]  # 1 to 4 chunks of 10 tokens each
+    got = encoder.encode(texts)
+    model = encoder.model
+    with torch.inference_mode():
+        expected = []
+        for text in texts:  # the definition: one text is a one-section document
+            chunks = model.chunk_ids(text)
+            vectors = model.encode_chunks(chunks, [0] * len(chunks), list(range(len(chunks))))
+            expected.append(normalized(model.sections([vectors]).sections[0]))
+    assert len({len(model.chunk_ids(t)) for t in texts}) >= 3  # groups of different sizes
+    torch.testing.assert_close(got, torch.stack(expected), atol=1e-5, rtol=1e-5)
+
+
+def test_documents_encoded_together_equal_one_by_one(tiny_encoder_dir: Path) -> None:
+    encoder = colde(tiny_encoder_dir)
+    docs = [
+        DocumentInput(
+            sentences=TEXTS[i:],
+            sentence_paragraph=[0] * (len(TEXTS) - i),
+            paragraph_section=[0],
+            chunks=[" ".join(TEXTS[i:])[:60]],
+            chunk_section=[0],
+            chunk_tokens=[10],
+        )
+        for i in range(3)
+    ]
+    together = encoder.encode_documents(docs)
+    for doc, vectors in zip(docs, together, strict=True):
+        alone = encoder.encode_documents([doc])[0]
+        torch.testing.assert_close(vectors.sentences, alone.sentences, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(vectors.document, alone.document, atol=1e-5, rtol=1e-5)
