@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import queue
 import secrets
+import threading
 from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
@@ -56,16 +58,66 @@ class EncodeEngine(Protocol):
 
 
 class LocalEngine:
-    """The encode stage in this process, with the build's encoder."""
+    """The encode stage in this process, with the build's encoder, one block ahead: a thread
+    chunks and encodes the next block while the caller stores the last one (the forward
+    pass releases the GIL; SQL inserts and file writes then cost no encoding time)."""
 
-    def __init__(self, encoder: Encoder) -> None:
+    def __init__(self, encoder: Encoder, *, ahead: bool = True) -> None:
         self.encoder = encoder
+        self.ahead = ahead
 
-    def encode_blocks(
+    def _encoded(
         self, blocks: Iterable[list[Document]]
     ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
         for block in blocks:
             yield block, self.encoder.encode_documents([doc.encoder_input() for doc in block])
+
+    def encode_blocks(
+        self, blocks: Iterable[list[Document]]
+    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+        if not self.ahead:
+            yield from self._encoded(blocks)
+            return
+        yield from one_ahead(self._encoded(blocks))
+
+
+_DONE = object()
+
+
+def one_ahead(items: Iterator[Any]) -> Iterator[Any]:
+    """`items`, produced by a thread one item ahead of the consumer. The producer's error is
+    raised in the consumer; a consumer that stops (or fails) is not held up: the producer
+    drops the item it is making and ends."""
+    ready: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        ready.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ready.put((_DONE, None))
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer as it is
+            ready.put((_DONE, error))
+
+    worker = threading.Thread(target=produce, name="docsim-encode", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, error = ready.get()
+            if error is not None:
+                raise error
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        stop.set()
 
 
 class RayEngine:

@@ -13,9 +13,10 @@ from sqlalchemy import Engine
 from indexer.builder import backend as backend_module
 from indexer.builder.backend import BackendError, calibration_texts, resolve_backend
 from indexer.builder.pipeline import IndexBuildError, build_index
-from indexer.config import Settings
+from indexer.config import Settings, load_configured_encoder
 from indexer.search.loaded_index import IndexMismatchError
 from indexer.search.searcher import open_searcher
+from indexer.text.chunking import add_chunks
 from indexer.text.corpus import read_corpus
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import split_document
@@ -155,3 +156,29 @@ def test_a_backend_that_cannot_run_the_encoder_fails_the_build_cleanly(
     with pytest.raises(IndexBuildError, match="openvino-int8 backend runs transformer"):
         build(sample_corpus, settings, engine, tiny_encoder, splitter)
     assert not list((settings.data_dir / "indexes").glob("0*"))
+
+
+def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
+    sample_corpus: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder_dir: Path,
+    splitter: SentenceSplitter,
+) -> None:
+    settings.encoder.name = str(tiny_encoder_dir)
+    settings.encoder.chunk_vectors = "sentences"
+    encoder = load_configured_encoder(settings)
+    result = build(sample_corpus, settings, engine, encoder, splitter)
+    assert result.manifest["encoder"]["chunk_vectors"] == "sentences"
+    settings.encoder.chunk_vectors = "encode"
+    searcher = open_searcher(settings, engine)
+    assert searcher.encoder.chunk_vectors == "sentences"
+    # the served encoder gives an indexed document the document vector the build stored
+    source = next(iter(read_corpus(sample_corpus)))
+    doc = add_chunks([split_document(source, splitter)], searcher.encoder, 126)[0]
+    vector = searcher.encoder.encode_documents([doc.encoder_input()])[0].document
+    stored = np.load(result.path / "document.f16.npy").astype(np.float32)
+    ids = np.load(result.path / "document.ids.npy")
+    np.testing.assert_allclose(vector.numpy(), stored[np.argmin(ids)], atol=4e-3)
+    two_pass = load_configured_encoder(settings).encode_documents([doc.encoder_input()])[0]
+    assert not np.allclose(two_pass.document.numpy(), stored[np.argmin(ids)], atol=4e-3)

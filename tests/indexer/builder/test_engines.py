@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from indexer.builder.engines import EngineError, make_encode_engine
+from indexer.builder.engines import EngineError, make_encode_engine, one_ahead
 from indexer.config import RaySettings, Settings
 from indexer.search.loaded_index import LoadedIndex
 from indexer.store.db import make_engine
@@ -105,3 +106,24 @@ def test_a_stopped_ray_build_stops_its_local_ray_at_once(
             hooks=BuildHooks(on_progress=stop_after_first_block),
         )
     assert not ray.is_initialized()
+
+
+def test_one_ahead_keeps_order_raises_the_producers_error_and_stops_early() -> None:
+    made: list[int] = []
+
+    def numbers(n: int, fail_at: int | None = None):
+        for i in range(n):
+            if i == fail_at:
+                raise RuntimeError(f"failed at {i}")
+            made.append(i)
+            yield i
+
+    assert list(one_ahead(numbers(50))) == list(range(50))
+    with pytest.raises(RuntimeError, match="failed at 7"):
+        list(one_ahead(numbers(50, fail_at=7)))
+    made.clear()
+    stream = one_ahead(numbers(1000))
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    stream.close()
+    time.sleep(0.5)
+    assert len(made) <= 6  # the producer stopped a step or two ahead, not at the end

@@ -1,0 +1,183 @@
+"""What a build's encode stage costs per configuration, on the same judgments, in one run:
+`encode_documents` (every level: sentences, chunks, paragraphs, sections, document) against
+a bare bf16 forward pass over the same sentences alone.
+
+    python benchmarks/document_encode.py [--documents 24] [--repeats 2]
+        [--out benchmarks/results/document_encode.json]
+
+Configurations:
+- `torch_bf16_two_pass`: PyTorch, bf16 autocast, sentences and chunks each encoded (what
+  docsim did before the int8 backend);
+- `int8_two_pass`, `int8_one_pass`: the OpenVINO int8 backend, with chunk vectors encoded or
+  pooled from the sentence pass (`DOCSIM_ENCODER__CHUNK_VECTORS=sentences`);
+- `colde_per_text`, `colde_batched`: CoLDE (built from MiniLM, untrained: the rate depends on
+  the architecture, not the weights) with its head run one text at a time as before, and
+  batched per chunk count as now.
+
+Texts: the first `--documents` AILA 2019 judgments (../shared/data) when present, else the
+sample corpus; the int8 export is calibrated on the judgments after them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from indexer.builder.backend import calibration_texts
+from indexer.config import Settings
+from indexer.text.chunking import add_chunks
+from indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
+from indexer.text.documents import Document
+from indexer.text.sentences import load_splitter
+from indexer.text.split import split_document
+from models import colde
+from models.encoder import DocumentInput
+from models.inference import export_openvino_int8
+from models.loading import load_encoder, resolve_encoder_path
+from models.precision import autocast
+from models.transformer import TransformerEncoder
+
+logger = logging.getLogger("benchmarks.document_encode")
+AILA = Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "casedocs"
+
+
+def bare_forward_seconds(encoder: TransformerEncoder, texts: list[str]) -> float:
+    """The model's forward pass alone over pre-tokenised, length-sorted batches of `texts`."""
+    batches = list(encoder.plan_batches(encoder.tokenize(texts)))  # outside the clock
+    start = time.perf_counter()
+    with torch.inference_mode(), autocast(encoder.device, encoder.amp_dtype):
+        for batch in batches:
+            encoder.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    return time.perf_counter() - start
+
+
+def read_documents(n: int) -> tuple[list[Document], str]:
+    corpus = AILA if AILA.exists() else SAMPLE_CORPUS
+    splitter = load_splitter()
+    docs = []
+    for source in read_corpus(corpus):
+        if not isinstance(source, Skipped):
+            docs.append(split_document(source, splitter))
+        if len(docs) >= n:
+            break
+    return docs, str(corpus)
+
+
+def colde_per_text(encoder: colde.ColdeEncoder, inputs: list[DocumentInput]) -> None:
+    """CoLDE's inference as it was before the batched head: each document's sentences
+    encoded on their own (backbone batches of `max_batch_size` length-sorted texts), then the
+    head run for one sentence at a time; the chunk levels as now."""
+    model, capacity = encoder.model, encoder.chunk_capacity
+    for doc in inputs:
+        texts = list(doc.sentences)
+        all_ids = model.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(all_ids[i]))
+        with torch.inference_mode(), autocast(encoder.device, encoder.amp_dtype):
+            for start in range(0, len(order), encoder.batch):
+                part = order[start : start + encoder.batch]
+                chunks, owner, position = [], [], []
+                for i in part:
+                    tokens = all_ids[i]
+                    pieces = [
+                        tokens[j : j + capacity] for j in range(0, max(len(tokens), 1), capacity)
+                    ]
+                    for q, piece in enumerate(pieces[: model.max_chunks]):
+                        chunks.append(piece)
+                        owner.append(i)
+                        position.append(q)
+                vectors = model.encode_chunks(chunks, [0] * len(chunks), position)
+                for i in part:
+                    rows = vectors[[k for k, o in enumerate(owner) if o == i]]
+                    colde.normalized(model.sections([rows]).sections[0].float())
+        encoder.encode_documents([doc], sentence_vectors=[torch.zeros(len(texts), encoder.dim)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--documents", type=int, default=24)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/document_encode.json"))
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    bf16: TransformerEncoder = load_encoder("minilm", precision="bf16")  # type: ignore[assignment]
+    docs, source = read_documents(2 * args.documents)
+    docs = add_chunks(docs, bf16, bf16.chunk_capacity)
+    measured, calibrating = docs[: args.documents], docs[args.documents :]
+    inputs = [doc.encoder_input() for doc in measured]
+    sentences = [s for doc in inputs for s in doc.sentences]
+    characters = sum(len(doc.text) for doc in measured)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        calibration = calibration_texts(calibrating, bf16, bf16.chunk_capacity, Settings())
+        batches = list(bf16.plan_batches(bf16.tokenize(calibration[0] + calibration[1])))
+        export_openvino_int8(bf16.model, batches, Path(workdir) / "ov")
+        two_pass: TransformerEncoder = load_encoder("minilm", backend_dir=Path(workdir) / "ov")  # type: ignore[assignment]
+        one_pass: TransformerEncoder = load_encoder(  # type: ignore[assignment]
+            "minilm", backend_dir=Path(workdir) / "ov", chunk_vectors="sentences"
+        )
+        torch.manual_seed(0)
+        colde_encoder = colde.ColdeEncoder(
+            colde.from_base(resolve_encoder_path("minilm")[1]),
+            name="colde",
+            source_dir=Path(workdir),
+        )
+        runs: dict[str, Callable[[], object]] = {
+            "bare_forward_bf16_sentences": lambda: bare_forward_seconds(bf16, sentences),
+            "torch_bf16_two_pass": lambda: bf16.encode_documents(inputs),
+            "int8_two_pass": lambda: two_pass.encode_documents(inputs),
+            "int8_one_pass": lambda: one_pass.encode_documents(inputs),
+            "colde_per_text": lambda: colde_per_text(colde_encoder, inputs),
+            "colde_batched": lambda: colde_encoder.encode_documents(inputs),
+        }
+        for encoder in (bf16, two_pass, one_pass, colde_encoder):  # warm-up
+            encoder.encode_documents(inputs[:1])
+        seconds: dict[str, list[float]] = {name: [] for name in runs}
+        for repeat in range(args.repeats):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                took = run()  # the bare forward pass times itself (tokenising excluded)
+                seconds[name].append(
+                    took if isinstance(took, float) else time.perf_counter() - start
+                )
+            logger.info(
+                "repeat %d: %s", repeat + 1, {k: round(v[-1], 2) for k, v in seconds.items()}
+            )
+
+    best = {name: min(v) for name, v in seconds.items()}
+    result = {
+        "source": source,
+        "documents": len(measured),
+        "sentences": len(sentences),
+        "chunks": sum(len(doc.chunks) for doc in inputs),
+        "characters": characters,
+        "threads": torch.get_num_threads(),
+        "sentences_per_second": {k: round(len(sentences) / v, 1) for k, v in best.items()},
+        "characters_per_second": {k: round(characters / v) for k, v in best.items()},
+        "speed_vs_bare_forward_bf16_sentences": {
+            k: round(best["bare_forward_bf16_sentences"] / v, 3) for k, v in best.items()
+        },
+        "speed_vs_torch_bf16_two_pass": {
+            k: round(best["torch_bf16_two_pass"] / v, 3) for k, v in best.items()
+        },
+        "colde_batched_vs_per_text": round(best["colde_per_text"] / best["colde_batched"], 2),
+        "seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
+    }
+    print(json.dumps(result, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    logger.info("saved %s", args.out)
+
+
+if __name__ == "__main__":
+    main()
