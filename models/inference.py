@@ -215,6 +215,13 @@ class OpenVinoBackend:
         # each call takes its own from this pool, or makes new ones, and gives them back
         self._pool: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> OpenVinoBackend:
+        """A copy (of an encoder) shares the compiled model, which is read-only and safe to
+        share between threads, and gets requests of its own."""
+        clone = copy.copy(self)
+        clone._pool = queue.SimpleQueue()
+        return clone
+
     def _request(self) -> Any:
         try:
             return self._pool.get_nowait()

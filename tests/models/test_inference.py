@@ -136,3 +136,13 @@ def test_what_the_backend_cannot_run_is_refused(
         headed.use_openvino(exported)
     with pytest.raises(ValueError, match="at least one batch"):
         export_openvino_int8(tiny_encoder.model, [], tmp_path / "none")
+
+
+def test_a_copied_encoder_shares_the_compiled_model_and_encodes_alike(
+    exported: Path, tiny_encoder: TransformerEncoder
+) -> None:
+    tiny_encoder.use_openvino(exported)
+    clone = deepcopy(tiny_encoder)
+    assert clone.backend is not tiny_encoder.backend
+    assert clone.backend.compiled is tiny_encoder.backend.compiled
+    torch.testing.assert_close(clone.encode(TEXTS), tiny_encoder.encode(TEXTS))
