@@ -15,6 +15,7 @@ the mean of section vectors is the document vector.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,15 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.backbone import load_backbone, load_tokenizer
+from models.inference import (
+    OPENVINO_INT8,
+    TORCH,
+    BackendUnavailableError,
+    OpenVinoBackend,
+    export_openvino_int8_embeddings,
+    files_sha256,
+    runtime_versions,
+)
 from models.losses import supervised_contrastive_loss
 from models.pooling import mean_pool
 from models.precision import autocast, autocast_dtype
@@ -92,10 +102,27 @@ class ColdeModel(torch.nn.Module):
         return chunks[:limit]
 
     def encode_chunks(
-        self, chunks: list[list[int]], sections: list[int], positions: list[int]
+        self,
+        chunks: list[list[int]],
+        sections: list[int],
+        positions: list[int],
+        backbone: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """`(n, H)` mean-pooled backbone states of chunks (content ids), each with its section
-        and chunk position embeddings added to its token embeddings."""
+        and chunk position embeddings added to its token embeddings. `backbone` (default: the
+        module's own) maps `(n, T, H)` embeddings and the `(n, T)` mask to token states."""
+        embeds, mask = self.chunk_inputs(chunks, sections, positions)
+        if backbone is None:
+            hidden = self.backbone(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
+        else:
+            hidden = backbone(embeds, mask).to(mask.device)
+        return mean_pool(hidden, mask)  # (n, H)
+
+    def chunk_inputs(
+        self, chunks: list[list[int]], sections: list[int], positions: list[int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The backbone's input for chunks: token embeddings plus section and chunk position
+        embeddings `(n, T, H)`, and the attention mask `(n, T)`."""
         device = next(self.parameters()).device
         with_special = [with_special_tokens(self.tokenizer, c) for c in chunks]
         longest = max(len(c) for c in with_special)
@@ -113,8 +140,7 @@ class ColdeModel(torch.nn.Module):
             embeds
             + (self.section_embeddings(section) + self.chunk_embeddings(position))[:, None, :]
         )
-        hidden = self.backbone(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
-        return mean_pool(hidden, mask)  # (n, H)
+        return embeds, mask
 
     # --- sections ---------------------------------------------------------------------------
     def sections(self, chunk_vectors: list[torch.Tensor]) -> EncodedSections:
@@ -245,6 +271,8 @@ class ColdeEncoder:
         device: str | torch.device = "cpu",
         precision: str = "auto",
         max_batch_size: int = 64,
+        backend_dir: str | Path | None = None,
+        streams: int = 2,
         **_: object,
     ) -> None:
         self.device = torch.device(device)
@@ -253,6 +281,67 @@ class ColdeEncoder:
         self.name, self.source_dir, self.dim = name, source_dir, model.dim
         self.batch = max_batch_size
         self._identity = None
+        self.backend: OpenVinoBackend | None = None  # None: the backbone runs on torch
+        self.backend_record: dict[str, str] = {"name": TORCH}
+        if backend_dir is not None:
+            self.use_openvino(Path(backend_dir), streams=streams)
+
+    # --- inference backend ------------------------------------------------------------------
+    def use_openvino(self, directory: Path, *, streams: int = 2) -> None:
+        """Run the backbone on the int8 OpenVINO export in `directory` (from
+        `export_openvino_int8`); the embeddings, chunkwise attention, LSTM and projection stay
+        on torch."""
+        if self.device.type != "cpu":
+            raise BackendUnavailableError(
+                f"the {OPENVINO_INT8} backend runs on the CPU, not {self.device}"
+            )
+        self.backend = OpenVinoBackend(directory, streams=streams)
+        self.backend_record = {
+            "name": OPENVINO_INT8,
+            "sha256": files_sha256(directory),
+            **runtime_versions(),
+        }
+        self._identity = None
+        if hasattr(self, "load_options"):  # set by `load_encoder`
+            self.load_options = {**self.load_options, "backend_dir": str(directory)}
+
+    def export_openvino_int8(self, texts: list[str], out_dir: Path) -> None:
+        """Export the backbone to int8, calibrated on `texts` fed as `encode` feeds them."""
+        all_ids = self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(all_ids[i]))
+        samples = []
+        with torch.inference_mode():
+            for start in range(0, len(order), 16):
+                chunks, _, position = self._text_chunks(all_ids, order[start : start + 16])
+                embeds, mask = self.model.chunk_inputs(chunks, [0] * len(chunks), position)
+                samples.append(
+                    {"inputs_embeds": embeds.float().cpu(), "attention_mask": mask.cpu()}
+                )
+        export_openvino_int8_embeddings(self.model.backbone, samples, out_dir)
+
+    def _backbone(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
+        backend = self.backend
+        if backend is None:
+            return None
+        return lambda embeds, mask: backend.infer(
+            {"inputs_embeds": embeds.float().numpy(), "attention_mask": mask.numpy()}
+        )
+
+    def _text_chunks(
+        self, all_ids: list[list[int]], part: list[int]
+    ) -> tuple[list[list[int]], list[int], list[int]]:
+        """The chunks of texts `part` (indices into `all_ids`), each text a one-section
+        document: chunk ids, owning text, chunk position."""
+        capacity = self.chunk_capacity
+        chunks, owner, position = [], [], []
+        for i in part:
+            tokens = all_ids[i]
+            pieces = [tokens[j : j + capacity] for j in range(0, max(len(tokens), 1), capacity)]
+            for q, piece in enumerate(pieces[: self.model.max_chunks]):
+                chunks.append(piece)
+                owner.append(i)
+                position.append(q)
+        return chunks, owner, position
 
     @property
     def chunk_capacity(self) -> int:
@@ -262,9 +351,10 @@ class ColdeEncoder:
         if self._identity is None:
             from models.composite import composite_identity
 
-            self._identity = composite_identity(
-                self.source_dir, self.name, self.dim, self.model.max_tokens
-            )
+            self._identity = {
+                **composite_identity(self.source_dir, self.name, self.dim, self.model.max_tokens),
+                "backend": dict(self.backend_record),
+            }
         return dict(self._identity)
 
     def token_offsets(self, texts):  # noqa: ANN001, ANN201
@@ -281,23 +371,15 @@ class ColdeEncoder:
         out = torch.empty(len(texts), self.dim)
         if not texts:
             return out
-        capacity = self.chunk_capacity
         all_ids = self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: len(all_ids[i]))
         with torch.inference_mode(), autocast(self.device, self.amp_dtype):
             for start in range(0, len(order), self.batch):
                 part = order[start : start + self.batch]
-                chunks, owner, position = [], [], []
-                for i in part:
-                    tokens = all_ids[i]
-                    pieces = [
-                        tokens[j : j + capacity] for j in range(0, max(len(tokens), 1), capacity)
-                    ]
-                    for q, piece in enumerate(pieces[: self.model.max_chunks]):
-                        chunks.append(piece)
-                        owner.append(i)
-                        position.append(q)
-                vectors = self.model.encode_chunks(chunks, [0] * len(chunks), position)
+                chunks, owner, position = self._text_chunks(all_ids, part)
+                vectors = self.model.encode_chunks(
+                    chunks, [0] * len(chunks), position, self._backbone()
+                )
                 # the head runs once per group of texts with the same number of chunks
                 rows_of: dict[int, list[int]] = {}
                 for k, i in enumerate(owner):
@@ -332,7 +414,9 @@ class ColdeEncoder:
                 position.append(counts[s])
                 counts[s] += 1
             with torch.inference_mode(), autocast(self.device, self.amp_dtype):
-                vectors = self.model.encode_chunks(ids, list(doc.chunk_section), position)
+                vectors = self.model.encode_chunks(
+                    ids, list(doc.chunk_section), position, self._backbone()
+                )
                 per_section, at = [], 0
                 for s in range(doc.n_sections):  # chunks come section by section
                     per_section.append(vectors[at : at + counts[s]])

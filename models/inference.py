@@ -94,6 +94,19 @@ class _LastHiddenState(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
+class _LastHiddenFromEmbeddings(torch.nn.Module):
+    """(inputs_embeds, attention_mask) -> last_hidden_state."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(
+            inputs_embeds=inputs_embeds, attention_mask=attention_mask
+        ).last_hidden_state
+
+
 def _import_openvino() -> Any:
     try:
         import openvino
@@ -126,16 +139,39 @@ def export_openvino_int8(
 ) -> None:
     """Export `model` (a Hugging Face encoder) to OpenVINO, quantise it to int8 with NNCF's
     post-training quantisation on `calibration`, and save `model.xml`/`model.bin` in `out_dir`.
-
-    The export traces a deep copy: tracing patches the module it is given in place.
     """
-    if not calibration:
+    samples = [{"input_ids": b.input_ids, "attention_mask": b.attention_mask} for b in calibration]
+    _export(_LastHiddenState(model), samples, out_dir, [("input_ids", 2), ("attention_mask", 2)])
+
+
+def export_openvino_int8_embeddings(
+    model: torch.nn.Module, calibration: Sequence[dict[str, torch.Tensor]], out_dir: Path
+) -> None:
+    """`export_openvino_int8` for a backbone fed token embeddings (`inputs_embeds`, `(B, T, H)`,
+    with `attention_mask`): for models that add embeddings of their own (CoLDE)."""
+    _export(
+        _LastHiddenFromEmbeddings(model),
+        list(calibration),
+        out_dir,
+        [("inputs_embeds", 3), ("attention_mask", 2)],
+    )
+
+
+def _export(
+    wrapped: torch.nn.Module,
+    samples: list[dict[str, torch.Tensor]],
+    out_dir: Path,
+    inputs: list[tuple[str, int]],
+) -> None:
+    """Trace `wrapped` (on a deep copy: tracing patches the module it is given in place) with
+    dynamic shapes, quantise on `samples`, save to `out_dir`."""
+    if not samples:
         raise ValueError("int8 calibration needs at least one batch of the corpus's text")
     ov = _import_openvino()
     import nncf
 
-    example = calibration[0]
-    wrapped = _LastHiddenState(copy.deepcopy(model).float().eval())
+    wrapped = copy.deepcopy(wrapped).float().eval()
+    types = {2: ov.Type.i64, 3: ov.Type.f32}
     # tracing warns about every data-dependent branch in transformers' masking code: these
     # are the shapes' branches, which the dynamic-shape export keeps as graph operations
     with torch.no_grad(), warnings.catch_warnings():
@@ -144,26 +180,25 @@ def export_openvino_int8(
         warnings.simplefilter("ignore", FutureWarning)
         exported = ov.convert_model(
             wrapped,
-            example_input={
-                "input_ids": example.input_ids,
-                "attention_mask": example.attention_mask,
-            },
-            input=[("input_ids", [-1, -1], ov.Type.i64), ("attention_mask", [-1, -1], ov.Type.i64)],
-        )
+            example_input={name: samples[0][name] for name, _ in inputs},
+            input=[
+                (name, [-1, -1] if rank == 2 else [-1, -1, samples[0][name].shape[-1]],
+                 types[rank])
+                for name, rank in inputs
+            ],
+        )  # fmt: skip
 
-    def feed(batch: PaddedBatch) -> dict[str, np.ndarray]:
-        return {
-            "input_ids": batch.input_ids.numpy(),
-            "attention_mask": batch.attention_mask.numpy(),
-        }
+    def feed(sample: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+        return {name: sample[name].float().numpy() if rank == 3 else sample[name].numpy()
+                for name, rank in inputs}  # fmt: skip
 
     # NNCF draws its own progress bars on stdout (rich): kept off the caller's output
     with contextlib.redirect_stdout(io.StringIO()):
         quantized = nncf.quantize(
             exported,
-            nncf.Dataset(list(calibration), feed),
+            nncf.Dataset(samples, feed),
             model_type=nncf.ModelType.TRANSFORMER,
-            subset_size=len(calibration),
+            subset_size=len(samples),
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     ov.save_model(quantized, out_dir / "model.xml", compress_to_fp16=False)
@@ -221,6 +256,15 @@ class OpenVinoBackend:
         clone = copy.copy(self)
         clone._pool = queue.SimpleQueue()
         return clone
+
+    def infer(self, inputs: dict[str, np.ndarray]) -> torch.Tensor:
+        """One synchronous call: the model's first output for `inputs`."""
+        request = self._request()
+        try:
+            request.infer(inputs)
+            return torch.from_numpy(request.get_output_tensor(0).data.copy())
+        finally:
+            self._pool.put(request)
 
     def _request(self) -> Any:
         try:

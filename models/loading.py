@@ -146,4 +146,5 @@ def _one_line(error: BaseException) -> str:
 
 def _runtime(options: dict[str, Any]) -> dict[str, Any]:
     """CoLDE runs its own batching (by texts, not tokens): `batch_tokens` does not apply."""
-    return {k: v for k, v in options.items() if k in ("device", "precision", "max_batch_size")}
+    kept = ("device", "precision", "max_batch_size", "backend_dir", "streams")
+    return {k: v for k, v in options.items() if k in kept}

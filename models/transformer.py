@@ -31,6 +31,7 @@ from models.inference import (
     ForwardBackend,
     OpenVinoBackend,
     TorchBackend,
+    export_openvino_int8,
     files_sha256,
     runtime_versions,
 )
@@ -247,14 +248,19 @@ class TransformerEncoder:
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast(self.device, self.amp_dtype)
 
+    def export_openvino_int8(self, texts: list[str], out_dir: Path) -> None:
+        """Export the backbone to int8 (`models.inference`), calibrated on `texts` batched as
+        `encode` batches them."""
+        export_openvino_int8(self.model, list(self.plan_batches(self.tokenize(texts))), out_dir)
+
     def use_openvino(self, directory: Path, *, streams: int = 2) -> None:
         """Run the forward pass on the int8 OpenVINO model exported into `directory` (see
         `models.inference.export_openvino_int8`); identity and load options record it, so
-        that manifests name the backend and another process loads the same one."""
-        if self.head is not None or self.device.type != "cpu":
+        that manifests name the backend and another process loads the same one. A head
+        (projection after pooling) stays on torch."""
+        if self.device.type != "cpu":
             raise BackendUnavailableError(
-                f"the {OPENVINO_INT8} backend runs a plain backbone on the CPU; this encoder "
-                f"has {'a projection head' if self.head is not None else self.device} "
+                f"the {OPENVINO_INT8} backend runs on the CPU, not {self.device} "
                 f"(use the {TORCH} backend)"
             )
         self.backend = OpenVinoBackend(directory, streams=streams)

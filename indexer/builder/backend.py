@@ -1,10 +1,10 @@
 """The inference backend of a build: which one, and the int8 export it runs on.
 
-`auto` is `openvino-int8` for a transformer encoder on the CPU when OpenVINO and NNCF are
-installed, else `torch`. An int8 build exports and quantises the encoder once per checkpoint
-(cached, `indexer.store.exported`), calibrated on a seeded sample of the corpus's own
-sentences and token chunks, then keeps a copy of the export in the version's folder: queries
-against that version are encoded by the same model.
+`auto` is `openvino-int8` for a transformer or CoLDE encoder on the CPU when OpenVINO and
+NNCF are installed, else `torch` (the graph encoder, and GPUs). An int8 build exports and
+quantises the encoder once per checkpoint (cached, `indexer.store.exported`), calibrated on a
+seeded sample of the corpus's own sentences and token chunks, then keeps a copy of the export
+in the version's folder: queries against that version are encoded by the same model.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from indexer.store.exported import (
 )
 from indexer.text.chunking import add_chunks
 from indexer.text.documents import Document
+from models.colde import ColdeEncoder
 from models.encoder import Encoder
 from models.inference import (
     OPENVINO_INT8,
     TORCH,
     BackendUnavailableError,
-    export_openvino_int8,
     openvino_available,
     runtime_versions,
 )
@@ -64,14 +64,14 @@ def resolve_backend(settings: Settings, encoder: Encoder) -> str:
     asked = settings.encoder.backend
     if asked == TORCH:
         return TORCH
-    fits = isinstance(encoder, TransformerEncoder) and encoder.head is None
+    fits = isinstance(encoder, (TransformerEncoder, ColdeEncoder))
     on_cpu = getattr(encoder, "device", None) is not None and encoder.device.type == "cpu"
     if asked == "auto":
         return OPENVINO_INT8 if fits and on_cpu and openvino_available() else TORCH
     if not fits:
         raise BackendError(
-            f"the {OPENVINO_INT8} backend runs transformer encoders with mean or CLS pooling; "
-            f"{encoder.name!r} is a {encoder.identity().get('type')} encoder: use "
+            f"the {OPENVINO_INT8} backend runs transformer and CoLDE encoders; "
+            f"{encoder.name!r} is a {type(encoder).__name__}: use "
             f"DOCSIM_ENCODER__BACKEND=torch"
         )
     if not on_cpu:
@@ -117,7 +117,7 @@ def prepare_backend(
     backend = resolve_backend(settings, encoder)
     if backend == TORCH:
         return {"name": TORCH}
-    assert isinstance(encoder, TransformerEncoder)
+    assert isinstance(encoder, (TransformerEncoder, ColdeEncoder))
     key = cache_key(encoder.identity(), backend, runtime_versions())
     root = cache_root(settings)
     target = root / key if key else None
@@ -134,7 +134,7 @@ def prepare_backend(
 
 def _export(
     settings: Settings,
-    encoder: TransformerEncoder,
+    encoder: TransformerEncoder | ColdeEncoder,
     docs: Sequence[Document],
     capacity: int,
     corpus_label: str,
@@ -143,7 +143,6 @@ def _export(
 ) -> Path:
     started = time.perf_counter()
     sentences, chunks = calibration_texts(docs, encoder, capacity, settings)
-    batches = list(encoder.plan_batches(encoder.tokenize(sentences + chunks)))
     logger.info(
         "Exporting %s to OpenVINO int8, calibrated on %d sentences and %d chunks of %s",
         encoder.name,
@@ -154,7 +153,7 @@ def _export(
     root.mkdir(parents=True, exist_ok=True)
     partial = root / f".partial-{time.time_ns()}"
     try:
-        export_openvino_int8(encoder.model, batches, partial)
+        encoder.export_openvino_int8(sentences + chunks, partial)
     except Exception as error:
         shutil.rmtree(partial, ignore_errors=True)
         raise BackendError(
@@ -164,7 +163,6 @@ def _export(
         "corpus": corpus_label,
         "sentences": len(sentences),
         "chunks": len(chunks),
-        "batches": len(batches),
         "seed": CALIBRATION_SEED,
         "seconds": round(time.perf_counter() - started, 1),
         **runtime_versions(),

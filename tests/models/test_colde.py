@@ -52,3 +52,27 @@ def test_documents_encoded_together_equal_one_by_one(tiny_encoder_dir: Path) -> 
         alone = encoder.encode_documents([doc])[0]
         torch.testing.assert_close(vectors.sentences, alone.sentences, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(vectors.document, alone.document, atol=1e-5, rtol=1e-5)
+
+
+def test_the_int8_backbone_stays_close_to_fp32(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    encoder = colde(tiny_encoder_dir)
+    docs = [
+        DocumentInput(
+            sentences=TEXTS,
+            sentence_paragraph=[0, 0, 1, 1, 1],
+            paragraph_section=[0, 1],
+            chunks=[" ".join(TEXTS[:2]), " ".join(TEXTS[2:])],
+            chunk_section=[0, 1],
+            chunk_tokens=[10, 10],
+        )
+    ]
+    reference = encoder.encode_documents(docs)[0]
+    encoder.export_openvino_int8(TEXTS * 4, tmp_path / "ov")
+    assert "FakeQuantize" in (tmp_path / "ov" / "model.xml").read_text()
+    encoder.use_openvino(tmp_path / "ov")
+    assert encoder.backend_record["name"] == "openvino-int8"
+    got = encoder.encode_documents(docs)[0]
+    for level in ("sentences", "sections", "chunks"):
+        cosine = (getattr(got, level) * getattr(reference, level)).sum(dim=1)
+        assert cosine.min() > 0.95, (level, cosine)
+        assert not torch.equal(getattr(got, level), getattr(reference, level))

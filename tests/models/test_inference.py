@@ -65,6 +65,19 @@ def test_int8_vectors_stay_close_to_fp32(exported: Path, tiny_encoder: Transform
     assert not torch.equal(vectors, reference)  # it did run the other model
 
 
+def test_a_head_after_pooling_stays_on_torch(
+    exported: Path, tiny_encoder: TransformerEncoder
+) -> None:
+    torch.manual_seed(0)
+    tiny_encoder.head = torch.nn.Linear(tiny_encoder.model.config.hidden_size, 8)
+    tiny_encoder.dim = 8
+    reference = tiny_encoder.encode(TEXTS)
+    tiny_encoder.use_openvino(exported)
+    vectors = tiny_encoder.encode(TEXTS)
+    assert vectors.shape == (len(TEXTS), 8)
+    assert (vectors * reference).sum(dim=1).min() > 0.95
+
+
 def test_batched_and_in_flight_equal_one_by_one(
     exported: Path, tiny_encoder: TransformerEncoder
 ) -> None:
@@ -130,10 +143,10 @@ def test_what_the_backend_cannot_run_is_refused(
 ) -> None:
     with pytest.raises(BackendUnavailableError, match="no exported model"):
         OpenVinoBackend(tmp_path)
-    headed = deepcopy(tiny_encoder)
-    headed.head = torch.nn.Linear(headed.dim, 8)
-    with pytest.raises(BackendUnavailableError, match="projection head"):
-        headed.use_openvino(exported)
+    elsewhere = deepcopy(tiny_encoder)
+    elsewhere.device = torch.device("meta")
+    with pytest.raises(BackendUnavailableError, match="runs on the CPU, not meta"):
+        elsewhere.use_openvino(exported)
     with pytest.raises(ValueError, match="at least one batch"):
         export_openvino_int8(tiny_encoder.model, [], tmp_path / "none")
 

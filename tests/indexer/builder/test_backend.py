@@ -10,7 +10,6 @@ import pytest
 import torch
 from sqlalchemy import Engine
 
-from indexer.builder import backend as backend_module
 from indexer.builder.backend import BackendError, calibration_texts, resolve_backend
 from indexer.builder.pipeline import IndexBuildError, build_index
 from indexer.config import Settings, load_configured_encoder
@@ -20,6 +19,10 @@ from indexer.text.chunking import add_chunks
 from indexer.text.corpus import read_corpus
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import split_document
+from models.colde import ColdeEncoder
+from models.colde import from_base as from_colde_base
+from models.graph import GraphEncoder
+from models.graph import from_base as from_graph_base
 from models.inference import OPENVINO_INT8, TORCH, files_sha256
 from models.transformer import TransformerEncoder
 
@@ -42,15 +45,21 @@ def own_cache(settings: Settings, tmp_path: Path) -> Settings:
     return settings
 
 
-def test_auto_is_int8_for_a_transformer_on_the_cpu(
-    settings: Settings, tiny_encoder: TransformerEncoder
+def test_auto_is_int8_for_transformers_and_colde_on_the_cpu(
+    settings: Settings, tiny_encoder: TransformerEncoder, tiny_encoder_dir: Path
 ) -> None:
+    colde = ColdeEncoder(from_colde_base(tiny_encoder_dir), name="c", source_dir=tiny_encoder_dir)
+    graph = GraphEncoder(from_graph_base(tiny_encoder_dir), name="g", source_dir=tiny_encoder_dir)
     assert resolve_backend(settings, tiny_encoder) == OPENVINO_INT8
+    assert resolve_backend(settings, colde) == OPENVINO_INT8
+    assert resolve_backend(settings, graph) == TORCH
     settings.encoder.backend = TORCH
     assert resolve_backend(settings, tiny_encoder) == TORCH
     settings.encoder.backend = OPENVINO_INT8
-    tiny_encoder.head = torch.nn.Linear(tiny_encoder.dim, 8)
     with pytest.raises(BackendError, match="DOCSIM_ENCODER__BACKEND=torch"):
+        resolve_backend(settings, graph)
+    tiny_encoder.device = torch.device("meta")  # stands for a GPU: not the CPU
+    with pytest.raises(BackendError, match="runs on the CPU, not meta"):
         resolve_backend(settings, tiny_encoder)
     settings.encoder.backend = "auto"
     assert resolve_backend(settings, tiny_encoder) == TORCH
@@ -116,7 +125,7 @@ def test_a_second_build_of_the_same_encoder_does_not_export_again(
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
 
-    monkeypatch.setattr(backend_module, "export_openvino_int8", no_export)
+    monkeypatch.setattr(TransformerEncoder, "export_openvino_int8", no_export)
     fresh = TransformerEncoder.from_directory(tiny_encoder.source_dir, precision="fp32")
     with caplog.at_level(logging.INFO, logger="indexer.builder.backend"):
         second = build(sample_corpus, own_cache, engine, fresh, splitter)
@@ -152,8 +161,8 @@ def test_a_backend_that_cannot_run_the_encoder_fails_the_build_cleanly(
     splitter: SentenceSplitter,
 ) -> None:
     settings.encoder.backend = OPENVINO_INT8
-    tiny_encoder.head = torch.nn.Linear(tiny_encoder.dim, tiny_encoder.dim)
-    with pytest.raises(IndexBuildError, match="openvino-int8 backend runs transformer"):
+    tiny_encoder.device = torch.device("meta")  # stands for a GPU: not the CPU
+    with pytest.raises(IndexBuildError, match="runs on the CPU, not meta"):
         build(sample_corpus, settings, engine, tiny_encoder, splitter)
     assert not list((settings.data_dir / "indexes").glob("0*"))
 
