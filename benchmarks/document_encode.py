@@ -10,9 +10,10 @@ Configurations:
   docsim did before the int8 backend);
 - `int8_two_pass`, `int8_one_pass`: the OpenVINO int8 backend, with chunk vectors encoded or
   pooled from the sentence pass (`DOCSIM_ENCODER__CHUNK_VECTORS=sentences`);
-- `colde_per_text`, `colde_batched`: CoLDE (built from MiniLM, untrained: the rate depends on
-  the architecture, not the weights) with its head run one text at a time as before, and
-  batched per chunk count as now.
+- `colde_per_text`, `colde_batched`, `colde_batched_int8`: CoLDE (built from MiniLM,
+  untrained: the rate depends on the architecture, not the weights) with its head run one
+  text at a time as before, batched per chunk count as now, and batched with its backbone on
+  the int8 backend.
 
 Texts: the first `--documents` AILA 2019 judgments (../shared/data) when present, else the
 sample corpus; the int8 export is calibrated on the judgments after them.
@@ -21,6 +22,7 @@ sample corpus; the int8 export is calibrated on the judgments after them.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import tempfile
@@ -38,7 +40,7 @@ from indexer.text.documents import Document
 from indexer.text.sentences import load_splitter
 from indexer.text.split import split_document
 from models import colde
-from models.encoder import DocumentInput
+from models.encoder import DocumentInput, DocumentVectors
 from models.inference import export_openvino_int8
 from models.loading import load_encoder, resolve_encoder_path
 from models.precision import autocast
@@ -99,6 +101,17 @@ def colde_per_text(encoder: colde.ColdeEncoder, inputs: list[DocumentInput]) -> 
         encoder.encode_documents([doc], sentence_vectors=[torch.zeros(len(texts), encoder.dim)])
 
 
+def agreement(ours: list[DocumentVectors], reference: list[DocumentVectors]) -> dict:
+    """Cosine of each level's vectors to the reference's: mean and minimum per level."""
+    out = {}
+    for level in ("sentences", "chunks", "sections", "document"):
+        a = torch.cat([getattr(v, level).reshape(-1, v.sentences.shape[1]) for v in ours])
+        b = torch.cat([getattr(v, level).reshape(-1, v.sentences.shape[1]) for v in reference])
+        cosine = (a * b).sum(dim=1)
+        out[level] = {"mean": round(float(cosine.mean()), 5), "min": round(float(cosine.min()), 5)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -132,6 +145,9 @@ def main() -> None:
             name="colde",
             source_dir=Path(workdir),
         )
+        colde_int8 = copy.deepcopy(colde_encoder)
+        colde_int8.export_openvino_int8(calibration[0] + calibration[1], Path(workdir) / "colde")
+        colde_int8.use_openvino(Path(workdir) / "colde")
         runs: dict[str, Callable[[], object]] = {
             "bare_forward_bf16_sentences": lambda: bare_forward_seconds(bf16, sentences),
             "torch_bf16_two_pass": lambda: bf16.encode_documents(inputs),
@@ -139,17 +155,19 @@ def main() -> None:
             "int8_one_pass": lambda: one_pass.encode_documents(inputs),
             "colde_per_text": lambda: colde_per_text(colde_encoder, inputs),
             "colde_batched": lambda: colde_encoder.encode_documents(inputs),
+            "colde_batched_int8": lambda: colde_int8.encode_documents(inputs),
         }
-        for encoder in (bf16, two_pass, one_pass, colde_encoder):  # warm-up
+        for encoder in (bf16, two_pass, one_pass, colde_encoder, colde_int8):  # warm-up
             encoder.encode_documents(inputs[:1])
         seconds: dict[str, list[float]] = {name: [] for name in runs}
+        outputs: dict[str, list[DocumentVectors]] = {}
         for repeat in range(args.repeats):
             for name, run in runs.items():
                 start = time.perf_counter()
-                took = run()  # the bare forward pass times itself (tokenising excluded)
-                seconds[name].append(
-                    took if isinstance(took, float) else time.perf_counter() - start
-                )
+                got = run()  # the bare forward pass times itself (tokenising excluded)
+                seconds[name].append(got if isinstance(got, float) else time.perf_counter() - start)
+                if isinstance(got, list):
+                    outputs[name] = got
             logger.info(
                 "repeat %d: %s", repeat + 1, {k: round(v[-1], 2) for k, v in seconds.items()}
             )
@@ -171,6 +189,17 @@ def main() -> None:
             k: round(best["torch_bf16_two_pass"] / v, 3) for k, v in best.items()
         },
         "colde_batched_vs_per_text": round(best["colde_per_text"] / best["colde_batched"], 2),
+        "colde_batched_int8_vs_per_text": round(
+            best["colde_per_text"] / best["colde_batched_int8"], 2
+        ),
+        "agreement": {
+            f"{name}_vs_{reference}": agreement(outputs[name], outputs[reference])
+            for name, reference in (
+                ("int8_two_pass", "torch_bf16_two_pass"),
+                ("int8_one_pass", "torch_bf16_two_pass"),
+                ("colde_batched_int8", "colde_batched"),
+            )
+        },
         "seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
     }
     print(json.dumps(result, indent=2))
