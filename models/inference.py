@@ -22,6 +22,7 @@ import hashlib
 import io
 import logging
 import queue
+import threading
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -215,6 +216,14 @@ def files_sha256(directory: Path) -> str:
     return digest.hexdigest()
 
 
+# Compiled models by (files' sha256, streams, threads), for the life of the process: a
+# service that swaps to a version of the same export reuses it, and none is ever destroyed
+# while the process runs. (Destroying one in a running service, then receiving SIGTERM,
+# crashed the process with SIGSEGV before Python's handler ran: OpenVINO 2026.4.)
+_COMPILED: dict[tuple[str, int, int], Any] = {}
+_COMPILED_LOCK = threading.Lock()
+
+
 class OpenVinoBackend:
     """An exported OpenVINO model compiled for the CPU, `streams` requests in flight.
 
@@ -236,16 +245,21 @@ class OpenVinoBackend:
             )
         self.directory = directory
         self.streams = max(1, streams)
-        core = ov.Core()
-        self.compiled = core.compile_model(
-            core.read_model(directory / "model.xml"),
-            "CPU",
-            {
-                "PERFORMANCE_HINT": "THROUGHPUT",
-                "NUM_STREAMS": self.streams,
-                "INFERENCE_NUM_THREADS": threads or torch.get_num_threads(),
-            },
-        )
+        threads = threads or torch.get_num_threads()
+        key = (files_sha256(directory), self.streams, threads)
+        with _COMPILED_LOCK:
+            if key not in _COMPILED:
+                core = ov.Core()
+                _COMPILED[key] = core.compile_model(
+                    core.read_model(directory / "model.xml"),
+                    "CPU",
+                    {
+                        "PERFORMANCE_HINT": "THROUGHPUT",
+                        "NUM_STREAMS": self.streams,
+                        "INFERENCE_NUM_THREADS": threads,
+                    },
+                )
+            self.compiled = _COMPILED[key]
         # requests are not shared between calls (a service encodes from several threads):
         # each call takes its own from this pool, or makes new ones, and gives them back
         self._pool: queue.SimpleQueue[Any] = queue.SimpleQueue()

@@ -21,7 +21,6 @@ from typing import Any
 from indexer.config import Settings
 from indexer.store.exported import (
     cache_key,
-    cache_root,
     copy_into_version,
     publish_export,
     read_calibration,
@@ -43,6 +42,11 @@ logger = logging.getLogger(__name__)
 
 CALIBRATION_SEED = 0
 CALIBRATION_DOCUMENTS = 64  # documents whose chunks are sampled
+
+
+def cache_root(settings: Settings) -> Path:
+    """Where exported encoders are cached."""
+    return settings.encoder.cache_dir or settings.data_dir / "encoders"
 
 
 class BackendChoice(str, Enum):

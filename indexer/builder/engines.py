@@ -86,8 +86,9 @@ _DONE = object()
 
 def one_ahead(items: Iterator[Any]) -> Iterator[Any]:
     """`items`, produced by a thread one item ahead of the consumer. The producer's error is
-    raised in the consumer; a consumer that stops (or fails) is not held up: the producer
-    drops the item it is making and ends."""
+    raised in the consumer. A consumer that stops (or fails, or is interrupted) waits for the
+    item being made, which is then dropped: no thread is left running native code (a forward
+    pass) while the process winds down."""
     ready: queue.Queue[Any] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
@@ -118,6 +119,7 @@ def one_ahead(items: Iterator[Any]) -> Iterator[Any]:
             yield item
     finally:
         stop.set()
+        worker.join()
 
 
 class RayEngine:

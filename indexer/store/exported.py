@@ -1,6 +1,6 @@
 """Exported encoders on disk.
 
-- The cache `<cache_dir>/<key>/` (default `<data_dir>/encoders/`): one exported, quantised
+- The cache `<cache_dir>/<key>/` (by default `<data_dir>/encoders/`): one exported, quantised
   model per checkpoint, configuration, backend and runtime version, so that a second index
   with the same encoder does not export it again. `calibration.json` beside the model says
   which text calibrated it.
@@ -17,14 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from indexer.config import Settings
-
 VERSION_ENCODER_DIR = "encoder"
 CALIBRATION_FILE = "calibration.json"
-
-
-def cache_root(settings: Settings) -> Path:
-    return settings.encoder.cache_dir or settings.data_dir / "encoders"
 
 
 def cache_key(identity: dict[str, Any], backend: str, runtime: dict[str, str]) -> str | None:

@@ -125,8 +125,11 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
         np.testing.assert_array_equal(index.ids(), level_ids(engine, building, level))
     loaded = LoadedIndex.load(engine, version)
     assert loaded.n_documents == 400
-    # documents encoded before the kill and after the resume equal a direct encoding
-    encoder = load_encoder(tiny_encoder_dir)
+    # documents encoded before the kill and after the resume equal a direct encoding by the
+    # version's own model (its int8 export)
+    backend = version.manifest["backend"]
+    assert backend["name"] == "openvino-int8"
+    encoder = load_encoder(tiny_encoder_dir, backend_dir=Path(version.path) / backend["dir"])
     capacity = version.manifest["chunk_tokens"]
     sources = {d.doc_id: d for d in read_corpus(corpus)}
     for position in (0, 399):  # the first block, committed before the kill; the last one
