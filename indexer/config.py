@@ -36,7 +36,9 @@ class EncoderSettings(BaseModel):
         "encoder on the CPU when OpenVINO is installed, else torch. A served index always uses "
         "the backend recorded in its manifest.",
     )
-    streams: int = Field(default=2, ge=1, description="OpenVINO inference streams.")
+    streams: int = Field(
+        default=1, ge=1, description="OpenVINO inference streams (two requests stay in flight)."
+    )
     chunk_vectors: Literal["encode", "sentences"] = Field(
         default="encode",
         description="How new indexes get chunk (and so section and document) vectors: "

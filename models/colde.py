@@ -272,7 +272,7 @@ class ColdeEncoder:
         precision: str = "auto",
         max_batch_size: int = 64,
         backend_dir: str | Path | None = None,
-        streams: int = 2,
+        streams: int = 1,
         **_: object,
     ) -> None:
         self.device = torch.device(device)
@@ -287,7 +287,7 @@ class ColdeEncoder:
             self.use_openvino(Path(backend_dir), streams=streams)
 
     # --- inference backend ------------------------------------------------------------------
-    def use_openvino(self, directory: Path, *, streams: int = 2) -> None:
+    def use_openvino(self, directory: Path, *, streams: int = 1) -> None:
         """Run the backbone on the int8 OpenVINO export in `directory` (from
         `export_openvino_int8`); the embeddings, chunkwise attention, LSTM and projection stay
         on torch."""
@@ -295,7 +295,9 @@ class ColdeEncoder:
             raise BackendUnavailableError(
                 f"the {OPENVINO_INT8} backend runs on the CPU, not {self.device}"
             )
-        self.backend = OpenVinoBackend(directory, streams=streams)
+        # one request at a time here (the head needs each batch before the next): one stream
+        # with every thread, as more streams would leave threads idle
+        self.backend = OpenVinoBackend(directory, streams=1)
         self.backend_record = {
             "name": OPENVINO_INT8,
             "sha256": files_sha256(directory),

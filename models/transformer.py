@@ -142,7 +142,7 @@ class TransformerEncoder:
         *,
         name: str | None = None,
         backend_dir: str | Path | None = None,
-        streams: int = 2,
+        streams: int = 1,
         **options: Any,
     ) -> TransformerEncoder:
         """Load a local Hugging Face model directory (never touches a model hub); with
@@ -253,7 +253,7 @@ class TransformerEncoder:
         `encode` batches them."""
         export_openvino_int8(self.model, list(self.plan_batches(self.tokenize(texts))), out_dir)
 
-    def use_openvino(self, directory: Path, *, streams: int = 2) -> None:
+    def use_openvino(self, directory: Path, *, streams: int = 1) -> None:
         """Run the forward pass on the int8 OpenVINO model exported into `directory` (see
         `models.inference.export_openvino_int8`); identity and load options record it, so
         that manifests name the backend and another process loads the same one. A head
