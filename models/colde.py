@@ -30,8 +30,6 @@ from models.inference import (
     BackendUnavailableError,
     OpenVinoBackend,
     export_openvino_int8_embeddings,
-    files_sha256,
-    runtime_versions,
 )
 from models.losses import supervised_contrastive_loss
 from models.pooling import mean_pool
@@ -298,11 +296,7 @@ class ColdeEncoder:
         # one request at a time here (the head needs each batch before the next): one stream
         # with every thread, as more streams would leave threads idle
         self.backend = OpenVinoBackend(directory, streams=1)
-        self.backend_record = {
-            "name": OPENVINO_INT8,
-            "sha256": files_sha256(directory),
-            **runtime_versions(),
-        }
+        self.backend_record = self.backend.record()
         self._identity = None
         if hasattr(self, "load_options"):  # set by `load_encoder`
             self.load_options = {**self.load_options, "backend_dir": str(directory)}

@@ -247,7 +247,8 @@ class OpenVinoBackend:
         self.directory = directory
         self.streams = max(1, streams)
         threads = threads or torch.get_num_threads()
-        key = (files_sha256(directory), self.streams, threads)
+        self.sha256 = files_sha256(directory)
+        key = (self.sha256, self.streams, threads)
         with _COMPILED_LOCK:
             if key not in _COMPILED:
                 core = ov.Core()
@@ -271,6 +272,11 @@ class OpenVinoBackend:
         clone = copy.copy(self)
         clone._pool = queue.SimpleQueue()
         return clone
+
+    def record(self) -> dict[str, str]:
+        """What an encoder's identity says of this backend: the export's sha256 and the
+        runtime's versions."""
+        return {"name": self.name, "sha256": self.sha256, **runtime_versions()}
 
     def infer(self, inputs: dict[str, np.ndarray]) -> torch.Tensor:
         """One synchronous call: the model's first output for `inputs`."""

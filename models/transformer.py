@@ -32,8 +32,6 @@ from models.inference import (
     OpenVinoBackend,
     TorchBackend,
     export_openvino_int8,
-    files_sha256,
-    runtime_versions,
 )
 from models.pooling import mean_pool, segment_mean
 from models.precision import autocast, autocast_dtype
@@ -264,11 +262,7 @@ class TransformerEncoder:
                 f"(use the {TORCH} backend)"
             )
         self.backend = OpenVinoBackend(directory, streams=streams)
-        self.backend_record = {
-            "name": OPENVINO_INT8,
-            "sha256": files_sha256(directory),
-            **runtime_versions(),
-        }
+        self.backend_record = self.backend.record()
         self._identity = None
         if hasattr(self, "load_options"):  # set by `load_encoder`
             self.load_options = {**self.load_options, "backend_dir": str(directory)}
@@ -278,19 +272,10 @@ class TransformerEncoder:
         `(B, dim)` float32 on the CPU."""
         with torch.inference_mode():
             if self.pooling == "mean":
-                mask = batch.attention_mask.to(hidden.device)
-                pooled = mean_pool(hidden, mask)  # (B, H)
+                pooled = mean_pool(hidden, batch.attention_mask.to(hidden.device))  # (B, H)
             else:
                 pooled = hidden[:, 0].to(torch.float32)  # (B, H)
-            if self.head is not None:
-                with self._autocast():
-                    pooled = self.head(pooled).to(torch.float32)  # (B, d)
-            return F.normalize(pooled, dim=-1).cpu()
-
-    def forward_batch(self, batch: Batch) -> torch.Tensor:
-        """Pooled, normalised vectors of one batch: `(B, dim)` float32 on the CPU."""
-        ((_, hidden),) = self.backend.hidden_states([batch])
-        return self._pooled(batch, hidden)
+        return self._project(pooled)
 
     def _sentences_and_pooled_chunks(
         self, documents: Sequence[DocumentInput]

@@ -15,9 +15,12 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 from sqlalchemy import Engine
@@ -90,6 +93,33 @@ def plan_fingerprint(docs: Sequence[Document], encoder: Encoder, capacity: int, 
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then act on the first one as its handler
+    would. In the main thread only (elsewhere Python delivers no signals). A block's SQL
+    transaction is short; an interrupt inside it could leave the connection half-way through
+    a commit, and the build's cleanup unable to write."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, FrameType | None]] = []
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
+        signal.signal(signum, lambda number, frame: held.append((number, frame)))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            number, frame = held[0]
+            handler = previous[number]
+            if callable(handler):
+                handler(number, frame)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), number)
+
+
 def _block_file(folder: Path, block: int) -> Path:
     return folder / "blocks" / f"{block:06d}.npz"
 
@@ -145,7 +175,7 @@ def encode_and_store(
                 ("chunk", "chunks"),
             ):
                 arrays[level] = np.concatenate([getattr(v, attr).numpy() for v in vectors])
-            with engine.begin() as conn:
+            with interrupts_held(), engine.begin() as conn:
                 ids = insert_documents(conn, version_id, block, counter)
                 target = _block_file(folder, b)
                 partial = target.with_suffix(".partial.npz")
