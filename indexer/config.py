@@ -153,7 +153,8 @@ def load_configured_encoder(  # noqa: ANN201
     chunk_vectors: str | None = None,
 ):
     """The encoder `name_or_path` (default: the configured one) with the configured device,
-    precision and batching; on the OpenVINO export in `backend_dir` when given; with
+    precision and batching; on the OpenVINO export in `backend_dir` when given (on the CPU,
+    whatever the device setting: a version's vectors came from that model); with
     `chunk_vectors` (default: the configured one) when not `encode`."""
     from models.loading import load_encoder
     from models.precision import resolve_device
@@ -164,9 +165,10 @@ def load_configured_encoder(  # noqa: ANN201
     chunk_vectors = chunk_vectors or settings.encoder.chunk_vectors
     if chunk_vectors != "encode":  # an option of transformer encoders only
         options["chunk_vectors"] = chunk_vectors
+    device = "cpu" if backend_dir is not None else settings.encoder.device
     return load_encoder(
         name_or_path or settings.encoder.name,
-        device=resolve_device(settings.encoder.device),
+        device=resolve_device(device),
         precision=settings.encoder.precision,
         batch_tokens=settings.encoder.batch_tokens,
         max_batch_size=settings.encoder.max_batch_size,

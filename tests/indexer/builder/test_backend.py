@@ -11,7 +11,7 @@ import torch
 from sqlalchemy import Engine
 
 from indexer.builder.backend import BackendError, calibration_texts, resolve_backend
-from indexer.builder.pipeline import IndexBuildError, build_index
+from indexer.builder.pipeline import IndexBuildError
 from indexer.config import Settings, load_configured_encoder
 from indexer.search.loaded_index import IndexMismatchError
 from indexer.search.searcher import open_searcher
@@ -25,17 +25,7 @@ from models.graph import GraphEncoder
 from models.graph import from_base as from_graph_base
 from models.inference import OPENVINO_INT8, TORCH, files_sha256
 from models.transformer import TransformerEncoder
-
-
-def build(corpus: Path, settings: Settings, engine: Engine, encoder, splitter):
-    return build_index(
-        corpus,
-        settings=settings,
-        engine=engine,
-        encoder=encoder,
-        splitter=splitter,
-        show_progress=False,
-    )
+from tests.indexer.builder.test_pipeline import build
 
 
 @pytest.fixture()
