@@ -47,7 +47,7 @@ from indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
 from indexer.text.documents import Document
 from indexer.text.sentences import load_splitter
 from indexer.text.split import split_document
-from models.inference import export_openvino_int8
+from models.inference import LastHiddenState, export_openvino_int8
 from models.loading import load_encoder, resolve_encoder_path
 from models.transformer import TransformerEncoder
 
@@ -126,18 +126,10 @@ def onnxruntime_dynamic_int8(
         logger.warning("onnxruntime is not installed: its path is left out")
         return None
 
-    class LastHidden(torch.nn.Module):
-        def __init__(self, model: torch.nn.Module) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
     example = next(encoder.plan_batches(encoder.tokenize(["an example", "another one here"])))
     fp32_file, int8_file = workdir / "model.onnx", workdir / "model.int8.onnx"
     torch.onnx.export(
-        LastHidden(copy.deepcopy(encoder.model).float().eval()),
+        LastHiddenState(copy.deepcopy(encoder.model).float().eval()),
         (example.input_ids, example.attention_mask),
         fp32_file,
         input_names=["input_ids", "attention_mask"],

@@ -86,7 +86,7 @@ class TorchBackend:
             yield batch, hidden  # (B, T, H) on the device
 
 
-class _LastHiddenState(torch.nn.Module):
+class LastHiddenState(torch.nn.Module):
     """(input_ids, attention_mask) -> last_hidden_state: the graph OpenVINO exports."""
 
     def __init__(self, model: torch.nn.Module) -> None:
@@ -144,7 +144,7 @@ def export_openvino_int8(
     post-training quantisation on `calibration`, and save `model.xml`/`model.bin` in `out_dir`.
     """
     samples = [{"input_ids": b.input_ids, "attention_mask": b.attention_mask} for b in calibration]
-    _export(_LastHiddenState(model), samples, out_dir, [("input_ids", 2), ("attention_mask", 2)])
+    _export(LastHiddenState(model), samples, out_dir, [("input_ids", 2), ("attention_mask", 2)])
 
 
 def export_openvino_int8_embeddings(
