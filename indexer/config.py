@@ -110,6 +110,33 @@ class RaySettings(BaseModel):
     cpus_per_actor: float = Field(default=1.0, gt=0)
 
 
+class SearchSettings(BaseModel):
+    """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
+    (`indexer.search.searcher` describes the methods)."""
+
+    default_method: str = Field(default="sdr", description="The method of a request naming none.")
+    fusion: str = Field(
+        default="bm25:1,sdr:1",
+        description="`fused`: the methods summed and their weights, `method:weight,...`.",
+    )
+    fusion_normaliser: Literal["zscore", "minmax"] = "zscore"
+    query_window: int = Field(default=3, ge=1, description="`sdr-window`: sentences per window.")
+    bm25_stemmer: str | None = Field(
+        default=None, description="A Snowball language (`english`) to stem BM25 tokens."
+    )
+    bm25_reduced_keep: float = Field(
+        default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
+    )
+    bm25_paragraph_top: int = Field(
+        default=1, ge=1, description="`bm25-paragraph`: mean of a document's best k paragraphs."
+    )
+    rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
+    rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
+    rm3_query_weight: float = Field(default=0.5, ge=0, le=1)
+    ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
+    ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
+
+
 class LogSettings(BaseModel):
     format: Literal["text", "json"] = Field(
         default="text", description="`json`: one JSON object per line, for log collectors."
@@ -132,6 +159,7 @@ class Settings(BaseSettings):
     jobs: JobSettings = JobSettings()
     log: LogSettings = LogSettings()
     ray: RaySettings = RaySettings()
+    search: SearchSettings = SearchSettings()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

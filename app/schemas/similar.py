@@ -15,7 +15,10 @@ class SimilarRequest(RequestModel):
     )
     top_k: int = Field(default=10, ge=1, le=1000)
     granularity: Granularity = Granularity.document
-    method: Method = Method.sdr
+    method: Method | None = Field(
+        default=None,
+        description="How to rank; default: the service's (DOCSIM_SEARCH__DEFAULT_METHOD).",
+    )
     normalize: bool = True
     mode: ScoringMode = ScoringMode.auto
     candidates: list[str] | None = Field(
@@ -107,7 +110,7 @@ class SimilarResponse(BaseModel):
             encoder=encoder,
             took_ms=took_ms(started),
             mode=result.mode,
-            method=request.method,
+            method=result.method or request.method,
             granularity=request.granularity,
             normalize=request.normalize,
             scored_documents=result.scored_documents,

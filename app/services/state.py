@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from app.core.config import ServiceSettings
 from app.services.query_cache import QueryCache
 from indexer.search.searcher import Searcher, open_searcher
-from indexer.search.types import SearchConfig
+from indexer.search.types import search_config
 
 
 @dataclass
@@ -23,7 +23,8 @@ class ServiceState:
 
 def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
     """Load the active version and a searcher over it (see `open_searcher`)."""
-    config = SearchConfig(
+    config = search_config(
+        settings,
         exhaustive_max_sentences=settings.api.exhaustive_max_sentences,
         device=settings.encoder.device,  # SDR scoring beside the encoder
     )

@@ -25,7 +25,11 @@ def evaluate(
     ] = None,
     method: Annotated[
         list[str] | None,
-        typer.Option(help="sdr, sdr-raw (no z-score), document, bm25, hybrid; repeat to compare."),
+        typer.Option(
+            help="A /similar method (sdr, sdr-window, document, maxsim, best-sentence, ot, bm25, "
+            "bm25-reduced, bm25-rm3, hybrid, fused) or sdr-raw (no z-score); repeat to compare. "
+            "Default: the service's default method (DOCSIM_SEARCH__DEFAULT_METHOD)."
+        ),
     ] = None,
     run_out: Annotated[Path | None, typer.Option(help="TREC run file (one per method).")] = None,
     out: Annotated[Path, typer.Option(help="Per-query and mean metrics (JSON).")] = Path(
@@ -54,13 +58,15 @@ def evaluate(
 
     settings = existing_data_dir(cli_settings(data_dir))
     try:
-        specs = [MethodSpec.parse(m) for m in (method or ["sdr"])]
+        for name in method or []:
+            MethodSpec.parse(name)  # a typo fails before the index loads
         query_list = read_queries(queries, query_field)
         judgments = list(ir_measures.read_trec_qrels(str(qrels)))
         pool_map = read_pools(pools) if pools else None
         if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
             upgrade(settings.database_url)
         searcher = open_searcher(settings, make_engine(settings.database_url))
+        specs = [MethodSpec.parse(m) for m in (method or [searcher.config.default_method.value])]
     except (*USER_ERRORS, ValueError, OSError) as error:
         fail(str(error))
     warn_unmatched_judgments(judgments, query_list, searcher.index.external_ids)
@@ -80,6 +86,7 @@ def evaluate(
                 if len(specs) == 1
                 else run_out.with_name(f"{run_out.stem}.{spec.name}{run_out.suffix}")
             )
+            path.parent.mkdir(parents=True, exist_ok=True)
             write_trec_run(path, runs, f"docsim-{spec.name}")
         per_query = score_runs(
             runs,
@@ -93,6 +100,8 @@ def evaluate(
         report["methods"][spec.name] = {"mean": mean_metrics(per_query), "per_query": per_query}
     if "bm25" in per_method and len(per_method) > 1:
         report["paired_tests_vs_bm25_on_MAP"] = paired_tests(per_method, "bm25")
+    report["search_settings"] = settings.search.model_dump()
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     names = sorted({m for r in report["methods"].values() for m in r["mean"]})
     typer.echo("method      " + " ".join(f"{n:>9}" for n in names))

@@ -1,6 +1,7 @@
 """Okapi BM25 over the documents' texts, changed one document at a time.
 
-Scores are bm25s' defaults (the Lucene variant, k1 = 1.5, b = 0.75, English stop words):
+Scores are bm25s' defaults (the Lucene variant, k1 = 1.5, b = 0.75, English stop words,
+optionally Snowball-stemmed):
 
     score(q, d) = sum over query tokens t of idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))
     idf(t) = log(1 + (N - df + 0.5) / (df + 0.5))
@@ -10,6 +11,11 @@ tokenises; the index keeps its own postings (token -> documents and term frequen
 adding or removing a document rewrites that document's postings only. A change returns a new
 index that shares every other posting with the old one (copy on write): requests still running
 on the old version keep a consistent index.
+
+Query variants score the same postings with other query terms: the query cut to its highest-IDF
+terms (`reduced_query`, the best AILA 2019 run's query reduction) and pseudo-relevance feedback
+(`rm3_weights`, Lavrenko and Croft's relevance model RM3 mixed with the query), both through
+`Bm25Index.weighted_scores`.
 """
 
 from __future__ import annotations
@@ -26,13 +32,29 @@ K1 = 1.5
 B = 0.75
 
 
-def tokenize(texts: Sequence[str]) -> list[list[str]]:
-    """bm25s' tokenisation (lower case, English stop words removed), as strings."""
+def stemmer_for(language: str | None):  # noqa: ANN201
+    """PyStemmer's Snowball stemmer for `language`, or None for no stemming."""
+    if language is None:
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(language)
+
+
+def tokenize(texts: Sequence[str], stemmer: str | None = None) -> list[list[str]]:
+    """bm25s' tokenisation (lower case, English stop words removed, Snowball stems in
+    `stemmer`'s language when given), as strings."""
     import bm25s
 
     if not texts:
         return []
-    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    return bm25s.tokenize(
+        list(texts),
+        stopwords="en",
+        stemmer=stemmer_for(stemmer),
+        return_ids=False,
+        show_progress=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -51,7 +73,9 @@ class Bm25Index:
         postings: dict[str, Posting],
         lengths: dict[int, int],
         terms: dict[int, tuple[str, ...]],
+        stemmer: str | None = None,
     ) -> None:
+        self.stemmer = stemmer  # the Snowball language of the tokens, or None
         self._postings = postings
         self._lengths = lengths  # doc id -> tokens after stop words
         self._terms = terms  # doc id -> its distinct tokens (to undo its postings)
@@ -64,7 +88,9 @@ class Bm25Index:
         self._weights_lock = threading.Lock()
 
     @classmethod
-    def build(cls, doc_ids: Iterable[int], texts: Sequence[str]) -> Bm25Index:
+    def build(
+        cls, doc_ids: Iterable[int], texts: Sequence[str], stemmer: str | None = None
+    ) -> Bm25Index:
         """The index of `texts`, the documents `doc_ids`, in one pass: every (token, document)
         count at once, grouped by token."""
         import bm25s
@@ -73,8 +99,10 @@ class Bm25Index:
         if len(doc_ids) != len(texts):
             raise ValueError(f"{len(doc_ids)} document ids for {len(texts)} texts")
         if not len(doc_ids):
-            return cls({}, {}, {})
-        tokenized = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+            return cls({}, {}, {}, stemmer)
+        tokenized = bm25s.tokenize(
+            list(texts), stopwords="en", stemmer=stemmer_for(stemmer), show_progress=False
+        )
         vocabulary = np.array(sorted(tokenized.vocab, key=tokenized.vocab.__getitem__), object)
         lengths = np.array([len(ids) for ids in tokenized.ids], dtype=np.int64)  # (D,)
         terms = {
@@ -83,7 +111,7 @@ class Bm25Index:
         }
         by_id = dict(zip(doc_ids.tolist(), lengths.tolist(), strict=True))
         if not lengths.sum():  # no document holds a word: nothing to post
-            return cls({}, by_id, terms)
+            return cls({}, by_id, terms, stemmer)
         tokens = np.concatenate([np.asarray(ids, np.int64) for ids in tokenized.ids])  # (T,)
         rank = np.argsort(np.argsort(doc_ids))  # (D,) each document's place by id
         pairs, counts = np.unique(
@@ -99,7 +127,7 @@ class Bm25Index:
             )
             for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
         }
-        return cls(postings, by_id, terms)
+        return cls(postings, by_id, terms, stemmer)
 
     @property
     def n_documents(self) -> int:
@@ -115,7 +143,8 @@ class Bm25Index:
                 drop.setdefault(token, set()).add(doc_id)
             del lengths[doc_id]
         put: dict[str, list[tuple[int, int]]] = {}
-        for (doc_id, _), tokens in zip(added, tokenize([text for _, text in added]), strict=True):
+        texts = [text for _, text in added]
+        for (doc_id, _), tokens in zip(added, tokenize(texts, self.stemmer), strict=True):
             counts = Counter(tokens)
             for token, count in counts.items():
                 put.setdefault(token, []).append((doc_id, count))
@@ -127,7 +156,11 @@ class Bm25Index:
                 postings[token] = posting
             else:
                 postings.pop(token, None)
-        return Bm25Index(postings, lengths, terms)
+        return Bm25Index(postings, lengths, terms, self.stemmer)
+
+    def tokens(self, text: str) -> list[str]:
+        """The query tokens of `text`, tokenised as the documents were."""
+        return tokenize([text], self.stemmer)[0] if text else []
 
     def scores(self, text: str) -> np.ndarray:
         """The BM25 score of every document `(N,)`, in the order of `doc_ids`, for the query
@@ -137,11 +170,28 @@ class Bm25Index:
         summed in float32 in the order of the query's tokens (a repeated token counts each
         time)."""
         out = np.zeros(len(self.doc_ids), dtype=np.float32)
-        for token in tokenize([text])[0] if text else []:
+        for token in self.tokens(text):
             if token in self._postings:
                 rows, weights = self._weight(token)
                 out[rows] += weights
         return out.astype(np.float64)
+
+    def weighted_scores(self, weights: dict[str, float]) -> np.ndarray:
+        """`(N,)` sum over tokens of `weights[token]` times the token's BM25 term."""
+        out = np.zeros(len(self.doc_ids), dtype=np.float64)
+        for token, weight in weights.items():
+            if token in self._postings:
+                rows, terms = self._weight(token)
+                out[rows] += weight * terms
+        return out
+
+    def idf(self, token: str) -> float:
+        """BM25's idf of `token` (0 for a token no document holds)."""
+        posting = self._postings.get(token)
+        if posting is None:
+            return 0.0
+        n, df = len(self.doc_ids), len(posting.doc_ids)
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
     def _weight(self, token: str) -> tuple[np.ndarray, np.ndarray]:
         """The rows (in `doc_ids`) of the documents holding `token` and their float32 terms,
@@ -149,8 +199,7 @@ class Bm25Index:
         found = self._weights.get(token)
         if found is None:
             posting = self._postings[token]
-            n, df = len(self.doc_ids), len(posting.doc_ids)
-            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            idf = np.float32(self.idf(token))
             rows = np.searchsorted(self.doc_ids, posting.doc_ids)  # (df,)
             tf = posting.counts.astype(np.float32)
             norm = K1 * ((1 - B) + B * self._length_of[rows] / self._average)  # float64
@@ -158,6 +207,50 @@ class Bm25Index:
             with self._weights_lock:
                 self._weights[token] = found
         return found
+
+
+def reduced_query(tokens: Sequence[str], idf: dict[str, float], keep: float) -> dict[str, float]:
+    """The query cut to its highest-IDF terms: the `ceil(keep * V)` of its V distinct tokens
+    with the highest `idf` (ties by first occurrence), each weighted by its count in the query,
+    as BM25 scores a repeated token."""
+    counts = Counter(tokens)
+    distinct = sorted(counts, key=lambda t: -idf[t])  # stable: ties keep query order
+    kept = distinct[: math.ceil(keep * len(distinct))]
+    return {t: float(counts[t]) for t in kept}
+
+
+def rm3_weights(
+    query: Sequence[str],
+    feedback: Sequence[Sequence[str]],
+    feedback_scores: Sequence[float],
+    *,
+    terms: int,
+    query_weight: float,
+) -> dict[str, float]:
+    """RM3: the query's term distribution mixed with a relevance model of the feedback
+    documents, as term weights that sum to 1 (times the query's length, so that with
+    `query_weight` = 1 they equal the plain query's counts).
+
+        P(w | R)  = sum_d P(w | d) * s_d / sum_d s_d      over the feedback documents d,
+                                                          s_d their first-pass scores
+        P'(w | R) = P(w | R) on its `terms` most likely words, renormalised
+        weight(w) = query_weight * P(w | q) + (1 - query_weight) * P'(w | R)
+    """
+    if not query:
+        return {}
+    total = sum(max(s, 0.0) for s in feedback_scores)
+    relevance: Counter[str] = Counter()
+    for tokens, score in zip(feedback, feedback_scores, strict=True):
+        if tokens and total > 0 and score > 0:
+            share = score / total / len(tokens)
+            for token, count in Counter(tokens).items():
+                relevance[token] += count * share
+    top = dict(relevance.most_common(terms))
+    mass = sum(top.values())
+    out = {t: query_weight * c / len(query) for t, c in Counter(query).items()}
+    for token, p in top.items():
+        out[token] = out.get(token, 0.0) + (1 - query_weight) * p / mass
+    return {t: w * len(query) for t, w in out.items()}
 
 
 def _changed(old: Posting | None, drop: Iterable[int], put: list[tuple[int, int]]) -> Posting:

@@ -123,10 +123,18 @@ class SdrScorer:
         return ParagraphStats(row_stats(p), population, len(docs))
 
     def score(
-        self, query: Query, docs: np.ndarray, *, normalize: bool, mode: str, pooled: bool
+        self,
+        query: Query,
+        docs: np.ndarray,
+        *,
+        normalize: bool,
+        mode: str,
+        pooled: bool,
+        remember: bool = True,
     ) -> SdrScores:
         """SDR scores of `docs`, normalised over them (`pool` or `collection`) or, in candidate
-        mode, over the fixed sample."""
+        mode, over the fixed sample; the statistics are remembered for the source unless
+        `remember` is off (a query whose paragraphs were regrouped)."""
         n = self.index.n_documents
         scores = np.full(n, -np.inf)
         first_column = np.full(n, -1, dtype=np.int64)
@@ -147,7 +155,8 @@ class SdrScorer:
             else:
                 population = "pool" if pooled else "collection"
                 used = ParagraphStats(row_stats(pmatrix), population, len(docs))
-            self.remember(query, used)
+            if remember:
+                self.remember(query, used)
             pmatrix = normalize_rows(pmatrix, used.stats)
         scores[docs] = document_scores(pmatrix, collection.document_lengths).numpy()
         return SdrScores(scores, pmatrix, first_column, used)

@@ -1,14 +1,24 @@
-"""Ranking a collection against a query document: SDR, single-vector, BM25 and hybrid.
+"""Ranking a collection against a query document.
 
-`Searcher.similar` is the one code path behind `POST /similar` and `docsim evaluate`.
+`Searcher.similar` is the one code path behind `POST /similar` and `docsim evaluate`; a request
+without a method gets `SearchConfig.default_method`.
 
-- `sdr` (default): the paper's hierarchical scoring (`indexer.search.sdr`). `auto` mode scores
-  every document (exhaustive) up to `exhaustive_max_sentences`, and otherwise only the
-  candidates retrieved through the FAISS indices (`indexer.search.candidates`).
+- `sdr`: the paper's hierarchical scoring (`indexer.search.sdr`). `auto` mode scores every
+  document (exhaustive) up to `exhaustive_max_sentences`, and otherwise only the candidates
+  retrieved through the FAISS indices (`indexer.search.candidates`).
+- `sdr-window`: `sdr` with the query's paragraphs cut into pseudo-paragraphs of
+  `query_window` sentences, so that the per-paragraph z-score acts on a one-paragraph query.
 - `document`: cosine of the document vectors.
-- `bm25`: Okapi BM25 over the document texts (`indexer.search.lexical`).
+- `maxsim`, `best-sentence`, `ot`: sentence-set matching without paragraphs
+  (`models.alignment`): the mean best match of the query's sentences, the single best pair,
+  and the optimal-transport alignment of the two sentence sets.
+- `bm25`: Okapi BM25 over the document texts (`indexer.search.lexical`); `bm25-reduced`: the
+  query cut to its highest-IDF terms; `bm25-rm3`: with RM3 pseudo-relevance feedback.
 - `hybrid`: reciprocal-rank fusion of `bm25` and `sdr`, score = sum 1 / (60 + rank).
-- Other granularities rank sections, paragraphs or sentences (`indexer.search.units`).
+- `fused`: weighted sum of the per-query normalised scores of `fusion_weights`' methods
+  (`indexer.search.fusion`).
+- Other granularities rank sections, paragraphs or sentences (`indexer.search.units`), with
+  `sdr` or `document` (both then mean the unit vectors' cosine).
 Ties are broken by a fixed random order of the documents, never by id or file order.
 """
 
@@ -26,13 +36,16 @@ from sqlalchemy import Engine
 
 from indexer.config import Settings, load_configured_encoder
 from indexer.search.candidates import retrieve_candidates
-from indexer.search.lexical import Bm25Index
+from indexer.search.fusion import fuse
+from indexer.search.lexical import Bm25Index, reduced_query, rm3_weights, tokenize
 from indexer.search.loaded_index import IndexMismatchError, LoadedIndex
 from indexer.search.matches import document_hits
 from indexer.search.queries import encode_document, encode_levels, indexed_query
 from indexer.search.ranking import reciprocal_rank_fusion, top_k
 from indexer.search.sdr import SdrScorer, carry_rows
 from indexer.search.types import (
+    LEXICAL,
+    WHOLE_DOCUMENT_ONLY,
     DocumentNotFoundError,
     Granularity,
     Method,
@@ -43,17 +56,20 @@ from indexer.search.types import (
     SearchConfig,
     SearchOptions,
     SearchResult,
+    search_config,
 )
 from indexer.search.units import similar_units
-from indexer.store.reader import document_texts
+from indexer.store.reader import document_paragraph_texts, document_texts
 from indexer.store.vector_index import gpu_count
 from indexer.store.versions import active_version
 from indexer.text.documents import Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter, load_splitter
 from indexer.text.split import split_document
+from models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
 from models.encoder import Encoder
 from models.inference import TORCH, BackendUnavailableError
 from models.precision import resolve_device
+from models.scoring import RaggedCollection
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +113,9 @@ class Searcher:
         )  # (n,) the document position of each sentence row
         self._bm25: Bm25Index | None = None
         self._bm25_lock = threading.Lock()
+        # BM25 over paragraphs and each of its rows' document position (J,), on first use; a
+        # changed searcher builds its own again
+        self._paragraph_bm25: tuple[Bm25Index, np.ndarray] | None = None
 
     def with_changes(self, index: LoadedIndex) -> Searcher:
         """A searcher over `index`: this searcher's index with a document change applied
@@ -154,57 +173,172 @@ class Searcher:
 
     # --- ranking ----------------------------------------------------------------------------
     def similar(self, query: Query, options: SearchOptions) -> SearchResult:
+        method = options.method or self.config.default_method
+        options = replace(options, method=method)
         if options.granularity is not Granularity.document:
-            if options.method in (Method.bm25, Method.hybrid):
+            if method in WHOLE_DOCUMENT_ONLY:
                 raise QueryError(
-                    f"method {options.method.value!r} ranks whole documents; "
+                    f"method {method.value!r} ranks whole documents; "
                     "use granularity 'document' or method 'sdr' / 'document'"
                 )
-            return self._similar_units(query, options)
+            return replace(self._similar_units(query, options), method=method)
         allowed = self._allowed(query, options.candidates)
-        if options.method in (Method.document, Method.bm25):
-            scores = (
-                self._document_cosine(query)
-                if options.method is Method.document
-                else self._bm25_scores(query)
-            )
+        if method in (Method.sdr, Method.sdr_window, Method.hybrid, Method.fused):
+            result = self._similar_sdr(query, options, allowed)
+        else:
+            scores = self.method_scores(method, query, allowed)
             ranked = self._top(scores, allowed, options.top_k)
             hits = document_hits(self.index, self.engine, query, ranked, scores)
-            return SearchResult(hits, mode="exhaustive", scored_documents=len(allowed))
-        mode = self._mode(options)
+            result = SearchResult(hits, mode="exhaustive", scored_documents=len(allowed))
+        return replace(result, method=method)
+
+    def _similar_sdr(
+        self, query: Query, options: SearchOptions, allowed: np.ndarray
+    ) -> SearchResult:
+        """The methods built on SDR's paragraph matrix, whose best paragraph pairs explain
+        each hit: `sdr`, `sdr-window`, `hybrid` and `fused` (when it weighs `sdr`)."""
+        method, mode = options.method, self._mode(options)
         scored = (
             allowed
             if mode == "exhaustive"
             else retrieve_candidates(self.index, self._sentence_doc, query, allowed, self.config)
         )
-        sdr = self._sdr.score(
-            query,
-            scored,
-            normalize=options.normalize,
-            mode=mode,
-            pooled=options.candidates is not None,
-        )
-        scores, pool = sdr.scores, scored
-        if options.method is Method.hybrid:
-            bm25 = self._bm25_scores(query)
-            if mode != "exhaustive":
-                pool = np.union1d(scored, self._top(bm25, allowed, 1000))
+        fusion = dict(self.config.fusion_weights)
+        if method is Method.fused and not fusion.get(Method.sdr):
+            sdr = None
+        else:
+            ranked_query = (
+                windowed(query, self.config.query_window) if method is Method.sdr_window else query
+            )
+            sdr = self._sdr.score(
+                ranked_query,
+                scored,
+                normalize=options.normalize,
+                mode=mode,
+                pooled=options.candidates is not None,
+                remember=method is not Method.sdr_window,
+            )
+        pool = scored
+        if method in (Method.hybrid, Method.fused) and mode != "exhaustive":
+            lexical = [
+                m for m in (fusion if method is Method.fused else [Method.bm25]) if m in LEXICAL
+            ]
+            for m in lexical:
+                pool = np.union1d(
+                    pool, self._top(self.method_scores(m, query, allowed), allowed, 1000)
+                )
+        if method is Method.hybrid:
+            bm25 = self.method_scores(Method.bm25, query, allowed)
             scores = reciprocal_rank_fusion(
                 [self._top(bm25, pool, len(pool)), self._top(sdr.scores, scored, len(scored))],
                 self.index.n_documents,
             )
+        elif method is Method.fused:
+            shared: dict = {}
+            components = {
+                m: sdr.scores if m is Method.sdr else self.method_scores(m, query, pool, shared)
+                for m, w in fusion.items()
+                if w
+            }
+            scores = fuse(components, fusion, pool, self.config.fusion_normaliser)
+        else:
+            scores = sdr.scores
         ranked = self._top(scores, pool, options.top_k)
+        if sdr is None:  # the hits' paragraph pairs still come from SDR's matrix, raw P
+            explained = self._sdr.score(
+                query,
+                np.sort(ranked) if options.matches_per_result > 0 else ranked[:0],
+                normalize=False,
+                mode="exhaustive",
+                pooled=True,
+                remember=False,
+            )
+            hits = document_hits(
+                self.index,
+                self.engine,
+                query,
+                ranked,
+                scores,
+                explained.pmatrix,
+                explained.first_column,
+                options.matches_per_result,
+            )
+            return SearchResult(hits, mode=mode, scored_documents=len(pool))
         hits = document_hits(
             self.index,
             self.engine,
             query,
             ranked,
             scores,
-            sdr.pmatrix,
+            sdr.pmatrix if method is not Method.sdr_window else None,
             sdr.first_column,
             options.matches_per_result,
         )
-        return SearchResult(hits, mode=mode, scored_documents=len(pool), stats=sdr.stats)
+        stats = sdr.stats if method is not Method.sdr_window else None  # windows, not paragraphs
+        return SearchResult(hits, mode=mode, scored_documents=len(pool), stats=stats)
+
+    def method_scores(
+        self, method: Method, query: Query, docs: np.ndarray, shared: dict | None = None
+    ) -> np.ndarray:
+        """The scores `(D,)` of a method that scores each document on its own, for the
+        positions `docs` (-inf elsewhere; lexical and document-vector methods score every
+        document, as cheaply). `shared` holds what several methods of one query reuse."""
+        shared = {} if shared is None else shared
+        config = self.config
+        if method is Method.document:
+            return self._document_cosine(query)
+        if method in LEXICAL:
+            bm25 = self._bm25_index()
+            tokens = bm25.tokens(query.bm25_text)
+            if method is Method.bm25:
+                return bm25.scores(query.bm25_text)
+            if method is Method.bm25_reduced:
+                idf = {t: bm25.idf(t) for t in tokens}
+                return bm25.weighted_scores(reduced_query(tokens, idf, config.bm25_reduced_keep))
+            if method is Method.bm25_paragraph:
+                paragraphs, doc_of = self._paragraph_bm25_index()
+                return top_mean_per_group(
+                    paragraphs.scores(query.bm25_text),
+                    doc_of,
+                    self.index.n_documents,
+                    config.bm25_paragraph_top,
+                )
+            first = bm25.scores(query.bm25_text)
+            top = self._top(first, docs, config.rm3_documents)
+            texts = document_texts(self.engine, [int(self.index.doc_ids[d]) for d in top])
+            feedback = tokenize([texts[int(self.index.doc_ids[d])] for d in top], bm25.stemmer)
+            weights = rm3_weights(
+                tokens,
+                feedback,
+                first[top].tolist(),
+                terms=config.rm3_terms,
+                query_weight=config.rm3_query_weight,
+            )
+            return bm25.weighted_scores(weights)
+        out = np.full(self.index.n_documents, -np.inf)
+        docs = np.sort(docs)
+        if not len(docs):
+            return out
+        collection = self._collection(docs)
+        if method in (Method.maxsim, Method.best_sentence):
+            if "best" not in shared:
+                shared["best"] = sentence_best(query.sentence_vectors, collection)  # (docs, n)
+            reduce = maxsim_scores if method is Method.maxsim else best_pair_scores
+            out[docs] = reduce(shared["best"]).float().numpy()
+        elif method is Method.ot:
+            out[docs] = (
+                ot_scores(
+                    query.sentence_vectors,
+                    collection,
+                    reg=config.ot_reg,
+                    iterations=config.ot_iterations,
+                )
+                .float()
+                .numpy()
+            )
+        else:
+            raise QueryError(f"method {method.value!r} is not a single-score method")
+        return out
 
     def ranking_stats(self, query: Query) -> ParagraphStats:
         """The statistics a default `/similar` (normalised, mode `auto`, no pool) uses for this
@@ -274,20 +408,49 @@ class Searcher:
         document = self.level_vectors(query, "document")[0]  # (d,)
         return (self.index.vectors["document"] @ document).numpy().astype(np.float64)
 
-    def _bm25_scores(self, query: Query) -> np.ndarray:
-        """The BM25 score of every document `(D,)`; the index is built on first use."""
+    def _collection(self, docs: np.ndarray) -> RaggedCollection:
+        if len(docs) == self.index.n_documents:
+            return self._sdr.collection
+        return self._sdr.sub_collection(docs)[0]
+
+    def _bm25_index(self) -> Bm25Index:
+        """The BM25 postings of the collection, built on first use."""
         with self._bm25_lock:
             if self._bm25 is None:
                 started = time.perf_counter()
                 doc_ids = self.index.doc_ids.tolist()
                 texts = document_texts(self.engine, doc_ids)
-                self._bm25 = Bm25Index.build(doc_ids, [texts[d] for d in doc_ids])
+                self._bm25 = Bm25Index.build(
+                    doc_ids, [texts[d] for d in doc_ids], self.config.bm25_stemmer
+                )
                 logger.info(
                     "Built BM25 over %d documents in %.1f s",
                     len(doc_ids),
                     time.perf_counter() - started,
                 )
-        return self._bm25.scores(query.bm25_text)  # built over `index.doc_ids`, in order
+            return self._bm25  # built over `index.doc_ids`, in order
+
+    def _paragraph_bm25_index(self) -> tuple[Bm25Index, np.ndarray]:
+        """BM25 postings of every paragraph, and each posting row's document position."""
+        with self._bm25_lock:
+            if self._paragraph_bm25 is None:
+                started = time.perf_counter()
+                index = self.index
+                texts = document_paragraph_texts(self.engine, index.doc_ids.tolist())
+                ids = index.paragraph_ids  # (J,) collection order
+                doc_of = np.repeat(np.arange(index.n_documents), np.diff(index.doc_paragraph_start))
+                bm25 = Bm25Index.build(
+                    ids.tolist(), [texts[p] for p in ids.tolist()], self.config.bm25_stemmer
+                )
+                order = np.argsort(ids)
+                rows = order[np.searchsorted(ids[order], bm25.doc_ids)]  # (J,) by posting row
+                self._paragraph_bm25 = (bm25, doc_of[rows])
+                logger.info(
+                    "Built paragraph BM25 over %d paragraphs in %.1f s",
+                    len(ids),
+                    time.perf_counter() - started,
+                )
+            return self._paragraph_bm25
 
     def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
         index = self.index
@@ -307,6 +470,41 @@ class Searcher:
         )
 
 
+def top_mean_per_group(scores: np.ndarray, group: np.ndarray, n_groups: int, k: int) -> np.ndarray:
+    """`(n_groups,)` the mean of each group's `k` best `scores` `(n,)` (fewer when the group
+    has fewer; 0 for an empty group); `group` `(n,)` gives each score's group."""
+    order = np.lexsort((-scores, group))  # by group, best first
+    ranked_group = group[order]
+    starts = np.searchsorted(ranked_group, np.arange(n_groups))  # (G,)
+    place = np.arange(len(order)) - starts[ranked_group]  # rank within its group
+    keep = place < k
+    sums = np.bincount(ranked_group[keep], scores[order][keep], minlength=n_groups)
+    counts = np.bincount(ranked_group[keep], minlength=n_groups)
+    return np.divide(sums, counts, out=np.zeros(n_groups), where=counts > 0)
+
+
+def windowed(query: Query, size: int) -> Query:
+    """`query` with each paragraph cut into pseudo-paragraphs of `size` consecutive sentences
+    (the last of a paragraph may be shorter); spans follow the sentences."""
+    lengths = []
+    for length in query.paragraph_lengths.tolist():
+        full, rest = divmod(length, size)
+        lengths += [size] * full + ([rest] if rest else [])
+    sentence_spans = query.level_spans.get("sentence") or []
+    ends = np.cumsum(lengths)
+    paragraphs = (
+        [
+            (sentence_spans[e - n][0], sentence_spans[e - 1][1])
+            for n, e in zip(lengths, ends, strict=True)
+        ]
+        if len(sentence_spans) == int(query.paragraph_lengths.sum())
+        else []
+    )
+    return replace(
+        query, paragraph_lengths=torch.tensor(lengths, dtype=torch.long), paragraphs=paragraphs
+    )
+
+
 def open_searcher(
     settings: Settings, engine: Engine, config: SearchConfig | None = None
 ) -> Searcher:
@@ -321,7 +519,7 @@ def open_searcher(
     if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU
         index = replace(index, indices={k: v.to_gpu() for k, v in index.indices.items()})
     if config is None:
-        config = SearchConfig(device=settings.encoder.device)
+        config = search_config(settings, device=settings.encoder.device)
     recorded = index.manifest["encoder"]
     source = recorded.get("source") or recorded["name"]
     backend = index.manifest.get("backend") or {"name": TORCH}  # older versions: torch

@@ -8,15 +8,30 @@ from enum import Enum
 
 import torch
 
+from indexer.search.fusion import parse_weights
 from indexer.text.documents import Document
 from models.scoring import RowStats
 
 
 class Method(str, Enum):
+    """How documents are ranked (`indexer.search.searcher` describes each)."""
+
     sdr = "sdr"
+    sdr_window = "sdr-window"
     document = "document"
+    maxsim = "maxsim"
+    best_sentence = "best-sentence"
+    ot = "ot"
     bm25 = "bm25"
+    bm25_reduced = "bm25-reduced"
+    bm25_rm3 = "bm25-rm3"
+    bm25_paragraph = "bm25-paragraph"
     hybrid = "hybrid"
+    fused = "fused"
+
+
+LEXICAL = frozenset({Method.bm25, Method.bm25_reduced, Method.bm25_rm3, Method.bm25_paragraph})
+WHOLE_DOCUMENT_ONLY = frozenset(Method) - {Method.sdr, Method.document}
 
 
 class Granularity(str, Enum):
@@ -44,7 +59,7 @@ class DocumentNotFoundError(LookupError):
 class SearchOptions:
     top_k: int = 10
     granularity: Granularity = Granularity.document
-    method: Method = Method.sdr
+    method: Method | None = None  # None: the searcher's default (`SearchConfig.default_method`)
     normalize: bool = True
     mode: ScoringMode = ScoringMode.auto
     candidates: Sequence[str] | None = None
@@ -61,6 +76,57 @@ class SearchConfig:
     stats_sample_documents: int = 256
     seed: int = 0
     device: str = "cpu"  # where SDR's sentence products run: `cpu`, `cuda[:N]` or `auto`
+    default_method: Method = Method.sdr
+    fusion_weights: tuple[tuple[Method, float], ...] = ((Method.bm25, 1.0), (Method.sdr, 1.0))
+    fusion_normaliser: str = "zscore"
+    query_window: int = 3  # sdr-window: sentences per query pseudo-paragraph
+    bm25_stemmer: str | None = None  # a Snowball language, or None
+    bm25_reduced_keep: float = 0.5  # bm25-reduced: share of the query's distinct terms kept
+    bm25_paragraph_top: int = 1  # bm25-paragraph: mean of a document's best k paragraphs
+    rm3_documents: int = 10
+    rm3_terms: int = 20
+    rm3_query_weight: float = 0.5
+    ot_reg: float = 0.05
+    ot_iterations: int = 50
+
+
+def search_config(settings, **overrides) -> SearchConfig:  # noqa: ANN001
+    """The `SearchConfig` of `settings.search` (an `indexer.config.SearchSettings`).
+
+    Raises:
+        ValueError: the default method or a fused method is not a method, or `fused` weighs
+            a method that is itself a fusion.
+    """
+    search = settings.search
+    fusion = tuple((_method(name, "fusion"), w) for name, w in parse_weights(search.fusion).items())
+    nested = [m.value for m, _ in fusion if m in (Method.fused, Method.hybrid)]
+    if nested:
+        raise ValueError(f"DOCSIM_SEARCH__FUSION cannot weigh the fusions {', '.join(nested)}")
+    values = {
+        "default_method": _method(search.default_method, "default_method"),
+        "fusion_weights": fusion,
+        "fusion_normaliser": search.fusion_normaliser,
+        "query_window": search.query_window,
+        "bm25_stemmer": search.bm25_stemmer,
+        "bm25_reduced_keep": search.bm25_reduced_keep,
+        "bm25_paragraph_top": search.bm25_paragraph_top,
+        "rm3_documents": search.rm3_documents,
+        "rm3_terms": search.rm3_terms,
+        "rm3_query_weight": search.rm3_query_weight,
+        "ot_reg": search.ot_reg,
+        "ot_iterations": search.ot_iterations,
+    }
+    return SearchConfig(**{**values, **overrides})
+
+
+def _method(name: str, setting: str) -> Method:
+    try:
+        return Method(name.strip())
+    except ValueError:
+        valid = ", ".join(m.value for m in Method)
+        raise ValueError(
+            f"DOCSIM_SEARCH__{setting.upper()}: unknown method {name!r}; valid: {valid}"
+        ) from None
 
 
 @dataclass
@@ -145,3 +211,4 @@ class SearchResult:
     mode: str
     scored_documents: int
     stats: ParagraphStats | None = None  # what SDR normalised with, when it did
+    method: Method | None = None  # the method that ranked (the default, when none was asked)

@@ -58,6 +58,28 @@ def document_texts(engine: Engine, doc_ids: list[int]) -> dict[int, str]:
         return {int(r.doc_id): r.text for r in rows}
 
 
+def document_paragraph_texts(
+    engine: Engine, doc_ids: list[int], batch: int = 5000
+) -> dict[int, str]:
+    """The text of every paragraph of the documents `doc_ids`, by paragraph id."""
+    out: dict[int, str] = {}
+    for i in range(0, len(doc_ids), batch):
+        part = doc_ids[i : i + batch]
+        texts = document_texts(engine, part)
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(
+                    paragraphs.c.paragraph_id,
+                    paragraphs.c.doc_id,
+                    paragraphs.c.char_start,
+                    paragraphs.c.char_end,
+                ).where(paragraphs.c.doc_id.in_(part))
+            )
+            for r in rows:
+                out[int(r.paragraph_id)] = texts[int(r.doc_id)][r.char_start : r.char_end]
+    return out
+
+
 def paragraph_offsets(engine: Engine, paragraph_ids: list[int]) -> dict[int, tuple[int, int]]:
     with engine.connect() as conn:
         rows = conn.execute(

@@ -134,7 +134,8 @@ def test_bad_input(client: TestClient, payload: dict, status: int, detail: str) 
 def test_enum_errors_list_the_valid_values(client: TestClient) -> None:
     response = client.post("/similar", json={"document_id": "baking-01", "method": "foo"})
     assert response.status_code == 422
-    assert "'sdr', 'document', 'bm25' or 'hybrid'" in response.json()["detail"][0]["msg"]
+    message = response.json()["detail"][0]["msg"]
+    assert "'sdr', 'sdr-window', 'document'" in message and "'hybrid' or 'fused'" in message
     response = client.post("/similar", json={"document_id": "a", "document": POSTED})
     assert response.status_code == 422 and "exactly one of" in response.text
 

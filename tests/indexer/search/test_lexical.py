@@ -7,7 +7,7 @@ import bm25s
 import numpy as np
 import pytest
 
-from indexer.search.lexical import Bm25Index
+from indexer.search.lexical import Bm25Index, reduced_query, rm3_weights
 from indexer.text.corpus import SAMPLE_CORPUS, read_corpus
 
 TEXTS = [doc.text for doc in read_corpus(SAMPLE_CORPUS)]
@@ -94,3 +94,70 @@ def test_scores_follow_the_order_of_the_ids_not_of_the_texts() -> None:
     assert index.doc_ids.tolist() == sorted(ids.tolist())
     np.testing.assert_array_equal(index.scores(TEXTS[0]), in_order.scores(TEXTS[0]))
     assert index.scores(TEXTS[0]).tolist() == index.scores(TEXTS[0]).tolist()  # cached terms
+
+
+# --- query variants ---------------------------------------------------------------------------
+
+
+def test_weighted_scores_of_the_query_counts_equal_scores() -> None:
+    from collections import Counter
+
+    index = Bm25Index.build(list(range(len(TEXTS))), TEXTS)
+    for query in QUERIES:
+        weights = {t: float(c) for t, c in Counter(index.tokens(query)).items()}
+        # `scores` sums in float32 as bm25s does, `weighted_scores` in float64
+        np.testing.assert_allclose(index.weighted_scores(weights), index.scores(query), rtol=1e-5)
+
+
+def test_idf_is_bm25s_idf() -> None:
+    index = Bm25Index.build(list(range(4)), ["apple pie", "apple tart", "pear", "plum pie"])
+    assert index.idf("apple") == pytest.approx(np.log(1 + (4 - 2 + 0.5) / (2 + 0.5)))
+    assert index.idf("pear") == pytest.approx(np.log(1 + (4 - 1 + 0.5) / (1 + 0.5)))
+    assert index.idf("banana") == 0.0
+
+
+def test_reduced_query_keeps_the_highest_idf_half_with_counts() -> None:
+    tokens = ["court", "appeal", "murder", "court", "knife", "appeal"]
+    idf = {"court": 0.1, "appeal": 0.5, "murder": 2.0, "knife": 3.0}
+    assert reduced_query(tokens, idf, 0.5) == {"knife": 1.0, "murder": 1.0}
+    assert reduced_query(tokens, idf, 0.6) == {"knife": 1.0, "murder": 1.0, "appeal": 2.0}
+    assert reduced_query(tokens, idf, 1.0) == {"knife": 1, "murder": 1, "appeal": 2, "court": 2}
+
+
+def test_rm3_weights_by_hand() -> None:
+    query = ["a", "b"]
+    feedback = [["a", "c", "c", "d"], ["c", "e"]]
+    scores = [3.0, 1.0]
+    # P(w|R) = sum_d P(w|d) s_d / 4: a 1/4*3/4, c (2/4*3 + 1/2*1)/4, d 1/4*3/4, e 1/2*1/4
+    relevance = {"a": 3 / 16, "c": 2 / 4 * 3 / 4 + 1 / 8, "d": 3 / 16, "e": 1 / 8}
+    top = {"c": relevance["c"], "a": relevance["a"]}  # two terms; a and d tie, a comes first
+    mass = sum(top.values())
+    got = rm3_weights(query, feedback, scores, terms=2, query_weight=0.25)
+    expected = {
+        "a": 2 * (0.25 * 0.5 + 0.75 * top["a"] / mass),
+        "b": 2 * (0.25 * 0.5),
+        "c": 2 * (0.75 * top["c"] / mass),
+    }
+    assert got.keys() == expected.keys()
+    for token, weight in expected.items():
+        assert got[token] == pytest.approx(weight)
+
+
+def test_rm3_with_only_the_query_weight_is_the_query() -> None:
+    assert rm3_weights(["a", "a", "b"], [["c"]], [1.0], terms=5, query_weight=1.0) == {
+        "a": pytest.approx(2.0),
+        "b": pytest.approx(1.0),
+        "c": 0.0,
+    }
+
+
+def test_a_stemmed_index_matches_word_forms_and_changes_like_a_rebuild() -> None:
+    texts = ["The judges appealed the rulings.", "An appeal was ruled on.", "Bread and butter."]
+    index = Bm25Index.build([0, 1, 2], texts, stemmer="english")
+    assert index.tokens("appealing rulings") == ["appeal", "rule"]
+    assert (index.scores("appealing")[:2] > 0).all()
+    assert Bm25Index.build([0, 1, 2], texts).scores("appealing").max() == 0  # unstemmed
+    changed = index.with_changes([2], [(5, "Judges appeal.")])
+    rebuilt = Bm25Index.build([0, 1, 5], [texts[0], texts[1], "Judges appeal."], "english")
+    for query in ("appeals judged", "rulings"):
+        np.testing.assert_allclose(changed.scores(query), rebuilt.scores(query), rtol=1e-12)

@@ -4,18 +4,14 @@ fusion by hand, unit search against brute force, candidate mode against exhausti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import bm25s
 import numpy as np
 import pytest
 import torch
 from sqlalchemy import select
 
-from indexer.config import DatabaseSettings, Settings
 from indexer.search.sdr import _ranges
-from indexer.search.searcher import Searcher, open_searcher
+from indexer.search.searcher import Searcher
 from indexer.search.types import (
     Granularity,
     Method,
@@ -25,10 +21,8 @@ from indexer.search.types import (
     SearchOptions,
     UnitHit,
 )
-from indexer.store.db import make_engine
 from indexer.store.tables import LEVEL_TABLES, documents
 from indexer.text.corpus import json_document
-from tests.utils.indexes import publish
 
 RRF_K = 60  # reciprocal-rank fusion's constant, as documented for `hybrid`
 UNIT_LEVELS = ("section", "paragraph", "sentence")
@@ -60,23 +54,6 @@ def test_ranges_equals_concatenated_aranges() -> None:
 
 
 # --- fixtures and references ----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def searcher(
-    tmp_path_factory: pytest.TempPathFactory,
-    sample_corpus: Path,
-    tiny_encoder_dir: Path,
-    _postgres,  # noqa: ANN001 - the run's PostgreSQL server, if any
-) -> Iterator[Searcher]:
-    """A searcher over one published version of the 48-document sample corpus; on PostgreSQL
-    in a database of its own, so that no other module's index sees this version."""
-    database = DatabaseSettings(url=_postgres.database() if _postgres is not None else None)
-    settings = Settings(data_dir=tmp_path_factory.mktemp("search"), db=database)
-    publish(sample_corpus, settings, tiny_encoder_dir)
-    engine = make_engine(settings.database_url)
-    yield open_searcher(settings, engine)
-    engine.dispose()
 
 
 def posted_query(searcher: Searcher) -> Query:

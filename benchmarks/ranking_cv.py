@@ -1,0 +1,382 @@
+"""Every ranking lever on the judged sets, and score fusion of the levers with its weights chosen
+by leave-one-query-out cross-validation.
+
+    python benchmarks/ranking_cv.py --set aila=DATA_DIR --set csfcube=DATA_DIR \\
+        [--cache DIR] [--out benchmarks/results/ranking_cv.json]
+
+Each DATA_DIR holds an index of that set's corpus (`docsim index`). The sets' queries and
+judgments come from ../shared/data (development sets only).
+
+1. Each lever (a `/similar` method, or a method under another search setting, e.g. stemmed
+   BM25) ranks every query's population through `Searcher.similar`, the API's code path, to
+   full depth (runs cached in `--cache`). Metrics by `indexer.evaluation.metrics` (ir_measures),
+   paired t and Wilcoxon tests on per-query AP against `bm25` and `hybrid`.
+2. Fusion: every weight vector of the grid (weights {0, 1, 2} per component, z-score or min-max
+   normalisation, stemmed or plain BM25) fuses the components' per-query normalised scores with
+   `indexer.search.fusion.fuse`, the `fused` method's own function. Per-query AP, NDCG and
+   friends of each weight vector are computed here from the ranks of the judged documents
+   (checked against ir_measures on the single levers).
+3. Leave-one-query-out: for each query of either set, the weight vector that maximises the
+   objective on every OTHER query (both sets) ranks the held-out query. The objective is the
+   minimum (or, with --objective mean, the mean) over the two sets of (mean per-query value /
+   BM25's on the same queries), the value
+   being AP on AILA and (AP + NDCG%20) / 2 on CSFCube: one default for both sets, never tuned
+   on the query it is scored on. The cross-validated figure of a set is the mean over its
+   held-out queries. The in-sample figure is that of the weight vector chosen on all queries
+   (the one shipped as the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import ir_measures
+import numpy as np
+
+from indexer.config import Settings
+from indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs
+from indexer.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
+from indexer.search.fusion import NORMALISERS, normalise
+from indexer.search.searcher import open_searcher
+from indexer.search.types import search_config
+from indexer.store.db import make_engine
+
+logger = logging.getLogger("benchmarks.ranking_cv")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEPTH = 1000  # documents ranked per query, as `docsim evaluate`
+
+
+@dataclass(frozen=True)
+class JudgedSet:
+    queries: Path
+    qrels: Path
+    pools: Path | None
+    min_rel: int
+    query_field: str
+
+
+SETS = {
+    "aila": JudgedSet(
+        DATA / "aila2019" / "queries_dev.txt", DATA / "aila2019" / "qrels_dev.txt", None, 1, "text"
+    ),
+    "csfcube": JudgedSet(
+        DATA / "csfcube" / "queries_dev.jsonl",
+        DATA / "csfcube" / "qrels_dev.txt",
+        DATA / "csfcube" / "pools_dev.json",
+        2,
+        "facet_text",
+    ),
+}
+# lever -> (method, search-setting overrides)
+LEVERS = {
+    "bm25": ("bm25", {}),
+    "bm25-reduced": ("bm25-reduced", {}),
+    "bm25-rm3": ("bm25-rm3", {}),
+    "bm25+stem": ("bm25", {"bm25_stemmer": "english"}),
+    "bm25-reduced+stem": ("bm25-reduced", {"bm25_stemmer": "english"}),
+    "bm25-rm3+stem": ("bm25-rm3", {"bm25_stemmer": "english"}),
+    "bm25-paragraph": ("bm25-paragraph", {}),
+    "bm25-paragraph+stem": ("bm25-paragraph", {"bm25_stemmer": "english"}),
+    "sdr": ("sdr", {}),
+    "sdr-raw": ("sdr-raw", {}),
+    "sdr-window": ("sdr-window", {}),
+    "document": ("document", {}),
+    "maxsim": ("maxsim", {}),
+    "best-sentence": ("best-sentence", {}),
+    "ot": ("ot", {}),
+    "hybrid": ("hybrid", {}),
+}
+DENSE = ("sdr", "sdr-window", "document", "maxsim", "ot")
+LEXICAL = ("bm25", "bm25-reduced", "bm25-rm3", "bm25-paragraph")
+GRID = (0.0, 1.0, 2.0)
+
+
+def lever_runs(name: str, data_dir: Path, judged: JudgedSet, cache: Path) -> dict:
+    """`{qid: [(doc_id, score), ...]}` of `name` over each query's whole population."""
+    path = cache / f"{data_dir.name}.{name}.json"
+    if path.exists():
+        return {q: [tuple(x) for x in r] for q, r in json.loads(path.read_text()).items()}
+    method, overrides = LEVERS[name]
+    settings = Settings(data_dir=data_dir)
+    engine = make_engine(settings.database_url)
+    searcher = open_searcher(settings, engine, search_config(settings, **overrides))
+    pools = read_pools(judged.pools) if judged.pools else None
+    queries = read_queries(judged.queries, judged.query_field)
+    runs = run_queries(
+        searcher, queries, MethodSpec.parse(method), pools, searcher.index.n_documents
+    )
+    engine.dispose()
+    path.write_text(json.dumps(runs))
+    return runs
+
+
+@dataclass
+class QueryTable:
+    """One query's normalised component scores over its population and its judgments."""
+
+    qid: str
+    docs: list[str]
+    scores: dict[str, np.ndarray]  # lever -> (n,) raw scores, -inf where not ranked
+    grades: np.ndarray  # (n,) judged grade of each document (0 when unjudged)
+    relevant_total: int  # judged relevant (grade >= min_rel), in the population or not
+    ideal_gains: np.ndarray  # every judged positive grade, descending (for NDCG's ideal)
+    cutoff20: int  # NDCG%20's cutoff: 20% of the pool (0 without pools)
+    tiebreak: np.ndarray  # (n,) fixed random order
+
+
+def query_tables(runs: dict[str, dict], judged: JudgedSet, seed: int = 0) -> list[QueryTable]:
+    qrels = list(ir_measures.read_trec_qrels(str(judged.qrels)))
+    pools = read_pools(judged.pools) if judged.pools else None
+    grades: dict[str, dict[str, int]] = {}
+    for q in qrels:
+        grades.setdefault(q.query_id, {})[q.doc_id] = q.relevance
+    tables = []
+    rng = np.random.default_rng(seed)
+    for qid in runs["bm25"]:
+        judged_docs = grades.get(qid, {})
+        total = sum(g >= judged.min_rel for g in judged_docs.values())
+        if not total:
+            continue
+        docs = sorted({d for lever in runs.values() for d, _ in lever.get(qid, [])})
+        where = {d: i for i, d in enumerate(docs)}
+        scores = {}
+        for lever, lever_runs_ in runs.items():
+            vector = np.full(len(docs), -np.inf)
+            for d, s in lever_runs_.get(qid, []):
+                vector[where[d]] = s
+            scores[lever] = vector
+        tables.append(
+            QueryTable(
+                qid=qid,
+                docs=docs,
+                scores=scores,
+                grades=np.array([judged_docs.get(d, 0) for d in docs]),
+                relevant_total=total,
+                ideal_gains=np.sort([g for g in judged_docs.values() if g > 0])[::-1],
+                cutoff20=max(1, math.ceil(0.2 * len(pools[qid]))) if pools else 0,
+                tiebreak=rng.permutation(len(docs)),
+            )
+        )
+    return tables
+
+
+def ranks_of(fused: np.ndarray, tiebreak: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`(C, k)` the 1-based rank of the documents `rows` `(k,)` under each fused score row of
+    `fused` `(C, n)`, ties in `tiebreak` order (as `indexer.search.ranking.top_k`)."""
+    target = fused[:, rows][:, :, None]  # (C, k, 1)
+    above = (fused[:, None, :] > target) | (
+        (fused[:, None, :] == target) & (tiebreak[None, None, :] < tiebreak[rows][None, :, None])
+    )  # (C, k, n)
+    return above.sum(axis=2) + 1
+
+
+def query_metrics(table: QueryTable, fused: np.ndarray, min_rel: int) -> dict[str, np.ndarray]:
+    """Per weight vector `(C,)` AP, NDCG@20, NDCG%20, MRR and R@100 at depth 1000."""
+    positive = np.flatnonzero(table.grades > 0)
+    ranks = ranks_of(fused, table.tiebreak, positive)  # (C, k)
+    gains = table.grades[positive]
+    relevant = gains >= min_rel
+    kept = ranks <= DEPTH
+    out = {}
+    rel_ranks = np.where(relevant & kept, ranks, np.inf)  # (C, k)
+    ordered = np.sort(rel_ranks, axis=1)
+    hits = np.arange(1, ordered.shape[1] + 1)[None, :]
+    out["MAP"] = (
+        np.where(np.isfinite(ordered), hits / ordered, 0).sum(axis=1) / table.relevant_total
+    )
+    out["MRR"] = (
+        np.where(np.isfinite(ordered[:, 0]), 1 / ordered[:, 0], 0.0) if len(positive) else 0
+    )
+    out["R@100"] = (rel_ranks <= 100).sum(axis=1) / table.relevant_total
+    for name, cutoff in (("NDCG@20", 20), ("NDCG@20%", table.cutoff20)):
+        if not cutoff:
+            continue
+        dcg = np.where(ranks <= cutoff, gains / np.log2(ranks + 1), 0).sum(axis=1)
+        ideal = table.ideal_gains[:cutoff]
+        out[name] = dcg / (ideal / np.log2(np.arange(2, len(ideal) + 2))).sum()
+    return out
+
+
+def weight_grid(components: list[str]) -> list[dict[str, float]]:
+    return [
+        dict(zip(components, w, strict=True))
+        for w in itertools.product(GRID, repeat=len(components))
+        if any(w)
+    ]
+
+
+def component_matrix(
+    table: QueryTable, components: list[str], how: str, stemmed: bool
+) -> np.ndarray:
+    """`(L, n)` each component's scores normalised over the query's population."""
+    everyone = np.arange(len(table.docs))
+    levers = [f"{c}+stem" if stemmed and c in LEXICAL else c for c in components]
+    return np.stack([normalise(table.scores[lever], everyone, how) for lever in levers])
+
+
+def config_metrics(
+    table: QueryTable, configs: list[tuple], components: list[str], min_rel: int, chunk: int = 1024
+) -> dict[str, np.ndarray]:
+    """Per configuration `(C,)` metrics of one query: the fused scores of a group of
+    configurations sharing a normaliser and a stemmer are one product `W (c, L) @ Z (L, n)`."""
+    out: dict[str, np.ndarray] = {}
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for i, (how, stemmed, _) in enumerate(configs):
+        groups.setdefault((how, stemmed), []).append(i)
+    for (how, stemmed), rows in groups.items():
+        z = component_matrix(table, components, how, stemmed)  # (L, n)
+        weights = np.array([[configs[i][2][c] for c in components] for i in rows])  # (c, L)
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            metrics = query_metrics(table, weights[start : start + chunk] @ z, min_rel)
+            for name, v in metrics.items():
+                out.setdefault(name, np.zeros(len(configs)))[part] = v
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", action="append", required=True, help="NAME=DATA_DIR")
+    parser.add_argument("--cache", type=Path, default=Path("ranking-cv-cache"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ranking_cv.json"))
+    parser.add_argument("--components", default=",".join(LEXICAL + DENSE))
+    parser.add_argument(
+        "--objective",
+        choices=("min", "mean"),
+        default="min",
+        help="Combine the sets' gains over BM25 by their minimum (the default must win on "
+        "both) or their mean.",
+    )
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    args.cache.mkdir(parents=True, exist_ok=True)
+    components = args.components.split(",")
+    report: dict = {"levers": {}, "fusion": {}}
+    per_set: dict[str, tuple[JudgedSet, list[QueryTable]]] = {}
+    for spec in args.set:
+        name, _, folder = spec.partition("=")
+        judged = SETS[name]
+        qrels = list(ir_measures.read_trec_qrels(str(judged.qrels)))
+        pools = read_pools(judged.pools) if judged.pools else None
+        runs, per_lever = {}, {}
+        for lever in LEVERS:
+            runs[lever] = lever_runs(lever, Path(folder), judged, args.cache)
+            depth = {q: r[:DEPTH] for q, r in runs[lever].items()}
+            per_lever[lever] = score_runs(depth, qrels, min_rel=judged.min_rel, pools=pools)
+        tests = {b: paired_tests(per_lever, b) for b in ("bm25", "hybrid")}
+        report["levers"][name] = {
+            lever: {
+                "mean": mean_metrics(pq),
+                "vs_bm25": tests["bm25"].get(lever),
+                "vs_hybrid": tests["hybrid"].get(lever),
+            }
+            for lever, pq in per_lever.items()
+        }
+        tables = query_tables(runs, judged)
+        per_set[name] = (judged, tables)
+        for lever in ("bm25", "sdr", "document"):  # the fast metrics equal ir_measures'
+            for table in tables:
+                mine = query_metrics(table, table.scores[lever][None, :], judged.min_rel)
+                theirs = per_lever[lever][table.qid]
+                for metric, value in mine.items():
+                    if abs(float(value[0]) - theirs[metric]) > 1e-6:
+                        logger.warning(
+                            "%s %s %s: %.6f here, %.6f by ir_measures (score ties?)",
+                            lever,
+                            table.qid,
+                            metric,
+                            float(value[0]),
+                            theirs[metric],
+                        )
+        for lever, values in report["levers"][name].items():
+            logger.info(
+                "%s %-18s %s",
+                name,
+                lever,
+                json.dumps({k: round(v, 4) for k, v in values["mean"].items()}),
+            )
+    configs = [
+        (how, stemmed, weights)
+        for how in NORMALISERS
+        for stemmed in (False, True)
+        for weights in weight_grid(components)
+    ]
+    logger.info("Fusing %d configurations", len(configs))
+    # value[set][metric] (C, q): every configuration's per-query metrics
+    value: dict[str, dict[str, np.ndarray]] = {}
+    for name, (judged, tables) in per_set.items():
+        columns: dict[str, list[np.ndarray]] = {}
+        for table in tables:
+            for metric, v in config_metrics(table, configs, components, judged.min_rel).items():
+                columns.setdefault(metric, []).append(v)
+        value[name] = {m: np.stack(v, axis=1) for m, v in columns.items()}
+    objective = {
+        name: value[name]["MAP"]
+        if name != "csfcube"
+        else (value[name]["MAP"] + value[name]["NDCG@20%"]) / 2
+        for name in value
+    }
+    # BM25 alone, per query: what each set's gain is measured against
+    baseline: dict[str, np.ndarray] = {}
+    for name, (judged, tables) in per_set.items():
+        alone = [query_metrics(t, t.scores["bm25"][None, :], judged.min_rel) for t in tables]
+        maps = np.array([float(m["MAP"][0]) for m in alone])
+        baseline[name] = (
+            maps
+            if name != "csfcube"
+            else (maps + np.array([float(m["NDCG@20%"][0]) for m in alone])) / 2
+        )
+
+    def choose(excluded: tuple[str, int] | None) -> int:
+        gains = []
+        for name, table in objective.items():
+            keep = np.ones(table.shape[1], bool)
+            if excluded is not None and excluded[0] == name:
+                keep[excluded[1]] = False
+            means = table[:, keep].mean(axis=1)
+            gains.append(means / max(baseline[name][keep].mean(), 1e-9))
+        combined = np.min(gains, axis=0) if args.objective == "min" else np.mean(gains, axis=0)
+        return int(np.argmax(combined))
+
+    chosen_all = choose(None)
+    how, stemmed, weights = configs[chosen_all]
+    report["fusion"]["chosen_on_all_queries"] = {
+        "normaliser": how,
+        "bm25_stemmer": "english" if stemmed else None,
+        "weights": weights,
+    }
+    for name, (_, tables) in per_set.items():
+        cv = {m: [] for m in value[name]}
+        picks = []
+        for q in range(len(tables)):
+            pick = choose((name, q))
+            picks.append(pick)
+            for m in cv:
+                cv[m].append(float(value[name][m][pick, q]))
+        report["fusion"][name] = {
+            "in_sample": {m: float(v[chosen_all].mean()) for m, v in value[name].items()},
+            "cross_validated": {m: float(np.mean(v)) for m, v in cv.items()},
+            "cross_validated_per_query": {
+                t.qid: {m: cv[m][i] for m in cv} for i, t in enumerate(tables)
+            },
+            "folds_choosing_the_shipped_config": int(sum(p == chosen_all for p in picks)),
+            "folds": len(tables),
+        }
+        logger.info("%s fused in-sample %s", name, report["fusion"][name]["in_sample"])
+        logger.info("%s fused cross-validated %s", name, report["fusion"][name]["cross_validated"])
+    logger.info("chosen on all queries: %s", report["fusion"]["chosen_on_all_queries"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    logger.info("Saved %s", args.out)
+
+
+if __name__ == "__main__":
+    main()
