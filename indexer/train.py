@@ -1,8 +1,11 @@
-"""`docsim train`: read and split a corpus, then train one of the four encoders on it."""
+"""`docsim train`: read and split a corpus, then train one of the encoders on it (the four
+papers' recipes, or `adapt`: contrastive domain adaptation of the base encoder)."""
 
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +15,17 @@ from indexer.text.corpus import CorpusFormat, Skipped, read_corpus
 from indexer.text.documents import Document
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import EmptyDocumentError, split_document
-from models import bregman, colde, graph, sdr
+from models import adapt, bregman, colde, graph, sdr
 from models.backbone import base_directory
 from models.composite import save_composite
+from models.held_out import HeldOutPairs, held_out_pairs
 from models.training import TrainConfig, TrainingError, TrainResult, check_output, train
-from models.training_data import TrainingDocument
+from models.training_data import TrainingDocument, held_out_split
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("sdr", "colde", "graph", "bregman")
+KINDS = ("sdr", "colde", "graph", "bregman", "adapt")
+EVALUATED = ("sdr", "bregman", "adapt")  # a pooled backbone: held-out pairs can score it
 
 
 def training_documents(
@@ -63,18 +68,68 @@ def run_training(
     force: bool,
     show_progress: bool = True,
 ) -> TrainResult:
-    """Build the model and sampler of `kind` and train it (see `models.training.train`)."""
+    """Build the model and sampler of `kind` and train it (see `models.training.train`).
+
+    With `config.eval_every`, a seeded share of the documents is held out of training, and
+    the run keeps the model that best finds each held-out pair's partner (early stopping).
+    """
     if kind not in KINDS:
         raise TrainingError(f"unknown encoder kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if config.eval_every and kind not in EVALUATED:
+        raise TrainingError(
+            f"--eval-every applies to {', '.join(EVALUATED)}, not {kind}; use --eval-every 0"
+        )
     base = base_directory(config.base)
     check_output(out, kind, resume=resume, force=force)
     options = config.options
+    details: dict[str, Any] = {"base": str(config.base), "steps": config.steps}
+    evaluate = None
+    if config.eval_every:
+        docs, held = held_out_split(docs, config.seed)
+        pairs = held_out_pairs(held, options.get("pairs", "neighbours"))
+        evaluate = HeldOutPairs(pairs, float(options.get("temperature", adapt.TEMPERATURE)))
+        logger.info("Holding out %d documents (%d pairs) for early stopping", len(held), len(pairs))
+        details["held_out_documents"] = len(held)
+    details["documents"] = len(docs)
     torch.manual_seed(config.seed)  # new heads start the same in every run of this config
-    details = {"base": str(config.base), "steps": config.steps, "documents": len(docs)}
+    model, sampler, save = _recipe(kind, docs, base, config, details)
+    return train(
+        model,
+        config,
+        out,
+        draw_batch=sampler,
+        batch_loss=lambda m, batch: m.loss(batch),
+        save_encoder=save,
+        device=device,
+        evaluate=evaluate,
+        resume=resume,
+        show_progress=show_progress,
+    )
+
+
+def _recipe(
+    kind: str,
+    docs: list[TrainingDocument],
+    base: Path,
+    config: TrainConfig,
+    details: dict[str, Any],
+) -> tuple[torch.nn.Module, Callable[[random.Random], Any], Callable[[Any, Path], None]]:
+    """The model, batch sampler and encoder saver of `kind`."""
+    options = config.options
+    save = lambda m, o: m.save(o, base, details)  # noqa: E731
     if kind == "sdr":
         sampler = sdr.SdrSampler(docs, config.batch_size, options.get("positives", "paragraph"))
-        model = sdr.SdrModel.from_base(base, config.max_tokens, options.get("margin", 1.0))
-        save = lambda m, o: m.save(o, base, details)  # noqa: E731
+        model = sdr.SdrModel.from_base(
+            base,
+            config.max_tokens,
+            options.get("margin", 1.0),
+            float(options.get("mlm_weight", 1.0)),
+        )
+    elif kind == "adapt":
+        sampler = adapt.PairSampler(docs, config.batch_size, options.get("pairs", "neighbours"))
+        model = adapt.AdaptModel.from_base(
+            base, config.max_tokens, float(options.get("temperature", adapt.TEMPERATURE))
+        )
     elif kind == "bregman":
         sampler = bregman.TextSampler(docs, config.batch_size, options.get("unit", "paragraph"))
         model = bregman.BregmanModel.from_base(
@@ -84,7 +139,6 @@ def run_training(
             weight=float(options.get("weight", 1.0)),
             sigma=float(options.get("sigma", 2.0)),
         )
-        save = lambda m, o: m.save(o, base, details)  # noqa: E731
     elif kind == "graph":
         model = graph.from_base(
             base,
@@ -108,17 +162,7 @@ def run_training(
             use_labels=bool(options.get("use_labels", False)),
         )
         save = _composite_saver("colde", details)
-    return train(
-        model,
-        config,
-        out,
-        draw_batch=sampler,
-        batch_loss=lambda m, batch: m.loss(batch),
-        save_encoder=save,
-        device=device,
-        resume=resume,
-        show_progress=show_progress,
-    )
+    return model, sampler, save
 
 
 def _composite_saver(kind: str, details: dict[str, Any]):  # noqa: ANN202

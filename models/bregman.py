@@ -82,6 +82,12 @@ class BregmanModel(torch.nn.Module):
     def from_base(cls, base: Path, max_tokens: int, **options: float) -> BregmanModel:
         return cls(load_backbone(base), load_tokenizer(base), max_tokens, **options)
 
+    def embed(self, texts: list[str]) -> torch.Tensor:
+        """`(N, H)` float32 mean-pooled token states of the backbone, on the model's device."""
+        inputs = tokenize(self.tokenizer, texts, self.max_tokens, next(self.parameters()).device)
+        hidden = self.backbone(**inputs).last_hidden_state  # (N, T, H)
+        return mean_pool(hidden, inputs["attention_mask"])  # (N, H)
+
     def loss(self, texts: list[str]) -> dict[str, torch.Tensor]:
         device = next(self.parameters()).device
         inputs = tokenize(self.tokenizer, texts + texts, self.max_tokens, device)

@@ -24,6 +24,10 @@ from models.transformer import WEIGHT_FILES, TransformerEncoder
 
 logger = logging.getLogger(__name__)
 
+# docsim types saved as a plain backbone that mean pooling makes the encoder (`None`: a
+# Hugging Face / sentence-transformers directory)
+BACKBONE_TYPES = (None, "sdr", "bregman", "adapt")
+
 
 def load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
     """`_load_encoder` under the load lock. The encoder remembers its options but the device
@@ -50,7 +54,7 @@ def _load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
     name, path = resolve_encoder_path(name_or_path)
     config = _read_config(path)
     docsim_type = config.get("docsim_type")
-    if docsim_type not in (None, "sdr", "bregman", "colde", "graph"):
+    if docsim_type not in (*BACKBONE_TYPES, "colde", "graph"):
         raise EncoderNotFoundError(
             f"Encoder directory {str(path)!r} holds an unknown docsim model type {docsim_type!r}."
         )
@@ -93,7 +97,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 def _build_encoder(
     docsim_type: str | None, name: str, path: Path, options: dict[str, Any]
 ) -> Encoder:
-    if docsim_type in (None, "sdr", "bregman"):  # a backbone with mean pooling
+    if docsim_type in BACKBONE_TYPES:  # a backbone with mean pooling
         if name in BUILTIN_ENCODERS:  # found again by name, wherever its package lives
             options = {**options, "source": name, "display_name": BUILTIN_DISPLAY_NAMES[name]}
         return TransformerEncoder.from_directory(path, name=name, **options)
@@ -126,7 +130,7 @@ _WEIGHT_FILES = (*WEIGHT_FILES, "model.safetensors.index.json")  # the first is 
 def _diagnose(path: Path, config: dict[str, Any]) -> str | None:
     """What a directory that failed to load lacks, when it lacks a whole part."""
     docsim_type = config.get("docsim_type")
-    transformer = docsim_type in (None, "sdr", "bregman")
+    transformer = docsim_type in BACKBONE_TYPES
     problems = []
     if transformer and "model_type" not in config:
         problems.append("its config.json names no model_type")

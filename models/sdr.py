@@ -5,6 +5,8 @@ Pairs come from the same paragraph (or, with `positives="document"`, the same do
 probability 0.5, otherwise one sentence from each of two different documents; the paper says
 paragraph, its public code used document, hence the option. Both losses come from one forward
 pass of the masked pair (as in RoBERTa-style MLM), pooled over each sentence's own tokens.
+`mlm_weight` scales the MLM term; at 0 there is no MLM term and no masking: the contrastive
+loss then sees the sentences as they are.
 """
 
 from __future__ import annotations
@@ -99,32 +101,46 @@ class SdrModel(torch.nn.Module):
         tokenizer: PreTrainedTokenizerBase,
         max_tokens: int,
         margin: float = 1.0,
+        mlm_weight: float = 1.0,
     ) -> None:
         super().__init__()
         self.mlm = mlm
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens
         self.margin = margin
+        self.mlm_weight = mlm_weight
 
     @classmethod
-    def from_base(cls, base: Path, max_tokens: int, margin: float = 1.0) -> SdrModel:
-        return cls(load_backbone(base, masked_lm=True), load_tokenizer(base), max_tokens, margin)
+    def from_base(
+        cls, base: Path, max_tokens: int, margin: float = 1.0, mlm_weight: float = 1.0
+    ) -> SdrModel:
+        mlm = load_backbone(base, masked_lm=True)
+        return cls(mlm, load_tokenizer(base), max_tokens, margin, mlm_weight)
+
+    def embed(self, texts: list[str]) -> torch.Tensor:
+        """`(N, H)` float32 mean-pooled token states of the backbone, on the model's device."""
+        inputs = tokenize(self.tokenizer, texts, self.max_tokens, next(self.parameters()).device)
+        hidden = self.mlm.base_model(**inputs).last_hidden_state  # (N, T, H)
+        return mean_pool(hidden, inputs["attention_mask"])  # (N, H)
 
     def loss(self, batch: SdrBatch) -> dict[str, torch.Tensor]:
         device = next(self.parameters()).device
         n = len(batch.first)
+        positive = batch.positive.to(device)
+        if self.mlm_weight == 0:  # no MLM head, no masking
+            pooled = self.embed(batch.first + batch.second)  # (2B, H)
+            return {
+                "contrastive": sdr_contrastive_loss(pooled[:n], pooled[n:], positive, self.margin)
+            }
         inputs = tokenize(self.tokenizer, batch.first + batch.second, self.max_tokens, device)
         masked, labels = mask_tokens(inputs["input_ids"], inputs["attention_mask"], self.tokenizer)
         out = self.mlm(
             input_ids=masked, attention_mask=inputs["attention_mask"], output_hidden_states=True
         )
         pooled = mean_pool(out.hidden_states[-1], inputs["attention_mask"])  # (2B, H)
-        contrastive = sdr_contrastive_loss(
-            pooled[:n], pooled[n:], batch.positive.to(device), self.margin
-        )
-        terms = {"contrastive": contrastive}
+        terms = {"contrastive": sdr_contrastive_loss(pooled[:n], pooled[n:], positive, self.margin)}
         if bool((labels != -100).any()):
-            terms["mlm"] = mlm_loss(out.logits.float(), labels)
+            terms["mlm"] = self.mlm_weight * mlm_loss(out.logits.float(), labels)
         return terms
 
     def save(self, out: Path, base: Path, details: dict) -> None:

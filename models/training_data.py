@@ -1,8 +1,10 @@
-"""What the trainers read: documents as nested lists of text (no indexer types), and checks
-that a corpus can fill the requested batches."""
+"""What the trainers read: documents as nested lists of text (no indexer types), checks that
+a corpus can fill the requested batches, the positive pairs a document's structure gives, and
+the held-out split of documents that early stopping evaluates on."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 
@@ -45,3 +47,65 @@ def require_documents(n_docs: int, batch_size: int, what: str) -> None:
         f"the corpus has {n_docs} usable documents for {what}, fewer than the batch size "
         f"{batch_size}: use --batch-size {max(2, n_docs)} or less",
     )
+
+
+PAIR_SOURCES = ("neighbours", "halves")
+WINDOW_SENTENCES = 2  # a `neighbours` window: about a chunk's worth of one idea
+
+
+def document_pairs(doc: TrainingDocument, source: str) -> list[tuple[str, str]]:
+    """The positive pairs a document's own structure gives.
+
+    - `neighbours`: two consecutive windows of `WINDOW_SENTENCES` sentences of a paragraph
+      (single sentences in a paragraph too short for two such windows); a one-sentence
+      paragraph pairs with the opening window of the next paragraph of its section.
+    - `halves`: the two halves (by sentences) of each section with at least two sentences.
+
+    Raises:
+        ValueError: an unknown `source`.
+    """
+    if source not in PAIR_SOURCES:
+        raise ValueError(f"Unknown pair source {source!r}. Valid pair sources are: {PAIR_SOURCES}.")
+    pairs = []
+    for section in doc.sections:
+        if source == "halves":
+            sentences = [s for p in section for s in p]
+            half = (len(sentences) + 1) // 2
+            if len(sentences) >= 2:
+                pairs.append((" ".join(sentences[:half]), " ".join(sentences[half:])))
+            continue
+        windows = [_windows(p) for p in section if p]
+        for i, paragraph in enumerate(windows):
+            pairs.extend(zip(paragraph, paragraph[1:], strict=False))
+            if len(paragraph) == 1 and i + 1 < len(windows):  # a one-sentence paragraph
+                pairs.append((paragraph[0], windows[i + 1][0]))
+    return pairs
+
+
+def _windows(paragraph: list[str]) -> list[str]:
+    """Consecutive runs of a paragraph's sentences; two at least when it has two sentences."""
+    size = max(1, min(WINDOW_SENTENCES, len(paragraph) // 2))
+    return [" ".join(paragraph[i : i + size]) for i in range(0, len(paragraph), size)]
+
+
+def held_out_split(
+    docs: list[TrainingDocument], seed: int, fraction: float = 0.05, minimum: int = 4
+) -> tuple[list[TrainingDocument], list[TrainingDocument]]:
+    """Documents to train on and documents held out for early stopping (never trained on).
+
+    `fraction` of the documents (at least `minimum`) are held out, drawn by `seed` over the
+    sorted doc ids, so the split does not depend on the corpus's order. Both lists keep the
+    corpus's order.
+
+    Raises:
+        TrainingError: too few documents to leave two to train on.
+    """
+    doc_ids = sorted({d.doc_id for d in docs})
+    n_held = max(minimum, round(fraction * len(doc_ids)))
+    require(
+        len(doc_ids) >= n_held + 2,
+        f"the corpus has {len(doc_ids)} usable documents: too few to hold {n_held} out for "
+        "early stopping; use --eval-every 0 or a larger corpus",
+    )
+    held = set(random.Random(seed).sample(doc_ids, n_held))
+    return [d for d in docs if d.doc_id not in held], [d for d in docs if d.doc_id in held]

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from models.training_data import TrainingDocument
+
 AILA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "aila2019" / "casedocs"
 
 
@@ -41,3 +43,18 @@ def synthetic_markdown(n_docs: int, sections: int = 3, paragraphs: int = 3) -> d
                 )
         docs[f"doc-{d:04d}.md"] = "\n\n".join(parts) + "\n"
     return docs
+
+
+def training_documents(n: int) -> list[TrainingDocument]:
+    """`n` documents of two sections, each of a three-sentence and a one-sentence paragraph;
+    every sentence names its document (`d7 s1 p0 a.`)."""
+    return [
+        TrainingDocument(
+            doc_id=f"doc-{i:02d}",
+            sections=[
+                [[f"d{i} s{s} p0 a.", f"d{i} s{s} p0 b.", f"d{i} s{s} p0 c."], [f"d{i} s{s} p1."]]
+                for s in range(2)
+            ],
+        )
+        for i in range(n)
+    ]

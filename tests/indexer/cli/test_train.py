@@ -1,22 +1,27 @@
-"""The four trained encoders on tiny configurations: training lowers the loss, a resumed run
-equals an uninterrupted one, save/load keeps the vectors, and each one indexes and serves."""
+"""The trained encoders on tiny configurations: training lowers the loss, a resumed run
+equals an uninterrupted one, save/load keeps the vectors, and each one indexes and serves;
+held-out early stopping, and `docsim train adapt` from the command line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from app.core.config import ServiceSettings
 from app.main import create_app
+from indexer.cli.main import cli
 from indexer.config import JobSettings
 from indexer.text.corpus import CorpusFormat
 from indexer.text.sentences import SentenceSplitter
-from indexer.train import KINDS, run_training, training_documents
+from indexer.train import EVALUATED, KINDS, run_training, training_documents
 from models.loading import load_encoder
 from models.training import TrainConfig, TrainingError
+from models.transformer import TransformerEncoder
 from tests.utils.indexes import publish
 
 OPTIONS = {
@@ -24,6 +29,7 @@ OPTIONS = {
     "colde": {"views": 2, "dim": 16},
     "graph": {"edges": "neighbours", "dim": 16, "max_passages": 6},
     "bregman": {"weight": 1.0, "k": 4, "sigma": 2.0},
+    "adapt": {"pairs": "neighbours", "temperature": 0.05},
 }
 
 
@@ -142,3 +148,65 @@ def test_bad_requests_get_clear_errors(docs, tiny_encoder_dir: Path, tmp_path: P
         )
     replaced = run("graph", docs, tmp_path / "c", config("graph", tiny_encoder_dir, 2), force=True)
     assert replaced.steps == 2
+
+
+@pytest.mark.parametrize("kind", EVALUATED)
+def test_held_out_evaluation_keeps_the_best_model(
+    kind: str, docs, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / kind
+    result = run(kind, docs, out, config(kind, tiny_encoder_dir, steps=4, eval_every=2))
+    assert [e["step"] for e in result.evaluations] == [0, 2, 4]  # the base is evaluated too
+    assert all(0 < e["mrr"] <= 1 and e["loss"] > 0 for e in result.evaluations)
+    best = max(result.evaluations, key=lambda e: e["score"])
+    assert result.best_step == best["step"]
+    report = json.loads((out / "training.json").read_text())
+    assert report["evaluations"] == result.evaluations and report["best_step"] == best["step"]
+    saved = json.loads((out / "config.json").read_text())["docsim"]
+    assert saved["held_out_documents"] == 4 and saved["documents"] == len(docs) - 4
+    load_encoder(out, precision="fp32").encode(["The bread rose."])
+
+
+def test_sdr_without_mlm_trains(docs, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    cfg = config(
+        "sdr", tiny_encoder_dir, steps=2, options={"positives": "document", "mlm_weight": 0}
+    )
+    assert len(run("sdr", docs, tmp_path / "sdr", cfg).losses) == 2
+
+
+def test_eval_every_is_refused_where_it_does_not_apply(
+    docs, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(TrainingError, match="--eval-every applies to sdr, bregman, adapt"):
+        run("colde", docs, tmp_path / "c", config("colde", tiny_encoder_dir, 2, eval_every=1))
+
+
+def test_docsim_train_adapt_then_index(
+    sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    out, runner = tmp_path / "adapted", CliRunner()
+    trained = runner.invoke(
+        cli,
+        ["train", "adapt", "--corpus", str(sample_corpus), "--out", str(out)]
+        + ["--base", str(tiny_encoder_dir), "--steps", "6", "--batch-size", "4"]
+        + ["--max-tokens", "32", "--eval-every", "3", "--patience", "2", "--no-progress"],
+    )
+    assert trained.exit_code == 0, trained.output
+    summary = json.loads(trained.stdout.strip().splitlines()[-1])
+    assert summary["kind"] == "adapt" and summary["best_step"] in (0, 3, 6)
+    report = json.loads((out / "training.json").read_text())
+    assert [e["step"] for e in report["evaluations"]] == [0, 3, 6]
+    assert report["config"]["learning_rate"] == 1e-5 and report["config"]["warmup_steps"] == 1
+    # the output is a plain transformer with mean pooling, loaded as the base is
+    encoder = load_encoder(out, precision="fp32")
+    assert isinstance(encoder, TransformerEncoder) and encoder.pooling == "mean"
+    assert encoder.identity()["type"] == "adapt"
+    assert encoder.encode(["The bread rose.", "Stars are far away."]).shape == (2, 32)
+    data = tmp_path / "data"
+    indexed = runner.invoke(
+        cli,
+        ["index", str(sample_corpus), "--encoder", str(out), "--data-dir", str(data)]
+        + ["--no-progress"],
+    )
+    assert indexed.exit_code == 0, indexed.output
+    assert json.loads(indexed.stdout)["counts"]["document"] == 48

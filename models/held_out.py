@@ -1,0 +1,87 @@
+"""Held-out in-corpus pairs for early stopping: how well an encoder finds each pair's partner.
+
+The pairs come from documents the run never trains on (`held_out_split`), by the same corpus
+structure the adapt recipe trains on; no evaluation queries or relevance labels are used.
+Dimensions: P pairs, H hidden size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from models.losses import in_batch_contrastive_loss
+from models.training import Evaluation
+from models.training_data import TrainingDocument, document_pairs, require
+
+MAX_PAIRS = 500
+
+
+def held_out_pairs(
+    docs: list[TrainingDocument], source: str, max_pairs: int = MAX_PAIRS
+) -> list[tuple[str, str]]:
+    """Up to `max_pairs` pairs of `docs`, taken round-robin over the documents (each one's
+    first pair, then each one's second, ...) so that no long document fills the set."""
+    per_doc = [document_pairs(d, source) for d in docs]
+    pairs: list[tuple[str, str]] = []
+    for i in range(max((len(p) for p in per_doc), default=0)):
+        pairs.extend(p[i] for p in per_doc if i < len(p))
+    return pairs[:max_pairs]
+
+
+def partner_ranks(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The rank (1 = best, ties count for the partner) of row i of `second` among all rows of
+    `second` by cosine to row i of `first`.
+
+    Args:
+        first, second: `(P, H)` vectors of each pair's two sides.
+
+    Returns:
+        `(P,)` int64 ranks.
+    """
+    sim = F.normalize(first.float(), dim=-1) @ F.normalize(second.float(), dim=-1).T  # (P, P)
+    return 1 + (sim > sim.diagonal()[:, None]).sum(dim=1)
+
+
+class HeldOutPairs:
+    """Held-out pairs; called on a model (anything with `embed(texts) -> (N, H)`), it gives
+    the mean reciprocal rank of each side's partner among all held-out partners (both
+    directions; the score early stopping maximises), top-1 accuracy, and the symmetric
+    InfoNCE loss over the whole set at `temperature`."""
+
+    def __init__(
+        self, pairs: list[tuple[str, str]], temperature: float = 0.05, batch_size: int = 64
+    ) -> None:
+        require(
+            len(pairs) >= 2,
+            f"the held-out documents give {len(pairs)} pairs, too few to evaluate on; "
+            "use --eval-every 0 or a corpus with longer documents",
+        )
+        self.pairs = pairs
+        self.temperature = temperature
+        self.batch_size = batch_size
+
+    def __call__(self, model: torch.nn.Module) -> Evaluation:
+        embed: Callable[[list[str]], torch.Tensor] = model.embed  # type: ignore[assignment]
+        first = self._embed(embed, [a for a, _ in self.pairs])  # (P, H)
+        second = self._embed(embed, [b for _, b in self.pairs])  # (P, H)
+        ranks = torch.cat([partner_ranks(first, second), partner_ranks(second, first)])  # (2P,)
+        mrr = float((1.0 / ranks.float()).mean())
+        loss = in_batch_contrastive_loss(first, second, self.temperature, normalize=True)
+        return Evaluation(
+            score=mrr,
+            metrics={
+                "mrr": mrr,
+                "accuracy": float((ranks == 1).float().mean()),
+                "loss": float(loss),
+            },
+        )
+
+    def _embed(self, embed: Callable[[list[str]], torch.Tensor], texts: list[str]) -> torch.Tensor:
+        parts = [
+            embed(texts[i : i + self.batch_size]).float()
+            for i in range(0, len(texts), self.batch_size)
+        ]
+        return torch.cat(parts)  # (N, H), on the model's device

@@ -1,0 +1,115 @@
+"""The adapt recipe's pieces: pairs from a document's structure, the held-out split, the
+sampler's batches, the loss against a plain reference, and the held-out metric by hand."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.adapt import AdaptModel, PairBatch, PairSampler
+from models.held_out import HeldOutPairs, held_out_pairs, partner_ranks
+from models.training_data import TrainingDocument, document_pairs, held_out_split
+from tests.utils.corpora import training_documents
+
+
+def test_pairs_from_a_documents_structure() -> None:
+    doc = TrainingDocument(
+        doc_id="a",
+        sections=[[["1.", "2.", "3.", "4.", "5."], ["6."], ["7.", "8."]], [["9."]]],
+    )
+    # windows of two sentences (1 2 | 3 4 | 5), of one in a short paragraph (7 | 8); a
+    # one-sentence paragraph meets the next one; the lone sentence of section 2 has no pair
+    assert document_pairs(doc, "neighbours") == [
+        ("1. 2.", "3. 4."),
+        ("3. 4.", "5."),
+        ("6.", "7."),
+        ("7.", "8."),
+    ]
+    assert document_pairs(doc, "halves") == [("1. 2. 3. 4.", "5. 6. 7. 8.")]
+    with pytest.raises(ValueError, match="Valid pair sources are"):
+        document_pairs(doc, "sections")
+
+
+def test_the_held_out_split_is_disjoint_by_document_and_seeded() -> None:
+    docs = training_documents(100)
+    train, held = held_out_split(docs, seed=3)
+    assert len(held) == 5 and len(train) == 95
+    assert not {d.doc_id for d in train} & {d.doc_id for d in held}
+    again = held_out_split(list(reversed(docs)), seed=3)[1]  # the corpus's order does not matter
+    assert {d.doc_id for d in again} == {d.doc_id for d in held}
+    assert {d.doc_id for d in held_out_split(docs, seed=4)[1]} != {d.doc_id for d in held}
+    assert len(held_out_split(training_documents(20), seed=0)[1]) == 4  # at least a few documents
+
+
+def test_batches_never_repeat_a_document_nor_draw_held_out_ones() -> None:
+    docs = training_documents(30)
+    train, held = held_out_split(docs, seed=0)
+    held_ids = {d.doc_id for d in held}
+    sampler = PairSampler(train, batch_size=8, source="neighbours")
+    for step in range(200):
+        batch = sampler(random.Random(step))
+        assert len(set(batch.doc_ids)) == len(batch.doc_ids) == 8
+        assert not set(batch.doc_ids) & held_ids
+        for doc_id, first in zip(batch.doc_ids, batch.first, strict=True):
+            assert first.startswith(f"d{int(doc_id[-2:])} ")  # each pair is its document's
+
+
+def test_held_out_pairs_are_capped_and_spread_over_documents() -> None:
+    pairs = held_out_pairs(training_documents(3), "neighbours", max_pairs=5)
+    # each document's first pair, then each one's second: no document fills the set
+    assert [p[0].split()[0] for p in pairs] == ["d0", "d1", "d2", "d0", "d1"]
+
+
+def reference_symmetric_infonce(first: torch.Tensor, second: torch.Tensor, tau: float) -> float:
+    """-log softmax of each row's partner by cosine / tau, both directions, by plain loops."""
+
+    def cos(u: torch.Tensor, v: torch.Tensor) -> float:
+        return float(u @ v) / (float(u.norm()) * float(v.norm()))
+
+    n, total = len(first), 0.0
+    for a, b in ((first, second), (second, first)):
+        for i in range(n):
+            logits = [cos(a[i], b[j]) / tau for j in range(n)]
+            total += -(logits[i] - math.log(sum(math.exp(x) for x in logits)))
+    return total / (2 * n)
+
+
+def test_the_loss_equals_a_plain_symmetric_infonce(tiny_encoder_dir: Path) -> None:
+    torch.manual_seed(0)
+    model = AdaptModel.from_base(tiny_encoder_dir, max_tokens=32, temperature=0.05).eval()
+    batch = PairBatch(
+        first=["The bread rose.", "Stars are far away.", "The court held the appeal."],
+        second=["An oven was hot.", "A comet passed by tonight.", "The judges agreed."],
+        doc_ids=["a", "b", "c"],
+    )
+    with torch.no_grad():
+        terms = model.loss(batch)
+        first, second = model.embed(batch.first), model.embed(batch.second)
+    assert set(terms) == {"infonce"}  # no MLM term
+    expected = reference_symmetric_infonce(first, second, 0.05)
+    assert terms["infonce"].item() == pytest.approx(expected, rel=1e-4)
+
+
+def test_the_held_out_metric_by_hand() -> None:
+    first = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    second = torch.tensor([[2.0, 0.2], [-1.0, 0.0], [1.0, 1.0]])
+    # row 0 finds its partner first (cos 0.995); row 1's partner (cos 0) trails both others
+    # (0.0995, 0.707); row 2's partner (cos 1) is first
+    assert partner_ranks(first, second).tolist() == [1, 3, 1]
+
+    class Fixed(torch.nn.Module):  # embeds the texts "0", "1", ... as rows of a table
+        def embed(self, texts: list[str]) -> torch.Tensor:
+            return torch.cat([first, second])[[int(t) for t in texts]]
+
+    pairs = [("0", "3"), ("1", "4"), ("2", "5")]
+    got = HeldOutPairs(pairs, temperature=0.5, batch_size=2)(Fixed())
+    ranks = torch.cat([partner_ranks(first, second), partner_ranks(second, first)]).float()
+    assert got.score == pytest.approx(float((1 / ranks).mean()))
+    assert got.metrics["accuracy"] == pytest.approx(float((ranks == 1).float().mean()))
+    a, b = F.normalize(first, dim=-1), F.normalize(second, dim=-1)
+    assert got.metrics["loss"] == pytest.approx(reference_symmetric_infonce(a, b, 0.5), rel=1e-5)
