@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -114,15 +114,16 @@ class SearchSettings(BaseModel):
     """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
     (`indexer.search.searcher` describes the methods)."""
 
-    default_method: str = Field(default="sdr", description="The method of a request naming none.")
+    default_method: str = Field(default="fused", description="The method of a request naming none.")
     fusion: str = Field(
-        default="bm25:1,sdr:1",
+        default="bm25-rm3:1,document:1,maxsim:1",
         description="`fused`: the methods summed and their weights, `method:weight,...`.",
     )
-    fusion_normaliser: Literal["zscore", "minmax"] = "zscore"
+    fusion_normaliser: Literal["zscore", "minmax"] = "minmax"
     query_window: int = Field(default=3, ge=1, description="`sdr-window`: sentences per window.")
     bm25_stemmer: str | None = Field(
-        default=None, description="A Snowball language (`english`) to stem BM25 tokens."
+        default="english",
+        description="A Snowball language to stem BM25 tokens; `none`: no stemming.",
     )
     bm25_reduced_keep: float = Field(
         default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
@@ -135,6 +136,20 @@ class SearchSettings(BaseModel):
     rm3_query_weight: float = Field(default=0.5, ge=0, le=1)
     ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
     ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
+
+    @field_validator("bm25_stemmer")
+    @classmethod
+    def _stemmer(cls, value: str | None) -> str | None:
+        if value is None or value.strip().lower() in ("", "none"):
+            return None
+        import Stemmer
+
+        if value not in Stemmer.algorithms():
+            raise ValueError(
+                f"no Snowball stemmer for {value!r}; choose one of "
+                f"{', '.join(Stemmer.algorithms())} or none"
+            )
+        return value
 
 
 class LogSettings(BaseModel):

@@ -173,7 +173,12 @@ class Searcher:
 
     # --- ranking ----------------------------------------------------------------------------
     def similar(self, query: Query, options: SearchOptions) -> SearchResult:
-        method = options.method or self.config.default_method
+        if options.method is not None:
+            method = options.method
+        elif options.granularity is Granularity.document:
+            method = self.config.default_method
+        else:  # units are ranked by their vectors' cosine, whatever the document default
+            method = Method.sdr
         options = replace(options, method=method)
         if options.granularity is not Granularity.document:
             if method in WHOLE_DOCUMENT_ONLY:
@@ -235,8 +240,10 @@ class Searcher:
             )
         elif method is Method.fused:
             shared: dict = {}
-            components = {
-                m: sdr.scores if m is Method.sdr else self.method_scores(m, query, pool, shared)
+            components = {  # sentence matching only where SDR scored (candidate mode)
+                m: sdr.scores
+                if m is Method.sdr
+                else self.method_scores(m, query, scored if m in SENTENCE_SETS else pool, shared)
                 for m, w in fusion.items()
                 if w
             }
@@ -468,6 +475,9 @@ class Searcher:
             top_k=options.top_k,
             seed=self.config.seed,
         )
+
+
+SENTENCE_SETS = frozenset({Method.maxsim, Method.best_sentence, Method.ot})
 
 
 def top_mean_per_group(scores: np.ndarray, group: np.ndarray, n_groups: int, k: int) -> np.ndarray:

@@ -76,11 +76,16 @@ class SearchConfig:
     stats_sample_documents: int = 256
     seed: int = 0
     device: str = "cpu"  # where SDR's sentence products run: `cpu`, `cuda[:N]` or `auto`
-    default_method: Method = Method.sdr
-    fusion_weights: tuple[tuple[Method, float], ...] = ((Method.bm25, 1.0), (Method.sdr, 1.0))
-    fusion_normaliser: str = "zscore"
+    # the defaults are `indexer.config.SearchSettings`' (chosen in benchmarks/ranking_cv.py)
+    default_method: Method = Method.fused
+    fusion_weights: tuple[tuple[Method, float], ...] = (
+        (Method.bm25_rm3, 1.0),
+        (Method.document, 1.0),
+        (Method.maxsim, 1.0),
+    )
+    fusion_normaliser: str = "minmax"
     query_window: int = 3  # sdr-window: sentences per query pseudo-paragraph
-    bm25_stemmer: str | None = None  # a Snowball language, or None
+    bm25_stemmer: str | None = "english"  # a Snowball language, or None
     bm25_reduced_keep: float = 0.5  # bm25-reduced: share of the query's distinct terms kept
     bm25_paragraph_top: int = 1  # bm25-paragraph: mean of a document's best k paragraphs
     rm3_documents: int = 10

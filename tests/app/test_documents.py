@@ -349,6 +349,7 @@ def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> No
     """POST and DELETE carry the served BM25 postings over, changed for the changed documents
     only (untouched postings are the same objects), and score as a BM25 built afresh."""
     from indexer.search.searcher import Searcher
+    from indexer.search.types import Method
 
     assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25
     served = client.app.state.service.searcher
@@ -368,9 +369,12 @@ def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> No
         )
         for source in ("zeppelin-01", "baking-01"):
             query = fresh.query_from_index(source)
-            np.testing.assert_allclose(
-                changed._bm25_scores(query), fresh._bm25_scores(query), rtol=1e-12
-            )
+            for method in (Method.bm25, Method.bm25_rm3):
+                np.testing.assert_allclose(
+                    changed.method_scores(method, query, np.arange(changed.index.n_documents)),
+                    fresh.method_scores(method, query, np.arange(fresh.index.n_documents)),
+                    rtol=1e-12,
+                )
         served, before = changed, changed._bm25
     assert ranked(client, {"document_id": "zeppelin-01"}, method="bm25")
     assert_consistent(client)

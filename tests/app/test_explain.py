@@ -19,7 +19,7 @@ from sqlalchemy import select
 from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
 from indexer.search.searcher import Searcher
-from indexer.search.types import ScoringMode, SearchOptions
+from indexer.search.types import Method, ScoringMode, SearchOptions
 from indexer.store.tables import LEVEL_TABLES, documents
 from indexer.text.chunking import add_chunks
 from indexer.text.corpus import json_document
@@ -144,7 +144,7 @@ def check_explanation(
 
 
 def test_posted_query_explained_from_its_query_id(app: FastAPI, client: TestClient) -> None:
-    ranked = client.post("/similar", json={"document": POSTED, "top_k": 3}).json()
+    ranked = client.post("/similar", json={"document": POSTED, "top_k": 3, "method": "sdr"}).json()
     searcher: Searcher = app.state.service.searcher
     # the source's vectors, encoded again here exactly as the indexer encodes a document
     posted = dict(POSTED, id="query")
@@ -166,7 +166,9 @@ def test_posted_query_explained_from_its_query_id(app: FastAPI, client: TestClie
 
 def test_indexed_source_uses_the_statistics_of_its_ranking(app: FastAPI, client: TestClient):
     source = "coffee-03"
-    ranked = client.post("/similar", json={"document_id": source, "top_k": 2}).json()
+    ranked = client.post(
+        "/similar", json={"document_id": source, "top_k": 2, "method": "sdr"}
+    ).json()
     searcher: Searcher = app.state.service.searcher
     levels = {lv: stored(searcher, source, lv) for lv in ("section", "chunk", "sentence")}
     for hit in ranked["results"]:
@@ -192,7 +194,7 @@ def test_a_document_against_itself_has_a_maximal_diagonal(client: TestClient) ->
 
 def test_without_normalisation_the_raw_matrix_ranks(client: TestClient) -> None:
     ranked = client.post(
-        "/similar", json={"document": POSTED, "top_k": 2, "normalize": False}
+        "/similar", json={"document": POSTED, "top_k": 2, "normalize": False, "method": "sdr"}
     ).json()
     for hit in ranked["results"]:
         body = client.get(
@@ -269,7 +271,7 @@ def test_titles_are_escaped_in_the_page(client: TestClient) -> None:
         "title": "<script>alert(1)</script>",
         "text": "Stars shine. </script><b>x</b> Stars fade.",
     }
-    ranked = client.post("/similar", json={"document": evil, "top_k": 1}).json()
+    ranked = client.post("/similar", json={"document": evil, "top_k": 1, "method": "sdr"}).json()
     html = client.get(
         "/explain",
         params={
@@ -302,7 +304,9 @@ def test_bad_input(client: TestClient, params: dict, status: int, detail: str) -
 def test_expired_query_ids_are_404(indexed_settings: ServiceSettings) -> None:
     settings = indexed_settings.model_copy(update={"api": ApiSettings(query_cache_ttl_seconds=0.3)})
     with TestClient(create_app(settings)) as client:
-        ranked = client.post("/similar", json={"document": POSTED, "top_k": 1}).json()
+        ranked = client.post(
+            "/similar", json={"document": POSTED, "top_k": 1, "method": "sdr"}
+        ).json()
         params = {"source": ranked["query_id"], "target": ranked["results"][0]["document_id"]}
         assert client.get("/explain", params=params).status_code == 200
         time.sleep(0.4)
@@ -336,14 +340,17 @@ def test_only_the_default_rankings_statistics_are_remembered(app: FastAPI) -> No
     base: Searcher = app.state.service.searcher
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
     query = searcher.query_from_index("running-01")
-    sample = searcher.similar(query, SearchOptions(mode=ScoringMode.candidate)).stats
-    pooled = searcher.similar(query, SearchOptions(candidates=["running-02", "baking-01"])).stats
+    sdr = Method.sdr
+    sample = searcher.similar(query, SearchOptions(method=sdr, mode=ScoringMode.candidate)).stats
+    pooled = searcher.similar(
+        query, SearchOptions(method=sdr, candidates=["running-02", "baking-01"])
+    ).stats
     assert (sample.population, pooled.population) == ("sample", "pool")
     assert pooled.documents == 2
     stats = searcher.ranking_stats(query)
     assert stats.population == "collection" and stats.documents == base.index.n_documents - 1
     fresh = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
-    expected = fresh.similar(fresh.query_from_index("running-01"), SearchOptions()).stats
+    expected = fresh.similar(fresh.query_from_index("running-01"), SearchOptions(method=sdr)).stats
     assert torch.allclose(stats.stats.mean, expected.stats.mean, atol=1e-6)
     assert torch.allclose(stats.stats.std, expected.stats.std, atol=1e-6)
 
@@ -366,7 +373,9 @@ def test_explain_keeps_its_rankings_population_over_a_swap(
         explained = {}
         for population, options in requests.items():
             for source in ({"document": POSTED}, {"document_id": "baking-02"}):
-                ranked = client.post("/similar", json={**source, "top_k": 1, **options}).json()
+                ranked = client.post(
+                    "/similar", json={**source, "top_k": 1, "method": "sdr", **options}
+                ).json()
                 hit = ranked["results"][0]
                 params = {"source": ranked["query_id"], "target": hit["document_id"]}
                 body = client.get("/explain", params=params).json()

@@ -184,7 +184,9 @@ def test_exhaustive_sdr_equals_direct_scoring(app) -> None:
     searcher: Searcher = app.state.service.searcher
     index = searcher.index
     query = searcher.query_from_index("medieval-02")
-    result = searcher.similar(query, SearchOptions(top_k=47, granularity=Granularity.document))
+    result = searcher.similar(
+        query, SearchOptions(top_k=47, granularity=Granularity.document, method=Method.sdr)
+    )
     others = [d for d in range(index.n_documents) if d != query.source_index]
     sentence_start = index.paragraph_sentence_start[index.doc_paragraph_start]
     rows = np.concatenate([np.arange(sentence_start[d], sentence_start[d + 1]) for d in others])

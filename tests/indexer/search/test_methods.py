@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from indexer.config import SearchSettings, Settings
+from indexer.search.lexical import stemmer_for
 from indexer.search.searcher import Searcher, top_mean_per_group, windowed
 from indexer.search.types import (
     WHOLE_DOCUMENT_ONLY,
@@ -23,6 +24,9 @@ from indexer.search.types import (
 from indexer.store.reader import document_units
 from indexer.text.corpus import json_document
 from tests.indexer.search.test_search import query_of, stored_texts
+
+# the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
+STEMMER = stemmer_for(SearchConfig().bm25_stemmer)
 
 
 def with_config(searcher: Searcher, **values) -> Searcher:  # noqa: ANN003
@@ -107,7 +111,10 @@ def test_windowed_cuts_each_paragraph_and_follows_the_sentences(searcher: Search
 
 def bm25s_scores(texts: list[str], tokens: list[str]) -> np.ndarray:
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=STEMMER, show_progress=False),
+        show_progress=False,
+    )
     known = [t for t in tokens if t in retriever.vocab_dict]
     return retriever.get_scores(known) if known else np.zeros(len(texts))
 
@@ -116,12 +123,16 @@ def test_bm25_reduced_is_bm25s_on_the_highest_idf_half(searcher: Searcher) -> No
     texts = stored_texts(searcher)
     external_ids = sorted(texts)
     query, _ = query_of(searcher, "posted")
-    tokens = bm25s.tokenize([query.text], stopwords="en", return_ids=False, show_progress=False)[0]
+    tokens = bm25s.tokenize(
+        [query.text], stopwords="en", stemmer=STEMMER, return_ids=False, show_progress=False
+    )[0]
     n = len(texts)
     df = {
         t: sum(
             t
-            in bm25s.tokenize([texts[e]], stopwords="en", return_ids=False, show_progress=False)[0]
+            in bm25s.tokenize(
+                [texts[e]], stopwords="en", stemmer=STEMMER, return_ids=False, show_progress=False
+            )[0]
             for e in external_ids
         )
         for t in set(tokens)
@@ -145,7 +156,9 @@ def test_bm25_paragraph_is_each_documents_best_paragraph_under_bm25s(searcher: S
             paragraphs.append(texts[external][start:end])
             owners.append(external)
     query, _ = query_of(searcher, "posted")
-    tokens = bm25s.tokenize([query.text], stopwords="en", return_ids=False, show_progress=False)[0]
+    tokens = bm25s.tokenize(
+        [query.text], stopwords="en", stemmer=STEMMER, return_ids=False, show_progress=False
+    )[0]
     per_paragraph = bm25s_scores(paragraphs, tokens)
     expected: dict[str, float] = {}
     for owner, score in zip(owners, per_paragraph, strict=True):
@@ -163,17 +176,23 @@ def test_top_mean_per_group_by_hand() -> None:
     np.testing.assert_allclose(top_mean_per_group(scores, group, 3, 1), [5.0, 0.0, 4.0])
 
 
+@pytest.mark.parametrize("how", ["zscore", "minmax"])
 @pytest.mark.parametrize("kind", ["posted", "oceans-05"])
-def test_fused_equals_z_scores_summed_by_hand(searcher: Searcher, kind: str) -> None:
+def test_fused_equals_normalised_scores_summed_by_hand(
+    searcher: Searcher, kind: str, how: str
+) -> None:
     weights = ((Method.bm25, 1.0), (Method.maxsim, 0.5), (Method.document, 2.0))
-    fused = with_config(searcher, fusion_weights=weights)
+    fused = with_config(searcher, fusion_weights=weights, fusion_normaliser=how)
     query, _ = query_of(fused, kind)
     parts = {m: all_scores(searcher, query, m) for m, _ in weights}
     ids = sorted(parts[Method.bm25])
     total = np.zeros(len(ids))
     for method, weight in weights:
         values = np.array([parts[method][i] for i in ids])
-        total += weight * (values - values.mean()) / values.std()
+        if how == "zscore":
+            total += weight * (values - values.mean()) / values.std()
+        else:
+            total += weight * (values - values.min()) / (values.max() - values.min())
     expected = dict(zip(ids, total, strict=True))
     hits = fused.similar(query, SearchOptions(top_k=48, method=Method.fused)).results
     assert [h.document_id for h in hits][:5] == sorted(ids, key=lambda i: -expected[i])[:5]
@@ -215,3 +234,13 @@ def test_a_fused_query_with_matches_off_returns_none(searcher: Searcher) -> None
     options = SearchOptions(top_k=3, method=Method.fused, matches_per_result=0)
     fused = with_config(searcher, fusion_weights=((Method.bm25, 1.0),))
     assert all(not h.matches for h in fused.similar(query, options).results)
+
+
+def test_the_search_config_defaults_are_the_settings_defaults() -> None:
+    assert search_config(Settings()) == SearchConfig()
+
+
+def test_stemming_is_turned_off_by_none_and_a_wrong_language_is_named() -> None:
+    assert SearchSettings(bm25_stemmer="none").bm25_stemmer is None
+    with pytest.raises(ValueError, match="no Snowball stemmer for 'klingon'"):
+        SearchSettings(bm25_stemmer="klingon")

@@ -10,6 +10,7 @@ import pytest
 import torch
 from sqlalchemy import select
 
+from indexer.search.lexical import stemmer_for
 from indexer.search.sdr import _ranges
 from indexer.search.searcher import Searcher
 from indexer.search.types import (
@@ -43,6 +44,9 @@ POSTED = {
         },
     ],
 }
+
+# the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
+STEMMER = stemmer_for(SearchConfig().bm25_stemmer)
 
 
 def test_ranges_equals_concatenated_aranges() -> None:
@@ -109,12 +113,14 @@ def test_bm25_equals_bm25s_run_directly(searcher: Searcher, kind: str) -> None:
     external_ids = sorted(texts)
     retriever = bm25s.BM25()
     retriever.index(
-        bm25s.tokenize([texts[e] for e in external_ids], stopwords="en", show_progress=False),
+        bm25s.tokenize(
+            [texts[e] for e in external_ids], stopwords="en", stemmer=STEMMER, show_progress=False
+        ),
         show_progress=False,
     )
     query, source = query_of(searcher, kind)
     text = texts[source] if source is not None else query.text
-    tokens = bm25s.tokenize([text], stopwords="en", show_progress=False)
+    tokens = bm25s.tokenize([text], stopwords="en", stemmer=STEMMER, show_progress=False)
     found, values = retriever.retrieve(tokens, k=len(texts), show_progress=False)
     reference = [
         (external_ids[int(d)], float(s))
@@ -296,7 +302,7 @@ def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
         query = candidate_searcher.query_from_index(external_id)
 
         def top10(mode: ScoringMode, query: Query = query):  # noqa: ANN202
-            options = SearchOptions(top_k=10, mode=mode, matches_per_result=0)
+            options = SearchOptions(top_k=10, method=Method.sdr, mode=mode, matches_per_result=0)
             return candidate_searcher.similar(query, options)
 
         exhaustive, candidate = top10(ScoringMode.exhaustive), top10(ScoringMode.candidate)
