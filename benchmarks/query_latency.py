@@ -7,8 +7,9 @@ candidate-mode fidelity, and a synthetic scale run.
 (default queries: the AILA 2019 development queries in ../shared/data)
 
 Parts (all in one run, figures printed and saved as JSON):
-1. p50/p95 of POST /similar (in-process ASGI, query encoding included) over the queries, in
-   exhaustive and in candidate mode.
+1. p50/p95 of POST /similar (in-process ASGI, query encoding included) over the queries: `sdr`
+   in exhaustive and in candidate mode, and the service's default method (`auto` mode) with
+   its ratio to exhaustive `sdr`.
 2. The SDR scoring step (`models.scoring.sdr_scores`) against the bare `(R, d) @ (d, n)`
    product of the same shapes: the ratio is the cost of the hierarchy on top of the matmul.
 3. Candidate-mode fidelity: overlap@10 of candidate against exhaustive rankings.
@@ -49,15 +50,17 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def api_latency(client: TestClient, texts: list[str], mode: str, repeats: int) -> dict:
+def api_latency(
+    client: TestClient, texts: list[str], mode: str, repeats: int, method: str | None
+) -> dict:
+    """p50/p95 of POST /similar over `texts` with `method` (None: the service's default)."""
     latencies, rankings = [], []
+    body = {"top_k": 10, "mode": mode} | ({"method": method} if method else {})
     for _ in range(repeats):
         rankings = []
         for text in texts:
             started = time.perf_counter()
-            response = client.post(
-                "/similar", json={"document": {"text": text}, "top_k": 10, "mode": mode}
-            )
+            response = client.post("/similar", json={"document": {"text": text}, **body})
             latencies.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
             rankings.append([r["document_id"] for r in response.json()["results"]])
@@ -207,9 +210,21 @@ def main() -> None:
             "documents": searcher.index.n_documents,
             "sentences": len(searcher.index.ids["sentence"]),
         }
-        client.post("/similar", json={"document": {"text": texts[0]}, "top_k": 10})  # warm-up
-        result["exhaustive"], exhaustive = api_latency(client, texts, "exhaustive", args.repeats)
-        result["candidate"], candidate = api_latency(client, texts, "candidate", args.repeats)
+        for method in ("sdr", None):  # warm-up (the first default request builds BM25)
+            api_latency(client, texts[:1], "auto", 1, method)
+        result["exhaustive"], exhaustive = api_latency(
+            client, texts, "exhaustive", args.repeats, "sdr"
+        )
+        default = api_latency(client, texts, "auto", args.repeats, None)[0]
+        result["default_method"] = {
+            "method": searcher.config.default_method.value,
+            **default,
+            "p50_vs_sdr": default["p50_ms"] / result["exhaustive"]["p50_ms"],
+            "p95_vs_sdr": default["p95_ms"] / result["exhaustive"]["p95_ms"],
+        }
+        result["candidate"], candidate = api_latency(
+            client, texts, "candidate", args.repeats, "sdr"
+        )
         overlap = [len(set(a) & set(b)) / 10 for a, b in zip(exhaustive, candidate, strict=True)]
         result["candidate_overlap_at_10"] = {"mean": statistics.mean(overlap), "min": min(overlap)}
         result["scoring_vs_matmul"] = scoring_vs_matmul(searcher, texts)

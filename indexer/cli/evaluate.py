@@ -98,8 +98,9 @@ def evaluate(
         )
         per_method[spec.name] = per_query
         report["methods"][spec.name] = {"mean": mean_metrics(per_query), "per_query": per_query}
-    if "bm25" in per_method and len(per_method) > 1:
-        report["paired_tests_vs_bm25_on_MAP"] = paired_tests(per_method, "bm25")
+    for baseline in ("bm25", "hybrid"):
+        if baseline in per_method and len(per_method) > 1:
+            report[f"paired_tests_vs_{baseline}_on_MAP"] = paired_tests(per_method, baseline)
     report["search_settings"] = settings.search.model_dump()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
@@ -109,9 +110,10 @@ def evaluate(
         typer.echo(
             f"{name:<11} " + " ".join(f"{result['mean'].get(n, float('nan')):9.4f}" for n in names)
         )
-    for name, test in report.get("paired_tests_vs_bm25_on_MAP", {}).items():
-        typer.echo(
-            f"{name} vs bm25 (MAP): diff {test['mean_difference']:+.4f}, "
-            f"t-test p={test['t_test_p']:.3f}, Wilcoxon p={test['wilcoxon_p']:.3f}"
-        )
+    for baseline in ("bm25", "hybrid"):
+        for name, test in report.get(f"paired_tests_vs_{baseline}_on_MAP", {}).items():
+            typer.echo(
+                f"{name} vs {baseline} (MAP): diff {test['mean_difference']:+.4f}, "
+                f"t-test p={test['t_test_p']:.3f}, Wilcoxon p={test['wilcoxon_p']:.3f}"
+            )
     logger.info("Saved %s", out)
