@@ -212,3 +212,43 @@ def test_paired_tests_equal_scipy_on_shared_queries() -> None:
         "wilcoxon_p": 1.0,
         "queries": 15,
     }
+
+
+def test_without_a_method_the_services_default_is_evaluated_and_tested_against_both_baselines(
+    data_dir: Path, sample_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [
+            {"qid": "baking", "text": (sample_corpus / "baking-01.md").read_text()},
+            {"qid": "coffee", "text": (sample_corpus / "coffee-03.md").read_text()},
+        ],
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("baking Q0 baking-02 1\ncoffee Q0 coffee-04 1\n")
+    out = tmp_path / "nested" / "evaluation.json"  # a missing folder is made
+    monkeypatch.setenv("DOCSIM_SEARCH__DEFAULT_METHOD", "maxsim")
+    result = evaluate(data_dir, queries, qrels, "--out", str(out))
+    assert result.exit_code == 0, f"{result.exception!r}\n{result.output}"
+    report = json.loads(out.read_text())
+    assert list(report["methods"]) == ["maxsim"]
+    assert report["search_settings"]["default_method"] == "maxsim"
+    both = evaluate(
+        data_dir,
+        queries,
+        qrels,
+        "--method",
+        "fused",
+        "--method",
+        "bm25",
+        "--method",
+        "hybrid",
+        "--out",
+        str(out),
+    )
+    assert both.exit_code == 0, both.output
+    report = json.loads(out.read_text())
+    assert set(report["paired_tests_vs_bm25_on_MAP"]) == {"fused", "hybrid"}
+    assert set(report["paired_tests_vs_hybrid_on_MAP"]) == {"fused", "bm25"}
+    bad = evaluate(data_dir, queries, qrels, "--method", "bm26", "--out", str(out))
+    assert bad.exit_code == 2 and "unknown method 'bm26'" in bad.output
