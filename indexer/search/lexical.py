@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,12 +73,14 @@ class Bm25Index:
         postings: dict[str, Posting],
         lengths: dict[int, int],
         terms: dict[int, tuple[str, ...]],
+        counts: dict[int, np.ndarray],
         stemmer: str | None = None,
     ) -> None:
         self.stemmer = stemmer  # the Snowball language of the tokens, or None
         self._postings = postings
         self._lengths = lengths  # doc id -> tokens after stop words
-        self._terms = terms  # doc id -> its distinct tokens (to undo its postings)
+        self._terms = terms  # doc id -> its distinct tokens (to undo its postings; for RM3)
+        self._counts = counts  # doc id -> `(t,)` int32 count of each of its distinct tokens
         self.doc_ids = np.array(sorted(lengths), dtype=np.int64)  # (N,) the order of `scores`
         self._length_of = np.array([lengths[d] for d in self.doc_ids.tolist()], np.float64)
         self._average = float(self._length_of.sum()) / max(len(lengths), 1)
@@ -99,19 +101,20 @@ class Bm25Index:
         if len(doc_ids) != len(texts):
             raise ValueError(f"{len(doc_ids)} document ids for {len(texts)} texts")
         if not len(doc_ids):
-            return cls({}, {}, {}, stemmer)
+            return cls({}, {}, {}, {}, stemmer)
         tokenized = bm25s.tokenize(
             list(texts), stopwords="en", stemmer=stemmer_for(stemmer), show_progress=False
         )
         vocabulary = np.array(sorted(tokenized.vocab, key=tokenized.vocab.__getitem__), object)
         lengths = np.array([len(ids) for ids in tokenized.ids], dtype=np.int64)  # (D,)
-        terms = {
-            int(d): tuple(str(vocabulary[t]) for t in dict.fromkeys(ids))
-            for d, ids in zip(doc_ids.tolist(), tokenized.ids, strict=True)
-        }
+        terms, term_counts = {}, {}
+        for d, ids in zip(doc_ids.tolist(), tokenized.ids, strict=True):
+            distinct, counted = np.unique(np.asarray(ids, np.int64), return_counts=True)
+            terms[d] = tuple(vocabulary[distinct].tolist())
+            term_counts[d] = counted.astype(np.int32)
         by_id = dict(zip(doc_ids.tolist(), lengths.tolist(), strict=True))
         if not lengths.sum():  # no document holds a word: nothing to post
-            return cls({}, by_id, terms, stemmer)
+            return cls({}, by_id, terms, term_counts, stemmer)
         tokens = np.concatenate([np.asarray(ids, np.int64) for ids in tokenized.ids])  # (T,)
         rank = np.argsort(np.argsort(doc_ids))  # (D,) each document's place by id
         pairs, counts = np.unique(
@@ -127,7 +130,7 @@ class Bm25Index:
             )
             for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
         }
-        return cls(postings, by_id, terms, stemmer)
+        return cls(postings, by_id, terms, term_counts, stemmer)
 
     @property
     def n_documents(self) -> int:
@@ -137,11 +140,12 @@ class Bm25Index:
         """A new index without the `removed` documents and with the `added` ones (new ids)."""
         added = list(added)
         postings, lengths, terms = dict(self._postings), dict(self._lengths), dict(self._terms)
+        term_counts = dict(self._counts)
         drop: dict[str, set[int]] = {}
         for doc_id in removed:
             for token in terms.pop(doc_id):
                 drop.setdefault(token, set()).add(doc_id)
-            del lengths[doc_id]
+            del lengths[doc_id], term_counts[doc_id]
         put: dict[str, list[tuple[int, int]]] = {}
         texts = [text for _, text in added]
         for (doc_id, _), tokens in zip(added, tokenize(texts, self.stemmer), strict=True):
@@ -150,13 +154,18 @@ class Bm25Index:
                 put.setdefault(token, []).append((doc_id, count))
             lengths[doc_id] = len(tokens)
             terms[doc_id] = tuple(counts)
+            term_counts[doc_id] = np.fromiter(counts.values(), np.int32, len(counts))
         for token in drop.keys() | put.keys():
             posting = _changed(postings.get(token), drop.get(token, ()), put.get(token, []))
             if len(posting.doc_ids):
                 postings[token] = posting
             else:
                 postings.pop(token, None)
-        return Bm25Index(postings, lengths, terms, self.stemmer)
+        return Bm25Index(postings, lengths, terms, term_counts, self.stemmer)
+
+    def term_counts(self, doc_id: int) -> dict[str, int]:
+        """How often each token occurs in the document `doc_id` (after stop words)."""
+        return dict(zip(self._terms[doc_id], self._counts[doc_id].tolist(), strict=True))
 
     def tokens(self, text: str) -> list[str]:
         """The query tokens of `text`, tokenised as the documents were."""
@@ -221,31 +230,33 @@ def reduced_query(tokens: Sequence[str], idf: dict[str, float], keep: float) -> 
 
 def rm3_weights(
     query: Sequence[str],
-    feedback: Sequence[Sequence[str]],
+    feedback: Sequence[Mapping[str, int]],
     feedback_scores: Sequence[float],
     *,
     terms: int,
     query_weight: float,
 ) -> dict[str, float]:
     """RM3: the query's term distribution mixed with a relevance model of the feedback
-    documents, as term weights that sum to 1 (times the query's length, so that with
-    `query_weight` = 1 they equal the plain query's counts).
+    documents (each given by its token counts), as term weights that sum to the query's length
+    (so that with `query_weight` = 1 they equal the plain query's counts).
 
         P(w | R)  = sum_d P(w | d) * s_d / sum_d s_d      over the feedback documents d,
                                                           s_d their first-pass scores
-        P'(w | R) = P(w | R) on its `terms` most likely words, renormalised
+        P'(w | R) = P(w | R) on its `terms` most likely words (ties by the word), renormalised
         weight(w) = query_weight * P(w | q) + (1 - query_weight) * P'(w | R)
     """
     if not query:
         return {}
     total = sum(max(s, 0.0) for s in feedback_scores)
     relevance: Counter[str] = Counter()
-    for tokens, score in zip(feedback, feedback_scores, strict=True):
-        if tokens and total > 0 and score > 0:
-            share = score / total / len(tokens)
-            for token, count in Counter(tokens).items():
+    for counts, score in zip(feedback, feedback_scores, strict=True):
+        length = sum(counts.values())
+        if length and total > 0 and score > 0:
+            share = score / total / length
+            for token, count in counts.items():
                 relevance[token] += count * share
-    top = dict(relevance.most_common(terms))
+    ranked = sorted(relevance.items(), key=lambda item: (-item[1], item[0]))  # ties by token
+    top = dict(ranked[:terms])
     mass = sum(top.values())
     out = {t: query_weight * c / len(query) for t, c in Counter(query).items()}
     for token, p in top.items():

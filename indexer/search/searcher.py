@@ -37,7 +37,7 @@ from sqlalchemy import Engine
 from indexer.config import Settings, load_configured_encoder
 from indexer.search.candidates import retrieve_candidates
 from indexer.search.fusion import fuse
-from indexer.search.lexical import Bm25Index, reduced_query, rm3_weights, tokenize
+from indexer.search.lexical import Bm25Index, reduced_query, rm3_weights
 from indexer.search.loaded_index import IndexMismatchError, LoadedIndex
 from indexer.search.matches import document_hits
 from indexer.search.queries import encode_document, encode_levels, indexed_query
@@ -312,8 +312,7 @@ class Searcher:
                 )
             first = bm25.scores(query.bm25_text)
             top = self._top(first, docs, config.rm3_documents)
-            texts = document_texts(self.engine, [int(self.index.doc_ids[d]) for d in top])
-            feedback = tokenize([texts[int(self.index.doc_ids[d])] for d in top], bm25.stemmer)
+            feedback = [bm25.term_counts(int(self.index.doc_ids[d])) for d in top]
             weights = rm3_weights(
                 tokens,
                 feedback,

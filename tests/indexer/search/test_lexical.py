@@ -75,7 +75,7 @@ def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time() -> No
     texts = [*TEXTS, "", "the of and"]  # documents without a token count too
     ids = (np.random.default_rng(0).permutation(len(texts)) * 5 + 1).tolist()  # any id order
     built = Bm25Index.build(ids, texts)
-    added = Bm25Index({}, {}, {}).with_changes(removed=(), added=zip(ids, texts, strict=True))
+    added = Bm25Index({}, {}, {}, {}).with_changes(removed=(), added=zip(ids, texts, strict=True))
     assert built._postings.keys() == added._postings.keys()
     for token, posting in built._postings.items():
         other = added._postings[token]
@@ -85,6 +85,7 @@ def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time() -> No
     assert {d: set(t) for d, t in built._terms.items()} == {
         d: set(t) for d, t in added._terms.items()
     }
+    assert {d: built.term_counts(d) for d in ids} == {d: added.term_counts(d) for d in ids}
 
 
 def test_scores_follow_the_order_of_the_ids_not_of_the_texts() -> None:
@@ -126,11 +127,11 @@ def test_reduced_query_keeps_the_highest_idf_half_with_counts() -> None:
 
 def test_rm3_weights_by_hand() -> None:
     query = ["a", "b"]
-    feedback = [["a", "c", "c", "d"], ["c", "e"]]
+    feedback = [{"a": 1, "c": 2, "d": 1}, {"c": 1, "e": 1}]
     scores = [3.0, 1.0]
     # P(w|R) = sum_d P(w|d) s_d / 4: a 1/4*3/4, c (2/4*3 + 1/2*1)/4, d 1/4*3/4, e 1/2*1/4
     relevance = {"a": 3 / 16, "c": 2 / 4 * 3 / 4 + 1 / 8, "d": 3 / 16, "e": 1 / 8}
-    top = {"c": relevance["c"], "a": relevance["a"]}  # two terms; a and d tie, a comes first
+    top = {"c": relevance["c"], "a": relevance["a"]}  # two terms; a and d tie, a sorts first
     mass = sum(top.values())
     got = rm3_weights(query, feedback, scores, terms=2, query_weight=0.25)
     expected = {
@@ -144,7 +145,7 @@ def test_rm3_weights_by_hand() -> None:
 
 
 def test_rm3_with_only_the_query_weight_is_the_query() -> None:
-    assert rm3_weights(["a", "a", "b"], [["c"]], [1.0], terms=5, query_weight=1.0) == {
+    assert rm3_weights(["a", "a", "b"], [{"c": 1}], [1.0], terms=5, query_weight=1.0) == {
         "a": pytest.approx(2.0),
         "b": pytest.approx(1.0),
         "c": 0.0,
@@ -158,6 +159,19 @@ def test_a_stemmed_index_matches_word_forms_and_changes_like_a_rebuild() -> None
     assert (index.scores("appealing")[:2] > 0).all()
     assert Bm25Index.build([0, 1, 2], texts).scores("appealing").max() == 0  # unstemmed
     changed = index.with_changes([2], [(5, "Judges appeal.")])
+    assert changed.term_counts(5) == {"judg": 1, "appeal": 1}
     rebuilt = Bm25Index.build([0, 1, 5], [texts[0], texts[1], "Judges appeal."], "english")
     for query in ("appeals judged", "rulings"):
         np.testing.assert_allclose(changed.scores(query), rebuilt.scores(query), rtol=1e-12)
+
+
+def test_term_counts_are_each_documents_tokens_counted_after_any_change() -> None:
+    from collections import Counter
+
+    index = Bm25Index.build(list(range(len(TEXTS))), TEXTS)
+    changed = index.with_changes([1], [(99, TEXTS[1] + " zeppelin zeppelin")])
+    for doc_id, text in [(0, TEXTS[0]), (5, TEXTS[5]), (99, TEXTS[1] + " zeppelin zeppelin")]:
+        tokens = bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)[0]
+        assert changed.term_counts(doc_id) == Counter(tokens)
+    with pytest.raises(KeyError):
+        changed.term_counts(1)
