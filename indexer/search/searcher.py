@@ -251,8 +251,9 @@ class Searcher:
         else:
             scores = sdr.scores
         ranked = self._top(scores, pool, options.top_k)
-        if sdr is None:  # the hits' paragraph pairs still come from SDR's matrix, raw P
-            explained = self._sdr.score(
+        explaining = sdr
+        if sdr is None or method is Method.sdr_window:  # pairs of real paragraphs: raw P
+            explaining = self._sdr.score(
                 query,
                 np.sort(ranked) if options.matches_per_result > 0 else ranked[:0],
                 normalize=False,
@@ -260,28 +261,18 @@ class Searcher:
                 pooled=True,
                 remember=False,
             )
-            hits = document_hits(
-                self.index,
-                self.engine,
-                query,
-                ranked,
-                scores,
-                explained.pmatrix,
-                explained.first_column,
-                options.matches_per_result,
-            )
-            return SearchResult(hits, mode=mode, scored_documents=len(pool))
         hits = document_hits(
             self.index,
             self.engine,
             query,
             ranked,
             scores,
-            sdr.pmatrix if method is not Method.sdr_window else None,
-            sdr.first_column,
+            explaining.pmatrix,
+            explaining.first_column,
             options.matches_per_result,
         )
-        stats = sdr.stats if method is not Method.sdr_window else None  # windows, not paragraphs
+        # the statistics of a windowed query are the windows', not the paragraphs'
+        stats = sdr.stats if sdr is not None and method is not Method.sdr_window else None
         return SearchResult(hits, mode=mode, scored_documents=len(pool), stats=stats)
 
     def method_scores(
