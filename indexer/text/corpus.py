@@ -1,4 +1,5 @@
-"""Corpus readers: a directory of .txt/.md files, a JSONL file, or the AILA 2019 layout.
+"""Corpus readers: a directory of documents (plain text, Markdown, HTML, Word; each file's
+format told by its content, `indexer.text.readers`), a JSONL file, or the AILA 2019 layout.
 
 Each reader yields `SourceDocument`s, or `Skipped` records for inputs that cannot be indexed
 (empty, binary, not UTF-8, invalid JSON, duplicate id), so that one bad file never stops a
@@ -11,12 +12,12 @@ import json
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from indexer.text.documents import SectionSource, SourceDocument
+from indexer.text.documents import Skipped, SourceDocument  # noqa: F401 - Skipped is read from here too
+from indexer.text.readers.structured import sectioned_document
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 SAMPLE_CORPUS = Path(__file__).parents[1] / "sample_corpus"
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _AILA_HEADER_END = re.compile(r"^the (judgment was delivered by|order of the court)", re.IGNORECASE)
 _MD_TITLE = re.compile(r"^#[ \t]+(?P<title>.+?)[ \t#]*$")
@@ -38,14 +40,6 @@ class CorpusFormat(str, Enum):
 
 class CorpusError(ValueError):
     """The corpus path cannot be read as a corpus at all."""
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """An input that was not indexed, and why."""
-
-    ref: str
-    reason: str
 
 
 def read_corpus(
@@ -85,21 +79,28 @@ def detect_format(path: Path) -> CorpusFormat:
             f"corpus file {str(path)!r} is not JSONL ({', '.join(JSONL_SUFFIXES)}); "
             "pass a directory of .txt/.md files or a JSONL file"
         )
-    files = _text_files(path)
+    files = _corpus_files(path)
     if not files:
-        raise CorpusError(
-            f"corpus directory {str(path)!r} holds no {'/'.join(TEXT_SUFFIXES)} files"
-        )
+        raise CorpusError(f"corpus directory {str(path)!r} holds no files")
     sample = [f for f in files if f.suffix == ".txt"][:5]
     if sample and all(_looks_like_aila(f) for f in sample):
         return CorpusFormat.aila
     return CorpusFormat.text
 
 
-def _text_files(path: Path) -> list[Path]:
+def _corpus_files(path: Path) -> list[Path]:
+    """Every file below `path`, hidden ones (a name starting with '.') left out."""
     if not path.is_dir():
         raise CorpusError(f"corpus path {str(path)!r} is not a directory")
-    return sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES and p.is_file())
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
+
+
+def _text_files(path: Path) -> list[Path]:
+    return [p for p in _corpus_files(path) if p.suffix.lower() in TEXT_SUFFIXES]
 
 
 def _looks_like_aila(path: Path) -> bool:
@@ -129,12 +130,41 @@ def _decode(path: Path) -> str | Skipped:
 
 
 def _read_text_dir(path: Path) -> Iterator[SourceDocument | Skipped]:
-    for file in _text_files(path):
+    for file in _corpus_files(path):
+        yield read_file(file)
+
+
+def read_file(file: Path) -> SourceDocument | Skipped:
+    """One file of a document folder, read by the format its content shows; its id is the
+    file name without the extension."""
+    from indexer.text.readers.docx import docx_document
+    from indexer.text.readers.html import html_document
+    from indexer.text.readers.sniff import FileFormat, sniff
+
+    metadata: dict[str, Any] = {"source": str(file)}
+    try:
+        found = sniff(file)
+        if found is FileFormat.text and file.suffix.lower() in HTML_SUFFIXES:
+            found = FileFormat.html  # a fragment without <html>: its name says HTML
+        if found is FileFormat.html:
+            return html_document(file.stem, file.read_bytes(), {**metadata, "format": "html"})
+    except OSError as error:
+        return Skipped(str(file), f"unreadable: {error.strerror or error}")
+    if found is FileFormat.docx:
+        return docx_document(file.stem, file, {**metadata, "format": "docx"})
+    if found is FileFormat.text and file.suffix.lower() in (*TEXT_SUFFIXES, ""):
         text = _decode(file)
-        if isinstance(text, Skipped):
-            yield text
-            continue
-        yield text_document(file.stem, text, metadata={"source": str(file)})
+        return text if isinstance(text, Skipped) else text_document(file.stem, text, metadata)
+    reasons = {
+        FileFormat.pdf: "PDF files cannot be read yet",
+        FileFormat.ole: "a legacy .doc or a password-protected Word file: save it as .docx "
+        "without a password",
+        FileFormat.zip: "a zip archive that is not a Word document",
+        FileFormat.binary: "binary file (NUL bytes)",
+        FileFormat.text: f"text file of no document format ({file.suffix}): supported are "
+        f"{', '.join(TEXT_SUFFIXES + HTML_SUFFIXES)} and files without an extension",
+    }
+    return Skipped(str(file), reasons[found])
 
 
 def text_document(doc_id: str, text: str, metadata: dict[str, Any] | None = None) -> SourceDocument:
@@ -255,30 +285,4 @@ def json_document(record: Any, ref: str = "") -> SourceDocument | Skipped:
         return Skipped(ref, "empty text")
     return SourceDocument(
         doc_id=doc_id, title=title, text=text.replace("\r\n", "\n"), metadata=metadata
-    )
-
-
-def sectioned_document(
-    doc_id: str, title: str, sections: list[tuple[str, str]], metadata: dict[str, Any]
-) -> SourceDocument | Skipped:
-    """Join explicit sections into one stored text (`# title`, then `## section` blocks)."""
-    parts = [f"# {title}"]
-    layout: list[SectionSource] = []
-    offset = len(parts[0])
-    for section_title, body in sections:
-        body = body.replace("\r\n", "\n").strip()
-        heading = f"## {section_title}" if section_title else ""
-        block = f"{heading}\n\n{body}" if heading else body
-        start = offset + 2 + (len(heading) + 2 if heading else 0)
-        parts.append(block)
-        offset += 2 + len(block)
-        layout.append(SectionSource(title=section_title, start=start, end=start + len(body)))
-    if not any(body.strip() for _, body in sections):
-        return Skipped(doc_id, "all sections are empty")
-    return SourceDocument(
-        doc_id=doc_id,
-        title=title,
-        text="\n\n".join(parts),
-        metadata=metadata,
-        sections=tuple(layout),
     )

@@ -140,3 +140,11 @@ def _chunk_sentences(
             last += 1
         ranges.append((first, max(last, first + 1)))
     return ranges
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input that was not indexed, and why."""
+
+    ref: str
+    reason: str

@@ -1,0 +1,71 @@
+"""Word documents (.docx, through python-docx): the `Title` style gives the title, `Heading N`
+styles start sections, every other non-empty paragraph is a paragraph, and each table row is one
+paragraph (cells joined by " | "), in body order. The archive is checked before it is opened:
+a zip bomb (too many bytes once inflated, or too high a ratio) is refused unread."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from indexer.text.documents import Skipped, SourceDocument
+from indexer.text.readers.structured import clean, structured_document
+
+MAX_INFLATED_BYTES = 256 * 1024 * 1024
+MAX_RATIO = 200  # inflated / compressed; real Word files stay far below
+
+
+def docx_document(doc_id: str, path: Path, metadata: dict[str, Any]) -> SourceDocument | Skipped:
+    ref = str(metadata.get("source", doc_id))
+    refused = zip_bomb(path)
+    if refused:
+        return Skipped(ref, refused)
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    try:
+        document = docx.Document(str(path))
+    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        return Skipped(ref, f"corrupt Word document: {error}")
+    except Exception as error:  # noqa: BLE001 - lxml's XML errors and friends: a bad file
+        return Skipped(ref, f"corrupt Word document: {type(error).__name__}: {error}")
+    title = clean(document.core_properties.title or "")
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    for block in document.iter_inner_content():
+        if isinstance(block, Table):
+            for row in block.rows:
+                cells = dict.fromkeys(clean(cell.text) for cell in row.cells)  # merged cells once
+                sections[-1][1].append(" | ".join(c for c in cells if c))
+            continue
+        assert isinstance(block, Paragraph)
+        style = (block.style.name if block.style is not None else "") or ""
+        text = clean(block.text)
+        if style == "Title" and text:
+            title = title or text
+        elif style.startswith("Heading") and text:
+            sections.append((text, []))
+        else:
+            sections[-1][1].append(text)
+    if not title:
+        title = next((heading for heading, _ in sections if heading), "")
+    return structured_document(doc_id, title, sections, metadata)
+
+
+def zip_bomb(path: Path) -> str | None:
+    """Why the archive at `path` must not be inflated, or None."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except zipfile.BadZipFile as error:
+        return f"corrupt Word document: {error}"
+    inflated = sum(i.file_size for i in infos)
+    compressed = max(1, sum(i.compress_size for i in infos))
+    if inflated > MAX_INFLATED_BYTES or inflated / compressed > MAX_RATIO:
+        return (
+            f"refused: the archive inflates to {inflated:,} bytes from {compressed:,} "
+            f"(limits {MAX_INFLATED_BYTES:,} bytes, ratio {MAX_RATIO}): a zip bomb?"
+        )
+    return None

@@ -1,0 +1,65 @@
+"""HTML pages: `h1`-`h6` start sections; paragraphs are the innermost block elements (`p`,
+`li`, `blockquote`, `pre`, table rows, a `div` holding text but no other block), in document
+order; a table row is one paragraph (cells joined by " | "). Scripts, styles, navigation,
+asides and forms are dropped. Parsed by lxml, which reads the page's declared encoding. Text
+that follows a block inside the same container (a `tail`) is not kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from indexer.text.documents import Skipped, SourceDocument
+from indexer.text.readers.structured import clean, structured_document
+
+HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
+DROPPED = {"script", "style", "noscript", "template", "nav", "aside", "form", "svg", "iframe"}
+BLOCKS = {
+    "p", "li", "blockquote", "pre", "dd", "dt", "tr", "figcaption", "caption", "address",
+    "div", "section", "article", "main", "header", "footer", "body", "table", "tbody",
+}  # fmt: skip
+
+
+def html_document(doc_id: str, raw: bytes, metadata: dict[str, Any]) -> SourceDocument | Skipped:
+    import lxml.etree
+    import lxml.html
+
+    ref = str(metadata.get("source", doc_id))
+    try:
+        root = lxml.html.document_fromstring(raw)
+    except (lxml.etree.ParserError, ValueError) as error:
+        return Skipped(ref, f"unreadable HTML: {error}")
+    for element in root.xpath("//*[self::" + " or self::".join(sorted(DROPPED)) + "]"):
+        element.drop_tree()
+    title = clean(root.findtext(".//title") or "")
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    for element in root.iter():
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if tag in HEADINGS:
+            heading = clean(element.text_content())
+            if heading:
+                title = title or heading
+                sections.append((heading, []))
+        elif tag == "tr":  # a table row is one paragraph, its cells apart
+            cells = [clean(c.text_content()) for c in element if c.tag in ("td", "th")]
+            sections[-1][1].append(" | ".join(c for c in cells if c))
+        elif tag in BLOCKS and _inside_row(element):
+            continue  # a block inside a table cell belongs to its row
+        elif tag in BLOCKS and not _holds_blocks(element):
+            sections[-1][1].append(element.text_content())
+        elif tag in BLOCKS and clean(element.text or ""):  # text before its first block
+            sections[-1][1].append(element.text)
+    return structured_document(doc_id, title, sections, metadata)
+
+
+def _holds_blocks(element) -> bool:  # noqa: ANN001
+    """Whether a block, heading or table row lies inside `element` (then they are the
+    paragraphs)."""
+    return any(
+        isinstance(child.tag, str)
+        and (child.tag in BLOCKS or child.tag in HEADINGS or child.tag == "tr")
+        for child in element.iterdescendants()
+    )
+
+
+def _inside_row(element) -> bool:  # noqa: ANN001
+    return any(parent.tag == "tr" for parent in element.iterancestors())

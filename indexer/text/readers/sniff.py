@@ -1,0 +1,44 @@
+"""A file's format, told by its first bytes rather than its name."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from enum import Enum
+from pathlib import Path
+
+HEAD_BYTES = 4096
+_HTML = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)[\s>]", re.I | re.S)
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # legacy Office files, and encrypted OOXML
+
+
+class FileFormat(str, Enum):
+    text = "text"
+    html = "html"
+    docx = "docx"
+    pdf = "pdf"
+    ole = "ole"  # a legacy .doc, or a password-protected Word file
+    zip = "zip"  # a zip archive that is not a Word document
+    binary = "binary"
+
+
+def sniff(path: Path) -> FileFormat:
+    """The format of the file at `path`, from its content."""
+    with path.open("rb") as handle:
+        head = handle.read(HEAD_BYTES)
+    if head.startswith(b"%PDF-"):
+        return FileFormat.pdf
+    if head.startswith(_OLE):
+        return FileFormat.ole
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = set(archive.namelist())
+        except zipfile.BadZipFile:
+            return FileFormat.zip
+        return FileFormat.docx if "word/document.xml" in names else FileFormat.zip
+    if _HTML.match(head.removeprefix(b"\xef\xbb\xbf")):
+        return FileFormat.html
+    if b"\x00" in head:
+        return FileFormat.binary
+    return FileFormat.text
