@@ -139,6 +139,7 @@ def read_file(file: Path) -> SourceDocument | Skipped:
     file name without the extension."""
     from indexer.text.readers.docx import docx_document
     from indexer.text.readers.html import html_document
+    from indexer.text.readers.pdf import pdf_document
     from indexer.text.readers.sniff import FileFormat, sniff
 
     metadata: dict[str, Any] = {"source": str(file)}
@@ -152,11 +153,12 @@ def read_file(file: Path) -> SourceDocument | Skipped:
         return Skipped(str(file), f"unreadable: {error.strerror or error}")
     if found is FileFormat.docx:
         return docx_document(file.stem, file, {**metadata, "format": "docx"})
+    if found is FileFormat.pdf:
+        return pdf_document(file.stem, file, {**metadata, "format": "pdf"})
     if found is FileFormat.text and file.suffix.lower() in (*TEXT_SUFFIXES, ""):
         text = _decode(file)
         return text if isinstance(text, Skipped) else text_document(file.stem, text, metadata)
     reasons = {
-        FileFormat.pdf: "PDF files cannot be read yet",
         FileFormat.ole: "a legacy .doc or a password-protected Word file: save it as .docx "
         "without a password",
         FileFormat.zip: "a zip archive that is not a Word document",

@@ -1,0 +1,203 @@
+"""PDF files (pdfminer.six's layout analysis).
+
+- Text boxes in reading order (a two-column page column by column); a box is one paragraph,
+  and a box that goes on with a sentence broken by a column or page end is joined to it.
+- Lines are joined with hyphenation at line ends undone.
+- Running headers and footers (the same text near the top or bottom of at least half the
+  pages, and of two) and page numbers are removed; a one-page file keeps its header.
+- Boxes in a font larger than the body's, or equal to an outline (bookmark) title, start
+  sections; the file's Title property, else the first heading, is the title.
+- Every paragraph keeps its page: `metadata["pages"]` holds `[character offset, page]`, each
+  paragraph's start with its 1-based page.
+- An encrypted file, one with no text layer (a scan) and a corrupt one are skipped with the
+  reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from indexer.text.documents import Skipped, SourceDocument
+from indexer.text.readers.structured import clean, structured_document
+
+HEADING_RATIO = 1.15  # a heading's font is this much larger than the body's
+REPEATED_SHARE = 0.5  # a line on at least this share of the pages (and >= 2) is furniture
+EDGE = 0.12  # ... when it lies within this share of the page height from the top or bottom
+_PAGE_NUMBER = re.compile(r"^(page\s*)?\d+(\s*(of|/)\s*\d+)?$|^[-–]\s*\d+\s*[-–]$", re.I)
+_HYPHENATED = re.compile(r"[^\W\d_]-$")
+
+
+@dataclass
+class Box:
+    page: int  # 1-based
+    lines: list[str]
+    size: float  # mean font size of its characters
+    chars: int
+    top: float  # share of the page height from the top, of its first line
+    bottom: float  # share of the page height from the bottom, of its last line
+    left: float  # shares of the page width
+    right: float
+
+
+def pdf_document(doc_id: str, path: Path, metadata: dict[str, Any]) -> SourceDocument | Skipped:
+    ref = str(metadata.get("source", doc_id))
+    try:
+        boxes, pages, info_title, outline = _read(path)
+    except _Unreadable as error:
+        return Skipped(ref, str(error))
+    if not any(b.chars for b in boxes):
+        return Skipped(ref, f"no text layer in {pages} page(s): a scanned PDF? Run OCR on it first")
+    boxes = _without_furniture(boxes, pages)
+    body = median([b.size for b in boxes for _ in range(b.chars)]) if boxes else 0.0
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    paragraph_pages: list[list[int]] = [[]]
+    title = clean(info_title or "")
+    for box in boxes:
+        text = join_lines(box.lines)
+        if not text:
+            continue
+        if text in outline or (box.size > body * HEADING_RATIO and len(text) <= 200):
+            title = title or text
+            sections.append((text, []))
+            paragraph_pages.append([])
+        elif sections[-1][1] and _continues(sections[-1][1][-1], text):
+            sections[-1][1][-1] = join_lines([sections[-1][1][-1], text])
+        else:
+            sections[-1][1].append(text)
+            paragraph_pages[-1].append(box.page)
+    document = structured_document(doc_id, title, sections, {**metadata})
+    if isinstance(document, SourceDocument):
+        document.metadata["pages"] = _paragraph_pages(document, sections, paragraph_pages)  # type: ignore[index]
+    return document
+
+
+def join_lines(lines: list[str]) -> str:
+    """The lines of a paragraph as one text: a word hyphenated at a line end and continued in
+    lower case on the next line is joined again without its hyphen."""
+    out = ""
+    for line in (clean(line) for line in lines):
+        if not line:
+            continue
+        if _HYPHENATED.search(out) and line[:1].islower():
+            out = out[:-1] + line
+        else:
+            out = f"{out} {line}" if out else line
+    return out
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _read(path: Path) -> tuple[list[Box], int, str | None, set[str]]:
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LAParams, LTChar, LTTextBox, LTTextLine
+    from pdfminer.pdfdocument import (
+        PDFDocument,
+        PDFEncryptionError,
+        PDFNoOutlines,
+        PDFPasswordIncorrect,
+    )
+    from pdfminer.pdfexceptions import PDFException
+    from pdfminer.pdfparser import PDFParser
+    from pdfminer.psexceptions import PSException
+
+    try:
+        with path.open("rb") as handle:
+            document = PDFDocument(PDFParser(handle))
+            info = document.info[0] if document.info else {}
+            title = _decoded(info.get("Title"))
+            try:
+                outline = {clean(str(entry[1])) for entry in document.get_outlines()}
+            except PDFNoOutlines:
+                outline = set()
+        boxes, pages = [], 0
+        for number, page in enumerate(extract_pages(path, laparams=LAParams(boxes_flow=0.5)), 1):
+            pages = number
+            on_page = []
+            for box in page:
+                if not isinstance(box, LTTextBox):
+                    continue
+                lines = [line for line in box if isinstance(line, LTTextLine)]
+                chars = [c for line in lines for c in line if isinstance(c, LTChar)]
+                on_page.append(
+                    Box(
+                        page=number,
+                        lines=[line.get_text() for line in lines],
+                        size=sum(c.size for c in chars) / len(chars) if chars else 0.0,
+                        chars=len(chars),
+                        top=(page.height - box.y1) / page.height,
+                        bottom=box.y0 / page.height,
+                        left=box.x0 / page.width,
+                        right=box.x1 / page.width,
+                    )
+                )
+            boxes += reading_order(on_page)
+    except (PDFPasswordIncorrect, PDFEncryptionError) as error:
+        raise _Unreadable(f"encrypted PDF: {error or 'a password is needed'}") from error
+    except (PDFException, PSException, ValueError, KeyError, TypeError) as error:
+        raise _Unreadable(f"corrupt PDF: {type(error).__name__}: {error}") from error
+    return boxes, pages, title, outline
+
+
+def reading_order(boxes: list[Box]) -> list[Box]:
+    """One page's boxes top to bottom; on a two-column page (boxes wholly in each half), the
+    left column before the right one, boxes across both halves with the left column."""
+    left = [b for b in boxes if b.right <= 0.55]
+    right = [b for b in boxes if b.left >= 0.45]
+    if not left or not right:
+        return sorted(boxes, key=lambda b: b.top)
+    return sorted(boxes, key=lambda b: (b.left >= 0.45, b.top))
+
+
+def _continues(previous: str, text: str) -> bool:
+    """Whether `text` (the first box of a column or page) goes on with the paragraph
+    `previous`: that one stopped mid-sentence and this one starts in lower case."""
+    return bool(previous) and previous[-1] not in ".!?:;\"”')" and text[:1].islower()
+
+
+def _decoded(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        if value.startswith(b"\xfe\xff"):
+            return value[2:].decode("utf-16-be", errors="replace")
+        return value.decode("latin-1")
+    return str(value) if value is not None else None
+
+
+def _without_furniture(boxes: list[Box], pages: int) -> list[Box]:
+    """`boxes` without page numbers and without running headers and footers: near the top or
+    bottom of the page, and the same text (digits aside) on several pages."""
+
+    def key(box: Box) -> str:
+        return re.sub(r"\d+", "#", join_lines(box.lines).lower())
+
+    def at_edge(box: Box) -> bool:
+        return box.top < EDGE or box.bottom < EDGE
+
+    seen = Counter(key(b) for b in {(b.page, key(b)): b for b in boxes if at_edge(b)}.values())
+    repeated = {k for k, n in seen.items() if n >= max(2, REPEATED_SHARE * pages)}
+    return [
+        b
+        for b in boxes
+        if not (at_edge(b) and (key(b) in repeated or _PAGE_NUMBER.match(join_lines(b.lines))))
+    ]
+
+
+def _paragraph_pages(
+    document: SourceDocument, sections: list[tuple[str, list[str]]], pages: list[list[int]]
+) -> list[list[int]]:
+    """`[offset, page]` of each paragraph: `structured_document` keeps the sections that hold
+    paragraphs, in order, each body its paragraphs joined by a blank line."""
+    kept = [(texts, on) for (_, texts), on in zip(sections, pages, strict=True) if texts]
+    out = []
+    for layout, (texts, on) in zip(document.sections or (), kept, strict=True):
+        offset = layout.start
+        for text, page in zip(texts, on, strict=True):
+            out.append([offset, page])
+            offset += len(text) + 2
+    return out

@@ -1,0 +1,102 @@
+"""PDF files laid out here (reportlab: one and two columns, hyphenated line ends, a running
+header, page numbers) read back: the same sections, paragraphs and pages as the text they were
+made from, and the bad files skipped with their reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from indexer.text.corpus import SAMPLE_CORPUS, read_file
+from indexer.text.documents import Skipped, SourceDocument
+from indexer.text.readers.pdf import join_lines
+from indexer.text.sentences import load_splitter
+from indexer.text.split import split_document
+from tests.utils.pdfs import BODY, HEADER, Block, wrap, write_pdf
+
+SOURCES = ("medieval-01", "oceans-03", "databases-02", "running-04")
+
+
+def structure(document: SourceDocument) -> list[tuple[str, list[str]]]:
+    """(section title, paragraph texts) as docsim splits the document."""
+    doc = split_document(document, load_splitter())
+    return [
+        (s.title, [doc.text[p.start : p.end] for p in s.paragraphs])
+        for s in doc.sections
+        if s.paragraphs
+    ]
+
+
+def blocks_of(parts: list[tuple[str, list[str]]]) -> list[Block]:
+    return [
+        block
+        for title, paragraphs in parts
+        for block in ([Block(title, heading=True)] if title else [])
+        + [Block(p) for p in paragraphs]
+    ]
+
+
+@pytest.fixture(scope="module")
+def markdown() -> list[tuple[str, list[str]]]:
+    """Four sample documents' sections and paragraphs, one after the other."""
+    parts = []
+    for name in SOURCES:
+        parts += structure(read_file(SAMPLE_CORPUS / f"{name}.md"))  # type: ignore[arg-type]
+    return parts
+
+
+@pytest.mark.parametrize("columns", [1, 2])
+def test_a_pdf_reads_back_as_the_text_it_was_made_from(
+    tmp_path: Path, markdown: list[tuple[str, list[str]]], columns: int
+) -> None:
+    blocks = blocks_of(markdown)
+    starts = write_pdf(tmp_path / "report.pdf", blocks, title="Four essays", columns=columns)
+    assert max(starts) >= 3  # several pages: running headers can be told
+    hyphenated = [line for b in blocks if not b.heading for line in wrap(b.text, *BODY[:2], 200.0)]
+    assert any(line.endswith("-") for line in hyphenated)  # the layout hyphenates
+
+    document = read_file(tmp_path / "report.pdf")
+    assert isinstance(document, SourceDocument) and document.metadata["format"] == "pdf"
+    assert document.title == "Four essays"
+    found = structure(document)
+    assert [t for t, _ in found if t] == [t for t, _ in markdown if t]
+    expected = [p for _, paragraphs in markdown for p in paragraphs]
+    got = [p for _, paragraphs in found for p in paragraphs]
+    assert got == expected  # every paragraph, whole: headers, page numbers and hyphens gone
+    assert HEADER not in document.text
+    paragraph_starts = [s for b, s in zip(blocks, starts, strict=True) if not b.heading]
+    pages = document.metadata["pages"]
+    assert [page for _, page in pages] == paragraph_starts
+    for (offset, _), text in zip(pages, expected, strict=True):
+        assert document.text[offset : offset + len(text)] == text
+
+
+def test_hyphenation_is_undone_only_before_a_lower_case_continuation() -> None:
+    assert join_lines(["The charac-", "teristic rise"]) == "The characteristic rise"
+    assert join_lines(["Anglo-", "Saxon law"]) == "Anglo- Saxon law"
+    assert join_lines(["in 1990-", "1995 it"]) == "in 1990- 1995 it"
+    assert join_lines(["  spaced  ", "", "out "]) == "spaced out"
+
+
+def test_an_encrypted_pdf_is_skipped(tmp_path: Path) -> None:
+    write_pdf(tmp_path / "locked.pdf", [Block("Secret text.")], title="x", encrypt="s3cret")
+    skipped = read_file(tmp_path / "locked.pdf")
+    assert isinstance(skipped, Skipped) and skipped.reason.startswith("encrypted PDF")
+
+
+def test_a_scan_without_a_text_layer_is_skipped(tmp_path: Path) -> None:
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(tmp_path / "scan.pdf"))
+    pdf.rect(72, 72, 300, 500, fill=1)  # a page of ink and no text
+    pdf.showPage()
+    pdf.save()
+    skipped = read_file(tmp_path / "scan.pdf")
+    assert isinstance(skipped, Skipped) and "no text layer in 1 page(s)" in skipped.reason
+
+
+def test_a_corrupt_pdf_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\ngarbage")
+    skipped = read_file(tmp_path / "broken.pdf")
+    assert isinstance(skipped, Skipped) and skipped.reason.startswith("corrupt PDF")

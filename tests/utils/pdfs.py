@@ -1,0 +1,87 @@
+"""PDF files for the tests, laid out here with reportlab: headings and paragraphs wrapped into
+one or two columns, long words hyphenated at line ends, a running header and page numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+HEADER = "Docsim Test Reports, volume 7"
+BODY, HEADING = ("Helvetica", 11.0, 14.0), ("Helvetica-Bold", 16.0, 20.0)  # font, size, leading
+
+
+@dataclass(frozen=True)
+class Block:
+    text: str
+    heading: bool = False
+
+
+def wrap(text: str, font: str, size: float, width: float) -> list[str]:
+    """Lines of at most `width` points; a word of letters only that does not fit is
+    hyphenated when at least three letters stay on each line."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    lines, line = [], ""
+    for word in text.split():
+        trial = f"{line} {word}".strip()
+        if stringWidth(trial, font, size) <= width:
+            line = trial
+            continue
+        for cut in range(len(word) - 3, 2, -1):
+            head = f"{line} {word[:cut]}-".strip()
+            if word.isalpha() and stringWidth(head, font, size) <= width:
+                lines.append(head)
+                line = word[cut:]
+                break
+        else:
+            lines.append(line)
+            line = word
+    return [*lines, line] if line else lines
+
+
+def write_pdf(
+    path: Path, blocks: list[Block], *, title: str, columns: int = 1, encrypt: str | None = None
+) -> list[int]:
+    """Render `blocks` on A4 pages of `columns` columns, with the running header and a page
+    number on every page (and a user password `encrypt`); the page each block starts on."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path), pagesize=A4, encrypt=encrypt)
+    pdf.setTitle(title)
+    width, height = A4
+    margin, gap = 72.0, 24.0
+    column_width = (width - 2 * margin - (columns - 1) * gap) / columns
+    top, bottom = height - margin, margin
+    state = {"page": 1, "column": 0, "y": top}
+
+    def furniture() -> None:
+        pdf.setFont("Helvetica", 9)
+        pdf.drawString(margin, height - 40, HEADER)
+        pdf.drawCentredString(width / 2, 36, str(state["page"]))
+
+    def advance(leading: float) -> None:
+        if state["y"] - leading < bottom:
+            if state["column"] + 1 < columns:
+                state["column"] += 1
+            else:
+                furniture()
+                pdf.showPage()
+                state["page"] += 1
+                state["column"] = 0
+            state["y"] = top
+        state["y"] -= leading
+
+    starts = []
+    for block in blocks:
+        font, size, leading = HEADING if block.heading else BODY
+        state["y"] -= 12 if block.heading else 8  # space before a block
+        for number, line in enumerate(wrap(block.text, font, size, column_width)):
+            advance(leading)
+            if number == 0:
+                starts.append(state["page"])
+            pdf.setFont(font, size)
+            pdf.drawString(margin + state["column"] * (column_width + gap), state["y"], line)
+    furniture()
+    pdf.save()
+    return starts
