@@ -42,6 +42,9 @@ class MatchOut(BaseModel):
     score: float
     source_text: str
     target_text: str
+    target_page: int | None = Field(
+        default=None, description="The target paragraph's page, for PDF documents."
+    )
 
 
 class DocumentResult(BaseModel):

@@ -52,7 +52,7 @@ def document_hits(
         text = texts[int(index.doc_ids[d])]
         for i, pid, score in pairs:
             s0, s1 = query.paragraphs[i]
-            t0, t1 = offsets[pid]
+            t0, t1, page = offsets[pid]
             hit.matches.append(
                 ParagraphMatch(
                     source_paragraph=i,
@@ -64,6 +64,7 @@ def document_hits(
                     score=score,
                     source_text=query.text[s0:s1],
                     target_text=text[t0:t1],
+                    target_page=page,
                 )
             )
     return hits

@@ -82,7 +82,7 @@ def indexed_query(index: LoadedIndex, engine: Engine, d: int, sentence_start: np
     level_spans["document"] = [(0, len(text))]
     return Query(
         text=text,
-        paragraphs=[offsets[p] for p in paragraph_ids],
+        paragraphs=[offsets[p][:2] for p in paragraph_ids],
         sentence_vectors=index.collection.sentences[s0:s1],
         paragraph_lengths=index.collection.paragraph_lengths[p0:p1],
         level_vectors=level_vectors,

@@ -185,6 +185,7 @@ class ParagraphMatch:
     score: float
     source_text: str = ""
     target_text: str = ""
+    target_page: int | None = None  # the page of a paged (PDF) document's paragraph
 
 
 @dataclass

@@ -80,14 +80,21 @@ def document_paragraph_texts(
     return out
 
 
-def paragraph_offsets(engine: Engine, paragraph_ids: list[int]) -> dict[int, tuple[int, int]]:
+def paragraph_offsets(
+    engine: Engine, paragraph_ids: list[int]
+) -> dict[int, tuple[int, int, int | None]]:
+    """`(char_start, char_end, page)` of paragraphs by id; the page is None unless the source
+    was paged (PDF)."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(paragraphs.c.paragraph_id, paragraphs.c.char_start, paragraphs.c.char_end).where(
-                paragraphs.c.paragraph_id.in_(paragraph_ids)
-            )
+            select(
+                paragraphs.c.paragraph_id,
+                paragraphs.c.char_start,
+                paragraphs.c.char_end,
+                paragraphs.c.page,
+            ).where(paragraphs.c.paragraph_id.in_(paragraph_ids))
         )
-        return {int(r.paragraph_id): (r.char_start, r.char_end) for r in rows}
+        return {int(r.paragraph_id): (r.char_start, r.char_end, r.page) for r in rows}
 
 
 def document_section_titles(engine: Engine, doc_id: int) -> list[str]:

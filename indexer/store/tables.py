@@ -123,6 +123,7 @@ paragraphs = Table(
     Column("position", Integer, nullable=False),
     Column("char_start", Integer, nullable=False),
     Column("char_end", Integer, nullable=False),
+    Column("page", Integer, nullable=True),  # 1-based page of a paged source (PDF), else NULL
 )
 
 sentences = Table(

@@ -22,7 +22,7 @@ from indexer.store.tables import (
     sentences,
     unit_id,
 )
-from indexer.text.documents import Document
+from indexer.text.documents import Document, page_at
 
 
 class UnitCounter:
@@ -89,6 +89,7 @@ def insert_documents(
                         "position": p_pos,
                         "char_start": paragraph.start,
                         "char_end": paragraph.end,
+                        "page": page_at(doc.metadata.get("pages"), paragraph.start),
                     }
                 )
                 p_pos += 1

@@ -6,6 +6,7 @@ Every unit holds character offsets into its document's `text`, so that
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,3 +149,13 @@ class Skipped:
 
     ref: str
     reason: str
+
+
+def page_at(pages: Sequence[Sequence[int]] | None, offset: int) -> int | None:
+    """The page holding the character `offset`, from a paged source's `[offset, page]` pairs
+    (ascending offsets, each paragraph's start; `metadata["pages"]`); None without pages or
+    before the first."""
+    if not pages:
+        return None
+    place = bisect.bisect_right([start for start, _ in pages], offset) - 1
+    return int(pages[place][1]) if place >= 0 else None
