@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from indexer.text.corpus import SAMPLE_CORPUS, read_file
 from indexer.text.documents import Skipped, SourceDocument
@@ -100,3 +101,32 @@ def test_a_corrupt_pdf_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\ngarbage")
     skipped = read_file(tmp_path / "broken.pdf")
     assert isinstance(skipped, Skipped) and skipped.reason.startswith("corrupt PDF")
+
+
+def test_the_same_text_as_markdown_and_as_pdf_encodes_alike(
+    tmp_path: Path, markdown: list[tuple[str, list[str]]], minilm
+) -> None:  # noqa: ANN001
+    """Issue 16's check: the same sections and paragraphs (at least 95% identical; here all),
+    and MiniLM document vectors with cosine at least 0.99."""
+    from indexer.text.chunking import add_chunks
+    from indexer.text.readers.structured import structured_document
+
+    first = markdown[: len(structure(read_file(SAMPLE_CORPUS / f"{SOURCES[0]}.md")))]  # type: ignore[arg-type]
+    md = structured_document("essay", "Fairs", first, {})
+    write_pdf(tmp_path / "essay.pdf", blocks_of(first), title="Fairs")
+    pdf = read_file(tmp_path / "essay.pdf")
+    assert isinstance(md, SourceDocument) and isinstance(pdf, SourceDocument)
+    from_md, from_pdf = structure(md), structure(pdf)
+    paragraphs = [p for _, ps in from_md for p in ps]
+    read_back = [p for _, ps in from_pdf for p in ps]
+    same = sum(a == b for a, b in zip(paragraphs, read_back, strict=False))
+    assert same >= 0.95 * len(paragraphs) and [t for t, _ in from_md] == [t for t, _ in from_pdf]
+    splitter = load_splitter()
+    vectors = [
+        minilm.encode_documents(
+            [add_chunks([split_document(d, splitter)], minilm, 256)[0].encoder_input()]
+        )[0].document
+        for d in (md, pdf)
+    ]
+    cosine = torch.nn.functional.cosine_similarity(vectors[0], vectors[1], dim=0)
+    assert float(cosine) >= 0.99
