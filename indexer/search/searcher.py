@@ -45,6 +45,7 @@ from indexer.search.ranking import reciprocal_rank_fusion, top_k
 from indexer.search.sdr import SdrScorer, carry_rows
 from indexer.search.types import (
     LEXICAL,
+    SENTENCE_SETS,
     WHOLE_DOCUMENT_ONLY,
     DocumentNotFoundError,
     Granularity,
@@ -285,22 +286,22 @@ class Searcher:
         config = self.config
         if method is Method.document:
             return self._document_cosine(query)
+        if method is Method.bm25_paragraph:  # scored by its own, paragraph-level index
+            paragraphs, doc_of = self._paragraph_bm25_index()
+            return top_mean_per_group(
+                paragraphs.scores(query.bm25_text),
+                doc_of,
+                self.index.n_documents,
+                config.bm25_paragraph_top,
+            )
         if method in LEXICAL:
             bm25 = self._bm25_index()
-            tokens = bm25.tokens(query.bm25_text)
             if method is Method.bm25:
                 return bm25.scores(query.bm25_text)
+            tokens = bm25.tokens(query.bm25_text)  # the query variants weigh its tokens
             if method is Method.bm25_reduced:
                 idf = {t: bm25.idf(t) for t in tokens}
                 return bm25.weighted_scores(reduced_query(tokens, idf, config.bm25_reduced_keep))
-            if method is Method.bm25_paragraph:
-                paragraphs, doc_of = self._paragraph_bm25_index()
-                return top_mean_per_group(
-                    paragraphs.scores(query.bm25_text),
-                    doc_of,
-                    self.index.n_documents,
-                    config.bm25_paragraph_top,
-                )
             first = bm25.scores(query.bm25_text)
             top = self._top(first, docs, config.rm3_documents)
             feedback = [bm25.term_counts(int(self.index.doc_ids[d])) for d in top]
@@ -465,9 +466,6 @@ class Searcher:
             top_k=options.top_k,
             seed=self.config.seed,
         )
-
-
-SENTENCE_SETS = frozenset({Method.maxsim, Method.best_sentence, Method.ot})
 
 
 def top_mean_per_group(scores: np.ndarray, group: np.ndarray, n_groups: int, k: int) -> np.ndarray:

@@ -31,6 +31,7 @@ class Method(str, Enum):
 
 
 LEXICAL = frozenset({Method.bm25, Method.bm25_reduced, Method.bm25_rm3, Method.bm25_paragraph})
+SENTENCE_SETS = frozenset({Method.maxsim, Method.best_sentence, Method.ot})
 WHOLE_DOCUMENT_ONLY = frozenset(Method) - {Method.sdr, Method.document}
 
 
