@@ -152,6 +152,17 @@ class SearchSettings(BaseModel):
         return value
 
 
+class FileSettings(BaseModel):
+    """Limits on a document file, when indexing a folder and when uploaded to the API."""
+
+    max_bytes: int = Field(
+        default=100 * 2**20, ge=1, description="Larger files are skipped (413 when uploaded)."
+    )
+    max_pdf_pages: int = Field(
+        default=5000, ge=1, description="Longer PDFs are skipped (413 when uploaded)."
+    )
+
+
 class LogSettings(BaseModel):
     format: Literal["text", "json"] = Field(
         default="text", description="`json`: one JSON object per line, for log collectors."
@@ -170,6 +181,7 @@ class Settings(BaseSettings):
     )
     db: DatabaseSettings = DatabaseSettings()
     encoder: EncoderSettings = EncoderSettings()
+    files: FileSettings = FileSettings()
     index: IndexSettings = IndexSettings()
     jobs: JobSettings = JobSettings()
     log: LogSettings = LogSettings()

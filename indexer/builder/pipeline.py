@@ -49,7 +49,7 @@ from indexer.store.versions import (
     version_dir_name,
     version_row,
 )
-from indexer.text.corpus import CorpusFormat, Skipped, detect_format, read_corpus
+from indexer.text.corpus import CorpusFormat, FileLimits, Skipped, detect_format, read_corpus
 from indexer.text.documents import SourceDocument
 from indexer.text.sentences import SentenceSplitter
 from models.encoder import Encoder
@@ -183,7 +183,7 @@ def build_index(
                 raise IndexBuildError("give a corpus path or documents to index")
             if fmt is CorpusFormat.auto:
                 fmt = detect_format(corpus)  # recorded in the manifest as detected
-            documents = read_corpus(corpus, fmt)
+            documents = read_corpus(corpus, fmt, FileLimits(**settings.files.model_dump()))
         label = source_label or str(corpus)
         docs, skipped = plan(documents, splitter, show_progress=show_progress)
         if not docs:

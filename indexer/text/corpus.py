@@ -12,7 +12,9 @@ import json
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +44,28 @@ class CorpusError(ValueError):
     """The corpus path cannot be read as a corpus at all."""
 
 
+@dataclass(frozen=True)
+class FileLimits:
+    """What a document file may be: larger files and longer PDFs are skipped unread."""
+
+    max_bytes: int = 100 * 2**20
+    max_pdf_pages: int = 5000
+
+
 def read_corpus(
-    path: Path, fmt: CorpusFormat | str = CorpusFormat.auto
+    path: Path, fmt: CorpusFormat | str = CorpusFormat.auto, limits: FileLimits | None = None
 ) -> Iterator[SourceDocument | Skipped]:
-    """Read every document of a corpus, skipping duplicates of an id already seen."""
+    """Read every document of a corpus, skipping duplicates of an id already seen and files
+    beyond `limits` (default: `FileLimits()`)."""
+    limits = limits or FileLimits()
     fmt = CorpusFormat(fmt)
     if fmt is CorpusFormat.auto:
         fmt = detect_format(path)
     logger.info("Reading %s as a %s corpus", path, fmt.value)
     readers = {
-        CorpusFormat.text: _read_text_dir,
+        CorpusFormat.text: partial(_read_text_dir, limits=limits),
         CorpusFormat.jsonl: _read_jsonl,
-        CorpusFormat.aila: _read_aila_dir,
+        CorpusFormat.aila: partial(_read_aila_dir, limits=limits),
     }
     seen: dict[str, str] = {}
     for item in readers[fmt](path):
@@ -111,62 +123,79 @@ def _looks_like_aila(path: Path) -> bool:
     return any(_AILA_HEADER_END.match(line) for line in head)
 
 
-def _decode(path: Path) -> str | Skipped:
-    """The file's text with Unix newlines, or why it cannot be indexed."""
+def _decode(data: bytes, ref: str) -> str | Skipped:
+    """The text of a plain-text file's content with Unix newlines, or why it cannot be
+    indexed."""
+    if b"\x00" in data:  # a binary file; text with NULs could not be stored in PostgreSQL
+        return Skipped(ref, "binary file (NUL bytes)")
     try:
-        raw = path.read_bytes()
-    except OSError as error:
-        return Skipped(str(path), f"unreadable: {error.strerror or error}")
-    if b"\x00" in raw:  # a binary file; text with NULs could not be stored in PostgreSQL
-        return Skipped(str(path), "binary file (NUL bytes)")
-    try:
-        text = raw.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        return Skipped(str(path), f"not UTF-8 (invalid byte at offset {error.start})")
+        return Skipped(ref, f"not UTF-8 (invalid byte at offset {error.start})")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
-        return Skipped(str(path), "empty file")
+        return Skipped(ref, "empty file")
     return text
 
 
-def _read_text_dir(path: Path) -> Iterator[SourceDocument | Skipped]:
+def _read_text_dir(path: Path, limits: FileLimits) -> Iterator[SourceDocument | Skipped]:
     for file in _corpus_files(path):
-        yield read_file(file)
+        yield read_file(file, limits)
 
 
-def read_file(file: Path) -> SourceDocument | Skipped:
+def read_file(file: Path, limits: FileLimits = FileLimits()) -> SourceDocument | Skipped:
     """One file of a document folder, read by the format its content shows; its id is the
     file name without the extension."""
+    try:
+        size = file.stat().st_size
+        if size > limits.max_bytes:
+            return Skipped(str(file), too_large(size, limits))
+        data = file.read_bytes()
+    except OSError as error:
+        return Skipped(str(file), f"unreadable: {error.strerror or error}")
+    return read_document(file.name, data, {"source": str(file)}, limits)
+
+
+def too_large(size: int, limits: FileLimits) -> str:
+    return f"too large: {size:,} bytes; the limit is {limits.max_bytes:,}"
+
+
+def read_document(
+    name: str, data: bytes, metadata: dict[str, Any], limits: FileLimits = FileLimits()
+) -> SourceDocument | Skipped:
+    """A document file's content `data`, read by the format it shows (its `name`'s extension
+    only tells HTML fragments and text files apart); its id is `name` without the extension.
+    `metadata` (with the file's `source`) is kept, and its `format` added."""
     from indexer.text.readers.docx import docx_document
     from indexer.text.readers.html import html_document
     from indexer.text.readers.pdf import pdf_document
     from indexer.text.readers.sniff import FileFormat, sniff
 
-    metadata: dict[str, Any] = {"source": str(file)}
-    try:
-        found = sniff(file)
-        if found is FileFormat.text and file.suffix.lower() in HTML_SUFFIXES:
-            found = FileFormat.html  # a fragment without <html>: its name says HTML
-        if found is FileFormat.html:
-            return html_document(file.stem, file.read_bytes(), {**metadata, "format": "html"})
-    except OSError as error:
-        return Skipped(str(file), f"unreadable: {error.strerror or error}")
+    stem, suffix = Path(name).stem, Path(name).suffix.lower()
+    ref = str(metadata.get("source", name))
+    if len(data) > limits.max_bytes:
+        return Skipped(ref, too_large(len(data), limits))
+    found = sniff(data)
+    if found is FileFormat.text and suffix in HTML_SUFFIXES:
+        found = FileFormat.html  # a fragment without <html>: its name says HTML
+    if found is FileFormat.html:
+        return html_document(stem, data, {**metadata, "format": "html"})
     if found is FileFormat.docx:
-        return docx_document(file.stem, file, {**metadata, "format": "docx"})
+        return docx_document(stem, data, {**metadata, "format": "docx"})
     if found is FileFormat.pdf:
-        return pdf_document(file.stem, file, {**metadata, "format": "pdf"})
-    if found is FileFormat.text and file.suffix.lower() in (*TEXT_SUFFIXES, ""):
-        text = _decode(file)
-        return text if isinstance(text, Skipped) else text_document(file.stem, text, metadata)
+        return pdf_document(stem, data, {**metadata, "format": "pdf"}, limits.max_pdf_pages)
+    if found is FileFormat.text and suffix in (*TEXT_SUFFIXES, ""):
+        text = _decode(data, ref)
+        return text if isinstance(text, Skipped) else text_document(stem, text, metadata)
     reasons = {
         FileFormat.ole: "a legacy .doc or a password-protected Word file: save it as .docx "
         "without a password",
         FileFormat.zip: "a zip archive that is not a Word document",
         FileFormat.binary: "binary file (NUL bytes)",
-        FileFormat.text: f"text file of no document format ({file.suffix}): supported are "
+        FileFormat.text: f"text file of no document format ({suffix}): supported are "
         f"{', '.join(TEXT_SUFFIXES + HTML_SUFFIXES)} and files without an extension",
     }
-    return Skipped(str(file), reasons[found])
+    return Skipped(ref, reasons[found])
 
 
 def text_document(doc_id: str, text: str, metadata: dict[str, Any] | None = None) -> SourceDocument:
@@ -187,9 +216,16 @@ def text_document(doc_id: str, text: str, metadata: dict[str, Any] | None = None
     )
 
 
-def _read_aila_dir(path: Path) -> Iterator[SourceDocument | Skipped]:
+def _read_aila_dir(path: Path, limits: FileLimits) -> Iterator[SourceDocument | Skipped]:
     for file in _text_files(path):
-        text = _decode(file)
+        try:
+            size = file.stat().st_size
+            if size > limits.max_bytes:
+                yield Skipped(str(file), too_large(size, limits))
+                continue
+            text = _decode(file.read_bytes(), str(file))
+        except OSError as error:
+            text = Skipped(str(file), f"unreadable: {error.strerror or error}")
         if isinstance(text, Skipped):
             yield text
             continue

@@ -5,8 +5,8 @@ a zip bomb (too many bytes once inflated, or too high a ratio) is refused unread
 
 from __future__ import annotations
 
+import io
 import zipfile
-from pathlib import Path
 from typing import Any
 
 from indexer.text.documents import Skipped, SourceDocument
@@ -16,9 +16,10 @@ MAX_INFLATED_BYTES = 256 * 1024 * 1024
 MAX_RATIO = 200  # inflated / compressed; real Word files stay far below
 
 
-def docx_document(doc_id: str, path: Path, metadata: dict[str, Any]) -> SourceDocument | Skipped:
+def docx_document(doc_id: str, data: bytes, metadata: dict[str, Any]) -> SourceDocument | Skipped:
+    """The Word document whose file content is `data`."""
     ref = str(metadata.get("source", doc_id))
-    refused = zip_bomb(path)
+    refused = zip_bomb(data)
     if refused:
         return Skipped(ref, refused)
     import docx
@@ -27,7 +28,7 @@ def docx_document(doc_id: str, path: Path, metadata: dict[str, Any]) -> SourceDo
     from docx.text.paragraph import Paragraph
 
     try:
-        document = docx.Document(str(path))
+        document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as error:
         return Skipped(ref, f"corrupt Word document: {error}")
     except Exception as error:  # noqa: BLE001 - lxml's XML errors and friends: a bad file
@@ -54,10 +55,10 @@ def docx_document(doc_id: str, path: Path, metadata: dict[str, Any]) -> SourceDo
     return structured_document(doc_id, title, sections, metadata)
 
 
-def zip_bomb(path: Path) -> str | None:
-    """Why the archive at `path` must not be inflated, or None."""
+def zip_bomb(data: bytes) -> str | None:
+    """Why the archive `data` must not be inflated, or None."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
     except zipfile.BadZipFile as error:
         return f"corrupt Word document: {error}"

@@ -9,16 +9,16 @@
   sections; the file's Title property, else the first heading, is the title.
 - Every paragraph keeps its page: `metadata["pages"]` holds `[character offset, page]`, each
   paragraph's start with its 1-based page.
-- An encrypted file, one with no text layer (a scan) and a corrupt one are skipped with the
-  reason.
+- An encrypted file, one with no text layer (a scan), a corrupt one and one of more than
+  `max_pages` pages are skipped with the reason.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import median
 from typing import Any
 
@@ -44,10 +44,17 @@ class Box:
     right: float
 
 
-def pdf_document(doc_id: str, path: Path, metadata: dict[str, Any]) -> SourceDocument | Skipped:
+MAX_PAGES = 5000
+
+
+def pdf_document(
+    doc_id: str, data: bytes, metadata: dict[str, Any], max_pages: int = MAX_PAGES
+) -> SourceDocument | Skipped:
+    """The PDF whose file content is `data`; files of more than `max_pages` pages are
+    refused (layout analysis takes about 50 ms a page)."""
     ref = str(metadata.get("source", doc_id))
     try:
-        boxes, pages, info_title, outline = _read(path)
+        boxes, pages, info_title, outline = _read(data, max_pages)
     except _Unreadable as error:
         return Skipped(ref, str(error))
     if not any(b.chars for b in boxes):
@@ -94,7 +101,7 @@ class _Unreadable(Exception):
     pass
 
 
-def _read(path: Path) -> tuple[list[Box], int, str | None, set[str]]:
+def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[str]]:
     from pdfminer.high_level import extract_pages
     from pdfminer.layout import LAParams, LTChar, LTTextBox, LTTextLine
     from pdfminer.pdfdocument import (
@@ -108,7 +115,7 @@ def _read(path: Path) -> tuple[list[Box], int, str | None, set[str]]:
     from pdfminer.psexceptions import PSException
 
     try:
-        with path.open("rb") as handle:
+        with io.BytesIO(data) as handle:
             document = PDFDocument(PDFParser(handle))
             info = document.info[0] if document.info else {}
             title = _decoded(info.get("Title"))
@@ -117,7 +124,10 @@ def _read(path: Path) -> tuple[list[Box], int, str | None, set[str]]:
             except PDFNoOutlines:
                 outline = set()
         boxes, pages = [], 0
-        for number, page in enumerate(extract_pages(path, laparams=LAParams(boxes_flow=0.5)), 1):
+        layout = extract_pages(io.BytesIO(data), laparams=LAParams(boxes_flow=0.5))
+        for number, page in enumerate(layout, 1):
+            if number > max_pages:
+                raise _Unreadable(f"too long: more than {max_pages} pages (the limit)")
             pages = number
             on_page = []
             for box in page:

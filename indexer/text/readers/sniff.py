@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import re
 import zipfile
 from enum import Enum
-from pathlib import Path
 
 HEAD_BYTES = 4096
 _HTML = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)[\s>]", re.I | re.S)
@@ -22,17 +22,16 @@ class FileFormat(str, Enum):
     binary = "binary"
 
 
-def sniff(path: Path) -> FileFormat:
-    """The format of the file at `path`, from its content."""
-    with path.open("rb") as handle:
-        head = handle.read(HEAD_BYTES)
+def sniff(data: bytes) -> FileFormat:
+    """The format of a file's content `data`."""
+    head = data[:HEAD_BYTES]
     if head.startswith(b"%PDF-"):
         return FileFormat.pdf
     if head.startswith(_OLE):
         return FileFormat.ole
     if head.startswith(b"PK\x03\x04"):
         try:
-            with zipfile.ZipFile(path) as archive:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 names = set(archive.namelist())
         except zipfile.BadZipFile:
             return FileFormat.zip

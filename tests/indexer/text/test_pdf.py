@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from indexer.text.corpus import SAMPLE_CORPUS, read_file
+from indexer.text.corpus import SAMPLE_CORPUS, FileLimits, read_corpus, read_file
 from indexer.text.documents import Skipped, SourceDocument
 from indexer.text.readers.pdf import join_lines
 from indexer.text.sentences import load_splitter
@@ -101,6 +101,33 @@ def test_a_corrupt_pdf_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\ngarbage")
     skipped = read_file(tmp_path / "broken.pdf")
     assert isinstance(skipped, Skipped) and skipped.reason.startswith("corrupt PDF")
+
+
+def test_files_beyond_the_limits_are_skipped_unread(tmp_path: Path) -> None:
+    """A file larger than `max_bytes` is refused before it is read, and a PDF longer than
+    `max_pdf_pages` once that page is reached; smaller ones are read as usual."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    blocks = [
+        Block(f"Paragraph {i} of a long report, set on its own page. " * 30) for i in range(4)
+    ]
+    write_pdf(folder / "long.pdf", blocks, title="Long")
+    (folder / "notes.md").write_text("# Notes\n\nShort notes on bread.\n")
+    size = (folder / "long.pdf").stat().st_size
+
+    def outcome(limits: FileLimits) -> dict[str, str]:
+        return {
+            Path(getattr(i, "ref", "")).name or i.doc_id: getattr(i, "reason", "read")
+            for i in read_corpus(folder, limits=limits)
+        }
+
+    assert outcome(FileLimits()) == {"long": "read", "notes": "read"}
+    assert outcome(FileLimits(max_bytes=size - 1))["long.pdf"] == (
+        f"too large: {size:,} bytes; the limit is {size - 1:,}"
+    )
+    assert outcome(FileLimits(max_pdf_pages=1))["long.pdf"] == (
+        "too long: more than 1 pages (the limit)"
+    )
 
 
 def test_the_same_text_as_markdown_and_as_pdf_encodes_alike(

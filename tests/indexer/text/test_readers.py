@@ -105,9 +105,9 @@ def test_the_format_is_told_by_content_not_by_name(tmp_path: Path) -> None:
     word_without_extension = write_docx(tmp_path / "contract")
     pdf = tmp_path / "scan.txt"
     pdf.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    assert sniff(html_as_txt) is FileFormat.html
-    assert sniff(word_without_extension) is FileFormat.docx
-    assert sniff(pdf) is FileFormat.pdf
+    assert sniff(html_as_txt.read_bytes()) is FileFormat.html
+    assert sniff(word_without_extension.read_bytes()) is FileFormat.docx
+    assert sniff(pdf.read_bytes()) is FileFormat.pdf
     assert read_file(html_as_txt).metadata["format"] == "html"  # type: ignore[union-attr]
     assert read_file(word_without_extension).doc_id == "contract"  # type: ignore[union-attr]
 
