@@ -8,10 +8,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
+from app.api.bodies import add_body_schemas
 from app.api.deps import reject_nul_in_url
 from app.api.routes import documents, explain, health, jobs, metrics, pages, similar
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
+from app.schemas.documents import DocumentsRequest, DocumentsUpload
+from app.schemas.similar import SimilarRequest, SimilarUpload
 from app.services.metrics import Metrics
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
@@ -66,4 +69,5 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.include_router(documents.router)
     app.include_router(pages.router)
     app.include_router(metrics.router)
+    add_body_schemas(app, [SimilarRequest, SimilarUpload, DocumentsRequest, DocumentsUpload])
     return app

@@ -22,6 +22,10 @@ class DocumentTooLargeError(ValueError):
     """A posted document exceeds the configured limits."""
 
 
+class UnreadableFileError(ValueError):
+    """An uploaded file docsim cannot read (encrypted, scanned, corrupt, of no known format)."""
+
+
 class PathNotAllowedError(PermissionError):
     """A corpus path outside the allowed roots."""
 
@@ -53,6 +57,7 @@ STATUS = {
     PairTooLargeError: 413,
     SourceNotFoundError: 404,
     EmptyDocumentError: 422,
+    UnreadableFileError: 422,
     QueryError: 422,
     InvalidTextError: 422,
     IndexNotReadyError: 503,

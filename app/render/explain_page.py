@@ -30,6 +30,7 @@ def _side(side: Side) -> dict[str, Any]:
             [s.start, s.end, side.sentence_paragraph[k]] for k, s in enumerate(side.sentences)
         ],
         "chunks": [[c.start, c.end] for c in side.chunks],
+        "pages": [side.page(i) for i in range(len(side.paragraphs))],
     }
 
 

@@ -21,6 +21,15 @@ class DocumentsRequest(RequestModel):
     documents: list[IndexedDocumentIn] = Field(min_length=1, max_length=1000)
 
 
+class DocumentsUpload(RequestModel):
+    """The multipart body: one or more document files (PDF, Word, HTML, text or Markdown,
+    told by their content) in fields named `file`; each file's id is its name without the
+    extension, or `id` when one file is given."""
+
+    file: list[bytes] = Field(min_length=1, max_length=1000)
+    id: str | None = Field(default=None, min_length=1, max_length=512)
+
+
 class DocumentsChanged(BaseModel):
     index_version: int
     revision: int = Field(description="Document changes applied to this version so far.")

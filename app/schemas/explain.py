@@ -35,6 +35,7 @@ class ParagraphOut(BaseModel):
     section: int
     start: int
     end: int
+    page: int | None = Field(default=None, description="Its page, in a PDF; else null.")
 
 
 class SentenceOut(BaseModel):
@@ -77,7 +78,13 @@ class SideOut(BaseModel):
                 for i, (title, s) in enumerate(zip(side.section_titles, side.sections, strict=True))
             ],
             paragraphs=[
-                ParagraphOut(index=i, section=side.paragraph_section[i], start=p.start, end=p.end)
+                ParagraphOut(
+                    index=i,
+                    section=side.paragraph_section[i],
+                    start=p.start,
+                    end=p.end,
+                    page=side.page(i),
+                )
                 for i, p in enumerate(side.paragraphs)
             ],
             sentences=[
@@ -138,6 +145,8 @@ class TopPairOut(BaseModel):
     target_text: str
     source_sentence_text: str
     target_sentence_text: str
+    source_page: int | None = Field(description="The source paragraph's page (PDF), or null.")
+    target_page: int | None = Field(description="The target paragraph's page (PDF), or null.")
 
 
 class ExplainResponse(BaseModel):

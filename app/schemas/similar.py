@@ -8,11 +8,9 @@ from app.schemas.common import DocumentIn, RequestModel, took_ms
 from indexer.search.types import DocumentHit, Granularity, Method, ScoringMode, SearchResult
 
 
-class SimilarRequest(RequestModel):
-    document: DocumentIn | None = None
-    document_id: str | None = Field(
-        default=None, description="An indexed document to use as the query."
-    )
+class SimilarOptions(RequestModel):
+    """How to rank, whatever the query document came as."""
+
     top_k: int = Field(default=10, ge=1, le=1000)
     granularity: Granularity = Granularity.document
     method: Method | None = Field(
@@ -25,11 +23,27 @@ class SimilarRequest(RequestModel):
         default=None, description="Rank only these indexed documents (a pool).", max_length=100_000
     )
 
+
+class SimilarRequest(SimilarOptions):
+    """The JSON body: the query document posted as text or sections, or an indexed one."""
+
+    document: DocumentIn | None = None
+    document_id: str | None = Field(
+        default=None, description="An indexed document to use as the query."
+    )
+
     @model_validator(mode="after")
     def _one_source(self) -> SimilarRequest:
         if (self.document is None) == (self.document_id is None):
             raise ValueError("give exactly one of 'document' or 'document_id'")
         return self
+
+
+class SimilarUpload(SimilarOptions):
+    """The multipart body: the query document as a file (PDF, Word, HTML, text or Markdown,
+    told by its content) in `file`, and the options as form fields."""
+
+    file: bytes = Field(description="The query document's file.")
 
 
 class MatchOut(BaseModel):
@@ -44,6 +58,9 @@ class MatchOut(BaseModel):
     target_text: str
     target_page: int | None = Field(
         default=None, description="The target paragraph's page, for PDF documents."
+    )
+    source_page: int | None = Field(
+        default=None, description="The query paragraph's page, for a PDF query."
     )
 
 
@@ -84,7 +101,7 @@ class SimilarResponse(BaseModel):
     def from_result(
         cls,
         result: SearchResult,
-        request: SimilarRequest,
+        request: SimilarOptions,
         *,
         query_id: str,
         index_version: int,

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from app.core.config import ApiSettings
 from app.schemas.documents import DocumentsRequest
-from app.services.limits import posted_document
+from app.services.limits import posted_document, split_within_limits
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
+from app.services.uploads import UploadedFile, read_upload
 from indexer.builder.pipeline import prepare_data_dir
 from indexer.jobs.updates import DocumentChange, change_documents
 from indexer.search.types import DocumentNotFoundError
 from indexer.store.reader import stored_document
+from indexer.text.corpus import FileLimits
 from indexer.text.documents import Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import EmptyDocumentError
@@ -55,6 +57,26 @@ def _change(
 
 def upsert(runtime: Runtime, state: ServiceState, request: DocumentsRequest) -> DocumentChange:
     sources = _sources(request, state.searcher.splitter, runtime.settings.api)
+    return _change(runtime, state, sources, [])
+
+
+def upsert_files(
+    runtime: Runtime, state: ServiceState, uploads: list[UploadedFile], doc_id: str | None
+) -> DocumentChange:
+    """Add or replace the uploaded files' documents: each file's id is its name without the
+    extension (or `doc_id`, for one file). Every file is read and checked first: one that
+    cannot be read refuses the whole request."""
+    settings = runtime.settings
+    limits = FileLimits(**settings.files.model_dump())
+    sources: list[Document] = []
+    seen: set[str] = set()
+    for upload in uploads:
+        source = read_upload(upload, limits, doc_id)
+        if source.doc_id in seen:
+            raise EmptyDocumentError(f"document {source.doc_id!r} is given twice")
+        seen.add(source.doc_id)
+        what = f"file {upload.name!r}"
+        sources.append(split_within_limits(source, state.searcher.splitter, settings.api, what))
     return _change(runtime, state, sources, [])
 
 

@@ -1,5 +1,6 @@
 """The API's limits on a posted document (`max_document_bytes`, `max_sentences`), checked the
-same way wherever a document comes in: POST /similar and POST /documents."""
+same way wherever a document comes in: POST /similar and POST /documents, as JSON or as an
+uploaded file."""
 
 from __future__ import annotations
 
@@ -36,10 +37,26 @@ def posted_document(
     source = json_document(posted, "")
     if not isinstance(source, SourceDocument):
         raise EmptyDocumentError(f"{what} is empty or invalid: {source.reason}")
+    return source, split_within_limits(source, splitter, limits, what)
+
+
+def split_within_limits(
+    source: SourceDocument, splitter: SentenceSplitter, limits: ApiSettings, what: str
+) -> Document:
+    """`source` split, once its text and sentences are known to be within the limits (a
+    document read from an uploaded file is checked here; a posted one before it is read).
+
+    Raises:
+        DocumentTooLargeError: more characters or sentences than the limits allow (413).
+    """
+    if len(source.text) > limits.max_document_bytes:
+        raise DocumentTooLargeError(
+            f"{what} has {len(source.text)} characters; the limit is {limits.max_document_bytes}"
+        )
     document = split_document(source, splitter)
     n_sentences = document.counts()["sentence"]
     if n_sentences > limits.max_sentences:
         raise DocumentTooLargeError(
             f"{what} has {n_sentences} sentences; the limit is {limits.max_sentences}"
         )
-    return source, document
+    return document

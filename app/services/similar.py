@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
-from app.core.config import ApiSettings
-from app.schemas.similar import SimilarRequest
-from app.services.limits import posted_document
+from app.core.config import ServiceSettings
+from app.schemas.similar import SimilarOptions, SimilarRequest
+from app.services.limits import posted_document, split_within_limits
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
+from app.services.uploads import UploadedFile, read_upload
 from indexer.search.types import Query, SearchOptions, SearchResult
+from indexer.text.corpus import FileLimits
 
 
-def build_query(state: ServiceState, request: SimilarRequest, limits: ApiSettings) -> Query:
-    searcher = state.searcher
+def build_query(
+    state: ServiceState,
+    request: SimilarOptions,
+    settings: ServiceSettings,
+    upload: UploadedFile | None = None,
+) -> Query:
+    """The query: the uploaded file, else the request's posted or indexed document."""
+    searcher, limits = state.searcher, settings.api
+    if upload is not None:
+        source = read_upload(upload, FileLimits(**settings.files.model_dump()), doc_id="query")
+        what = f"file {upload.name!r}" if upload.name else "the uploaded file"
+        return searcher.encode_document(
+            split_within_limits(source, searcher.splitter, limits, what)
+        )
+    assert isinstance(request, SimilarRequest)  # without a file, the JSON body
     if request.document_id is not None:
         return searcher.query_from_index(request.document_id)
     assert request.document is not None  # the schema guarantees one of the two
@@ -22,11 +37,15 @@ def build_query(state: ServiceState, request: SimilarRequest, limits: ApiSetting
 
 
 def similar(
-    state: ServiceState, request: SimilarRequest, limits: ApiSettings
+    state: ServiceState,
+    request: SimilarOptions,
+    settings: ServiceSettings,
+    upload: UploadedFile | None = None,
 ) -> tuple[SearchResult, str]:
-    """Rank the collection for `request`; the result and the query_id under which /explain
-    finds the query again."""
-    query = build_query(state, request, limits)
+    """Rank the collection for `request` (its document in `upload` when a file was posted);
+    the result and the query_id under which /explain finds the query again."""
+    query = build_query(state, request, settings, upload)
+    document_id = getattr(request, "document_id", None)
     options = SearchOptions(
         top_k=request.top_k,
         granularity=request.granularity,
@@ -38,10 +57,10 @@ def similar(
     result = state.searcher.similar(query, options)
     query_id = state.queries.put(
         CachedQuery(
-            query=query if request.document_id is None else None,
+            query=query if document_id is None else None,
             stats=result.stats,
             normalize=request.normalize,
-            document_id=request.document_id,
+            document_id=document_id,
             population=result.stats.population if result.stats is not None else None,
             candidates=tuple(request.candidates) if request.candidates is not None else None,
         )

@@ -34,7 +34,8 @@ class Span:
 class Side:
     """One document of the pair: its text and the spans of its units, in document order.
 
-    `paragraph_section`, `sentence_paragraph` and `chunk_section` give each unit's parent.
+    `paragraph_section`, `sentence_paragraph` and `chunk_section` give each unit's parent;
+    `paragraph_pages` each paragraph's page in a paged (PDF) source, [] for other sources.
     """
 
     ref: str
@@ -49,6 +50,10 @@ class Side:
     paragraph_section: list[int]
     sentence_paragraph: list[int]
     chunk_section: list[int]
+    paragraph_pages: list[int | None]
+
+    def page(self, paragraph: int) -> int | None:
+        return self.paragraph_pages[paragraph] if self.paragraph_pages else None
 
     def snippet(self, span: Span, limit: int = 400) -> str:
         text = self.text[span.start : span.end]
@@ -71,6 +76,8 @@ class TopPair:
     target_text: str
     source_sentence_text: str
     target_sentence_text: str
+    source_page: int | None  # the paragraphs' pages, in paged (PDF) documents
+    target_page: int | None
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,7 @@ def _side(query: Query, ref: str, kind: str, searcher: Searcher) -> Side:
         paragraph_section=_parents(section_starts, paragraphs),
         sentence_paragraph=query.sentence_paragraph.tolist(),
         chunk_section=_parents(section_starts, chunks),
+        paragraph_pages=list(query.paragraph_pages),
     )
 
 
@@ -228,6 +236,8 @@ def _top_pairs(source: Side, target: Side, alignment: PairAlignment, k: int) -> 
                 target_text=target.snippet(target.paragraphs[j]),
                 source_sentence_text=source.snippet(source.sentences[s]),
                 target_sentence_text=target.snippet(target.sentences[t]),
+                source_page=source.page(i),
+                target_page=target.page(j),
             )
         )
     return pairs

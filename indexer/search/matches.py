@@ -65,6 +65,7 @@ def document_hits(
                     source_text=query.text[s0:s1],
                     target_text=text[t0:t1],
                     target_page=page,
+                    source_page=query.paragraph_pages[i] if query.paragraph_pages else None,
                 )
             )
     return hits

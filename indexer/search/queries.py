@@ -15,7 +15,7 @@ from indexer.store.reader import (
     paragraph_offsets,
 )
 from indexer.text.chunking import add_chunks
-from indexer.text.documents import Document
+from indexer.text.documents import Document, Paragraph, page_at
 from models.encoder import Encoder
 
 
@@ -40,7 +40,13 @@ def encode_document(encoder: Encoder, document: Document) -> Query:
         document=document,
         title=document.title,
         section_titles=[s.title for s in document.sections],
+        paragraph_pages=_pages(document.metadata.get("pages"), paragraphs),
     )
+
+
+def _pages(pages: list | None, paragraphs: list[Paragraph]) -> list[int | None]:
+    """Each paragraph's page in a paged (PDF) source; [] for one without pages."""
+    return [page_at(pages, p.start) for p in paragraphs] if pages else []
 
 
 def encode_levels(encoder: Encoder, query: Query, chunk_tokens: int) -> None:
@@ -91,4 +97,9 @@ def indexed_query(index: LoadedIndex, engine: Engine, d: int, sentence_start: np
         bm25_text=text,
         title=index.titles[d],
         section_titles=document_section_titles(engine, doc_id),
+        paragraph_pages=_stored_pages([offsets[p][2] for p in paragraph_ids]),
     )
+
+
+def _stored_pages(pages: list[int | None]) -> list[int | None]:
+    return pages if any(p is not None for p in pages) else []

@@ -150,6 +150,7 @@ class Query:
     document: Document | None = None  # the split posted document, until its levels are encoded
     title: str = ""
     section_titles: list[str] = field(default_factory=list)
+    paragraph_pages: list[int | None] = field(default_factory=list)  # PDF pages; [] if unpaged
 
     @property
     def sentence_paragraph(self) -> torch.Tensor:
@@ -187,6 +188,7 @@ class ParagraphMatch:
     source_text: str = ""
     target_text: str = ""
     target_page: int | None = None  # the page of a paged (PDF) document's paragraph
+    source_page: int | None = None  # the same of the query's paragraph
 
 
 @dataclass

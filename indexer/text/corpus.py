@@ -149,7 +149,7 @@ def read_file(file: Path, limits: FileLimits = FileLimits()) -> SourceDocument |
     try:
         size = file.stat().st_size
         if size > limits.max_bytes:
-            return Skipped(str(file), too_large(size, limits))
+            return Skipped(str(file), too_large(size, limits), over_limit=True)
         data = file.read_bytes()
     except OSError as error:
         return Skipped(str(file), f"unreadable: {error.strerror or error}")
@@ -174,7 +174,7 @@ def read_document(
     stem, suffix = Path(name).stem, Path(name).suffix.lower()
     ref = str(metadata.get("source", name))
     if len(data) > limits.max_bytes:
-        return Skipped(ref, too_large(len(data), limits))
+        return Skipped(ref, too_large(len(data), limits), over_limit=True)
     found = sniff(data)
     if found is FileFormat.text and suffix in HTML_SUFFIXES:
         found = FileFormat.html  # a fragment without <html>: its name says HTML
@@ -221,7 +221,7 @@ def _read_aila_dir(path: Path, limits: FileLimits) -> Iterator[SourceDocument | 
         try:
             size = file.stat().st_size
             if size > limits.max_bytes:
-                yield Skipped(str(file), too_large(size, limits))
+                yield Skipped(str(file), too_large(size, limits), over_limit=True)
                 continue
             text = _decode(file.read_bytes(), str(file))
         except OSError as error:

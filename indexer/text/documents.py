@@ -145,10 +145,12 @@ def _chunk_sentences(
 
 @dataclass(frozen=True)
 class Skipped:
-    """An input that was not indexed, and why."""
+    """An input that was not indexed, and why; `over_limit` when only its size was wrong
+    (larger or longer than the limits allow)."""
 
     ref: str
     reason: str
+    over_limit: bool = False
 
 
 def page_at(pages: Sequence[Sequence[int]] | None, offset: int) -> int | None:

@@ -8,7 +8,9 @@ Screenshots are kept under build/test-artifacts/ (DOCSIM_TEST_ARTIFACTS), not co
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,8 +21,12 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app.core.config import ServiceSettings
 from app.main import create_app
-from indexer.text.corpus import SAMPLE_CORPUS
+from indexer.config import JobSettings
+from indexer.text.corpus import SAMPLE_CORPUS, read_file
+from indexer.text.documents import SourceDocument
 from tests.app.browser import ARTIFACTS, chromium, console_errors, find_chromium, live_server
+from tests.utils.indexes import publish
+from tests.utils.pdfs import write_document_pdf
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +179,80 @@ def test_search_page_shows_the_servers_message(browser: Chrome, base_url: str) -
     assert "not in the active index" in status.text
     errors = console_errors(browser)  # the failed request itself is logged by the browser
     assert all("404" in e["message"] for e in errors)
+
+
+@pytest.fixture(scope="module")
+def paged(
+    tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path
+) -> Iterator[tuple[str, Path]]:
+    """A server over the sample corpus and one of its documents printed to PDF (two
+    columns, several pages), and another PDF of that document to upload."""
+    root = tmp_path_factory.mktemp("paged")
+    corpus = root / "corpus"
+    shutil.copytree(SAMPLE_CORPUS, corpus)
+    source = read_file(SAMPLE_CORPUS / "coffee-02.md")
+    assert isinstance(source, SourceDocument)
+    write_document_pdf(source, corpus / "coffee-print.pdf", columns=2)
+    upload = write_document_pdf(source, root / "my coffee notes.pdf")
+    settings = ServiceSettings(data_dir=root / "data", jobs=JobSettings(embedded_worker=False))
+    publish(corpus, settings, tiny_encoder_dir)
+    with live_server(create_app(settings)) as url:
+        yield url, upload
+
+
+def test_upload_a_pdf_then_explain_with_page_numbers(
+    browser: Chrome, paged: tuple[str, Path]
+) -> None:
+    """Issue 16: a PDF chosen on the search page is posted as a file; its results and the
+    explanation of a PDF result say which page each passage is on."""
+    base_url, upload = paged
+    browser.get(base_url + "/")
+    browser.find_element(By.ID, "file").send_keys(str(upload))
+    assert not browser.find_element(By.ID, "text").is_enabled()  # the file is the query
+    browser.find_element(By.ID, "go").click()
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "li.result")))
+    shown = [
+        e.get_attribute("data-document-id")
+        for e in browser.find_elements(By.CSS_SELECTOR, "li.result")
+    ]
+    expected = httpx.post(
+        base_url + "/similar",
+        files={"file": (upload.name, upload.read_bytes(), "application/pdf")},
+        data={"top_k": "10"},
+    ).json()
+    assert shown == [r["document_id"] for r in expected["results"]]
+    assert "coffee-print" in shown
+    pages = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "li.result .match .page")]
+    assert pages and all(p.startswith("page ") for p in pages)
+    browser.save_screenshot(str(ARTIFACTS / "search-pdf.png"))
+    assert console_errors(browser) == []
+
+    browser.find_element(
+        By.CSS_SELECTOR, 'li.result[data-document-id="coffee-print"] a.explain-html'
+    ).click()
+    wait(browser).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, 'canvas[data-map="paragraph"]'))
+    )
+    assert console_errors(browser) == []
+    data = browser.execute_script(
+        "return JSON.parse(document.getElementById('explain-data').textContent);"
+    )
+    for side, box in (("source", "source-text"), ("target", "target-text")):
+        marks = browser.find_elements(By.CSS_SELECTOR, f"#{box} .page-mark")
+        first_of_each = [
+            p
+            for k, p in enumerate(data[side]["pages"])
+            if k == 0 or p != data[side]["pages"][k - 1]
+        ]
+        assert [int(m.get_attribute("data-page")) for m in marks] == first_of_each
+        assert len(first_of_each) >= 2 and marks[0].text == f"page {first_of_each[0]}"
+    pair = browser.find_element(By.CSS_SELECTOR, "#pairs li")
+    top = data["top_pairs"][0]
+    assert f"[page {top['source_page']} ↔ page {top['target_page']}]" in pair.text
+    i, j = top["source_paragraph"], top["target_paragraph"]
+    click_cell(browser, "paragraph", i, j)
+    selection = browser.find_element(By.ID, "selection").text
+    assert f"(page {data['source']['pages'][i]})" in selection
+    assert f"(page {data['target']['pages'][j]})" in selection
+    browser.save_screenshot(str(ARTIFACTS / "explain-pdf.png"))
+    assert console_errors(browser) == []

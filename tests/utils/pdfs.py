@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from indexer.text.documents import SourceDocument
+from indexer.text.sentences import load_splitter
+from indexer.text.split import split_document
+
 HEADER = "Docsim Test Reports, volume 7"
 BODY, HEADING = ("Helvetica", 11.0, 14.0), ("Helvetica-Bold", 16.0, 20.0)  # font, size, leading
 
@@ -14,6 +18,34 @@ BODY, HEADING = ("Helvetica", 11.0, 14.0), ("Helvetica-Bold", 16.0, 20.0)  # fon
 class Block:
     text: str
     heading: bool = False
+
+
+def structure(document: SourceDocument) -> list[tuple[str, list[str]]]:
+    """(section title, paragraph texts) as docsim splits the document."""
+    doc = split_document(document, load_splitter())
+    return [
+        (s.title, [doc.text[p.start : p.end] for p in s.paragraphs])
+        for s in doc.sections
+        if s.paragraphs
+    ]
+
+
+def blocks_of(parts: list[tuple[str, list[str]]]) -> list[Block]:
+    """Headings and paragraphs to lay out, from `structure`'s sections."""
+    return [
+        block
+        for title, paragraphs in parts
+        for block in ([Block(title, heading=True)] if title else [])
+        + [Block(p) for p in paragraphs]
+    ]
+
+
+def write_document_pdf(
+    document: SourceDocument, path: Path, *, columns: int = 1, title: str | None = None
+) -> Path:
+    """`document`'s sections and paragraphs laid out as a PDF at `path`."""
+    write_pdf(path, blocks_of(structure(document)), title=title or document.title, columns=columns)
+    return path
 
 
 def wrap(text: str, font: str, size: float, width: float) -> list[str]:

@@ -3,11 +3,18 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 
-from app.api.deps import ApiKey, StateDep
-from app.schemas.documents import DocumentsChanged, DocumentsRequest, StoredDocument
+from app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
+from app.api.deps import ApiKey, SettingsDep, StateDep
+from app.schemas.documents import (
+    DocumentsChanged,
+    DocumentsRequest,
+    DocumentsUpload,
+    StoredDocument,
+)
 from app.services import documents as service
+from app.services.uploads import UploadedFile
 
 router = APIRouter(prefix="/documents", tags=["documents"])
 # `:path` takes slashes: ids such as DOIs ("10.1000/xyz") are reachable raw or as %2F
@@ -34,18 +41,51 @@ def _links_to_the_document(source: str) -> dict:
     }
 
 
+Upload = tuple[list[UploadedFile], str | None]
+
+
+async def documents_body(http: Request, settings: SettingsDep) -> DocumentsRequest | Upload:
+    """The JSON body, or the uploaded files (and an `id` for a single one)."""
+    if not is_form(http):
+        return await json_body(http, DocumentsRequest)
+    form = await form_body(
+        http,
+        file_fields={"file"},
+        scalar_fields={"id"},
+        list_fields=set(),
+        max_file_bytes=settings.files.max_bytes,
+    )
+    if not form.files:
+        raise invalid("file", "give at least one document file here")
+    if len(form.files) > 1 and "id" in form.fields:
+        raise invalid("id", f"an id names one file; {len(form.files)} were given")
+    fields = validated(DocumentsUpload, {**form.fields, "file": [b""] * len(form.files)})
+    return form.files, fields.id
+
+
 @router.post(
     "",
     response_model=DocumentsChanged,
     dependencies=[ApiKey],
     operation_id="upsert_documents",
     responses={200: _links_to_the_document("added")},
+    openapi_extra=request_body(DocumentsRequest, DocumentsUpload),
 )
-def upsert(request: DocumentsRequest, state: StateDep, http: Request) -> DocumentsChanged:
+def upsert(
+    body: Annotated[DocumentsRequest | Upload, Depends(documents_body)],
+    state: StateDep,
+    http: Request,
+) -> DocumentsChanged:
     """Add documents, or replace those whose id exists, in the active version (FAISS, BM25
-    and SQL together); searchable when this returns. 409 while a reindex job runs."""
+    and SQL together); searchable when this returns. 409 while a reindex job runs. JSON, or
+    document files (PDF, Word, HTML, text, Markdown) uploaded as `multipart/form-data` in
+    fields named `file`, each file's id its name without the extension."""
     started = time.perf_counter()
-    change = service.upsert(http.app.state.runtime, state, request)
+    runtime = http.app.state.runtime
+    if isinstance(body, DocumentsRequest):
+        change = service.upsert(runtime, state, body)
+    else:
+        change = service.upsert_files(runtime, state, *body)
     return DocumentsChanged.from_change(change, started)
 
 

@@ -56,7 +56,7 @@ def pdf_document(
     try:
         boxes, pages, info_title, outline = _read(data, max_pages)
     except _Unreadable as error:
-        return Skipped(ref, str(error))
+        return Skipped(ref, str(error), over_limit=isinstance(error, _TooLong))
     if not any(b.chars for b in boxes):
         return Skipped(ref, f"no text layer in {pages} page(s): a scanned PDF? Run OCR on it first")
     boxes = _without_furniture(boxes, pages)
@@ -101,6 +101,10 @@ class _Unreadable(Exception):
     pass
 
 
+class _TooLong(_Unreadable):
+    pass
+
+
 def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[str]]:
     from pdfminer.high_level import extract_pages
     from pdfminer.layout import LAParams, LTChar, LTTextBox, LTTextLine
@@ -127,7 +131,7 @@ def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[
         layout = extract_pages(io.BytesIO(data), laparams=LAParams(boxes_flow=0.5))
         for number, page in enumerate(layout, 1):
             if number > max_pages:
-                raise _Unreadable(f"too long: more than {max_pages} pages (the limit)")
+                raise _TooLong(f"too long: more than {max_pages:,} pages (the limit)")
             pages = number
             on_page = []
             for box in page:

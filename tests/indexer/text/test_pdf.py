@@ -14,28 +14,9 @@ from indexer.text.documents import Skipped, SourceDocument
 from indexer.text.readers.pdf import join_lines
 from indexer.text.sentences import load_splitter
 from indexer.text.split import split_document
-from tests.utils.pdfs import BODY, HEADER, Block, wrap, write_pdf
+from tests.utils.pdfs import BODY, HEADER, Block, blocks_of, structure, wrap, write_pdf
 
 SOURCES = ("medieval-01", "oceans-03", "databases-02", "running-04")
-
-
-def structure(document: SourceDocument) -> list[tuple[str, list[str]]]:
-    """(section title, paragraph texts) as docsim splits the document."""
-    doc = split_document(document, load_splitter())
-    return [
-        (s.title, [doc.text[p.start : p.end] for p in s.paragraphs])
-        for s in doc.sections
-        if s.paragraphs
-    ]
-
-
-def blocks_of(parts: list[tuple[str, list[str]]]) -> list[Block]:
-    return [
-        block
-        for title, paragraphs in parts
-        for block in ([Block(title, heading=True)] if title else [])
-        + [Block(p) for p in paragraphs]
-    ]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,172 @@
+"""Request bodies that come as JSON or as a multipart upload.
+
+`POST /similar` and `POST /documents` take their JSON model, or `multipart/form-data` with the
+document file(s) in `file` and the other options as form fields. FastAPI reads one body type
+per route, so these routes read the body here, validate it with the same models, and answer
+malformed input as FastAPI would: a 422 listing what is wrong (a 400 for a body that is not
+multipart at all, a 413 for one over the upload limit).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from starlette.datastructures import UploadFile
+
+from app.core.errors import DocumentTooLargeError
+from app.services.uploads import UploadedFile
+
+Model = TypeVar("Model", bound=BaseModel)
+FORM = "multipart/form-data"
+FORM_FIELD_BYTES = 1 << 20  # room for the form fields beside the files
+
+
+@dataclass(frozen=True)
+class Form:
+    fields: dict[str, Any]  # a field given once holds its value, a repeated one a list
+    files: list[UploadedFile]
+
+
+def is_form(http: Request) -> bool:
+    return http.headers.get("content-type", "").lower().startswith(FORM)
+
+
+async def json_body(http: Request, model: type[Model]) -> Model:
+    """The JSON body validated as `model`; errors are located in `body` as FastAPI's are."""
+    raw = await http.body()
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        position = getattr(error, "pos", getattr(error, "start", 0))
+        raise RequestValidationError(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ("body", position),
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": str(error)},
+                }
+            ]
+        ) from None
+    return validated(model, data)
+
+
+def validated(model: type[Model], data: Any) -> Model:
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in error.errors(include_url=False)]
+        ) from None
+
+
+async def form_body(
+    http: Request,
+    *,
+    file_fields: set[str],
+    scalar_fields: set[str],
+    list_fields: set[str],
+    max_file_bytes: int,
+) -> Form:
+    """The multipart body: its files (parts with a file name, or any part of a field in
+    `file_fields`) and its other fields, each a scalar or a list as declared.
+
+    Raises:
+        DocumentTooLargeError: the body or a file is larger than `max_file_bytes` allows.
+        RequestValidationError: a field that is not declared, or a scalar given twice.
+    """
+    declared = http.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_file_bytes + FORM_FIELD_BYTES:
+        raise DocumentTooLargeError(
+            f"the upload has {int(declared):,} bytes; a file may have {max_file_bytes:,}"
+        )
+    form = await http.form(max_files=1000, max_fields=1000, max_part_size=FORM_FIELD_BYTES)
+    try:
+        fields: dict[str, Any] = {}
+        files: list[UploadedFile] = []
+        errors = []
+        for key, value in form.multi_items():
+            if key in file_fields:
+                files.append(await _file(value, max_file_bytes))
+            elif key in list_fields and isinstance(value, str):
+                fields.setdefault(key, []).append(value)
+            elif key in scalar_fields and isinstance(value, str) and key not in fields:
+                fields[key] = value
+            else:
+                reason = "given twice" if key in fields else "not a field of this form"
+                errors.append(
+                    _error(
+                        key, f"{reason} (fields: {_names(file_fields, scalar_fields, list_fields)})"
+                    )
+                )
+        if errors:
+            raise RequestValidationError(errors)
+        return Form(fields, files)
+    finally:
+        await form.close()
+
+
+async def _file(value: UploadFile | str, max_bytes: int) -> UploadedFile:
+    if isinstance(value, str):  # a part without a file name: its text is the file
+        data, name = value.encode(), ""
+    else:
+        data, name = await value.read(max_bytes + 1), value.filename or ""
+    if len(data) > max_bytes:
+        raise DocumentTooLargeError(f"file {name!r} has more than {max_bytes:,} bytes (the limit)")
+    return UploadedFile(name, data)
+
+
+def _error(field: str, message: str) -> dict[str, Any]:
+    return {"type": "value_error", "loc": ("body", field), "msg": message, "input": None}
+
+
+def _names(*groups: set[str]) -> str:
+    return ", ".join(sorted(set().union(*groups)))
+
+
+def invalid(field: str, message: str) -> RequestValidationError:
+    """A 422 about one form field, as FastAPI words them."""
+    return RequestValidationError([_error(field, message)])
+
+
+def request_body(json_model: type[BaseModel], form_model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of a route that reads JSON or a multipart upload (pass it
+    as `openapi_extra`; `add_body_schemas` puts the models in the components)."""
+    ref = "#/components/schemas/{}".format
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": ref(json_model.__name__)}},
+                FORM: {"schema": {"$ref": ref(form_model.__name__)}},
+            },
+        }
+    }
+
+
+def add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:
+    """Add the JSON schemas of `models` (and the models they use) to the app's OpenAPI
+    components, for the routes that read their bodies here."""
+    from pydantic.json_schema import models_json_schema
+
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = generate()
+        _, schemas = models_json_schema(
+            [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
+        )
+        components = spec.setdefault("components", {}).setdefault("schemas", {})
+        for name, schema in schemas.get("$defs", {}).items():
+            components.setdefault(name, schema)
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,45 @@
+"""Document files posted to the API: read by the format their content shows, as a folder's
+files are when indexing (`indexer.text.corpus.read_document`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+
+from app.core.errors import DocumentTooLargeError, UnreadableFileError
+from indexer.text.corpus import FileLimits, read_document
+from indexer.text.documents import SourceDocument
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    name: str  # as the client named it; "" when the part had no file name
+    data: bytes
+
+
+def read_upload(
+    upload: UploadedFile, limits: FileLimits, doc_id: str | None = None
+) -> SourceDocument:
+    """The uploaded file as a document whose id is `doc_id`, else the file's name without
+    its (last) extension.
+
+    Raises:
+        DocumentTooLargeError: larger or longer than `limits` allow (413).
+        UnreadableFileError: a file docsim cannot read, with the reason (422): encrypted, a
+            scan without text, corrupt, a zip bomb, no document format, no file name to take
+            the id from.
+    """
+    name = PurePosixPath(upload.name.replace("\\", "/")).name  # never a client's folders
+    stem = name.rsplit(".", 1)[0] if "." in name else name  # ".pdf" has no name
+    doc_id = doc_id if doc_id is not None else stem.strip()
+    if not doc_id:
+        raise UnreadableFileError(
+            "the uploaded file has no name to take the document id from: name the file, "
+            "or give the id in the form field `id`"
+        )
+    what = f"file {name!r}" if name else "the uploaded file"
+    read = read_document(name or "upload", upload.data, {"filename": name}, limits)
+    if not isinstance(read, SourceDocument):
+        error = DocumentTooLargeError if read.over_limit else UnreadableFileError
+        raise error(f"{what} cannot be read: {read.reason}")
+    return replace(read, doc_id=doc_id)
