@@ -1,7 +1,11 @@
 """PDF files (pdfminer.six's layout analysis).
 
-- Text boxes in reading order (a two-column page column by column); a box is one paragraph,
-  and a box that goes on with a sentence broken by a column or page end is joined to it.
+- Text boxes in reading order (a two-column page column by column); a box is one paragraph.
+  The first box of a column or page goes on with the paragraph before it when that one broke
+  off mid-sentence before a lower-case word, or when its last line was full: as a typesetter
+  fills lines, the paragraph would have ended on that line had the next box's first word fit
+  (its last sentence must then be open, or the next box must not start as paragraphs do, with
+  a number or a bullet).
 - Lines are joined with hyphenation at line ends undone.
 - Running headers and footers (the same text near the top or bottom of at least half the
   pages, and of two) and page numbers are removed; a one-page file keeps its header.
@@ -30,6 +34,9 @@ REPEATED_SHARE = 0.5  # a line on at least this share of the pages (and >= 2) is
 EDGE = 0.12  # ... when it lies within this share of the page height from the top or bottom
 _PAGE_NUMBER = re.compile(r"^(page\s*)?\d+(\s*(of|/)\s*\d+)?$|^[-–]\s*\d+\s*[-–]$", re.I)
 _HYPHENATED = re.compile(r"[^\W\d_]-$")
+_PARAGRAPH_START = re.compile(r"^(\(?[0-9ivxlc]{1,5}[.)]|\(?[a-zA-Z][.)]|[•▪◦*\-–—])\s")
+_SENTENCE_END = ".!?:;\"”')"
+SPACE_EM = 0.28  # a space's width in a body font, in ems (Helvetica's is 0.278)
 
 
 @dataclass
@@ -42,6 +49,16 @@ class Box:
     bottom: float  # share of the page height from the bottom, of its last line
     left: float  # shares of the page width
     right: float
+    last_right: float = 0.0  # where its last line ends, in points
+    first_word: float = 0.0  # its first word's width, in points
+    column: int = 0  # 0, or 1 for a two-column page's right column
+    column_right: float = 0.0  # its column's right edge (the furthest line end), in points
+
+    def fills_line_before(self, following: Box) -> bool:
+        """Whether this box's last line was full: `following`'s first word would not have
+        fit after it in the column."""
+        space = SPACE_EM * self.size
+        return self.last_right + space + following.first_word > self.column_right + 0.5
 
 
 MAX_PAGES = 5000
@@ -64,6 +81,7 @@ def pdf_document(
     sections: list[tuple[str, list[str]]] = [("", [])]
     paragraph_pages: list[list[int]] = [[]]
     title = clean(info_title or "")
+    previous: Box | None = None  # the last box of the current paragraph
     for box in boxes:
         text = join_lines(box.lines)
         if not text:
@@ -72,11 +90,14 @@ def pdf_document(
             title = title or text
             sections.append((text, []))
             paragraph_pages.append([])
-        elif sections[-1][1] and _continues(sections[-1][1][-1], text):
+            previous = None
+            continue
+        if previous is not None and _continues(previous, sections[-1][1][-1], box, text):
             sections[-1][1][-1] = join_lines([sections[-1][1][-1], text])
         else:
             sections[-1][1].append(text)
             paragraph_pages[-1].append(box.page)
+        previous = box
     document = structured_document(doc_id, title, sections, {**metadata})
     if isinstance(document, SourceDocument):
         document.metadata["pages"] = _paragraph_pages(document, sections, paragraph_pages)  # type: ignore[index]
@@ -139,6 +160,8 @@ def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[
                     continue
                 lines = [line for line in box if isinstance(line, LTTextLine)]
                 chars = [c for line in lines for c in line if isinstance(c, LTChar)]
+                if not lines:
+                    continue
                 on_page.append(
                     Box(
                         page=number,
@@ -149,6 +172,8 @@ def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[
                         bottom=box.y0 / page.height,
                         left=box.x0 / page.width,
                         right=box.x1 / page.width,
+                        last_right=lines[-1].x1,
+                        first_word=_first_word_width(lines[0], LTChar),
                     )
                 )
             boxes += reading_order(on_page)
@@ -159,20 +184,47 @@ def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[
     return boxes, pages, title, outline
 
 
+def _first_word_width(line: Any, char_type: type) -> float:
+    """The width in points of the line's first word (up to its first space)."""
+    chars = []
+    for item in line:
+        if not isinstance(item, char_type) or not item.get_text().strip():
+            if chars:
+                break
+            continue
+        chars.append(item)
+    return chars[-1].x1 - chars[0].x0 if chars else 0.0
+
+
 def reading_order(boxes: list[Box]) -> list[Box]:
     """One page's boxes top to bottom; on a two-column page (boxes wholly in each half), the
-    left column before the right one, boxes across both halves with the left column."""
+    left column before the right one, boxes across both halves with the left column. Each
+    box learns its column and the column's right edge."""
     left = [b for b in boxes if b.right <= 0.55]
     right = [b for b in boxes if b.left >= 0.45]
     if not left or not right:
-        return sorted(boxes, key=lambda b: b.top)
-    return sorted(boxes, key=lambda b: (b.left >= 0.45, b.top))
+        ordered = sorted(boxes, key=lambda b: b.top)
+    else:
+        ordered = sorted(boxes, key=lambda b: (b.left >= 0.45, b.top))
+        for box in ordered:
+            box.column = int(box.left >= 0.45)
+    for column in {b.column for b in ordered}:
+        members = [b for b in ordered if b.column == column]
+        edge = max(b.last_right for b in members)  # full lines reach it
+        for box in members:
+            box.column_right = max(edge, box.last_right)
+    return ordered
 
 
-def _continues(previous: str, text: str) -> bool:
-    """Whether `text` (the first box of a column or page) goes on with the paragraph
-    `previous`: that one stopped mid-sentence and this one starts in lower case."""
-    return bool(previous) and previous[-1] not in ".!?:;\"”')" and text[:1].islower()
+def _continues(previous: Box, paragraph: str, box: Box, text: str) -> bool:
+    """Whether the box `text` goes on with `paragraph`, whose last box is `previous`."""
+    open_sentence = paragraph[-1] not in _SENTENCE_END
+    if open_sentence and text[:1].islower():
+        return True
+    at_break = (box.page, box.column) != (previous.page, previous.column)
+    if not at_break or not previous.fills_line_before(box):
+        return False
+    return open_sentence or not _PARAGRAPH_START.match(text)
 
 
 def _decoded(value: Any) -> str | None:
