@@ -74,18 +74,17 @@ async def form_body(
     list_fields: set[str],
     max_file_bytes: int,
 ) -> Form:
-    """The multipart body: its files (parts with a file name, or any part of a field in
-    `file_fields`) and its other fields, each a scalar or a list as declared.
+    """The multipart body: the parts of the fields in `file_fields` as files, and the other
+    fields, each a scalar or a list as declared. Files are held in memory to be read, so all
+    of an upload's files together may have `max_file_bytes`.
 
     Raises:
-        DocumentTooLargeError: the body or a file is larger than `max_file_bytes` allows.
+        DocumentTooLargeError: the upload's files have more than `max_file_bytes` together.
         RequestValidationError: a field that is not declared, or a scalar given twice.
     """
     declared = http.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_file_bytes + FORM_FIELD_BYTES:
-        raise DocumentTooLargeError(
-            f"the upload has {int(declared):,} bytes; a file may have {max_file_bytes:,}"
-        )
+        raise _too_large(f"the upload has {int(declared):,} bytes", max_file_bytes)
     form = await http.form(max_files=1000, max_fields=1000, max_part_size=FORM_FIELD_BYTES)
     try:
         fields: dict[str, Any] = {}
@@ -93,7 +92,8 @@ async def form_body(
         errors = []
         for key, value in form.multi_items():
             if key in file_fields:
-                files.append(await _file(value, max_file_bytes))
+                left = max_file_bytes - sum(len(f.data) for f in files)
+                files.append(await _file(value, left, max_file_bytes))
             elif key in list_fields and isinstance(value, str):
                 fields.setdefault(key, []).append(value)
             elif key in scalar_fields and isinstance(value, str) and key not in fields:
@@ -112,14 +112,22 @@ async def form_body(
         await form.close()
 
 
-async def _file(value: UploadFile | str, max_bytes: int) -> UploadedFile:
-    if isinstance(value, str):  # a part without a file name: its text is the file
+async def _file(value: UploadFile | str, left: int, limit: int) -> UploadedFile:
+    """A file part, read up to the `left` bytes the upload may still hold."""
+    if isinstance(value, str):  # a part sent without a file name: its text is the file
         data, name = value.encode(), ""
     else:
-        data, name = await value.read(max_bytes + 1), value.filename or ""
-    if len(data) > max_bytes:
-        raise DocumentTooLargeError(f"file {name!r} has more than {max_bytes:,} bytes (the limit)")
+        data, name = await value.read(left + 1), value.filename or ""
+    if len(data) > left:
+        what = f"file {name!r}" if name else "the uploaded file"
+        raise _too_large(f"{what} takes the upload over the limit", limit)
     return UploadedFile(name, data)
+
+
+def _too_large(what: str, limit: int) -> DocumentTooLargeError:
+    return DocumentTooLargeError(
+        f"{what}: an upload's files may have {limit:,} bytes together (DOCSIM_FILES__MAX_BYTES)"
+    )
 
 
 def _error(field: str, message: str) -> dict[str, Any]:

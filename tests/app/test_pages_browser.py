@@ -77,6 +77,16 @@ def visible_in_its_column(browser: Chrome, element_id: str) -> bool:
     )
 
 
+def search(browser: Chrome) -> list[str]:
+    """Press Search; the ids of the results shown, in order."""
+    browser.find_element(By.ID, "go").click()
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "li.result")))
+    return [
+        e.get_attribute("data-document-id")
+        for e in browser.find_elements(By.CSS_SELECTOR, "li.result")
+    ]
+
+
 def test_search_then_explain_in_a_browser(browser: Chrome, base_url: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.get(base_url + "/")
@@ -86,12 +96,7 @@ def test_search_then_explain_in_a_browser(browser: Chrome, base_url: str) -> Non
     browser.execute_script("arguments[0].value = arguments[1];", box, text)  # a paste
     box.send_keys(" ")  # and a keystroke, as a user would leave it
     browser.find_element(By.ID, "title").send_keys("My coffee notes")
-    browser.find_element(By.ID, "go").click()
-    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "li.result")))
-    shown = [
-        e.get_attribute("data-document-id")
-        for e in browser.find_elements(By.CSS_SELECTOR, "li.result")
-    ]
+    shown = search(browser)
     expected = httpx.post(
         base_url + "/similar",
         json={"document": {"title": "My coffee notes", "text": text + " "}, "top_k": 10},
@@ -209,12 +214,7 @@ def test_upload_a_pdf_then_explain_with_page_numbers(
     browser.get(base_url + "/")
     browser.find_element(By.ID, "file").send_keys(str(upload))
     assert not browser.find_element(By.ID, "text").is_enabled()  # the file is the query
-    browser.find_element(By.ID, "go").click()
-    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "li.result")))
-    shown = [
-        e.get_attribute("data-document-id")
-        for e in browser.find_elements(By.CSS_SELECTOR, "li.result")
-    ]
+    shown = search(browser)
     expected = httpx.post(
         base_url + "/similar",
         files={"file": (upload.name, upload.read_bytes(), "application/pdf")},

@@ -232,7 +232,7 @@ def test_files_over_the_limits_get_a_413(
 ) -> None:
     _, pdf = essay
     for files, reason in (
-        (FileSettings(max_bytes=len(pdf) - 1), f"more than {len(pdf) - 1:,} bytes"),
+        (FileSettings(max_bytes=len(pdf) - 1), f"may have {len(pdf) - 1:,} bytes together"),
         (FileSettings(max_pdf_pages=1), "more than 1 pages"),
     ):
         settings = indexed_settings.model_copy(update={"files": files})
@@ -241,3 +241,12 @@ def test_files_over_the_limits_get_a_413(
                 answer = client.post(path, files={"file": ("coffee.pdf", pdf, PDF)})
                 assert answer.status_code == 413, answer.text
                 assert reason in answer.json()["detail"]
+    # files that each fit but not together: memory holds an upload's files at once
+    settings = indexed_settings.model_copy(
+        update={"files": FileSettings(max_bytes=len(pdf) * 3 // 2)}
+    )
+    with TestClient(create_app(settings)) as client:
+        two = [("file", ("a.pdf", pdf, PDF)), ("file", ("b.pdf", pdf, PDF))]
+        answer = client.post("/documents", files=two)
+        assert answer.status_code == 413, answer.text
+        assert "file 'b.pdf' takes the upload over the limit" in answer.json()["detail"]
