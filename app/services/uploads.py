@@ -10,6 +10,8 @@ from app.core.errors import DocumentTooLargeError, UnreadableFileError
 from indexer.text.corpus import FileLimits, read_document
 from indexer.text.documents import SourceDocument
 
+MAX_ID_CHARACTERS = 512  # as for ids posted in JSON
+
 
 @dataclass(frozen=True)
 class UploadedFile:
@@ -29,6 +31,8 @@ def read_upload(
             scan without text, corrupt, a zip bomb, no document format, no file name to take
             the id from.
     """
+    if "\x00" in upload.name or (doc_id is not None and "\x00" in doc_id):
+        raise UnreadableFileError("a file name or id must not contain NUL characters")
     name = PurePosixPath(upload.name.replace("\\", "/")).name  # never a client's folders
     stem = name.rsplit(".", 1)[0] if "." in name else name  # ".pdf" has no name
     doc_id = doc_id if doc_id is not None else stem.strip()
@@ -36,6 +40,11 @@ def read_upload(
         raise UnreadableFileError(
             "the uploaded file has no name to take the document id from: name the file, "
             "or give the id in the form field `id`"
+        )
+    if len(doc_id) > MAX_ID_CHARACTERS:
+        raise UnreadableFileError(
+            f"the document id {doc_id[:40]!r}... taken from the file name has {len(doc_id)} "
+            f"characters; ids may have {MAX_ID_CHARACTERS}: rename the file or give an `id`"
         )
     what = f"file {name!r}" if name else "the uploaded file"
     read = read_document(name or "upload", upload.data, {"filename": name}, limits)

@@ -214,6 +214,16 @@ def test_malformed_uploads_are_refused_with_what_is_wrong(
     for name in (".pdf", "", "a/.docx"):
         nameless = client.post("/documents", files={"file": (name, pdf, PDF)})
         assert nameless.status_code == 422 and "no name" in nameless.json()["detail"], name
+    too_long = client.post("/documents", files={"file": ("x" * 600 + ".pdf", pdf, PDF)})
+    assert too_long.status_code == 422 and "ids may have 512" in too_long.json()["detail"]
+    raw = (  # a NUL in the file name, as httpx would never send it (it escapes it)
+        b'--B\r\nContent-Disposition: form-data; name="file"; filename="a\x00b.txt"\r\n'
+        b"\r\nSome text of a file. Another sentence.\r\n--B--\r\n"
+    )
+    nul = client.post(
+        "/documents", content=raw, headers={"content-type": "multipart/form-data; boundary=B"}
+    )
+    assert nul.status_code == 422 and "NUL" in nul.json()["detail"], nul.text
     assert client.get("/ready").json()["documents"] == 48
     # a JSON body still works, and malformed JSON is still a 422
     assert client.post("/similar", json={"document_id": "coffee-01"}).status_code == 200
