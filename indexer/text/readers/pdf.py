@@ -92,7 +92,7 @@ def pdf_document(
             paragraph_pages.append([])
             previous = None
             continue
-        if previous is not None and _continues(previous, sections[-1][1][-1], box, text):
+        if previous is not None and continues(previous, sections[-1][1][-1], box, text):
             sections[-1][1][-1] = join_lines([sections[-1][1][-1], text])
         else:
             sections[-1][1].append(text)
@@ -216,7 +216,7 @@ def reading_order(boxes: list[Box]) -> list[Box]:
     return ordered
 
 
-def _continues(previous: Box, paragraph: str, box: Box, text: str) -> bool:
+def continues(previous: Box, paragraph: str, box: Box, text: str) -> bool:
     """Whether the box `text` goes on with `paragraph`, whose last box is `previous`."""
     open_sentence = paragraph[-1] not in _SENTENCE_END
     if open_sentence and text[:1].islower():

@@ -11,7 +11,7 @@ import torch
 
 from indexer.text.corpus import SAMPLE_CORPUS, FileLimits, read_corpus, read_file
 from indexer.text.documents import Skipped, SourceDocument
-from indexer.text.readers.pdf import join_lines
+from indexer.text.readers.pdf import Box, continues, join_lines, reading_order
 from indexer.text.sentences import load_splitter
 from indexer.text.split import split_document
 from tests.utils.pdfs import BODY, HEADER, Block, blocks_of, structure, wrap, write_pdf
@@ -138,3 +138,61 @@ def test_the_same_text_as_markdown_and_as_pdf_encodes_alike(
     ]
     cosine = torch.nn.functional.cosine_similarity(vectors[0], vectors[1], dim=0)
     assert float(cosine) >= 0.99
+
+
+def box(page: int, text: str, last_right: float, first_word: float = 30.0) -> Box:
+    """A one-line box of 11 pt text in a column whose right edge is at 500 pt."""
+    return Box(
+        page=page,
+        lines=[text],
+        size=11.0,
+        chars=len(text),
+        top=0.1,
+        bottom=0.8,
+        left=0.1,
+        right=0.9,
+        last_right=last_right,
+        first_word=first_word,
+        column_right=500.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("paragraph", "last_right", "following", "same_page", "joined"),
+    [
+        # a lower-case word after an open sentence goes on, wherever it stands
+        ("the court held that", 300.0, "the appeal fails.", True, True),
+        # a full last line at a page end: the next word did not fit, the paragraph goes on ...
+        ("the High Court of", 495.0, "Australia said so.", False, True),
+        ("and so it was decided.", 495.0, "The appeal fails.", False, True),
+        # ... unless the next box starts as paragraphs do, after a finished sentence
+        ("and so it was decided.", 495.0, "12. The appeal fails.", False, False),
+        ("and so it was decided.", 495.0, "(iv) The appeal fails.", False, False),
+        # an open sentence goes on even before a number
+        ("as held in", 495.0, "12 SCC 400.", False, True),
+        # a short last line ended its paragraph: the next word would have fit after it
+        ("and so it was decided.", 300.0, "The appeal fails.", False, False),
+        ("the High Court of", 300.0, "Australia said so.", False, False),
+        # within a column, boxes are paragraphs unless a lower-case word goes on
+        ("the High Court of", 495.0, "Australia said so.", True, False),
+    ],
+)
+def test_a_paragraph_goes_on_across_a_break_as_a_typesetter_would_have_set_it(
+    paragraph: str, last_right: float, following: str, same_page: bool, joined: bool
+) -> None:
+    previous = box(1, paragraph, last_right)
+    assert (
+        continues(previous, paragraph, box(1 if same_page else 2, following, 60.0), following)
+        is joined
+    )
+
+
+def test_a_columns_right_edge_is_where_its_longest_line_ends() -> None:
+    short, full = box(1, "a short line", 200.0), box(1, "a full line", 480.0)
+    right = box(1, "the right column", 470.0)
+    right.left, short.right, full.right = 0.6, 0.4, 0.45
+    ordered = reading_order([right, full, short])
+    assert [b.column for b in ordered] == [0, 0, 1]
+    assert [b.column_right for b in ordered] == [480.0, 480.0, 470.0]
+    assert full.fills_line_before(box(2, "Next", 0.0, first_word=20.0))
+    assert not short.fills_line_before(box(2, "Next", 0.0, first_word=20.0))
