@@ -69,8 +69,8 @@ class SdrScorer:
         in the paragraph matrix `(len(docs),)`."""
         index = self.index
         p_start, s_start = index.doc_paragraph_start, self.doc_sentence_start
-        sentence_rows = _ranges(s_start[docs], s_start[docs + 1])
-        paragraph_rows = _ranges(p_start[docs], p_start[docs + 1])
+        sentence_rows = concatenated_ranges(s_start[docs], s_start[docs + 1])
+        paragraph_rows = concatenated_ranges(p_start[docs], p_start[docs + 1])
         sentences = self.collection.sentences
         collection = RaggedCollection(
             sentences=sentences[torch.from_numpy(sentence_rows).to(sentences.device)],
@@ -187,7 +187,7 @@ def reuse_rows(
     return torch.cat([old_rows.index_select(0, kept), added])
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def concatenated_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The concatenation of `arange(start, end)` for each pair, without a Python loop."""
     lengths = ends - starts
     offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)

@@ -11,7 +11,7 @@ import torch
 from sqlalchemy import select
 
 from indexer.search.lexical import stemmer_for
-from indexer.search.sdr import _ranges
+from indexer.search.sdr import concatenated_ranges
 from indexer.search.searcher import Searcher
 from indexer.search.types import (
     Granularity,
@@ -54,7 +54,7 @@ def test_ranges_equals_concatenated_aranges() -> None:
     starts = rng.integers(0, 100, size=50)
     ends = starts + rng.integers(0, 9, size=50)
     expected = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
-    np.testing.assert_array_equal(_ranges(starts, ends), expected)
+    np.testing.assert_array_equal(concatenated_ranges(starts, ends), expected)
 
 
 # --- fixtures and references ----------------------------------------------------------------

@@ -1,0 +1,219 @@
+"""Exact SDR over a version's documents split into contiguous shards.
+
+A shard holds the sentence vectors of documents `[first, first + D_s)` and scores them on its
+own: round one computes its paragraph matrix for the query, keeps each document's best P per
+source paragraph and returns the row moments; round two, given the collection's mean and std
+(combined by the coordinator), returns its own top k. `ShardedSdr` coordinates shards that
+run in this process or as Ray actors (`indexer.search.shard_actors`): only the query's
+sentence vectors go out, and a few numbers per source paragraph and k hits per shard come back.
+`models.sharding` holds the maths; the result equals `SdrScorer`'s exhaustive scoring.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from cachetools import TTLCache
+
+from indexer.search.loaded_index import LoadedIndex
+from indexer.search.ranking import top_k
+from indexer.search.sdr import concatenated_ranges
+from models.scoring import RaggedCollection, RowStats, paragraph_similarity
+from models.sharding import (
+    RowMoments,
+    combine_moments,
+    document_best,
+    moments_stats,
+    row_moments,
+    scores_from_best,
+)
+
+PENDING_SECONDS = 300.0  # how long a shard keeps a query's round-one result for round two
+
+
+class ShardUnavailableError(RuntimeError):
+    """A shard could not answer (dead, restarting or unreachable): no partial ranking is
+    returned (maps to 503 with a retry hint)."""
+
+
+@dataclass(frozen=True)
+class ShardQuery:
+    """What a shard needs of a query: its key for round two, its sentence vectors and which
+    documents to leave out or keep (global positions)."""
+
+    key: str
+    sentences: torch.Tensor  # (n, d)
+    paragraph_lengths: torch.Tensor  # (I,)
+    exclude: int | None = None  # an indexed source never scores itself
+    allowed: np.ndarray | None = None  # a pool of candidates; None: every document
+
+
+@dataclass(frozen=True)
+class ShardMoments:
+    moments: RowMoments  # of P over the paragraphs of the documents it scores
+    documents: int  # how many documents it scores
+
+
+@dataclass(frozen=True)
+class ShardHits:
+    positions: np.ndarray  # (k,) global document positions, best first
+    scores: np.ndarray  # (k,) float64
+
+
+class SdrShard:
+    """SDR over one contiguous range of documents.
+
+    Args:
+        collection: the range's sentences, paragraph and document lengths.
+        first: the global position of its first document.
+        tiebreak: `(D_s,)` the range's slice of the collection's fixed random tie order.
+    """
+
+    def __init__(self, collection: RaggedCollection, first: int, tiebreak: np.ndarray) -> None:
+        self.collection = collection
+        self.first = first
+        self.tiebreak = np.asarray(tiebreak)
+        self.paragraph_start = np.concatenate(
+            [[0], np.cumsum(collection.document_lengths.numpy())]
+        )  # (D_s + 1,)
+        self.sentence_start = np.concatenate(
+            [[0], np.cumsum(collection.paragraph_lengths.numpy())]
+        )[self.paragraph_start]  # (D_s + 1,)
+        self._pending: TTLCache[str, tuple[np.ndarray, torch.Tensor]] = TTLCache(
+            maxsize=1024, ttl=PENDING_SECONDS
+        )
+        self._lock = threading.Lock()
+
+    @property
+    def n_documents(self) -> int:
+        return self.collection.n_documents
+
+    def _local(self, query: ShardQuery) -> np.ndarray:
+        """The range's documents this query scores, as local positions."""
+        local = np.arange(self.n_documents)
+        if query.allowed is not None:
+            allowed = np.asarray(query.allowed, dtype=np.int64) - self.first
+            local = np.unique(allowed[(allowed >= 0) & (allowed < self.n_documents)])
+        if query.exclude is not None:
+            local = local[local != query.exclude - self.first]
+        return local
+
+    def _collection_of(self, local: np.ndarray) -> RaggedCollection:
+        if len(local) == self.n_documents:
+            return self.collection
+        sentence_rows = concatenated_ranges(
+            self.sentence_start[local], self.sentence_start[local + 1]
+        )
+        paragraph_rows = concatenated_ranges(
+            self.paragraph_start[local], self.paragraph_start[local + 1]
+        )
+        return RaggedCollection(
+            sentences=self.collection.sentences[torch.from_numpy(sentence_rows)],
+            paragraph_lengths=self.collection.paragraph_lengths[torch.from_numpy(paragraph_rows)],
+            document_lengths=self.collection.document_lengths[torch.from_numpy(local)],
+        )
+
+    def moments(self, query: ShardQuery) -> ShardMoments:
+        """Round one: P over the query's documents of this range; their best P per source
+        paragraph is kept under `query.key` for round two."""
+        local = self._local(query)
+        collection = self._collection_of(local)
+        if len(local):
+            p = paragraph_similarity(query.sentences, query.paragraph_lengths, collection)
+        else:
+            p = torch.empty(len(query.paragraph_lengths), 0)  # (I, 0)
+        with self._lock:
+            self._pending[query.key] = (local, document_best(p, collection.document_lengths))
+        return ShardMoments(row_moments(p), len(local))
+
+    def top(self, key: str, stats: RowStats | None, k: int) -> ShardHits:
+        """Round two: this range's best `k` documents for the query `key`, scored with the
+        collection's `stats` (None: not normalised)."""
+        with self._lock:
+            pending = self._pending.pop(key, None)
+        if pending is None:
+            raise ShardUnavailableError(
+                f"query {key!r} has no first round on this shard (expired or restarted)"
+            )
+        local, best = pending
+        scores = np.full(self.n_documents, -np.inf)
+        scores[local] = scores_from_best(best, stats).double().numpy()
+        chosen = top_k(scores, local, k, self.tiebreak)
+        return ShardHits(chosen + self.first, scores[chosen])
+
+
+class ShardedSdr:
+    """Exhaustive SDR over shards, in two rounds. `call(method, args)` runs one method on
+    every shard and returns their answers in shard order (in this process, or on Ray actors),
+    raising `ShardUnavailableError` when one cannot answer."""
+
+    def __init__(
+        self, call: Callable[[str, Sequence[tuple]], list], n_shards: int, tiebreak: np.ndarray
+    ) -> None:
+        self.call = call
+        self.n_shards = n_shards
+        self.tiebreak = tiebreak
+
+    def rank(
+        self, query: ShardQuery, k: int, normalize: bool
+    ) -> tuple[ShardHits, RowStats | None, int]:
+        """The best `k` documents, the statistics they were normalised with and how many
+        documents were scored."""
+        parts: list[ShardMoments] = self.call("moments", [(query,)] * self.n_shards)
+        combined = combine_moments([p.moments for p in parts])
+        stats = moments_stats(combined, query.sentences.dtype) if normalize else None
+        hits: list[ShardHits] = self.call("top", [(query.key, stats, k)] * self.n_shards)
+        positions = np.concatenate([h.positions for h in hits]).astype(np.int64)
+        scores = np.full(len(self.tiebreak), -np.inf)
+        for h in hits:
+            scores[h.positions] = h.scores
+        chosen = top_k(scores, positions, k, self.tiebreak)
+        return ShardHits(chosen, scores[chosen]), stats, sum(p.documents for p in parts)
+
+
+def shard_ranges(sentence_counts: np.ndarray, n: int) -> list[int]:
+    """Cut points `[0, ..., D]` of `n` contiguous ranges holding about equal numbers of
+    sentences (`sentence_counts` `(D,)`): the work of a query is proportional to them. Every
+    range holds at least one document when there are `n` of them."""
+    total = len(sentence_counts)
+    prefix = np.concatenate([[0], np.cumsum(sentence_counts)])  # (D + 1,)
+    cuts = [0]
+    for i in range(1, n):
+        target = prefix[-1] * i / n
+        cut = int(np.argmin(np.abs(prefix - target)))
+        cut = max(cut, cuts[-1] + 1) if total >= n else max(cut, cuts[-1])
+        cuts.append(min(cut, total - (n - i)) if total >= n else cut)
+    return [*cuts, total]
+
+
+def shards_of(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[SdrShard]:
+    """A loaded version cut into `n` shards of about equal sentence counts (views of its
+    tensors: nothing is copied)."""
+    collection = index.collection
+    paragraph_start = index.doc_paragraph_start
+    sentence_start = index.paragraph_sentence_start[paragraph_start]  # (D + 1,)
+    cuts = shard_ranges(np.diff(sentence_start), n)
+    shards = []
+    for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True):
+        p0, p1 = int(paragraph_start[d0]), int(paragraph_start[d1])
+        s0, s1 = int(sentence_start[d0]), int(sentence_start[d1])
+        part = RaggedCollection(
+            sentences=collection.sentences[s0:s1],
+            paragraph_lengths=collection.paragraph_lengths[p0:p1],
+            document_lengths=collection.document_lengths[d0:d1],
+        )
+        shards.append(SdrShard(part, d0, tiebreak[d0:d1]))
+    return shards
+
+
+def in_process(shards: Sequence[SdrShard]) -> Callable[[str, Sequence[tuple]], list]:
+    """`ShardedSdr`'s `call` over shards in this process, one after the other."""
+
+    def call(method: str, args: Sequence[tuple]) -> list:
+        return [getattr(shard, method)(*a) for shard, a in zip(shards, args, strict=True)]
+
+    return call

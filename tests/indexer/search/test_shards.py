@@ -1,0 +1,89 @@
+"""Exact SDR over shards equals the one-process ranking (`Searcher`, exhaustive mode) on the
+sample corpus: the same documents in the same order, scores within 1e-5."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from indexer.search.searcher import Searcher
+from indexer.search.shards import (
+    ShardedSdr,
+    ShardQuery,
+    ShardUnavailableError,
+    in_process,
+    shard_ranges,
+    shards_of,
+)
+from indexer.search.types import Method, Query, ScoringMode, SearchOptions
+from tests.indexer.search.test_search import posted_query
+
+POOL = ["coffee-01", "coffee-02", "baking-01", "oceans-03", "medieval-01", "running-04"]
+
+
+def shard_query(searcher: Searcher, query: Query, key: str, pool: list[str] | None) -> ShardQuery:
+    return ShardQuery(
+        key=key,
+        sentences=query.sentence_vectors,
+        paragraph_lengths=query.paragraph_lengths,
+        exclude=query.source_index,
+        allowed=None if pool is None else np.array([searcher.position(d) for d in pool]),
+    )
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 3, 7])
+@pytest.mark.parametrize("source", ["posted", "coffee-02"])
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("pool", [None, POOL])
+def test_sharded_sdr_equals_in_process(
+    searcher: Searcher, n_shards: int, source: str, normalize: bool, pool: list[str] | None
+) -> None:
+    query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
+    options = SearchOptions(
+        top_k=48,
+        method=Method.sdr,
+        normalize=normalize,
+        mode=ScoringMode.exhaustive,
+        candidates=pool,
+        matches_per_result=0,
+    )
+    expected = searcher.similar(query, options)
+    tiebreak = searcher._tiebreak  # noqa: SLF001 - the same fixed tie order
+    shards = shards_of(searcher.index, tiebreak, n_shards)
+    assert len(shards) == n_shards and sum(s.n_documents for s in shards) == 48
+    sharded = ShardedSdr(in_process(shards), n_shards, tiebreak)
+    hits, stats, scored = sharded.rank(
+        shard_query(searcher, query, f"q-{source}", pool), 48, normalize
+    )
+    ids = [searcher.index.external_ids[p] for p in hits.positions]
+    assert ids == [h.document_id for h in expected.results]
+    np.testing.assert_allclose(hits.scores, [h.score for h in expected.results], rtol=0, atol=1e-5)
+    assert scored == expected.scored_documents
+    if normalize:
+        np.testing.assert_allclose(
+            stats.mean.numpy(), expected.stats.stats.mean.numpy(), rtol=0, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            stats.std.numpy(), expected.stats.stats.std.numpy(), rtol=0, atol=1e-6
+        )
+    else:
+        assert stats is None
+
+
+def test_a_second_round_without_a_first_is_refused(searcher: Searcher) -> None:
+    shard = shards_of(searcher.index, searcher._tiebreak, 2)[0]  # noqa: SLF001
+    with pytest.raises(ShardUnavailableError, match="no first round"):
+        shard.top("never-asked", None, 5)
+
+
+def test_ranges_hold_about_equal_sentences() -> None:
+    counts = np.array([10, 1, 1, 1, 30, 2, 2, 2, 2, 10])
+    cuts = shard_ranges(counts, 3)
+    assert cuts[0] == 0 and cuts[-1] == 10 and cuts == sorted(cuts)
+    sums = [counts[a:b].sum() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    assert max(sums) <= 30 + 10 and sum(sums) == counts.sum()
+    assert all(s > 0 for s in sums)
+    assert shard_ranges(counts, 1) == [0, 10]
+    assert shard_ranges(counts, 10) == list(range(11))  # one document each
+    few = shard_ranges(np.array([5, 5]), 3)  # more shards than documents: some stay empty
+    assert len(few) == 4 and few == sorted(few) and few[0] == 0 and few[-1] == 2
