@@ -21,12 +21,13 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app.core.config import ServiceSettings
 from app.main import create_app
-from indexer.config import JobSettings
+from indexer.config import DatabaseSettings, JobSettings
 from indexer.text.corpus import SAMPLE_CORPUS, read_file
 from indexer.text.documents import SourceDocument
 from tests.app.browser import ARTIFACTS, chromium, console_errors, find_chromium, live_server
 from tests.utils.indexes import publish
 from tests.utils.pdfs import write_document_pdf
+from tests.utils.postgres import PostgresServer
 
 
 @pytest.fixture(scope="module")
@@ -188,10 +189,13 @@ def test_search_page_shows_the_servers_message(browser: Chrome, base_url: str) -
 
 @pytest.fixture(scope="module")
 def paged(
-    tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path
+    tmp_path_factory: pytest.TempPathFactory,
+    tiny_encoder_dir: Path,
+    _postgres: PostgresServer | None,
 ) -> Iterator[tuple[str, Path]]:
     """A server over the sample corpus and one of its documents printed to PDF (two
-    columns, several pages), and another PDF of that document to upload."""
+    columns, several pages), and another PDF of that document to upload; in a database of
+    its own (the session's belongs to `indexed_settings`)."""
     root = tmp_path_factory.mktemp("paged")
     corpus = root / "corpus"
     shutil.copytree(SAMPLE_CORPUS, corpus)
@@ -199,7 +203,12 @@ def paged(
     assert isinstance(source, SourceDocument)
     write_document_pdf(source, corpus / "coffee-print.pdf", columns=2)
     upload = write_document_pdf(source, root / "my coffee notes.pdf")
-    settings = ServiceSettings(data_dir=root / "data", jobs=JobSettings(embedded_worker=False))
+    url = _postgres.database() if _postgres is not None else f"sqlite:///{root / 'docsim.db'}"
+    settings = ServiceSettings(
+        data_dir=root / "data",
+        db=DatabaseSettings(url=url),
+        jobs=JobSettings(embedded_worker=False),
+    )
     publish(corpus, settings, tiny_encoder_dir)
     with live_server(create_app(settings)) as url:
         yield url, upload
