@@ -81,7 +81,8 @@ def paragraph_similarity(
         j1 = int(torch.searchsorted(ends, r0 + block_sentences, right=True))
         j1 = max(j1, j0 + 1)
         r1 = int(ends[j1 - 1])
-        sims = collection.sentences[r0:r1] @ source.T  # (r, n): rows are candidate sentences
+        block_vectors = collection.sentences[r0:r1].to(source.dtype)  # float16 shards: per block
+        sims = block_vectors @ source.T  # (r, n): rows are candidate sentences
         block = lengths[j0:j1].to(device)
         best = torch.segment_reduce(sims, "max", lengths=block, axis=0)  # (j, n)
         out[:, j0:j1] = average @ best.T  # (I, j)

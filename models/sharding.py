@@ -80,9 +80,7 @@ def document_best(paragraph_scores: torch.Tensor, document_lengths: torch.Tensor
     )
 
 
-def scores_from_best(
-    best: torch.Tensor, stats: RowStats | None, eps: float = 1e-6
-) -> torch.Tensor:
+def scores_from_best(best: torch.Tensor, stats: RowStats | None, eps: float = 1e-6) -> torch.Tensor:
     """`(D_s,)` SDR document scores from `document_best` `(D_s, I)`: the mean over source
     paragraphs of the best z (with `stats`, as `normalize_rows` maps P) or of the best P."""
     if stats is None:

@@ -1,0 +1,171 @@
+"""SDR shards as Ray actors: each loads its range of a version's sentence vectors itself, as
+float16 memory-mapped from the version's file, so that Ray can restart a dead one from a small
+`ShardSpec` (the file's path and the range's rows, never the vectors).
+
+`RayShards.call` is `ShardedSdr`'s way to reach them: one round on every shard at once, and a
+`ShardUnavailableError` (503) when one is dead, restarting or too slow, never a ranking
+without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from indexer.search.loaded_index import LoadedIndex
+from indexer.search.shards import SdrShard, shard_ranges
+from models.scoring import RaggedCollection
+
+logger = logging.getLogger(__name__)
+CALL_TIMEOUT_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """How a shard loads documents `[first, first + D_s)` of a version.
+
+    Attributes:
+        vectors_file: the version's sentence vectors (float16 `.npy`, rows by ascending id).
+        file_rows: `(2,)` a contiguous run `[start, stop)` of the file's rows, or `(R_s,)`
+            each row's place in the file, -1 for rows added after the build.
+        added: `(A, d)` float16 vectors of the added rows, in order.
+        paragraph_lengths, document_lengths: the range's structure.
+        tiebreak: `(D_s,)` its slice of the collection's fixed random tie order.
+    """
+
+    vectors_file: str
+    file_rows: np.ndarray
+    added: np.ndarray
+    paragraph_lengths: np.ndarray
+    document_lengths: np.ndarray
+    first: int
+    tiebreak: np.ndarray
+
+
+def load_shard(spec: ShardSpec) -> SdrShard:
+    """The shard `spec` describes; a contiguous run of the file stays memory-mapped."""
+    mapped = np.load(spec.vectors_file, mmap_mode="r")  # (N, d) float16
+    if spec.file_rows.shape == (2,) and not len(spec.added):
+        start, stop = (int(x) for x in spec.file_rows)
+        with warnings.catch_warnings():  # a read-only map: torch never writes to it here
+            warnings.simplefilter("ignore", UserWarning)
+            sentences = torch.from_numpy(mapped[start:stop])
+    else:
+        rows = spec.file_rows
+        gathered = np.empty((len(rows), mapped.shape[1]), dtype=np.float16)
+        kept = rows >= 0
+        gathered[kept] = mapped[rows[kept]]
+        gathered[~kept] = spec.added
+        sentences = torch.from_numpy(gathered)
+    collection = RaggedCollection(
+        sentences=sentences,
+        paragraph_lengths=torch.from_numpy(spec.paragraph_lengths),
+        document_lengths=torch.from_numpy(spec.document_lengths),
+    )
+    return SdrShard(collection, spec.first, spec.tiebreak)
+
+
+def shard_specs(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[ShardSpec]:
+    """`n` shards of a loaded version, by about equal sentence counts."""
+    info = index.manifest["levels"]["sentence"]
+    vectors_file = str(Path(index.path) / info["vectors_file"])
+    file_ids = np.load(Path(index.path) / info["ids_file"], mmap_mode="r")
+    sentence_ids = index.ids["sentence"]  # (R,) collection order is ascending id
+    paragraph_start = index.doc_paragraph_start
+    sentence_start = index.paragraph_sentence_start[paragraph_start]  # (D + 1,)
+    lengths = index.collection
+    cuts = shard_ranges(np.diff(sentence_start), n)
+    specs = []
+    for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True):
+        s0, s1 = int(sentence_start[d0]), int(sentence_start[d1])
+        p0, p1 = int(paragraph_start[d0]), int(paragraph_start[d1])
+        ids = sentence_ids[s0:s1]
+        place = np.searchsorted(file_ids, ids)
+        found = (place < len(file_ids)) & (file_ids[np.minimum(place, len(file_ids) - 1)] == ids)
+        rows = np.where(found, place, -1).astype(np.int64)
+        contiguous = len(rows) and found.all() and rows[-1] - rows[0] == len(rows) - 1
+        added = index.collection.sentences[s0:s1][torch.from_numpy(~found)]
+        specs.append(
+            ShardSpec(
+                vectors_file=vectors_file,
+                file_rows=np.array([rows[0], rows[-1] + 1]) if contiguous else rows,
+                added=added.numpy().astype(np.float16),
+                paragraph_lengths=lengths.paragraph_lengths[p0:p1].numpy().copy(),
+                document_lengths=lengths.document_lengths[d0:d1].numpy().copy(),
+                first=d0,
+                tiebreak=np.asarray(tiebreak[d0:d1]).copy(),
+            )
+        )
+    return specs
+
+
+class ShardActor:
+    """The actor's body: one shard, loaded from its spec (again, when Ray restarts it)."""
+
+    def __init__(self, spec: ShardSpec) -> None:
+        torch.set_num_threads(max(1, torch.get_num_threads()))
+        self.shard = load_shard(spec)
+        logger.info(
+            "Shard of documents %d-%d loaded (%d sentences)",
+            spec.first,
+            spec.first + self.shard.n_documents,
+            self.shard.collection.sentences.shape[0],
+        )
+
+    def moments(self, query: Any) -> Any:
+        return self.shard.moments(query)
+
+    def top(self, key: str, stats: Any, k: int) -> Any:
+        return self.shard.top(key, stats, k)
+
+    def ping(self) -> int:
+        return self.shard.n_documents
+
+
+class RayShards:
+    """Shard actors on Ray (a local Ray, or the cluster at `address`), restarted by Ray when
+    they die; `call` is `ShardedSdr`'s."""
+
+    def __init__(
+        self,
+        specs: Sequence[ShardSpec],
+        *,
+        num_cpus: float = 1.0,
+        num_gpus: float = 0.0,
+        timeout: float = CALL_TIMEOUT_SECONDS,
+    ) -> None:
+        import ray
+
+        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=-1)(ShardActor)
+        self.actors = [remote.remote(spec) for spec in specs]
+        self.timeout = timeout
+        ray.get([a.ping.remote() for a in self.actors], timeout=timeout)  # loaded and ready
+
+    def call(self, method: str, args: Sequence[tuple]) -> list:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        from indexer.search.shards import ShardUnavailableError
+
+        refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args, strict=True)]
+        try:
+            return ray.get(refs, timeout=self.timeout)
+        except (RayActorError, GetTimeoutError) as error:
+            for ref in refs:
+                ray.cancel(ref, force=False)
+            raise ShardUnavailableError(
+                f"a shard could not answer ({type(error).__name__}); it is restarting: retry"
+            ) from error
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)

@@ -1,0 +1,106 @@
+"""SDR shards as Ray actors on a local Ray: the same ranking as in this process, and a shard
+killed before or during a query is a `ShardUnavailableError`, never a ranking without it, until
+Ray has restarted it from its spec."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexer.builder.engines import _private_cluster_environment
+from indexer.search.searcher import Searcher
+from indexer.search.shard_actors import RayShards, load_shard, shard_specs
+from indexer.search.shards import ShardedSdr, ShardUnavailableError, in_process, shards_of
+from tests.indexer.search.test_search import posted_query
+from tests.indexer.search.test_shards import shard_query
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    _private_cluster_environment()  # before Ray is imported: it reads the token then
+    ray = pytest.importorskip("ray")
+    folder = Path(tempfile.mkdtemp(prefix="dss"))  # Ray's sockets need a short path
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=str(folder),
+        configure_logging=False,
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tiebreak(searcher: Searcher) -> np.ndarray:
+    return searcher._tiebreak  # noqa: SLF001 - the same fixed tie order
+
+
+def test_a_spec_loads_the_shard_it_describes(searcher: Searcher, tiebreak: np.ndarray) -> None:
+    """From the version's float16 file, memory-mapped: the same vectors as the loaded index
+    (which holds them as float32 from that file)."""
+    for spec, shard in zip(
+        shard_specs(searcher.index, tiebreak, 3),
+        shards_of(searcher.index, tiebreak, 3),
+        strict=True,
+    ):
+        loaded = load_shard(spec)
+        assert spec.file_rows.shape == (2,)  # a fresh version: one contiguous run each
+        assert loaded.first == shard.first and loaded.n_documents == shard.n_documents
+        assert np.array_equal(
+            loaded.collection.sentences.float().numpy(), shard.collection.sentences.numpy()
+        )
+
+
+def wait_until_ready(shards: RayShards, seconds: float = 60) -> None:
+    import ray
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            ray.get([a.ping.remote() for a in shards.actors], timeout=5)
+            return
+        except Exception:  # noqa: BLE001 - restarting: try again
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_ray_shards_rank_as_in_process_and_recover_from_a_kill(
+    local_ray: None, searcher: Searcher, tiebreak: np.ndarray
+) -> None:
+    import ray
+
+    query = shard_query(searcher, posted_query(searcher), "q", None)
+    reference = ShardedSdr(in_process(shards_of(searcher.index, tiebreak, 2)), 2, tiebreak)
+    expected, expected_stats, _ = reference.rank(query, 48, True)
+    shards = RayShards(shard_specs(searcher.index, tiebreak, 2), num_cpus=0.5, timeout=30)
+    try:
+        sharded = ShardedSdr(shards.call, 2, tiebreak)
+        hits, stats, scored = sharded.rank(query, 48, True)
+        assert np.array_equal(hits.positions, expected.positions) and scored == 48
+        np.testing.assert_allclose(hits.scores, expected.scores, rtol=0, atol=1e-6)
+
+        # killed before a query: refused, not ranked without it
+        ray.kill(shards.actors[0], no_restart=False)
+        with pytest.raises(ShardUnavailableError):
+            sharded.rank(query, 48, True)
+        wait_until_ready(shards)
+        assert np.array_equal(sharded.rank(query, 48, True)[0].positions, expected.positions)
+
+        # killed between the two rounds: the restarted shard has no first round to go on
+        shards.call("moments", [(query,)] * 2)
+        ray.kill(shards.actors[1], no_restart=False)
+        with pytest.raises(ShardUnavailableError):
+            shards.call("top", [(query.key, expected_stats, 48)] * 2)
+        wait_until_ready(shards)
+        assert np.array_equal(sharded.rank(query, 48, True)[0].positions, expected.positions)
+    finally:
+        shards.close()
