@@ -128,6 +128,13 @@ class ShardActor:
     def ping(self) -> int:
         return self.shard.n_documents
 
+    def memory(self) -> dict[str, int]:
+        """This process's resident and unique (not shared with the page cache) bytes."""
+        import psutil
+
+        info = psutil.Process().memory_full_info()
+        return {"rss": int(info.rss), "uss": int(info.uss)}
+
 
 class RayShards:
     """Shard actors on Ray (a local Ray, or the cluster at `address`), restarted by Ray when
