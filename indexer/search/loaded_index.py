@@ -78,9 +78,11 @@ class LoadedIndex:
             info = manifest["levels"][level]
             indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
             ids[level] = np.load(path / info["ids_file"])
-            vectors[level] = torch.from_numpy(
-                np.load(path / info["vectors_file"]).astype(np.float32)
-            )
+            vectors[level] = one_copy(indices[level], ids[level])
+            if vectors[level] is None:  # not Flat: the index keeps its vectors its own way
+                vectors[level] = torch.from_numpy(
+                    np.load(path / info["vectors_file"]).astype(np.float32)
+                )
             if len(ids[level]) != info["count"] or indices[level].count != info["count"]:
                 raise IndexMismatchError(
                     f"{level} files of version {version.version_id} do not match its manifest"
@@ -249,3 +251,17 @@ def _apply_level(
     index.add(added.numpy(), added_ids)
     indices[level] = index
     ids[level] = new_ids
+    shared = one_copy(index, new_ids)  # the changed index's memory, once again
+    if shared is not None:
+        vectors[level] = shared
+
+
+def one_copy(index: FaissIndex, ids: np.ndarray) -> torch.Tensor | None:
+    """The level's vectors as a view of the Flat index's own float32 storage (one copy of
+    each level in memory, not a tensor beside the index), or None when the index is not Flat
+    or not in `ids`' order. FAISS stores the float16-rounded vectors the version's file
+    holds, so the values are the same either way."""
+    stored = index.stored_vectors()
+    if stored is None or not np.array_equal(index.ids(), ids):
+        return None
+    return torch.from_numpy(stored)

@@ -10,6 +10,7 @@ without it.
 from __future__ import annotations
 
 import logging
+import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -110,8 +111,8 @@ class ShardActor:
     """The actor's body: one shard, loaded from its spec (again, when Ray restarts it)."""
 
     def __init__(self, spec: ShardSpec) -> None:
-        torch.set_num_threads(max(1, torch.get_num_threads()))
         self.shard = load_shard(spec)
+        self.incarnation = uuid.uuid4().hex  # a new one each time Ray restarts it
         logger.info(
             "Shard of documents %d-%d loaded (%d sentences)",
             spec.first,
@@ -125,8 +126,8 @@ class ShardActor:
     def top(self, key: str, stats: Any, k: int) -> Any:
         return self.shard.top(key, stats, k)
 
-    def ping(self) -> int:
-        return self.shard.n_documents
+    def ping(self) -> str:
+        return self.incarnation
 
     def memory(self) -> dict[str, int]:
         """This process's resident and unique (not shared with the page cache) bytes."""

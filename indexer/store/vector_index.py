@@ -140,6 +140,24 @@ class FaissIndex:
         keep = ids >= 0
         return [Hits(scores[i][keep[i]], ids[i][keep[i]]) for i in range(len(queries))]
 
+    def flat_storage(self) -> int | None:
+        """The address of the vectors a CPU Flat index stores, or None for other indexes."""
+        inner = faiss.downcast_index(self.host.index)
+        if not isinstance(inner, faiss.IndexFlat) or self.count == 0:
+            return None
+        return int(inner.get_xb())
+
+    def stored_vectors(self) -> np.ndarray | None:
+        """The float32 vectors a Flat index stores `(n, d)`, in insertion order, as a view of
+        the index's own memory (no copy), or None for other indexes. The view keeps this
+        index's storage alive; it is valid until the index is changed (`add`, `remove`)."""
+        address = self.flat_storage()
+        if address is None:
+            return None
+        inner = faiss.downcast_index(self.host.index)
+        raw = faiss.rev_swig_ptr(inner.get_xb(), self.count * self.dim)  # (n * d,) a view
+        return np.asarray(_Owned(raw.reshape(self.count, self.dim), self.host))
+
     def ids(self) -> np.ndarray:
         """All stored ids, in insertion order `(n,)` int64."""
         return faiss.vector_to_array(self.host.id_map).astype(np.int64)
@@ -192,6 +210,16 @@ class FaissIndex:
     def load(cls, path: Path, factory: str, *, mmap: bool = False) -> FaissIndex:
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         return cls(faiss.read_index(str(path), flags), factory)
+
+
+class _Owned:
+    """An array interface over memory `owner` holds: arrays made from it keep `owner` (and so
+    its memory) alive."""
+
+    def __init__(self, view: np.ndarray, owner: faiss.Index) -> None:
+        self.__array_interface__ = view.__array_interface__
+        self._view = view
+        self._owner = owner
 
 
 _GPU_RESOURCES: dict[int, faiss.StandardGpuResources] = {}  # one per device, kept alive

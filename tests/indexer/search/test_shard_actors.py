@@ -59,18 +59,19 @@ def test_a_spec_loads_the_shard_it_describes(searcher: Searcher, tiebreak: np.nd
         )
 
 
-def wait_until_ready(shards: RayShards, seconds: float = 60) -> None:
+def restarted(shards: RayShards, which: int, before: str, seconds: float = 60) -> None:
+    """Wait until Ray has restarted shard `which` (a new incarnation answers)."""
     import ray
 
     deadline = time.monotonic() + seconds
-    while True:
+    while time.monotonic() < deadline:
         try:
-            ray.get([a.ping.remote() for a in shards.actors], timeout=5)
-            return
-        except Exception:  # noqa: BLE001 - restarting: try again
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+            if ray.get(shards.actors[which].ping.remote(), timeout=5) != before:
+                return
+        except Exception:  # noqa: BLE001, S110 - still restarting
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"shard {which} was not restarted in {seconds} s")
 
 
 def test_ray_shards_rank_as_in_process_and_recover_from_a_kill(
@@ -84,23 +85,31 @@ def test_ray_shards_rank_as_in_process_and_recover_from_a_kill(
     shards = RayShards(shard_specs(searcher.index, tiebreak, 2), num_cpus=0.5, timeout=30)
     try:
         sharded = ShardedSdr(shards.call, 2, tiebreak)
-        hits, stats, scored = sharded.rank(query, 48, True)
+        hits, _, scored = sharded.rank(query, 48, True)
         assert np.array_equal(hits.positions, expected.positions) and scored == 48
         np.testing.assert_allclose(hits.scores, expected.scores, rtol=0, atol=1e-6)
 
-        # killed before a query: refused, not ranked without it
-        ray.kill(shards.actors[0], no_restart=False)
-        with pytest.raises(ShardUnavailableError):
-            sharded.rank(query, 48, True)
-        wait_until_ready(shards)
-        assert np.array_equal(sharded.rank(query, 48, True)[0].positions, expected.positions)
-
-        # killed between the two rounds: the restarted shard has no first round to go on
+        # killed between a query's two rounds: the restarted shard has lost the first round,
+        # so the query is refused, never ranked without that shard's documents
+        before = ray.get(shards.actors[1].ping.remote())
         shards.call("moments", [(query,)] * 2)
         ray.kill(shards.actors[1], no_restart=False)
-        with pytest.raises(ShardUnavailableError):
+        restarted(shards, 1, before)
+        with pytest.raises(ShardUnavailableError, match="no first round"):
             shards.call("top", [(query.key, expected_stats, 48)] * 2)
-        wait_until_ready(shards)
+        # and the next query is answered in full by the restarted shard, from its spec
         assert np.array_equal(sharded.rank(query, 48, True)[0].positions, expected.positions)
     finally:
         shards.close()
+
+
+def test_a_dead_shard_is_refused(local_ray: None, searcher: Searcher, tiebreak: np.ndarray) -> None:
+    """A shard Ray cannot bring back (here: killed for good) is a ShardUnavailableError."""
+    import ray
+
+    query = shard_query(searcher, posted_query(searcher), "dead", None)
+    shards = RayShards(shard_specs(searcher.index, tiebreak, 2), num_cpus=0.5, timeout=30)
+    ray.kill(shards.actors[0], no_restart=True)
+    with pytest.raises(ShardUnavailableError, match="could not answer"):
+        ShardedSdr(shards.call, 2, tiebreak).rank(query, 10, True)
+    shards.close()

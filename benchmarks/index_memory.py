@@ -1,0 +1,82 @@
+"""Resident memory of one loaded version, per level: the vectors the searcher holds and the
+FAISS index beside them, and whether they share one copy.
+
+    python benchmarks/index_memory.py --data-dir DIR [--out benchmarks/results/index_memory.json]
+
+Loads the active version of `DIR` (`LoadedIndex.load`) in this process and reports the growth
+of its resident set (RSS) and of its unique set (USS), and per level the bytes of the float32
+vectors and whether the FAISS index holds the same memory or a copy of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+from pathlib import Path
+
+import psutil
+
+from indexer.config import Settings
+from indexer.search.loaded_index import LoadedIndex
+from indexer.store.db import make_engine
+from indexer.store.versions import active_version
+
+logger = logging.getLogger("benchmarks.index_memory")
+
+
+def memory() -> tuple[int, int]:
+    info = psutil.Process().memory_full_info()
+    return int(info.rss), int(info.uss)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/index_memory.json"))
+    parser.add_argument("--label", default="", help="what this run measures (kept in the JSON)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = Settings(data_dir=args.data_dir)
+    engine = make_engine(settings.database_url)
+    version = active_version(engine)
+    gc.collect()
+    rss0, uss0 = memory()
+    index = LoadedIndex.load(engine, version)
+    gc.collect()
+    rss1, uss1 = memory()
+    levels = {}
+    for level, vectors in index.vectors.items():
+        storage = index.indices[level].flat_storage()
+        levels[level] = {
+            "vectors": int(vectors.shape[0]),
+            "tensor_bytes": int(vectors.numel() * vectors.element_size()),
+            "factory": index.indices[level].factory,
+            "one_copy": storage is not None and storage == vectors.data_ptr(),
+        }
+    result = {
+        "label": args.label,
+        "data_dir": str(args.data_dir),
+        "version": version.version_id,
+        "rss_growth_bytes": rss1 - rss0,
+        "uss_growth_bytes": uss1 - uss0,
+        "levels": levels,
+    }
+    logger.info(
+        "Loaded version %d: RSS +%.0f MiB, USS +%.0f MiB; one copy: %s",
+        version.version_id,
+        (rss1 - rss0) / 2**20,
+        (uss1 - uss0) / 2**20,
+        {k: v["one_copy"] for k, v in levels.items()},
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    runs = json.loads(args.out.read_text()) if args.out.exists() else []
+    args.out.write_text(json.dumps([*runs, result], indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    del index
+    engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
