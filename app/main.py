@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -57,6 +59,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         dependencies=[Depends(reject_nul_in_url)],
     )
     app.state.settings = settings
+    app.state.search_slots = threading.BoundedSemaphore(
+        settings.api.max_concurrent_searches or os.cpu_count() or 1
+    )
     app.state.service = None
     app.state.engine = None
     app.state.metrics = Metrics(lambda: app.state.service, lambda: app.state.engine)

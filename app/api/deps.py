@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -68,4 +69,15 @@ def require_api_key(request: Request) -> None:
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]
+
+
+def search_slot(request: Request) -> Iterator[None]:
+    """Hold one of the service's search slots for the request (`max_concurrent_searches`):
+    scoring is CPU-bound, so more at once only share the cores, and each holds its own
+    paragraph matrices in memory."""
+    with request.app.state.search_slots:
+        yield
+
+
+SearchSlot = Annotated[None, Depends(search_slot)]
 ApiKey = Depends(require_api_key)

@@ -42,6 +42,12 @@ class ApiSettings(BaseModel):
     swap_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often the service looks for a newly published version."
     )
+    max_concurrent_searches: int | None = Field(
+        default=None,
+        ge=1,
+        description="Searches and explanations computed at once (each holds its paragraph "
+        "matrices); more wait their turn. Default: the number of CPUs.",
+    )
     page_max_cells_per_axis: int = Field(
         default=250, ge=2, description="The same for the HTML page's clickable maps."
     )

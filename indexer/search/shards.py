@@ -130,9 +130,10 @@ class SdrShard:
             self._pending[query.key] = (local, document_best(p, collection.document_lengths))
         return ShardMoments(row_moments(p), len(local))
 
-    def top(self, key: str, stats: RowStats | None, k: int) -> ShardHits:
-        """Round two: this range's best `k` documents for the query `key`, scored with the
-        collection's `stats` (None: not normalised)."""
+    def top(self, key: str, stats: RowStats | None, k: int | None) -> ShardHits:
+        """Round two: this range's best `k` documents for the query `key` (None: every
+        document it scored, best first), scored with the collection's `stats` (None: not
+        normalised)."""
         with self._lock:
             pending = self._pending.pop(key, None)
         if pending is None:
@@ -142,7 +143,7 @@ class SdrShard:
         local, best = pending
         scores = np.full(self.n_documents, -np.inf)
         scores[local] = scores_from_best(best, stats).double().numpy()
-        chosen = top_k(scores, local, k, self.tiebreak)
+        chosen = top_k(scores, local, len(local) if k is None else k, self.tiebreak)
         return ShardHits(chosen + self.first, scores[chosen])
 
 
@@ -159,10 +160,11 @@ class ShardedSdr:
         self.tiebreak = tiebreak
 
     def rank(
-        self, query: ShardQuery, k: int, normalize: bool
+        self, query: ShardQuery, k: int | None, normalize: bool
     ) -> tuple[ShardHits, RowStats | None, int]:
-        """The best `k` documents, the statistics they were normalised with and how many
-        documents were scored."""
+        """The best `k` documents (None: every scored one, as `hybrid` and `fused` need
+        them), the statistics they were normalised with and how many documents were
+        scored."""
         parts: list[ShardMoments] = self.call("moments", [(query,)] * self.n_shards)
         combined = combine_moments([p.moments for p in parts])
         stats = moments_stats(combined, query.sentences.dtype) if normalize else None
@@ -171,7 +173,7 @@ class ShardedSdr:
         scores = np.full(len(self.tiebreak), -np.inf)
         for h in hits:
             scores[h.positions] = h.scores
-        chosen = top_k(scores, positions, k, self.tiebreak)
+        chosen = top_k(scores, positions, len(positions) if k is None else k, self.tiebreak)
         return ShardHits(chosen, scores[chosen]), stats, sum(p.documents for p in parts)
 
 

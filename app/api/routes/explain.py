@@ -6,7 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from app.api.deps import SettingsDep, StateDep
+from app.api.deps import SearchSlot, SettingsDep, StateDep
 from app.render.explain_page import render_html
 from app.render.heatmaps import render_png
 from app.schemas.explain import ExplainFormat, ExplainResponse
@@ -23,6 +23,7 @@ router = APIRouter(tags=["explain"])
 def explain(
     state: StateDep,
     settings: SettingsDep,
+    _slot: SearchSlot,
     source: Annotated[
         str,
         Query(

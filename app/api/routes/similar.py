@@ -13,7 +13,7 @@ from app.api.bodies import (
     request_body,
     validated,
 )
-from app.api.deps import SettingsDep, StateDep
+from app.api.deps import SearchSlot, SettingsDep, StateDep
 from app.schemas.similar import SimilarOptions, SimilarRequest, SimilarResponse, SimilarUpload
 from app.services import similar as service
 from app.services.uploads import UploadedFile
@@ -49,6 +49,7 @@ def similar(
     body: Annotated[tuple[SimilarOptions, UploadedFile | None], Depends(similar_body)],
     state: StateDep,
     settings: SettingsDep,
+    _slot: SearchSlot,
 ) -> SimilarResponse:
     """Rank the collection against a posted or an indexed document: JSON, or a document file
     (PDF, Word, HTML, text, Markdown) uploaded as `multipart/form-data` in `file` with the

@@ -70,6 +70,26 @@ def test_sharded_sdr_equals_in_process(
         assert stats is None
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_every_score_comes_back_for_the_fusions(searcher: Searcher, normalize: bool) -> None:
+    """`hybrid` and `fused` fuse SDR's scores of every document: k None returns them all,
+    equal to the in-process scorer's, including a `sdr-window` query's regrouped paragraphs."""
+    from indexer.search.searcher import windowed
+
+    tiebreak = searcher._tiebreak  # noqa: SLF001
+    sharded = ShardedSdr(in_process(shards_of(searcher.index, tiebreak, 3)), 3, tiebreak)
+    for query in (posted_query(searcher), windowed(posted_query(searcher), 3)):
+        everything = np.arange(searcher.index.n_documents)
+        expected = searcher._sdr.score(  # noqa: SLF001
+            query, everything, normalize=normalize, mode="exhaustive", pooled=False
+        ).scores
+        hits, _, scored = sharded.rank(shard_query(searcher, query, "all", None), None, normalize)
+        assert scored == len(hits.positions) == 48
+        got = np.full(48, -np.inf)
+        got[hits.positions] = hits.scores
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
 def test_a_second_round_without_a_first_is_refused(searcher: Searcher) -> None:
     shard = shards_of(searcher.index, searcher._tiebreak, 2)[0]  # noqa: SLF001
     with pytest.raises(ShardUnavailableError, match="no first round"):

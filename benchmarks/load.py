@@ -1,0 +1,194 @@
+"""Concurrent clients against a real `docsim serve`: throughput, latency, errors and the
+server's memory over the run.
+
+    python benchmarks/load.py --data-dir DIR [--clients 16] [--seconds 120] [--port 8766]
+        [--queries FILE] [--out benchmarks/results/load.json]
+
+Starts `docsim serve` on DIR (a separate process, no job worker) and runs `--clients`
+concurrent clients (asyncio, httpx) for `--seconds`. Each client posts, in turn, a query
+document (the AILA 2019 development queries by default) and an indexed document by id (a
+random one of the collection), each with the service's default method and `top_k` 10. Reports
+queries per second, p50/p99 latency of each kind, errors (any status other than 200, or a
+failed connection: must be 0), and the server's resident memory at the start and the end of
+the load (sampled every second: it must stay flat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+
+logger = logging.getLogger("benchmarks.load")
+AILA_QUERIES = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "queries_dev.txt"
+)
+
+
+def load_queries(path: Path) -> list[str]:
+    return [line.split("||", 1)[1] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def summary(latencies: list[float]) -> dict:
+    if not latencies:
+        return {"count": 0}
+    values = np.asarray(latencies) * 1000
+    return {
+        "count": len(values),
+        "p50_ms": round(float(np.percentile(values, 50)), 1),
+        "p99_ms": round(float(np.percentile(values, 99)), 1),
+        "max_ms": round(float(values.max()), 1),
+    }
+
+
+async def client_loop(
+    base: str, texts: list[str], ids: list[str], until: float, seed: int, record: dict
+) -> None:
+    rng = random.Random(seed)
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        turn = seed
+        while time.monotonic() < until:
+            kind = "posted" if turn % 2 == 0 else "by_id"
+            body = (
+                {"document": {"text": rng.choice(texts)}, "top_k": 10}
+                if kind == "posted"
+                else {"document_id": rng.choice(ids), "top_k": 10}
+            )
+            started = time.perf_counter()
+            try:
+                response = await client.post("/similar", json=body)
+                ok = response.status_code == 200
+                error = None if ok else f"{response.status_code}: {response.text[:200]}"
+            except httpx.HTTPError as failure:
+                ok, error = False, f"{type(failure).__name__}: {failure}"
+            elapsed = time.perf_counter() - started
+            if ok:
+                record[kind].append(elapsed)
+            else:
+                record["errors"].append(error)
+            turn += 1
+
+
+async def sample_memory(process: psutil.Process, until: float, samples: list[int]) -> None:
+    while time.monotonic() < until:
+        samples.append(process.memory_info().rss)
+        await asyncio.sleep(1.0)
+
+
+async def run_load(base: str, texts: list[str], ids: list[str], args, server) -> dict:  # noqa: ANN001
+    record: dict = {"posted": [], "by_id": [], "errors": []}
+    samples: list[int] = []
+    started = time.monotonic()
+    until = started + args.seconds
+    process = psutil.Process(server.pid)
+    await asyncio.gather(
+        sample_memory(process, until, samples),
+        *(client_loop(base, texts, ids, until, seed, record) for seed in range(args.clients)),
+    )
+    wall = time.monotonic() - started
+    done = len(record["posted"]) + len(record["by_id"])
+    return {
+        "clients": args.clients,
+        "seconds": round(wall, 1),
+        "queries": done,
+        "queries_per_second": round(done / wall, 2),
+        "posted": summary(record["posted"]),
+        "by_id": summary(record["by_id"]),
+        "all": summary(record["posted"] + record["by_id"]),
+        "errors": len(record["errors"]),
+        "error_examples": record["errors"][:5],
+        "server_rss_start_bytes": samples[0] if samples else None,
+        "server_rss_end_bytes": samples[-1] if samples else None,
+        "server_rss_max_bytes": max(samples) if samples else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("--queries", type=Path, default=AILA_QUERIES)
+    parser.add_argument("--label", default="in-process")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
+    texts = load_queries(args.queries)
+    env = {
+        **os.environ,
+        "DOCSIM_DATA_DIR": str(args.data_dir),
+        "DOCSIM_JOBS__EMBEDDED_WORKER": "false",
+        "DOCSIM_LOG__LEVEL": "WARNING",
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    log = (args.out.parent / "load_server.log").open("w")
+    docsim = str(Path(sys.executable).parent / "docsim")
+    server = subprocess.Popen(
+        [docsim, "serve", "--port", str(args.port)], env=env, stdout=log, stderr=log
+    )
+    base = f"http://127.0.0.1:{args.port}"
+    try:
+        deadline = time.monotonic() + 300
+        with httpx.Client(base_url=base, timeout=30) as client:
+            while True:
+                try:
+                    if client.get("/ready").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the server did not become ready (see load_server.log)")
+                time.sleep(1)
+            ready = client.get("/ready").json()
+            ids = [
+                r["document_id"]
+                for r in client.post(
+                    "/similar", json={"document": {"text": texts[0]}, "top_k": 1000}
+                ).json()["results"]
+            ]
+            client.post("/similar", json={"document_id": ids[0]})  # warm: BM25 built, pages in
+        logger.info(
+            "Server ready (%s documents); %d clients for %.0f s",
+            ready.get("documents"),
+            args.clients,
+            args.seconds,
+        )
+        result = asyncio.run(run_load(base, texts, ids, args, server))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+    result = {"label": args.label, "data_dir": str(args.data_dir), **result}
+    logger.info(
+        "%s: %.2f queries/s, p50 %s ms, p99 %s ms, %d errors, server RSS %.0f -> %.0f MiB",
+        args.label,
+        result["queries_per_second"],
+        result["all"].get("p50_ms"),
+        result["all"].get("p99_ms"),
+        result["errors"],
+        (result["server_rss_start_bytes"] or 0) / 2**20,
+        (result["server_rss_end_bytes"] or 0) / 2**20,
+    )
+    runs = json.loads(args.out.read_text()) if args.out.exists() else []
+    args.out.write_text(json.dumps([*runs, result], indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
