@@ -111,6 +111,7 @@ async def run_load(base: str, texts: list[str], ids: list[str], args, server) ->
         "server_rss_start_bytes": samples[0] if samples else None,
         "server_rss_end_bytes": samples[-1] if samples else None,
         "server_rss_max_bytes": max(samples) if samples else None,
+        "server_rss_every_10_s_bytes": samples[::10],
     }
 
 

@@ -50,7 +50,7 @@ def sentence_best(
         r0 = int(ends[d0 - 1]) if d0 else 0
         d1 = max(int(torch.searchsorted(ends, r0 + block_sentences, right=True)), d0 + 1)
         r1 = int(ends[d1 - 1])
-        sims = collection.sentences[r0:r1] @ source.T  # (r, n)
+        sims = collection.sentences[r0:r1].to(source.dtype) @ source.T  # (r, n)
         out[d0:d1] = torch.segment_reduce(sims, "max", lengths=lengths[d0:d1].to(device), axis=0)
         d0 = d1
     return out.to(home)
@@ -120,7 +120,7 @@ def ot_scores(
         offsets = torch.arange(longest)  # (m,)
         mask = offsets[None, :] < lengths[batch][:, None]  # (B, m)
         rows = (starts[batch][:, None] + offsets[None, :]).clamp(max=len(collection.sentences) - 1)
-        targets = collection.sentences[rows.to(device)]  # (B, m, d)
+        targets = collection.sentences[rows.to(device)].to(source.dtype)  # (B, m, d)
         sims = torch.einsum("nd,bmd->bnm", source, targets).float()  # (B, n, m)
         mask = mask.to(device)
         plan = sinkhorn_plan(1.0 - sims, mask, reg=reg, iterations=iterations)

@@ -123,8 +123,11 @@ class ShardActor:
     def moments(self, query: Any) -> Any:
         return self.shard.moments(query)
 
-    def top(self, key: str, stats: Any, k: int) -> Any:
+    def top(self, key: str, stats: Any, k: int | None) -> Any:
         return self.shard.top(key, stats, k)
+
+    def sentence_scores(self, query: Any, method: str, *options: float) -> Any:
+        return self.shard.sentence_scores(query, method, *options)
 
     def ping(self) -> str:
         return self.incarnation

@@ -22,6 +22,7 @@ from cachetools import TTLCache
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.ranking import top_k
 from indexer.search.sdr import concatenated_ranges
+from models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
 from models.scoring import RaggedCollection, RowStats, paragraph_similarity
 from models.sharding import (
     RowMoments,
@@ -130,6 +131,26 @@ class SdrShard:
             self._pending[query.key] = (local, document_best(p, collection.document_lengths))
         return ShardMoments(row_moments(p), len(local))
 
+    def sentence_scores(
+        self, query: ShardQuery, method: str, ot_reg: float = 0.05, ot_iterations: int = 50
+    ) -> ShardHits:
+        """Scores of the methods that score each document from its own sentences alone
+        (`maxsim`, `best-sentence`, `ot`: one round), for the query's documents of this
+        range, in range order."""
+        local = self._local(query)
+        if not len(local):
+            return ShardHits(np.empty(0, np.int64), np.empty(0))
+        collection = self._collection_of(local)
+        if method in ("maxsim", "best-sentence"):
+            best = sentence_best(query.sentences, collection)  # (D_s, n)
+            reduce = maxsim_scores if method == "maxsim" else best_pair_scores
+            scores = reduce(best)
+        elif method == "ot":
+            scores = ot_scores(query.sentences, collection, reg=ot_reg, iterations=ot_iterations)
+        else:
+            raise ValueError(f"method {method!r} is not scored from sentences alone")
+        return ShardHits(local + self.first, scores.float().double().numpy())
+
     def top(self, key: str, stats: RowStats | None, k: int | None) -> ShardHits:
         """Round two: this range's best `k` documents for the query `key` (None: every
         document it scored, best first), scored with the collection's `stats` (None: not
@@ -175,6 +196,22 @@ class ShardedSdr:
             scores[h.positions] = h.scores
         chosen = top_k(scores, positions, len(positions) if k is None else k, self.tiebreak)
         return ShardHits(chosen, scores[chosen]), stats, sum(p.documents for p in parts)
+
+
+def sentence_method_scores(
+    call: Callable[[str, Sequence[tuple]], list],
+    n_shards: int,
+    query: ShardQuery,
+    method: str,
+    n_documents: int,
+    **options: float,
+) -> np.ndarray:
+    """`(D,)` a sentence-set method's scores of every document over the shards (-inf where
+    not scored), as `Searcher.method_scores` gives them in one process."""
+    out = np.full(n_documents, -np.inf)
+    for hits in call("sentence_scores", [(query, method, *options.values())] * n_shards):
+        out[hits.positions] = hits.scores
+    return out
 
 
 def shard_ranges(sentence_counts: np.ndarray, n: int) -> list[int]:

@@ -107,3 +107,29 @@ def test_ranges_hold_about_equal_sentences() -> None:
     assert shard_ranges(counts, 10) == list(range(11))  # one document each
     few = shard_ranges(np.array([5, 5]), 3)  # more shards than documents: some stay empty
     assert len(few) == 4 and few == sorted(few) and few[0] == 0 and few[-1] == 2
+
+
+@pytest.mark.parametrize("method", [Method.maxsim, Method.best_sentence, Method.ot])
+@pytest.mark.parametrize("source", ["posted", "coffee-02"])
+@pytest.mark.parametrize("pool", [None, POOL])
+def test_sentence_methods_on_shards_equal_in_process(
+    searcher: Searcher, method: Method, source: str, pool: list[str] | None
+) -> None:
+    from indexer.search.shards import sentence_method_scores
+
+    query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
+    tiebreak = searcher._tiebreak  # noqa: SLF001
+    allowed = searcher._allowed(query, pool)  # noqa: SLF001 - what the searcher scores
+    expected = searcher.method_scores(method, query, allowed)
+    config = searcher.config
+    got = sentence_method_scores(
+        in_process(shards_of(searcher.index, tiebreak, 3)),
+        3,
+        shard_query(searcher, query, "s", pool),
+        method.value,
+        48,
+        ot_reg=config.ot_reg,
+        ot_iterations=config.ot_iterations,
+    )
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    assert np.array_equal(np.isfinite(got), np.isfinite(expected))
