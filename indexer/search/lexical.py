@@ -65,8 +65,32 @@ class Posting:
     counts: np.ndarray
 
 
+@dataclass(frozen=True)
+class Bm25Collection:
+    """What BM25's idf and length normalisation need of the whole collection: the document
+    count, the total length and each token's document frequency. Shards of a collection sum
+    theirs (`combine`), so that each scores its own documents exactly as one index would."""
+
+    documents: int
+    total_length: int
+    frequencies: Mapping[str, int]
+
+    @staticmethod
+    def combine(parts: Iterable[Bm25Collection]) -> Bm25Collection:
+        parts = list(parts)
+        frequencies: Counter[str] = Counter()
+        for part in parts:
+            frequencies.update(part.frequencies)
+        return Bm25Collection(
+            sum(p.documents for p in parts), sum(p.total_length for p in parts), frequencies
+        )
+
+
 class Bm25Index:
-    """BM25 postings of a collection, keyed by the documents' ids (not their positions)."""
+    """BM25 postings of a collection, keyed by the documents' ids (not their positions).
+
+    With `collection`, the index holds part of a larger collection (a shard) and scores with
+    that collection's idf and average length."""
 
     def __init__(
         self,
@@ -75,6 +99,7 @@ class Bm25Index:
         terms: dict[int, tuple[str, ...]],
         counts: dict[int, np.ndarray],
         stemmer: str | None = None,
+        collection: Bm25Collection | None = None,
     ) -> None:
         self.stemmer = stemmer  # the Snowball language of the tokens, or None
         self._postings = postings
@@ -83,7 +108,11 @@ class Bm25Index:
         self._counts = counts  # doc id -> `(t,)` int32 count of each of its distinct tokens
         self.doc_ids = np.array(sorted(lengths), dtype=np.int64)  # (N,) the order of `scores`
         self._length_of = np.array([lengths[d] for d in self.doc_ids.tolist()], np.float64)
-        self._average = float(self._length_of.sum()) / max(len(lengths), 1)
+        self.collection = collection
+        if collection is None:
+            self._average = float(self._length_of.sum()) / max(len(lengths), 1)
+        else:
+            self._average = float(collection.total_length) / max(collection.documents, 1)
         # each token's rows and float32 terms, computed on first use: at most one int64 and
         # one float32 per posting entry, and only for the tokens queries ask for
         self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -161,7 +190,21 @@ class Bm25Index:
                 postings[token] = posting
             else:
                 postings.pop(token, None)
-        return Bm25Index(postings, lengths, terms, term_counts, self.stemmer)
+        return Bm25Index(postings, lengths, terms, term_counts, self.stemmer)  # whole again
+
+    def local_collection(self) -> Bm25Collection:
+        """This index's own document count, total length and document frequencies."""
+        return Bm25Collection(
+            len(self._lengths),
+            int(sum(self._lengths.values())),
+            {token: len(p.doc_ids) for token, p in self._postings.items()},
+        )
+
+    def within(self, collection: Bm25Collection) -> Bm25Index:
+        """This index as a shard of `collection` (the postings are shared, not copied)."""
+        return Bm25Index(
+            self._postings, self._lengths, self._terms, self._counts, self.stemmer, collection
+        )
 
     def term_counts(self, doc_id: int) -> dict[str, int]:
         """How often each token occurs in the document `doc_id` (after stop words)."""
@@ -196,10 +239,13 @@ class Bm25Index:
 
     def idf(self, token: str) -> float:
         """BM25's idf of `token` (0 for a token no document holds)."""
-        posting = self._postings.get(token)
-        if posting is None:
+        if self.collection is not None:
+            n, df = self.collection.documents, self.collection.frequencies.get(token, 0)
+        else:
+            posting = self._postings.get(token)
+            n, df = len(self.doc_ids), len(posting.doc_ids) if posting is not None else 0
+        if not df:
             return 0.0
-        n, df = len(self.doc_ids), len(posting.doc_ids)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
     def _weight(self, token: str) -> tuple[np.ndarray, np.ndarray]:

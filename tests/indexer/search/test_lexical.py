@@ -175,3 +175,36 @@ def test_term_counts_are_each_documents_tokens_counted_after_any_change() -> Non
         assert changed.term_counts(doc_id) == Counter(tokens)
     with pytest.raises(KeyError):
         changed.term_counts(1)
+
+
+@pytest.mark.parametrize("stemmer", [None, "english"])
+def test_shards_with_the_collections_statistics_score_as_one_index(stemmer: str | None) -> None:
+    """Exact BM25 over shards: each shard's index, given the summed document counts, lengths
+    and document frequencies, scores its documents to the bit as the whole index does."""
+    from indexer.search.lexical import Bm25Collection
+
+    ids = np.arange(len(TEXTS), dtype=np.int64) * 2 + 1
+    whole = Bm25Index.build(ids.tolist(), TEXTS, stemmer)
+    cuts = [0, 7, 30, len(TEXTS)]
+    parts = [
+        Bm25Index.build(ids[a:b].tolist(), TEXTS[a:b], stemmer)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
+    collection = Bm25Collection.combine(p.local_collection() for p in parts)
+    assert collection == whole.local_collection()
+    shards = [p.within(collection) for p in parts]
+    for query in QUERIES:
+        expected = whole.scores(query)
+        got = np.concatenate([s.scores(query) for s in shards])
+        np.testing.assert_array_equal(got, expected)
+        tokens = whole.tokens(query)
+        assert [s.idf(t) for s in shards for t in tokens] == [whole.idf(t) for t in tokens] * 3
+        weights = {t: 0.5 + i for i, t in enumerate(dict.fromkeys(tokens))}
+        np.testing.assert_array_equal(
+            np.concatenate([s.weighted_scores(weights) for s in shards]),
+            whole.weighted_scores(weights),
+        )
+    # without the collection's statistics a shard scores differently: the test can fail
+    assert not np.array_equal(
+        np.concatenate([p.scores(QUERIES[0]) for p in parts]), whole.scores(QUERIES[0])
+    )
