@@ -15,6 +15,13 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (DOCSIM_API__HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (DOCSIM_API__PORT).")] = None,
     data_dir: DataDir = None,
+    shards: Annotated[
+        int | None,
+        typer.Option(
+            help="Score on this many Ray shard actors (DOCSIM_SHARDS__COUNT; on "
+            "DOCSIM_RAY__ADDRESS, else a local Ray); 0: in this process."
+        ),
+    ] = None,
 ) -> None:
     """Serve the active index over HTTP (OpenAPI docs at /docs)."""
     import uvicorn
@@ -25,6 +32,10 @@ def serve(
     settings = get_service_settings()
     if data_dir:
         settings = settings.model_copy(update={"data_dir": data_dir})
+    if shards is not None:
+        settings = settings.model_copy(
+            update={"shards": settings.shards.model_copy(update={"count": shards})}
+        )
     app = create_app(settings)
     # log_config=None: uvicorn's loggers go through docsim's handler (text or JSON)
     uvicorn.run(

@@ -171,9 +171,9 @@ def main() -> None:
     write_collection(path, args.sentences)
     asked = queries(args.queries)
 
-    from indexer.builder.engines import _private_cluster_environment
+    from indexer.ray_session import private_cluster_environment
 
-    _private_cluster_environment()
+    private_cluster_environment()
     import ray
 
     ray.init(

@@ -110,6 +110,22 @@ class RaySettings(BaseModel):
     cpus_per_actor: float = Field(default=1.0, gt=0)
 
 
+class ShardSettings(BaseModel):
+    """Serving on Ray shard actors (`docsim serve --shards N`), on the Ray of `RaySettings`."""
+
+    count: int = Field(
+        default=0,
+        ge=0,
+        description="Shard actors that score exhaustive SDR and the sentence-set methods; "
+        "0: everything in the service's process.",
+    )
+    cpus: float = Field(default=1.0, gt=0, description="CPUs (and torch threads) per shard.")
+    gpus: float = Field(default=0.0, ge=0, description="GPUs per shard (a GPU cluster: 1).")
+    call_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="A shard slower than this is a 503, never left out."
+    )
+
+
 class SearchSettings(BaseModel):
     """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
     (`indexer.search.searcher` describes the methods)."""
@@ -187,6 +203,7 @@ class Settings(BaseSettings):
     log: LogSettings = LogSettings()
     ray: RaySettings = RaySettings()
     search: SearchSettings = SearchSettings()
+    shards: ShardSettings = ShardSettings()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

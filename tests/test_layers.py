@@ -167,12 +167,12 @@ def test_loading_an_encoder_does_not_import_training() -> None:
 
 
 # Which rooms of `indexer` each room may import: text <- store <- builder / search <- jobs <-
-# cli; `config`, `logs` and `train` are shared top-level modules.
+# cli; `config`, `logs`, `ray_session` and `train` are shared top-level modules.
 INDEXER_ROOMS = {
     "indexer.text": set(),
     "indexer.store": {"indexer.text"},
-    "indexer.builder": {"indexer.config", "indexer.store", "indexer.text"},
-    "indexer.search": {"indexer.config", "indexer.store", "indexer.text"},
+    "indexer.builder": {"indexer.config", "indexer.ray_session", "indexer.store", "indexer.text"},
+    "indexer.search": {"indexer.config", "indexer.ray_session", "indexer.store", "indexer.text"},
     "indexer.evaluation": {"indexer.config", "indexer.search", "indexer.store", "indexer.text"},
     "indexer.jobs": {
         "indexer.builder",

@@ -9,6 +9,7 @@ from indexer.builder.pipeline import BuildBusyError
 from indexer.jobs.queue import JobNotFoundError, JobStateError
 from indexer.jobs.updates import IndexChangedError
 from indexer.search.explain import PairTooLargeError
+from indexer.search.shards import ShardUnavailableError
 from indexer.search.types import DocumentNotFoundError, QueryError
 from indexer.store.versions import NoActiveIndexError
 from indexer.text.split import EmptyDocumentError
@@ -61,6 +62,7 @@ STATUS = {
     QueryError: 422,
     InvalidTextError: 422,
     IndexNotReadyError: 503,
+    ShardUnavailableError: 503,
     NoActiveIndexError: 503,
 }
 

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
 from app.services.query_cache import QueryCache
-from app.services.state import ServiceState, load_state
+from app.services.state import ServiceState, load_state, on_shards
 from indexer.jobs.updates import DocumentChange
 from indexer.jobs.worker import Worker
 from indexer.store.versions import NoActiveIndexError, active_version
@@ -55,9 +55,12 @@ class Runtime:
 
     # --- state ---------------------------------------------------------------------------
     def swap(self, state: ServiceState | None) -> None:
-        """Serve `state` from now on (requests already running keep the one they took)."""
-        self.state = state
+        """Serve `state` from now on (requests already running keep the one they took; its
+        predecessor's shard actors close after the retire grace)."""
+        previous, self.state = self.state, state
         self._publish(state)
+        if previous is not None and previous is not state:
+            previous.retire(self.settings.jobs.retire_grace_seconds)
 
     def refresh(self) -> bool:
         """Load and swap in the active version if it differs from the served one (version
@@ -147,8 +150,10 @@ class Runtime:
                 index = searcher.index.with_changes(
                     self.engine, change.removed_ids, change.added_units, change.revision
                 )
+                changed_searcher = searcher.with_changes(index)
                 changed = ServiceState(
-                    searcher=searcher.with_changes(index),
+                    searcher=changed_searcher,
+                    shards=on_shards(self.settings, changed_searcher),
                     version_id=state.version_id,
                     encoder_name=state.encoder_name,
                     queries=QueryCache(
@@ -206,6 +211,8 @@ class Runtime:
         its build kept; a retry resumes it)."""
         self._stop.set()
         self._wake.set()
+        if self.state is not None:
+            self.state.retire(0.0)
         if self.worker is not None:
             self.worker.stop.set()  # a running job is suspended; a retry resumes it
         for thread in self._threads:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -19,6 +21,16 @@ class ServiceState:
     encoder_name: str
     queries: QueryCache  # recent /similar queries of this version, for /explain
     revision: int = 0  # document changes applied to the version when it was loaded
+    shards: Any = None  # the Ray shard actors scoring for it (`RayShards`), when sharded
+
+    def retire(self, after_seconds: float) -> None:
+        """Close this state's shard actors once requests still using it are done."""
+        if self.shards is None:
+            return
+        shards, self.shards = self.shards, None
+        timer = threading.Timer(after_seconds, shards.close)
+        timer.daemon = True
+        timer.start()
 
 
 def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
@@ -30,9 +42,19 @@ def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
     )
     searcher = open_searcher(settings, engine, config)
     return ServiceState(
+        shards=on_shards(settings, searcher),
         searcher=searcher,
         version_id=searcher.index.version_id,
         encoder_name=searcher.encoder.identity().get("display_name") or searcher.encoder.name,
         queries=QueryCache(settings.api.query_cache_bytes, settings.api.query_cache_ttl_seconds),
         revision=searcher.index.revision,
     )
+
+
+def on_shards(settings: ServiceSettings, searcher: Searcher) -> Any:
+    """The shard actors the searcher scores on (`DOCSIM_SHARDS__COUNT`), or None."""
+    if settings.shards.count == 0:
+        return None
+    from indexer.search.shard_actors import serve_on_shards
+
+    return serve_on_shards(settings, searcher)

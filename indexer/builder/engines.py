@@ -11,25 +11,23 @@ per batch, on a GPU of its own when the cluster has them. Results stream back in
 (`preserve_order`), so the first blocks are stored while later ones are still encoding.
 Without `DOCSIM_RAY__ADDRESS` a local Ray is started for the build and stopped after it:
 temporary files under `<data_dir>/ray`, usage reporting off, and token authentication on
-with a random token (see `_private_cluster_environment` for why not loopback and no auth).
+with a random token (see `indexer.ray_session.private_cluster_environment` for why).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import queue
-import secrets
 import threading
 from collections.abc import Iterable, Iterator
 from enum import Enum
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from indexer.config import Settings
+from indexer.ray_session import RaySessionError, connect_ray
 from indexer.text.documents import Document
 from models.encoder import DocumentVectors, Encoder
 
@@ -44,7 +42,6 @@ class EngineName(str, Enum):
 ENGINES: tuple[str, ...] = tuple(e.value for e in EngineName)
 # AF_UNIX socket paths are limited to 107 bytes; Ray puts its sockets ~60 bytes below its
 # temporary folder, so the folder itself must be short.
-RAY_TEMP_MAX = 45
 
 
 class EngineError(RuntimeError):
@@ -151,37 +148,15 @@ class RayEngine:
         blocks = list(blocks)
         if not blocks:
             return
-        if not self.settings.ray.address:
-            _local_temp_dir(self.settings)  # a clear error before anything starts
-            _private_cluster_environment()  # before Ray is imported: it reads them then
-        ray = _import_ray()
-        started_here = self._connect(ray)
+        try:
+            ray, started_here = connect_ray(self.settings)
+        except RaySessionError as error:
+            raise EngineError(str(error)) from error
         try:
             yield from self._run(ray, blocks)
         finally:
             if started_here:
                 ray.shutdown()
-
-    def _connect(self, ray: Any) -> bool:
-        """Join the configured cluster, or start a private local one; whether we started it."""
-        if ray.is_initialized():
-            return False
-        options = self.settings.ray
-        if options.address:
-            logger.info("Connecting to the Ray cluster at %s", options.address)
-            ray.init(address=options.address, configure_logging=False, log_to_driver=False)
-            return True
-        temp = _local_temp_dir(self.settings)
-        temp.mkdir(parents=True, exist_ok=True)
-        logger.info("Starting a local Ray (%d CPUs) in %s", options.local_cpus, temp)
-        ray.init(
-            num_cpus=options.local_cpus,
-            include_dashboard=False,
-            _temp_dir=str(temp),
-            configure_logging=False,
-            log_to_driver=False,
-        )
-        return True
 
     def _run(
         self, ray: Any, blocks: list[list[Document]]
@@ -250,41 +225,6 @@ def _on_cpu(vectors: DocumentVectors) -> DocumentVectors:
         for name, value in vars(vectors).items()
     }
     return type(vectors)(**fields)
-
-
-def _local_temp_dir(settings: Settings) -> Path:
-    temp = (settings.data_dir / "ray").resolve()
-    if len(str(temp)) > RAY_TEMP_MAX:
-        raise EngineError(
-            f"Ray's temporary folder {str(temp)!r} is too long for its sockets "
-            f"(at most {RAY_TEMP_MAX} characters): use a shorter data directory"
-        )
-    return temp
-
-
-def _private_cluster_environment() -> None:
-    """Settings for the local Ray a build starts: no usage reporting, and token auth.
-
-    Ray 2.60's GCS and raylet listen on every interface whatever node address is asked for
-    (checked with `ss -ltn`; its `_node_ip_address` turns 127.0.0.1 into the routable
-    address), so a private cluster cannot be kept on loopback. Rather than leave it open to
-    the network, token authentication stays on, with a fresh random token per process, passed
-    in the environment to Ray's own processes (no token file outside the data directory).
-    """
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
-
-
-def _import_ray():  # noqa: ANN202
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as error:
-        raise EngineError(
-            "the ray engine needs Ray Data: pip install 'docsim[ray]' (or 'ray[data]')"
-        ) from error
-    return ray
 
 
 def make_encode_engine(

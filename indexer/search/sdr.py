@@ -14,7 +14,9 @@ import numpy as np
 import torch
 from cachetools import LRUCache
 
+from indexer.search.arrays import concatenated_ranges
 from indexer.search.loaded_index import LoadedIndex
+from indexer.search.shards import ShardedSdr, query_on_shards
 from indexer.search.types import ParagraphStats, Query
 from models.scoring import (
     RaggedCollection,
@@ -63,6 +65,7 @@ class SdrScorer:
         self._sample_cache: RaggedCollection | None = None
         self._source_stats: LRUCache[int, ParagraphStats] = LRUCache(maxsize=4096)
         self._lock = threading.Lock()
+        self.shards: ShardedSdr | None = None  # exhaustive scoring on shards, when served so
 
     def sub_collection(self, docs: np.ndarray) -> tuple[RaggedCollection, np.ndarray]:
         """The sentences of `docs` as a ragged collection, and each document's first column
@@ -140,6 +143,8 @@ class SdrScorer:
         first_column = np.full(n, -1, dtype=np.int64)
         if len(docs) == 0:
             return SdrScores(scores, torch.empty(0, 0), first_column, None)
+        if self.shards is not None and mode == "exhaustive":
+            return self._score_on_shards(query, docs, normalize, pooled, remember)
         if len(docs) == n:
             collection, starts = self.collection, self.index.doc_paragraph_start[:-1]
         else:
@@ -160,6 +165,41 @@ class SdrScorer:
             pmatrix = normalize_rows(pmatrix, used.stats)
         scores[docs] = document_scores(pmatrix, collection.document_lengths).numpy()
         return SdrScores(scores, pmatrix, first_column, used)
+
+    def _score_on_shards(
+        self, query: Query, docs: np.ndarray, normalize: bool, pooled: bool, remember: bool
+    ) -> SdrScores:
+        """Exhaustive scoring of `docs` on the shards, in two rounds (`ShardedSdr`): every
+        document's score and the statistics; no paragraph matrix (`explain_columns` gives the
+        ranked documents' columns)."""
+        assert self.shards is not None
+        on_shards = query_on_shards(query, docs, self.index.n_documents)
+        hits, stats, scored = self.shards.rank(on_shards, None, normalize)
+        scores = np.full(self.index.n_documents, -np.inf)
+        scores[hits.positions] = hits.scores
+        used = None
+        if stats is not None:
+            used = ParagraphStats(stats, "pool" if pooled else "collection", scored)
+            if remember:
+                self.remember(query, used)
+        first_column = np.full(self.index.n_documents, -1, dtype=np.int64)
+        return SdrScores(scores, None, first_column, used)  # type: ignore[arg-type]
+
+    def explain_columns(
+        self, query: Query, docs: np.ndarray, stats: ParagraphStats | None
+    ) -> SdrScores:
+        """The paragraph matrix of `docs` only, normalised with `stats` (None: raw), here in
+        this process: the columns that give the ranked documents their paragraph pairs."""
+        n = self.index.n_documents
+        first_column = np.full(n, -1, dtype=np.int64)
+        if not len(docs):
+            return SdrScores(np.full(n, -np.inf), torch.empty(0, 0), first_column, stats)
+        collection, starts = self.sub_collection(docs)
+        first_column[docs] = starts
+        pmatrix = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, collection)
+        if stats is not None:
+            pmatrix = normalize_rows(pmatrix, stats.stats)
+        return SdrScores(np.full(n, -np.inf), pmatrix, first_column, stats)
 
 
 def carry_rows(
@@ -185,10 +225,3 @@ def reuse_rows(
         raise ValueError("the kept rows are not the first rows of the new index")
     added = new_rows[len(kept) :].to(old_rows.device)  # (m - k, d)
     return torch.cat([old_rows.index_select(0, kept), added])
-
-
-def concatenated_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The concatenation of `arange(start, end)` for each pair, without a Python loop."""
-    lengths = ends - starts
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return np.arange(int(lengths.sum())) + offsets

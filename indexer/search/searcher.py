@@ -43,6 +43,7 @@ from indexer.search.matches import document_hits
 from indexer.search.queries import encode_document, encode_levels, indexed_query
 from indexer.search.ranking import reciprocal_rank_fusion, top_k
 from indexer.search.sdr import SdrScorer, carry_rows
+from indexer.search.shards import ShardedSdr, query_on_shards
 from indexer.search.types import (
     LEXICAL,
     SENTENCE_SETS,
@@ -117,6 +118,15 @@ class Searcher:
         # BM25 over paragraphs and each of its rows' document position (J,), on first use; a
         # changed searcher builds its own again
         self._paragraph_bm25: tuple[Bm25Index, np.ndarray] | None = None
+
+    def use_shards(self, shards: ShardedSdr | None) -> None:
+        """Score exhaustive SDR and the sentence-set methods on `shards` (None: here)."""
+        self._sdr.shards = shards
+
+    @property
+    def tiebreak(self) -> np.ndarray:
+        """`(D,)` the fixed random order that breaks ties between documents."""
+        return self._tiebreak
 
     def with_changes(self, index: LoadedIndex) -> Searcher:
         """A searcher over `index`: this searcher's index with a document change applied
@@ -253,15 +263,11 @@ class Searcher:
             scores = sdr.scores
         ranked = self._top(scores, pool, options.top_k)
         explaining = sdr
+        shown = np.sort(ranked) if options.matches_per_result > 0 else ranked[:0]
         if sdr is None or method is Method.sdr_window:  # pairs of real paragraphs: raw P
-            explaining = self._sdr.score(
-                query,
-                np.sort(ranked) if options.matches_per_result > 0 else ranked[:0],
-                normalize=False,
-                mode="exhaustive",
-                pooled=True,
-                remember=False,
-            )
+            explaining = self._sdr.explain_columns(query, shown, None)
+        elif sdr.pmatrix is None:  # scored on shards: the ranked documents' columns here
+            explaining = self._sdr.explain_columns(query, shown, sdr.stats)
         hits = document_hits(
             self.index,
             self.engine,
@@ -317,6 +323,13 @@ class Searcher:
         docs = np.sort(docs)
         if not len(docs):
             return out
+        if self._sdr.shards is not None:  # each shard scores its documents' sentences
+            return self._sdr.shards.sentence_scores(
+                query_on_shards(query, docs, self.index.n_documents),
+                method.value,
+                ot_reg=config.ot_reg,
+                ot_iterations=config.ot_iterations,
+            )
         collection = self._collection(docs)
         if method in (Method.maxsim, Method.best_sentence):
             if "best" not in shared:

@@ -10,6 +10,7 @@ without it.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 import warnings
 from collections.abc import Sequence
@@ -20,8 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from indexer.config import Settings
+from indexer.ray_session import connect_ray
 from indexer.search.loaded_index import LoadedIndex
-from indexer.search.shards import SdrShard, shard_ranges
+from indexer.search.searcher import Searcher
+from indexer.search.shards import SdrShard, ShardedSdr, ShardUnavailableError, shard_ranges
 from models.scoring import RaggedCollection
 
 logger = logging.getLogger(__name__)
@@ -163,8 +167,6 @@ class RayShards:
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
-        from indexer.search.shards import ShardUnavailableError
-
         refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args, strict=True)]
         try:
             return ray.get(refs, timeout=self.timeout)
@@ -179,4 +181,32 @@ class RayShards:
         import ray
 
         for actor in self.actors:
-            ray.kill(actor, no_restart=True)
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone, or Ray is shutting down
+                logger.debug("A shard actor could not be killed", exc_info=True)
+
+
+def serve_on_shards(settings: Settings, searcher: Searcher) -> RayShards:
+    """Start `settings.shards.count` shard actors over the searcher's version (on the
+    configured Ray, or a local one started for the service) and let the searcher score on
+    them; returns the actors, which the caller closes when the version is retired."""
+    connect_ray(settings)
+    options = settings.shards
+    index = searcher.index
+    started = time.perf_counter()
+    shards = RayShards(
+        shard_specs(index, searcher.tiebreak, options.count),
+        num_cpus=options.cpus,
+        num_gpus=options.gpus,
+        timeout=options.call_timeout_seconds,
+    )
+    searcher.use_shards(ShardedSdr(shards.call, len(shards.actors), searcher.tiebreak))
+    logger.info(
+        "Version %d (revision %d) on %d shard actors, loaded in %.1f s",
+        index.version_id,
+        index.revision,
+        len(shards.actors),
+        time.perf_counter() - started,
+    )
+    return shards

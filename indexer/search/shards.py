@@ -12,6 +12,7 @@ sentence vectors go out, and a few numbers per source paragraph and k hits per s
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,9 +20,10 @@ import numpy as np
 import torch
 from cachetools import TTLCache
 
+from indexer.search.arrays import concatenated_ranges
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.ranking import top_k
-from indexer.search.sdr import concatenated_ranges
+from indexer.search.types import Query
 from models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
 from models.scoring import RaggedCollection, RowStats, paragraph_similarity
 from models.sharding import (
@@ -51,6 +53,17 @@ class ShardQuery:
     paragraph_lengths: torch.Tensor  # (I,)
     exclude: int | None = None  # an indexed source never scores itself
     allowed: np.ndarray | None = None  # a pool of candidates; None: every document
+
+
+def query_on_shards(query: Query, docs: np.ndarray, n_documents: int) -> ShardQuery:
+    """What the shards need of `query` to score the positions `docs` of `n_documents`."""
+    return ShardQuery(
+        key=uuid.uuid4().hex,
+        sentences=query.sentence_vectors,
+        paragraph_lengths=query.paragraph_lengths,
+        exclude=query.source_index,
+        allowed=None if len(docs) == n_documents else np.asarray(docs, dtype=np.int64),
+    )
 
 
 @dataclass(frozen=True)
@@ -196,6 +209,12 @@ class ShardedSdr:
             scores[h.positions] = h.scores
         chosen = top_k(scores, positions, len(positions) if k is None else k, self.tiebreak)
         return ShardHits(chosen, scores[chosen]), stats, sum(p.documents for p in parts)
+
+    def sentence_scores(self, query: ShardQuery, method: str, **options: float) -> np.ndarray:
+        """`(D,)` a sentence-set method's scores over the shards (`sentence_method_scores`)."""
+        return sentence_method_scores(
+            self.call, self.n_shards, query, method, len(self.tiebreak), **options
+        )
 
 
 def sentence_method_scores(

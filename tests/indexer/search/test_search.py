@@ -10,8 +10,8 @@ import pytest
 import torch
 from sqlalchemy import select
 
+from indexer.search.arrays import concatenated_ranges
 from indexer.search.lexical import stemmer_for
-from indexer.search.sdr import concatenated_ranges
 from indexer.search.searcher import Searcher
 from indexer.search.types import (
     Granularity,

@@ -4,38 +4,25 @@ Ray has restarted it from its spec."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from indexer.builder.engines import _private_cluster_environment
 from indexer.search.searcher import Searcher
 from indexer.search.shard_actors import RayShards, load_shard, shard_specs
 from indexer.search.shards import ShardedSdr, ShardUnavailableError, in_process, shards_of
 from tests.indexer.search.test_search import posted_query
 from tests.indexer.search.test_shards import shard_query
+from tests.utils.ray_local import local_ray as start_local_ray
 
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    _private_cluster_environment()  # before Ray is imported: it reads the token then
-    ray = pytest.importorskip("ray")
-    folder = Path(tempfile.mkdtemp(prefix="dss"))  # Ray's sockets need a short path
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        _temp_dir=str(folder),
-        configure_logging=False,
-        log_to_driver=False,
-    )
-    yield
-    ray.shutdown()
-    shutil.rmtree(folder, ignore_errors=True)
+    pytest.importorskip("ray")
+    with start_local_ray():
+        yield
 
 
 @pytest.fixture(scope="module")

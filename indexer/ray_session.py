@@ -1,0 +1,86 @@
+"""The Ray that docsim joins: the configured cluster (`DOCSIM_RAY__ADDRESS`), or a private
+local one, for the encode engine of builds and the shard actors of the service."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from indexer.config import Settings
+
+logger = logging.getLogger(__name__)
+RAY_TEMP_MAX = 45  # characters of the temporary folder: Ray's socket paths live below it
+
+
+class RaySessionError(RuntimeError):
+    """Ray cannot be started or joined as configured."""
+
+
+def connect_ray(settings: Settings) -> tuple[Any, bool]:
+    """Ray, joined to the configured cluster (`DOCSIM_RAY__ADDRESS`) or to a private local
+    one started here, and whether it was started here (the caller then shuts it down). A Ray
+    already initialised in this process is used as it is."""
+    imported = sys.modules.get("ray")
+    if imported is not None and imported.is_initialized():
+        return import_ray(), False
+    if not settings.ray.address:
+        local_temp_dir(settings)  # a clear error before anything starts
+        private_cluster_environment()  # before Ray is imported: it reads them then
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray, False
+    options = settings.ray
+    if options.address:
+        logger.info("Connecting to the Ray cluster at %s", options.address)
+        ray.init(address=options.address, configure_logging=False, log_to_driver=False)
+        return ray, True
+    temp = local_temp_dir(settings)
+    temp.mkdir(parents=True, exist_ok=True)
+    logger.info("Starting a local Ray (%d CPUs) in %s", options.local_cpus, temp)
+    ray.init(
+        num_cpus=options.local_cpus,
+        include_dashboard=False,
+        _temp_dir=str(temp),
+        configure_logging=False,
+        log_to_driver=False,
+    )
+    return ray, True
+
+
+def local_temp_dir(settings: Settings) -> Path:
+    temp = (settings.data_dir / "ray").resolve()
+    if len(str(temp)) > RAY_TEMP_MAX:
+        raise RaySessionError(
+            f"Ray's temporary folder {str(temp)!r} is too long for its sockets "
+            f"(at most {RAY_TEMP_MAX} characters): use a shorter data directory"
+        )
+    return temp
+
+
+def private_cluster_environment() -> None:
+    """Settings for the local Ray a build starts: no usage reporting, and token auth.
+
+    Ray 2.60's GCS and raylet listen on every interface whatever node address is asked for
+    (checked with `ss -ltn`; its `_node_ip_address` turns 127.0.0.1 into the routable
+    address), so a private cluster cannot be kept on loopback. Rather than leave it open to
+    the network, token authentication stays on, with a fresh random token per process, passed
+    in the environment to Ray's own processes (no token file outside the data directory).
+    """
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
+
+def import_ray():  # noqa: ANN202
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as error:
+        raise RaySessionError(
+            "Ray is needed (--engine ray, --shards): pip install 'docsim[ray]' (or 'ray[data]')"
+        ) from error
+    return ray

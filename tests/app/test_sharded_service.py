@@ -1,0 +1,115 @@
+"""The service scoring on Ray shard actors (`DOCSIM_SHARDS__COUNT`) answers as the service
+in one process, refuses with 503 while a shard is gone, and follows document changes."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.config import ServiceSettings
+from app.main import create_app
+from indexer.config import ShardSettings
+from tests.app.test_documents import NEW
+from tests.utils.ray_local import local_ray
+
+pytestmark = pytest.mark.skipif(  # found, not imported: Ray reads its token at import
+    importlib.util.find_spec("ray") is None, reason="ray is not installed"
+)
+QUERY = {"title": "Bread", "text": NEW["sections"][0]["text"] + "\n\nA loaf of sourdough bread."}
+METHODS = ["sdr", "sdr-window", "maxsim", "best-sentence", "ot", "hybrid", "fused", "bm25"]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    with local_ray():
+        yield
+
+
+@pytest.fixture()
+def pair(ray_cluster: None, fresh_settings) -> Iterator[tuple[TestClient, TestClient]]:  # noqa: ANN001
+    """The same version served in one process and on 2 shard actors."""
+    settings: ServiceSettings = fresh_settings(embedded_worker=False)
+    sharded = settings.model_copy(update={"shards": ShardSettings(count=2, cpus=0.5)})
+    with TestClient(create_app(settings)) as local, TestClient(create_app(sharded)) as remote:
+        assert remote.app.state.service.shards is not None
+        yield local, remote
+
+
+def ranking(client: TestClient, body: dict) -> list[tuple[str, float]]:
+    response = client.post("/similar", json={"top_k": 48, **body})
+    assert response.status_code == 200, response.text
+    return [(r["document_id"], r["score"]) for r in response.json()["results"]]
+
+
+def assert_same(local: list[tuple[str, float]], remote: list[tuple[str, float]]) -> None:
+    assert [d for d, _ in remote] == [d for d, _ in local]
+    assert all(abs(a - b) <= 1e-5 for (_, a), (_, b) in zip(local, remote, strict=True))
+
+
+def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -> None:
+    local, remote = pair
+    for method in METHODS:
+        for body in (
+            {"document": QUERY},
+            {"document_id": "coffee-02"},
+            {"document": QUERY, "normalize": False},
+            {"document": QUERY, "candidates": ["coffee-01", "baking-02", "oceans-03"]},
+        ):
+            request = {**body, "method": method, "mode": "exhaustive"}
+            assert_same(ranking(local, request), ranking(remote, request))
+    # the best paragraph pairs come out the same too
+    body = {"document": QUERY, "method": "sdr", "top_k": 3}
+    pairs = [c.post("/similar", json=body).json()["results"] for c in (local, remote)]
+    for got, expected in zip(pairs[1], pairs[0], strict=True):
+        for m, e in zip(got["matches"], expected["matches"], strict=True):
+            assert {**m, "score": 0} == {**e, "score": 0}  # the same pair, same text
+            assert abs(m["score"] - e["score"]) <= 1e-5  # z with the combined statistics
+
+
+def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestClient]) -> None:
+    import ray
+
+    local, remote = pair
+    body = {"document": QUERY, "method": "sdr"}
+    expected = ranking(local, body)
+    actors = remote.app.state.service.shards.actors
+    ray.kill(actors[0], no_restart=False)  # Ray restarts it from its spec
+    deadline, statuses = time.monotonic() + 90, []
+    while time.monotonic() < deadline:
+        response = remote.post("/similar", json={"top_k": 48, **body})
+        statuses.append(response.status_code)
+        if response.status_code == 200:
+            break
+        assert response.status_code == 503 and "retry" in response.json()["detail"]
+        assert response.headers["retry-after"]
+        time.sleep(0.5)
+    assert statuses[-1] == 200, statuses
+    assert_same(expected, ranking(remote, body))
+    # one killed for good: never a ranking without its documents
+    ray.kill(actors[1], no_restart=True)
+    refused = remote.post("/similar", json={"top_k": 48, **body})
+    assert refused.status_code == 503, refused.text
+    assert local.post("/similar", json={"top_k": 48, **body}).status_code == 200
+
+
+def test_document_changes_reach_the_shards(pair: tuple[TestClient, TestClient]) -> None:
+    local, remote = pair
+    before = remote.app.state.service.shards
+    added = remote.post("/documents", json={"documents": [NEW]})
+    assert added.status_code == 200, added.text
+    after = remote.app.state.service
+    assert after.shards is not None and after.shards is not before  # new actors, new range
+    deadline = time.monotonic() + 30
+    while local.get("/ready").json()["documents"] != 49:  # the other app follows SQL
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    posted = {"document": {k: v for k, v in NEW.items() if k != "id"}}
+    for method in ("sdr", "maxsim"):
+        request = {**posted, "method": method, "mode": "exhaustive"}
+        remote_ranking = ranking(remote, request)
+        assert remote_ranking[0][0] == "zeppelin-01"
+        assert_same(ranking(local, request), remote_ranking)
