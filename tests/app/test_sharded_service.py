@@ -113,3 +113,53 @@ def test_document_changes_reach_the_shards(pair: tuple[TestClient, TestClient]) 
         remote_ranking = ranking(remote, request)
         assert remote_ranking[0][0] == "zeppelin-01"
         assert_same(ranking(local, request), remote_ranking)
+
+
+def test_a_new_version_swaps_in_under_queries_without_a_failure(
+    ray_cluster: None,
+    fresh_settings,
+    sample_corpus,
+    tiny_encoder_dir,  # noqa: ANN001
+) -> None:
+    """A new version published while clients query the sharded service: its shards load
+    before it is served, the old ones close only after the retire grace, so that no request
+    fails, and the answers move from the old version to the new one."""
+    import threading
+
+    from tests.utils.indexes import publish
+
+    settings: ServiceSettings = fresh_settings(embedded_worker=False)
+    settings = settings.model_copy(
+        update={
+            "shards": ShardSettings(count=2, cpus=0.5),
+            "jobs": settings.jobs.model_copy(update={"retire_grace_seconds": 10.0}),
+        }
+    )
+    failures, versions, stop = [], [], threading.Event()
+    with TestClient(create_app(settings)) as client:
+        first = client.get("/ready").json()["index_version"]
+
+        def query() -> None:
+            while not stop.is_set():
+                response = client.post("/similar", json={"document": QUERY, "method": "sdr"})
+                if response.status_code != 200:
+                    failures.append((response.status_code, response.text))
+                else:
+                    versions.append(response.json()["index_version"])
+
+        clients = [threading.Thread(target=query) for _ in range(2)]
+        for thread in clients:
+            thread.start()
+        try:
+            publish(sample_corpus, settings, tiny_encoder_dir)  # a new version, active at once
+            deadline = time.monotonic() + 60
+            while client.get("/ready").json()["index_version"] == first:
+                assert time.monotonic() < deadline, "the new version was not swapped in"
+                time.sleep(0.1)
+            time.sleep(1.0)  # and queries go on against it
+        finally:
+            stop.set()
+            for thread in clients:
+                thread.join(60)
+    assert failures == []
+    assert versions[0] == first and versions[-1] > first  # (two threads: not in order)
