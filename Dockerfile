@@ -26,8 +26,10 @@ COPY app app
 COPY indexer indexer
 COPY models models
 COPY migrations migrations
+# EXTRAS=ray adds Ray, for the sharded setup (docker-compose.sharded.yml)
+ARG EXTRAS=""
 RUN if [ "$VARIANT" = "gpu" ]; then extra=gpu; else extra=cpu; fi \
-    && pip install ".[${extra}]" "torch==${TORCH_VERSION}"
+    && pip install ".[${extra}${EXTRAS:+,$EXTRAS}]" "torch==${TORCH_VERSION}"
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PATH=/opt/docsim/bin:$PATH \

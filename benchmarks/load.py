@@ -80,20 +80,36 @@ async def client_loop(
             turn += 1
 
 
-async def sample_memory(process: psutil.Process, until: float, samples: list[int]) -> None:
+def tree_rss(process: psutil.Process) -> int:
+    """The resident memory of the server and its children (Ray's shard actors and daemons
+    when sharded; file pages they share are counted in each)."""
+    total = 0
+    for member in [process, *process.children(recursive=True)]:
+        try:
+            total += member.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+async def sample_memory(
+    process: psutil.Process, until: float, samples: list[int], tree: list[int]
+) -> None:
     while time.monotonic() < until:
         samples.append(process.memory_info().rss)
+        tree.append(tree_rss(process))
         await asyncio.sleep(1.0)
 
 
 async def run_load(base: str, texts: list[str], ids: list[str], args, server) -> dict:  # noqa: ANN001
     record: dict = {"posted": [], "by_id": [], "errors": []}
     samples: list[int] = []
+    tree: list[int] = []
     started = time.monotonic()
     until = started + args.seconds
     process = psutil.Process(server.pid)
     await asyncio.gather(
-        sample_memory(process, until, samples),
+        sample_memory(process, until, samples, tree),
         *(client_loop(base, texts, ids, until, seed, record) for seed in range(args.clients)),
     )
     wall = time.monotonic() - started
@@ -112,6 +128,8 @@ async def run_load(base: str, texts: list[str], ids: list[str], args, server) ->
         "server_rss_end_bytes": samples[-1] if samples else None,
         "server_rss_max_bytes": max(samples) if samples else None,
         "server_rss_every_10_s_bytes": samples[::10],
+        "server_and_children_rss_start_bytes": tree[0] if tree else None,
+        "server_and_children_rss_end_bytes": tree[-1] if tree else None,
     }
 
 
@@ -122,6 +140,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--port", type=int, default=8766)
     parser.add_argument("--queries", type=Path, default=AILA_QUERIES)
+    parser.add_argument("--shards", type=int, default=0, help="docsim serve --shards N")
     parser.add_argument("--label", default="in-process")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
     args = parser.parse_args()
@@ -137,9 +156,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     log = (args.out.parent / "load_server.log").open("w")
     docsim = str(Path(sys.executable).parent / "docsim")
-    server = subprocess.Popen(
-        [docsim, "serve", "--port", str(args.port)], env=env, stdout=log, stderr=log
-    )
+    command = [docsim, "serve", "--port", str(args.port), "--shards", str(args.shards)]
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{args.port}"
     try:
         deadline = time.monotonic() + 300

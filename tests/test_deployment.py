@@ -32,6 +32,7 @@ from tests.utils.postgres import free_port
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 GPU = yaml.safe_load((ROOT / "docker-compose.gpu.yml").read_text())
+SHARDED = yaml.safe_load((ROOT / "docker-compose.sharded.yml").read_text())
 SERVICES = COMPOSE["services"]
 KEY = "compose-test-key"
 
@@ -66,6 +67,28 @@ def test_the_gpu_override_builds_the_cuda_image_and_reserves_gpus() -> None:
     for name in ("api", "worker"):
         (device,) = overrides[name]["deploy"]["resources"]["reservations"]["devices"]
         assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
+
+
+def test_the_sharded_override_places_shards_on_a_ray_cluster() -> None:
+    """The api serves on shard actors of a Ray head and workers; every node mounts the data
+    volume (a shard maps its range of the version's files) and shares the auth token."""
+    services = SHARDED["services"]
+    assert {"ray-head", "ray-worker"} <= set(services)
+    for name in ("migrate", "api", "worker", "ray-head", "ray-worker"):
+        assert services[name]["build"]["args"]["EXTRAS"] == "ray"
+    api = services["api"]["environment"]
+    assert api["DOCSIM_RAY__ADDRESS"] == "ray-head:6379"
+    assert api["DOCSIM_SHARDS__COUNT"].startswith("${DOCSIM_SHARDS")
+    assert services["ray-head"]["command"][:3] == ["ray", "start", "--head"]
+    assert "--address=ray-head:6379" in services["ray-worker"]["command"]
+    for name in ("api", "ray-head", "ray-worker"):
+        env = services[name]["environment"]
+        assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"].startswith(
+            "${RAY_AUTH_TOKEN"
+        )
+    for name in ("ray-head", "ray-worker"):
+        assert "docsim-data:/data" in services[name]["volumes"]
+    assert "EXTRAS:+,$EXTRAS" in (ROOT / "Dockerfile").read_text()
 
 
 def test_the_dockerfile_copies_what_exists_and_runs_docsim() -> None:
