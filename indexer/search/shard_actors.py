@@ -54,8 +54,9 @@ class ShardSpec:
     tiebreak: np.ndarray
 
 
-def load_shard(spec: ShardSpec) -> SdrShard:
-    """The shard `spec` describes; a contiguous run of the file stays memory-mapped."""
+def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
+    """The shard `spec` describes; on the CPU a contiguous run of the file stays
+    memory-mapped, on a GPU (`device` "cuda") the range is copied there as float16."""
     mapped = np.load(spec.vectors_file, mmap_mode="r")  # (N, d) float16
     if spec.file_rows.shape == (2,) and not len(spec.added):
         start, stop = (int(x) for x in spec.file_rows)
@@ -69,6 +70,8 @@ def load_shard(spec: ShardSpec) -> SdrShard:
         gathered[kept] = mapped[rows[kept]]
         gathered[~kept] = spec.added
         sentences = torch.from_numpy(gathered)
+    if device != "cpu":
+        sentences = sentences.to(device)  # float16 on the GPU; products cast per block
     collection = RaggedCollection(
         sentences=sentences,
         paragraph_lengths=torch.from_numpy(spec.paragraph_lengths),
@@ -115,12 +118,17 @@ class ShardActor:
     """The actor's body: one shard, loaded from its spec (again, when Ray restarts it)."""
 
     def __init__(self, spec: ShardSpec) -> None:
-        self.shard = load_shard(spec)
+        import ray
+
+        # a GPU Ray gave this actor (num_gpus > 0): Ray sets CUDA_VISIBLE_DEVICES to it
+        device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
+        self.shard = load_shard(spec, device)
         self.incarnation = uuid.uuid4().hex  # a new one each time Ray restarts it
         logger.info(
-            "Shard of documents %d-%d loaded (%d sentences)",
+            "Shard of documents %d-%d loaded on %s (%d sentences)",
             spec.first,
             spec.first + self.shard.n_documents,
+            device,
             self.shard.collection.sentences.shape[0],
         )
 
