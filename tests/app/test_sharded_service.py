@@ -61,6 +61,10 @@ def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -
         ):
             request = {**body, "method": method, "mode": "exhaustive"}
             assert_same(ranking(local, request), ranking(remote, request))
+    # candidate mode (the coordinator's FAISS retrieval and sample statistics) answers the same
+    for method in ("sdr", "fused"):
+        request = {"document": QUERY, "method": method, "mode": "candidate"}
+        assert_same(ranking(local, request), ranking(remote, request))
     # the best paragraph pairs come out the same too
     body = {"document": QUERY, "method": "sdr", "top_k": 3}
     pairs = [c.post("/similar", json=body).json()["results"] for c in (local, remote)]
