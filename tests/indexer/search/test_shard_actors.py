@@ -20,7 +20,9 @@ from tests.utils.ray_local import local_ray as start_local_ray
 
 
 @pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
+def local_ray(_postgres) -> Iterator[None]:  # noqa: ANN001
+    if _postgres is not None:  # as in tests/app/test_sharded_service.py
+        pytest.skip("Ray shards are tested on the SQLite pass")
     if importlib.util.find_spec("ray") is None:  # found, not imported: Ray reads its token
         pytest.skip("ray is not installed")  # at import, which `start_local_ray` sets first
     with start_local_ray():
