@@ -21,14 +21,13 @@ import json
 import logging
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 import psutil
+from served import docsim_server  # benchmarks/served.py: scripts run as `python benchmarks/X.py`
 
 logger = logging.getLogger("benchmarks.load")
 AILA_QUERIES = (
@@ -154,30 +153,13 @@ def main() -> None:
         "DOCSIM_LOG__LEVEL": "WARNING",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    log = (args.out.parent / "load_server.log").open("w")
-    docsim = str(Path(sys.executable).parent / "docsim")
-    command = [docsim, "serve", "--port", str(args.port), "--shards", str(args.shards)]
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{args.port}"
-    try:
-        deadline = time.monotonic() + 300
-        with httpx.Client(base_url=base, timeout=30) as client:
-            while True:
-                try:
-                    if client.get("/ready").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the server did not become ready (see load_server.log)")
-                time.sleep(1)
+    options = ("--shards", str(args.shards))
+    with docsim_server(env, args.port, args.out.parent / "load_server.log", *options) as server:
+        with httpx.Client(base_url=base, timeout=120) as client:
             ready = client.get("/ready").json()
-            ids = [
-                r["document_id"]
-                for r in client.post(
-                    "/similar", json={"document": {"text": texts[0]}, "top_k": 1000}
-                ).json()["results"]
-            ]
+            first = client.post("/similar", json={"document": {"text": texts[0]}, "top_k": 1000})
+            ids = [r["document_id"] for r in first.json()["results"]]
             client.post("/similar", json={"document_id": ids[0]})  # warm: BM25 built, pages in
         logger.info(
             "Server ready (%s documents); %d clients for %.0f s",
@@ -186,13 +168,6 @@ def main() -> None:
             args.seconds,
         )
         result = asyncio.run(run_load(base, texts, ids, args, server))
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
     result = {"label": args.label, "data_dir": str(args.data_dir), **result}
     logger.info(
         "%s: %.2f queries/s, p50 %s ms, p99 %s ms, %d errors, server RSS %.0f -> %.0f MiB",

@@ -16,13 +16,12 @@ import argparse
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
+from served import docsim_server  # benchmarks/served.py: scripts run as `python benchmarks/X.py`
 
 logger = logging.getLogger("benchmarks.reindex_under_load")
 AILA_QUERIES = (
@@ -109,25 +108,9 @@ def main() -> None:
         "HF_HUB_OFFLINE": "1",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    log = (args.out.parent / "reindex_server.log").open("w")
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "docsim"), "serve", "--port", str(args.port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     base = f"http://127.0.0.1:{args.port}"
-    try:
+    with docsim_server(env, args.port, args.out.parent / "reindex_server.log"):
         with httpx.Client(base_url=base) as client:
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    if client.get("/ready").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "the server did not become ready"
-                time.sleep(1)
             before_version = client.get("/ready").json()["index_version"]
             prober = Prober(client, load_queries(args.queries))
             for _ in range(args.baseline):
@@ -168,13 +151,6 @@ def main() -> None:
                 assert time.monotonic() < swap_deadline, "the service never swapped"
             for _ in range(args.baseline):
                 prober.one("after")
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
     versions = [r["version"] for r in prober.records if r["version"] is not None]
     failed = [r for r in prober.records if r["status"] != 200]
