@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -52,6 +53,8 @@ class Runtime:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.worker: Worker | None = None
+        self._retiring: dict[int, tuple[threading.Timer, Any]] = {}  # shards closing later
+        self._retiring_lock = threading.Lock()
 
     # --- state ---------------------------------------------------------------------------
     def swap(self, state: ServiceState | None) -> None:
@@ -59,8 +62,23 @@ class Runtime:
         predecessor's shard actors close after the retire grace)."""
         previous, self.state = self.state, state
         self._publish(state)
-        if previous is not None and previous is not state:
-            previous.retire(self.settings.jobs.retire_grace_seconds)
+        if previous is not None and previous is not state and previous.shards is not None:
+            self._retire(previous.shards, self.settings.jobs.retire_grace_seconds)
+
+    def _retire(self, shards: Any, after_seconds: float) -> None:
+        """Close a swapped-out state's shard actors once the requests holding it are done
+        (after `after_seconds`); `stop` closes those still waiting at once."""
+        timer = threading.Timer(after_seconds, self._close_retired, args=(shards,))
+        timer.daemon = True
+        with self._retiring_lock:
+            self._retiring[id(shards)] = (timer, shards)
+        timer.start()
+
+    def _close_retired(self, shards: Any) -> None:
+        with self._retiring_lock:
+            if self._retiring.pop(id(shards), None) is None:
+                return  # `stop` closed them
+        shards.close()
 
     def refresh(self) -> bool:
         """Load and swap in the active version if it differs from the served one (version
@@ -211,8 +229,13 @@ class Runtime:
         its build kept; a retry resumes it)."""
         self._stop.set()
         self._wake.set()
-        if self.state is not None:
-            self.state.retire(0.0)
+        with self._retiring_lock:
+            retiring, self._retiring = list(self._retiring.values()), {}
+        for timer, shards in retiring:
+            timer.cancel()
+            shards.close()
+        if self.state is not None and self.state.shards is not None:
+            self.state.shards.close()
         if self.worker is not None:
             self.worker.stop.set()  # a running job is suspended; a retry resumes it
         for thread in self._threads:

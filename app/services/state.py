@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,15 +21,6 @@ class ServiceState:
     queries: QueryCache  # recent /similar queries of this version, for /explain
     revision: int = 0  # document changes applied to the version when it was loaded
     shards: Any = None  # the Ray shard actors scoring for it (`RayShards`), when sharded
-
-    def retire(self, after_seconds: float) -> None:
-        """Close this state's shard actors once requests still using it are done."""
-        if self.shards is None:
-            return
-        shards, self.shards = self.shards, None
-        timer = threading.Timer(after_seconds, shards.close)
-        timer.daemon = True
-        timer.start()
 
 
 def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:

@@ -188,6 +188,8 @@ class RayShards:
     def close(self) -> None:
         import ray
 
+        if not ray.is_initialized():  # Ray was shut down: its actors are gone with it
+            return
         for actor in self.actors:
             try:
                 ray.kill(actor, no_restart=True)
