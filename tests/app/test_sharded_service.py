@@ -124,6 +124,7 @@ def test_document_changes_reach_the_shards(pair: tuple[TestClient, TestClient]) 
         assert_same(ranking(local, request), remote_ranking)
 
 
+@pytest.mark.slow  # 30 s: `make test-slow`
 def test_a_new_version_swaps_in_under_queries_without_a_failure(
     ray_cluster: None,
     fresh_settings,
