@@ -41,8 +41,12 @@ test: setup browser postgres
 	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db sqlite
 	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db postgresql
 
+# The sharded service's slow tests run in a process of their own: one slow run crashed without
+# a report (exit 1) after several Ray sessions had started and stopped in one process.
+SHARDED_SLOW = tests/app/test_sharded_aila_slow.py tests/app/test_sharded_service.py
 test-slow: setup
-	$(BIN)/pytest -m slow
+	$(BIN)/pytest -m slow $(addprefix --ignore=,$(SHARDED_SLOW))
+	$(BIN)/pytest -m slow $(SHARDED_SLOW)
 
 bench: setup
 	$(BIN)/python benchmarks/encode_throughput.py
