@@ -85,6 +85,9 @@ def test_unknown_engines_are_refused(tiny_encoder: Encoder) -> None:
 def test_a_stopped_ray_build_stops_its_local_ray_at_once(
     sample_corpus: Path, tiny_encoder: Encoder, short_dir: Path
 ) -> None:
+    from indexer.ray_session import private_cluster_environment
+
+    private_cluster_environment()  # as the build sets it, before Ray is imported here
     import ray
 
     from indexer.builder.pipeline import BuildHooks
