@@ -144,12 +144,20 @@ class ShardActor:
     def ping(self) -> str:
         return self.incarnation
 
+    def device(self) -> str:
+        """Where its sentences are: "cpu", or "cuda:N" as this actor sees the GPU Ray gave it."""
+        return str(self.shard.device)
+
     def memory(self) -> dict[str, int]:
-        """This process's resident and unique (not shared with the page cache) bytes."""
+        """This process's resident and unique (not shared with the page cache) bytes, and on
+        a GPU the bytes torch holds there."""
         import psutil
 
         info = psutil.Process().memory_full_info()
-        return {"rss": int(info.rss), "uss": int(info.uss)}
+        out = {"rss": int(info.rss), "uss": int(info.uss)}
+        if self.shard.device.type == "cuda":
+            out["gpu_allocated"] = int(torch.cuda.memory_allocated(self.shard.device))
+        return out
 
 
 class RayShards:

@@ -36,6 +36,7 @@ from models.sharding import (
 )
 
 PENDING_SECONDS = 300.0  # how long a shard keeps a query's round-one result for round two
+GPU_BLOCK_SENTENCES = 1 << 20  # a GPU shard's product block: (r, n) float32 is r * n * 4 bytes
 
 
 class ShardUnavailableError(RuntimeError):
@@ -81,8 +82,12 @@ class ShardHits:
 class SdrShard:
     """SDR over one contiguous range of documents.
 
+    Its products run where its sentences are. On a GPU, the paragraph matrix, the row moments
+    and each document's best P stay there too: only the moments and the scores come back.
+
     Args:
-        collection: the range's sentences, paragraph and document lengths.
+        collection: the range's sentences (on the CPU or a GPU), paragraph and document
+            lengths (on the CPU).
         first: the global position of its first document.
         tiebreak: `(D_s,)` the range's slice of the collection's fixed random tie order.
     """
@@ -91,6 +96,8 @@ class SdrShard:
         self.collection = collection
         self.first = first
         self.tiebreak = np.asarray(tiebreak)
+        self.device = collection.sentences.device
+        self.block_sentences = GPU_BLOCK_SENTENCES if self.device.type == "cuda" else 65536
         self.paragraph_start = np.concatenate(
             [[0], np.cumsum(collection.document_lengths.numpy())]
         )  # (D_s + 1,)
@@ -136,13 +143,20 @@ class SdrShard:
         paragraph is kept under `query.key` for round two."""
         local = self._local(query)
         collection = self._collection_of(local)
+        sentences = query.sentences.to(self.device)  # (n, d): P stays beside the collection
         if len(local):
-            p = paragraph_similarity(query.sentences, query.paragraph_lengths, collection)
+            p = paragraph_similarity(
+                sentences, query.paragraph_lengths, collection, block_sentences=self.block_sentences
+            )  # (I, J_s)
         else:
-            p = torch.empty(len(query.paragraph_lengths), 0)  # (I, 0)
+            p = sentences.new_empty(len(query.paragraph_lengths), 0)  # (I, 0)
+        best = document_best(p, collection.document_lengths.to(self.device))  # (D_s, I)
         with self._lock:
-            self._pending[query.key] = (local, document_best(p, collection.document_lengths))
-        return ShardMoments(row_moments(p), len(local))
+            self._pending[query.key] = (local, best)
+        moments = row_moments(p)
+        return ShardMoments(
+            RowMoments(moments.count, moments.mean.cpu(), moments.m2.cpu()), len(local)
+        )
 
     def sentence_scores(
         self, query: ShardQuery, method: str, ot_reg: float = 0.05, ot_iterations: int = 50
@@ -176,7 +190,9 @@ class SdrShard:
             )
         local, best = pending
         scores = np.full(self.n_documents, -np.inf)
-        scores[local] = scores_from_best(best, stats).double().numpy()
+        if stats is not None:
+            stats = RowStats(mean=stats.mean.to(self.device), std=stats.std.to(self.device))
+        scores[local] = scores_from_best(best, stats).double().cpu().numpy()
         chosen = top_k(scores, local, len(local) if k is None else k, self.tiebreak)
         return ShardHits(chosen + self.first, scores[chosen])
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from app.core.config import ServiceSettings
@@ -20,6 +21,8 @@ pytestmark = pytest.mark.skipif(  # found, not imported: Ray reads its token at 
     importlib.util.find_spec("ray") is None, reason="ray is not installed"
 )
 QUERY = {"title": "Bread", "text": NEW["sections"][0]["text"] + "\n\nA loaf of sourdough bread."}
+SHARDS = ShardSettings(count=2, cpus=0.5, gpus=0.5 if torch.cuda.is_available() else 0.0)
+"""On a GPU host the two actors share its GPU (and hold their ranges there)."""
 METHODS = ["sdr", "sdr-window", "maxsim", "best-sentence", "ot", "hybrid", "fused", "bm25"]
 
 
@@ -38,7 +41,7 @@ def ray_cluster(_postgres) -> Iterator[None]:  # noqa: ANN001
 def pair(ray_cluster: None, fresh_settings) -> Iterator[tuple[TestClient, TestClient]]:  # noqa: ANN001
     """The same version served in one process and on 2 shard actors."""
     settings: ServiceSettings = fresh_settings(embedded_worker=False)
-    sharded = settings.model_copy(update={"shards": ShardSettings(count=2, cpus=0.5)})
+    sharded = settings.model_copy(update={"shards": SHARDS})
     with TestClient(create_app(settings)) as local, TestClient(create_app(sharded)) as remote:
         assert remote.app.state.service.shards is not None
         yield local, remote
@@ -141,7 +144,7 @@ def test_a_new_version_swaps_in_under_queries_without_a_failure(
     settings: ServiceSettings = fresh_settings(embedded_worker=False)
     settings = settings.model_copy(
         update={
-            "shards": ShardSettings(count=2, cpus=0.5),
+            "shards": SHARDS,
             "jobs": settings.jobs.model_copy(update={"retire_grace_seconds": 10.0}),
         }
     )

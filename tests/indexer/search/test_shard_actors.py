@@ -15,7 +15,7 @@ from indexer.search.searcher import Searcher
 from indexer.search.shard_actors import RayShards, load_shard, shard_specs
 from indexer.search.shards import ShardedSdr, ShardUnavailableError, in_process, shards_of
 from tests.indexer.search.test_search import posted_query
-from tests.indexer.search.test_shards import shard_query
+from tests.indexer.search.test_shards import POOL, shard_query
 from tests.utils.ray_local import local_ray as start_local_ray
 
 
@@ -104,3 +104,46 @@ def test_a_dead_shard_is_refused(local_ray: None, searcher: Searcher, tiebreak: 
     with pytest.raises(ShardUnavailableError, match="could not answer"):
         ShardedSdr(shards.call, 2, tiebreak).rank(query, 10, True)
     shards.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pool", [None, POOL])
+def test_gpu_shard_actors_rank_as_the_cpu(
+    local_ray: None, searcher: Searcher, tiebreak: np.ndarray, pool: list[str] | None
+) -> None:
+    """Two actors sharing one GPU (half each) hold their ranges there as float16 and rank as
+    the CPU shards in this process: SDR normalised and not, and the sentence-set methods."""
+    import ray
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    query = shard_query(searcher, posted_query(searcher), "gpu", pool)
+    reference = ShardedSdr(in_process(shards_of(searcher.index, tiebreak, 2)), 2, tiebreak)
+    shards = RayShards(
+        shard_specs(searcher.index, tiebreak, 2), num_cpus=0.5, num_gpus=0.5, timeout=60
+    )
+    try:
+        assert ray.get([a.device.remote() for a in shards.actors]) == ["cuda:0", "cuda:0"]
+        assert all(
+            m["gpu_allocated"] > 0 for m in ray.get([a.memory.remote() for a in shards.actors])
+        )
+        sharded = ShardedSdr(shards.call, 2, tiebreak)
+        for normalize in (True, False):
+            expected, expected_stats, expected_scored = reference.rank(query, None, normalize)
+            hits, stats, scored = sharded.rank(query, None, normalize)
+            assert scored == expected_scored
+            assert np.array_equal(hits.positions, expected.positions)
+            np.testing.assert_allclose(hits.scores, expected.scores, rtol=0, atol=1e-5)
+            if normalize:
+                np.testing.assert_allclose(stats.mean, expected_stats.mean, atol=1e-6)
+                np.testing.assert_allclose(stats.std, expected_stats.std, atol=1e-6)
+        for method in ("maxsim", "best-sentence", "ot"):
+            np.testing.assert_allclose(
+                sharded.sentence_scores(query, method),
+                reference.sentence_scores(query, method),
+                rtol=0,
+                atol=1e-5,
+            )
+    finally:
+        shards.close()
