@@ -20,17 +20,18 @@ class RaySessionError(RuntimeError):
     """Ray cannot be started or joined as configured."""
 
 
-def connect_ray(settings: Settings) -> tuple[Any, bool]:
+def connect_ray(settings: Settings, *, data: bool = False) -> tuple[Any, bool]:
     """Ray, joined to the configured cluster (`DOCSIM_RAY__ADDRESS`) or to a private local
     one started here, and whether it was started here (the caller then shuts it down). A Ray
-    already initialised in this process is used as it is."""
+    already initialised in this process is used as it is. `data`: Ray Data is needed too (the
+    encode engine; shard actors are plain Ray)."""
     imported = sys.modules.get("ray")
     if imported is not None and imported.is_initialized():
-        return import_ray(), False
+        return import_ray(data), False
     if not settings.ray.address:
         local_temp_dir(settings)  # a clear error before anything starts
         private_cluster_environment()  # before Ray is imported: it reads them then
-    ray = import_ray()
+    ray = import_ray(data)
     if ray.is_initialized():
         return ray, False
     options = settings.ray
@@ -75,10 +76,12 @@ def private_cluster_environment() -> None:
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 
-def import_ray():  # noqa: ANN202
+def import_ray(data: bool = False):  # noqa: ANN202
     try:
         import ray
-        import ray.data  # noqa: F401
+
+        if data:
+            import ray.data  # noqa: F401
     except ImportError as error:
         raise RaySessionError(
             "Ray is needed (--engine ray, --shards): pip install 'docsim[ray]' (or 'ray[data]')"

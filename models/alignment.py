@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from models.scoring import RaggedCollection
+from models.scoring import RaggedCollection, block_cosines
 
 
 def document_sentence_lengths(collection: RaggedCollection) -> torch.Tensor:
@@ -50,7 +50,7 @@ def sentence_best(
         r0 = int(ends[d0 - 1]) if d0 else 0
         d1 = max(int(torch.searchsorted(ends, r0 + block_sentences, right=True)), d0 + 1)
         r1 = int(ends[d1 - 1])
-        sims = collection.sentences[r0:r1].to(source.dtype) @ source.T  # (r, n)
+        sims = block_cosines(collection.sentences[r0:r1], source)  # (r, n)
         out[d0:d1] = torch.segment_reduce(sims, "max", lengths=lengths[d0:d1].to(device), axis=0)
         d0 = d1
     return out.to(home)

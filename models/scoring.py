@@ -54,6 +54,31 @@ def averaging_matrix(source_paragraph_lengths: torch.Tensor, dtype: torch.dtype)
     return out
 
 
+HALF_SPLIT = 2.0**11  # float16 keeps 11 significant bits: the low part's scale
+
+
+def block_cosines(candidates: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """`(r, n)` products of candidate rows `(r, d)` (float32, or float16 as a version stores
+    them) with source rows `(n, d)`, in the source's dtype.
+
+    On a GPU a float16 block is multiplied as it is, on the tensor cores, instead of being
+    cast to float32 first (which moves five times the block's bytes, for a slower product).
+    A float32 source is split into two float16 parts, `source ~ hi + lo / 2**11` (the low
+    part scaled into float16's normal range), and both products accumulate in float32: the
+    source keeps 22 of its 24 bits, so the result agrees with the float32 product to about
+    1e-6.
+    """
+    if not (candidates.is_cuda and candidates.dtype == torch.float16):
+        return candidates.to(source.dtype) @ source.T
+    if source.dtype != torch.float32:  # float16 as it is; float64 wants the cast
+        return candidates.to(source.dtype) @ source.T
+    hi = source.half()  # (n, d)
+    lo = ((source - hi.float()) * HALF_SPLIT).half()  # (n, d)
+    parts = torch.mm(candidates, torch.cat([hi, lo]).T, out_dtype=torch.float32)  # (r, 2n)
+    n = source.shape[0]
+    return (parts[:, :n] + parts[:, n:] / HALF_SPLIT).to(source.dtype)
+
+
 def paragraph_similarity(
     source: torch.Tensor,
     source_paragraph_lengths: torch.Tensor,
@@ -81,8 +106,7 @@ def paragraph_similarity(
         j1 = int(torch.searchsorted(ends, r0 + block_sentences, right=True))
         j1 = max(j1, j0 + 1)
         r1 = int(ends[j1 - 1])
-        block_vectors = collection.sentences[r0:r1].to(source.dtype)  # float16 shards: per block
-        sims = block_vectors @ source.T  # (r, n): rows are candidate sentences
+        sims = block_cosines(collection.sentences[r0:r1], source)  # (r, n): candidate rows
         block = lengths[j0:j1].to(device)
         best = torch.segment_reduce(sims, "max", lengths=block, axis=0)  # (j, n)
         out[:, j0:j1] = average @ best.T  # (I, j)

@@ -149,7 +149,7 @@ class RayEngine:
         if not blocks:
             return
         try:
-            ray, started_here = connect_ray(self.settings)
+            ray, started_here = connect_ray(self.settings, data=True)
         except RaySessionError as error:
             raise EngineError(str(error)) from error
         try:

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.scoring import RaggedCollection, row_stats, sdr_scores
+from models.scoring import RaggedCollection, block_cosines, row_stats, sdr_scores
 
 
 def unit(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
@@ -106,5 +106,42 @@ def test_scoring_on_the_gpu_equals_the_cpu(normalize: bool) -> None:
         source, lengths, on_gpu, normalize=normalize, block_sentences=100
     )
     assert gpu_p.device.type == "cpu"  # P comes back where the source is
+    torch.testing.assert_close(gpu_p, cpu_p, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gpu_scores, cpu_scores, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_float16_blocks_on_the_gpu_keep_float32_accuracy() -> None:
+    """A float16 block times a float32 source on the tensor cores (the source split in two
+    float16 parts) agrees with the float64 product of the same numbers to 1e-6, where the
+    source rounded to float16 alone would be off by about 1e-4."""
+    gen = torch.Generator().manual_seed(11)
+    candidates, source = unit(5000, 384, gen).half(), unit(50, 384, gen).float()
+    exact = candidates.double() @ source.double().T  # (r, n)
+    split = block_cosines(candidates.cuda(), source.cuda()).cpu()
+    assert split.dtype == torch.float32
+    assert (split.double() - exact).abs().max() < 1e-6
+    rounded = (candidates.cuda() @ source.half().cuda().T).cpu()  # what the split avoids
+    assert (rounded.double() - exact).abs().max() > 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("normalize", [True, False])
+def test_a_float16_collection_on_the_gpu_scores_as_on_the_cpu(normalize: bool) -> None:
+    """Shards hold float16 sentences; on the CPU each block is cast to float32, on the GPU it
+    is multiplied as float16 parts: the same P and scores."""
+    gen = torch.Generator().manual_seed(6)
+    source, lengths = unit(12, 32, gen).float(), torch.tensor([3, 4, 5])
+    paragraphs = torch.randint(1, 6, (300,), generator=gen)
+    documents = torch.tensor([30] * 10)
+    half = unit(int(paragraphs.sum()), 32, gen).half()
+    on_cpu = RaggedCollection(half, paragraphs, documents)
+    on_gpu = RaggedCollection(half.cuda(), paragraphs, documents)
+    cpu_scores, cpu_p = sdr_scores(source, lengths, on_cpu, normalize=normalize)
+    gpu_scores, gpu_p = sdr_scores(
+        source, lengths, on_gpu, normalize=normalize, block_sentences=100
+    )
     torch.testing.assert_close(gpu_p, cpu_p, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(gpu_scores, cpu_scores, atol=1e-5, rtol=1e-5)
