@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +24,11 @@ class ServiceState:
     shards: Any = None  # the Ray shard actors scoring for it (`RayShards`), when sharded
 
 
-def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
-    """Load the active version and a searcher over it (see `open_searcher`)."""
+def load_state(
+    settings: ServiceSettings, engine: Engine, make_room: Callable[[], None] | None = None
+) -> ServiceState:
+    """Load the active version and a searcher over it (see `open_searcher`), on shards when
+    configured (`make_room`: see `on_shards`)."""
     config = search_config(
         settings,
         exhaustive_max_sentences=settings.api.exhaustive_max_sentences,
@@ -32,7 +36,7 @@ def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
     )
     searcher = open_searcher(settings, engine, config)
     return ServiceState(
-        shards=on_shards(settings, searcher),
+        shards=on_shards(settings, searcher, make_room),
         searcher=searcher,
         version_id=searcher.index.version_id,
         encoder_name=searcher.encoder.identity().get("display_name") or searcher.encoder.name,
@@ -41,10 +45,13 @@ def load_state(settings: ServiceSettings, engine: Engine) -> ServiceState:
     )
 
 
-def on_shards(settings: ServiceSettings, searcher: Searcher) -> Any:
-    """The shard actors the searcher scores on (`DOCSIM_SHARDS__COUNT`), or None."""
+def on_shards(
+    settings: ServiceSettings, searcher: Searcher, make_room: Callable[[], None] | None = None
+) -> Any:
+    """The shard actors the searcher scores on (`DOCSIM_SHARDS__COUNT`), or None.
+    `make_room` closes the serving shards, for a cluster without room for two versions'."""
     if settings.shards.count == 0:
         return None
     from indexer.search.shard_actors import serve_on_shards
 
-    return serve_on_shards(settings, searcher)
+    return serve_on_shards(settings, searcher, make_room)

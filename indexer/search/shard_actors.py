@@ -9,11 +9,12 @@ without it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,20 @@ from models.scoring import RaggedCollection
 
 logger = logging.getLogger(__name__)
 CALL_TIMEOUT_SECONDS = 120.0
+
+
+class ShardPlacementError(ShardUnavailableError):
+    """The cluster has no room for the shard actors asked for: too few CPUs or GPUs in all,
+    or (`busy`) too few free beside the actors that hold them (the serving version's shards)."""
+
+    def __init__(self, message: str, *, busy: bool) -> None:
+        super().__init__(message)
+        self.busy = busy
+
+
+def missing_resources(free: dict[str, float], need: dict[str, float]) -> dict[str, float]:
+    """How much of each resource in `need` `free` lacks (empty: it fits)."""
+    return {k: v - free.get(k, 0.0) for k, v in need.items() if free.get(k, 0.0) + 1e-9 < v}
 
 
 @dataclass(frozen=True)
@@ -171,13 +186,45 @@ class RayShards:
         num_cpus: float = 1.0,
         num_gpus: float = 0.0,
         timeout: float = CALL_TIMEOUT_SECONDS,
+        wait_for_room: float = 0.0,
     ) -> None:
-        import ray
+        """Start one actor per spec once the cluster has room for all of them (waiting up to
+        `wait_for_room` seconds for resources being freed), and wait until each has loaded.
 
+        Raises:
+            ShardPlacementError: no room (the actors are not started).
+            ShardUnavailableError: they did not all load within `timeout` (they are killed).
+        """
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        need = {"CPU": len(specs) * num_cpus} | ({"GPU": len(specs) * num_gpus} if num_gpus else {})
+        short = missing_resources(ray.cluster_resources(), need)
+        if short:
+            raise ShardPlacementError(
+                f"the Ray cluster cannot hold {len(specs)} shard actors of {num_cpus:g} CPUs "
+                f"and {num_gpus:g} GPUs: it lacks {short}",
+                busy=False,
+            )
+        deadline = time.monotonic() + wait_for_room
+        while short := missing_resources(ray.available_resources(), need):
+            if time.monotonic() >= deadline:
+                raise ShardPlacementError(
+                    f"no room for {len(specs)} shard actors of {num_cpus:g} CPUs and "
+                    f"{num_gpus:g} GPUs beside those running: {short} short",
+                    busy=True,
+                )
+            time.sleep(0.1)
         remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=-1)(ShardActor)
         self.actors = [remote.remote(spec) for spec in specs]
         self.timeout = timeout
-        ray.get([a.ping.remote() for a in self.actors], timeout=timeout)  # loaded and ready
+        try:
+            ray.get([a.ping.remote() for a in self.actors], timeout=timeout)  # loaded, ready
+        except (RayActorError, GetTimeoutError) as error:
+            self.close()
+            raise ShardUnavailableError(
+                f"the shard actors did not load within {timeout:g} s ({type(error).__name__})"
+            ) from error
 
     def call(self, method: str, args: Sequence[tuple]) -> list:
         import ray
@@ -205,20 +252,41 @@ class RayShards:
                 logger.debug("A shard actor could not be killed", exc_info=True)
 
 
-def serve_on_shards(settings: Settings, searcher: Searcher) -> RayShards:
+def serve_on_shards(
+    settings: Settings, searcher: Searcher, make_room: Callable[[], None] | None = None
+) -> RayShards:
     """Start `settings.shards.count` shard actors over the searcher's version (on the
     configured Ray, or a local one started for the service) and let the searcher score on
-    them; returns the actors, which the caller closes when the version is retired."""
+    them; returns the actors, which the caller closes when the version is retired.
+
+    A new version's shards start beside the serving ones. Where the cluster has no room for
+    both, `make_room` (if given) closes the serving ones first: queries get a 503 with a
+    retry hint until the new shards answer, rather than the swap failing.
+    """
     connect_ray(settings)
     options = settings.shards
     index = searcher.index
     started = time.perf_counter()
-    shards = RayShards(
-        shard_specs(index, searcher.tiebreak, options.count),
+    specs = shard_specs(index, searcher.tiebreak, options.count)
+    place = functools.partial(
+        RayShards,
+        specs,
         num_cpus=options.cpus,
         num_gpus=options.gpus,
         timeout=options.call_timeout_seconds,
     )
+    try:
+        shards = place()
+    except ShardPlacementError as error:
+        if make_room is None or not error.busy:
+            raise
+        logger.warning(
+            "%s; closing the serving shards first (queries get 503 until the new ones "
+            "answer). Ask for at most half the cluster per version to swap without a gap.",
+            error,
+        )
+        make_room()
+        shards = place(wait_for_room=options.call_timeout_seconds)
     searcher.use_shards(ShardedSdr(shards.call, len(shards.actors), searcher.tiebreak))
     logger.info(
         "Version %d (revision %d) on %d shard actors, loaded in %.1f s",

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.skipif(  # found, not imported: Ray reads its token at 
     importlib.util.find_spec("ray") is None, reason="ray is not installed"
 )
 QUERY = {"title": "Bread", "text": NEW["sections"][0]["text"] + "\n\nA loaf of sourdough bread."}
-SHARDS = ShardSettings(count=2, cpus=0.5, gpus=0.5 if torch.cuda.is_available() else 0.0)
-"""On a GPU host the two actors share its GPU (and hold their ranges there)."""
+SHARDS = ShardSettings(count=2, cpus=0.5, gpus=0.25 if torch.cuda.is_available() else 0.0)
+"""On a GPU host the two actors share its GPU (and hold their ranges there); half the local
+Ray each version, so that a swap loads the new shards beside the serving ones."""
 METHODS = ["sdr", "sdr-window", "maxsim", "best-sentence", "ot", "hybrid", "fused", "bm25"]
 
 
@@ -112,6 +113,36 @@ def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestCli
     refused = remote.post("/similar", json={"top_k": 48, **body})
     assert refused.status_code == 503, refused.text
     assert local.post("/similar", json={"top_k": 48, **body}).status_code == 200
+
+
+def test_a_change_without_room_for_two_versions_swaps_with_a_gap(
+    ray_cluster: None,
+    fresh_settings,  # noqa: ANN001
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Shards that take the whole local Ray (2 x 1 CPU of 2) leave no room for the changed
+    version's beside them: the serving ones close first, the change is served, and the old
+    actors are gone (nothing leaks, nothing is left pending)."""
+    import ray
+
+    settings: ServiceSettings = fresh_settings(embedded_worker=False)
+    whole = settings.model_copy(update={"shards": ShardSettings(count=2, cpus=1.0)})
+    with TestClient(create_app(whole)) as client:
+        before = client.app.state.service.shards
+        added = client.post("/documents", json={"documents": [NEW]})
+        assert added.status_code == 200, added.text
+        after = client.app.state.service.shards
+        assert after is not None and after is not before
+        assert "closing the serving shards first" in caplog.text
+        for actor in before.actors:
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(actor.ping.remote(), timeout=30)
+        posted = {"document": {k: v for k, v in NEW.items() if k != "id"}, "method": "sdr"}
+        assert ranking(client, posted)[0][0] == "zeppelin-01"
+    deadline = time.monotonic() + 30  # every actor closed with the app (freed a bit later)
+    while ray.available_resources().get("CPU", 0.0) != 2.0:
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.1)
 
 
 def test_document_changes_reach_the_shards(pair: tuple[TestClient, TestClient]) -> None:

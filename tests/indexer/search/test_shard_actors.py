@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from indexer.search.searcher import Searcher
-from indexer.search.shard_actors import RayShards, load_shard, shard_specs
+from indexer.search.shard_actors import RayShards, ShardPlacementError, load_shard, shard_specs
 from indexer.search.shards import ShardedSdr, ShardUnavailableError, in_process, shards_of
 from tests.indexer.search.test_search import posted_query
 from tests.indexer.search.test_shards import POOL, shard_query
@@ -147,3 +147,25 @@ def test_gpu_shard_actors_rank_as_the_cpu(
             )
     finally:
         shards.close()
+
+
+def test_shards_are_placed_only_where_they_fit(
+    local_ray: None, searcher: Searcher, tiebreak: np.ndarray
+) -> None:
+    """Actors the 2-CPU cluster can never hold are refused at once; actors it could hold but
+    for those running wait (here: not at all) and are refused as `busy`, never left pending;
+    once the others close, they start."""
+    import ray
+
+    specs = shard_specs(searcher.index, tiebreak, 2)
+    with pytest.raises(ShardPlacementError, match="cannot hold") as never:
+        RayShards(specs, num_cpus=1.5)
+    assert not never.value.busy
+    serving = RayShards(specs, num_cpus=0.75, wait_for_room=30)  # earlier tests' freed
+    with pytest.raises(ShardPlacementError, match="beside those running") as busy:
+        RayShards(specs, num_cpus=0.75)
+    assert busy.value.busy
+    assert ray.available_resources()["CPU"] == pytest.approx(0.5)  # nothing left pending
+    serving.close()
+    after = RayShards(specs, num_cpus=0.75, wait_for_room=30)
+    after.close()
