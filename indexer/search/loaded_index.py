@@ -8,7 +8,8 @@ SQL. Texts stay in SQL and are fetched per result (`indexer.store.reader`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,10 @@ class LoadedIndex:
         doc_ids: `(D,)` document ids in collection order; `doc_paragraph_start` `(D + 1,)`
             and `paragraph_sentence_start` `(J + 1,)` are offsets into the next level.
         paragraph_ids: `(J,)` paragraph ids in collection order.
+        sentences_mapped: the sentence vectors are the version's float16 file, memory-mapped
+            (not read into memory), and the sentence level has no FAISS index here: a sharded
+            service's coordinator, whose shards search and score the sentences. Rows read
+            from the map (a query by id, `/explain`, paragraph pairs) are cast per use.
     """
 
     version_id: int
@@ -61,29 +66,38 @@ class LoadedIndex:
     doc_paragraph_start: np.ndarray
     paragraph_sentence_start: np.ndarray
     revision: int = 0
+    sentences_mapped: bool = False
 
     @property
     def n_documents(self) -> int:
         return len(self.doc_ids)
 
     @classmethod
-    def load(cls, engine: Engine, version: VersionRow) -> LoadedIndex:
+    def load(
+        cls, engine: Engine, version: VersionRow, *, map_sentences: bool = False
+    ) -> LoadedIndex:
         """The version's files, plus the document changes committed to SQL since its build
-        (added documents' vectors from `document_vectors`, deleted ones left out)."""
+        (added documents' vectors from `document_vectors`, deleted ones left out). With
+        `map_sentences`, the sentence level as `sentences_mapped` describes."""
         if version.manifest is None:
             raise IndexMismatchError(f"version {version.version_id} has no manifest")
         manifest, path = version.manifest, Path(version.path)
         indices, vectors, ids = {}, {}, {}
         for level in LEVELS:
             info = manifest["levels"][level]
-            indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
             ids[level] = np.load(path / info["ids_file"])
-            vectors[level] = one_copy(indices[level], ids[level])
+            if level == "sentence" and map_sentences:
+                vectors[level] = mapped_rows(path / info["vectors_file"])
+            else:
+                indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
+                vectors[level] = one_copy(indices[level], ids[level])
             if vectors[level] is None:  # not Flat: the index keeps its vectors its own way
                 vectors[level] = torch.from_numpy(
                     np.load(path / info["vectors_file"]).astype(np.float32)
                 )
-            if len(ids[level]) != info["count"] or indices[level].count != info["count"]:
+            counts = {len(ids[level]), len(vectors[level])}
+            counts |= {indices[level].count} if level in indices else set()
+            if counts != {info["count"]}:
                 raise IndexMismatchError(
                     f"{level} files of version {version.version_id} do not match its manifest"
                 )
@@ -102,7 +116,8 @@ class LoadedIndex:
                     current = np.asarray(level_ids(conn, vid, level), np.int64)
                     gone = ids[level][~np.isin(ids[level], current)]
                     _apply_level(indices, vectors, ids, level, gone, *added[level], copy=False)
-            return cls._assemble(conn, vid, manifest, path, indices, vectors, ids, revision)
+            loaded = cls._assemble(conn, vid, manifest, path, indices, vectors, ids, revision)
+        return replace(loaded, sentences_mapped=map_sentences)
 
     def with_changes(
         self,
@@ -125,9 +140,10 @@ class LoadedIndex:
                 *added.get(level, (np.empty(0, np.int64), np.empty((0, self.dim), np.float32))),
                 copy=True,
             )
-        return self._assemble(
+        changed = self._assemble(
             engine, self.version_id, self.manifest, self.path, indices, vectors, ids, revision
         )
+        return replace(changed, sentences_mapped=self.sentences_mapped)
 
     @property
     def dim(self) -> int:
@@ -176,7 +192,7 @@ class LoadedIndex:
             not np.array_equal(paragraph_ids, ids["paragraph"])
             or not np.array_equal(doc_ids, ids["document"])
             or int(paragraph_lengths.sum()) != len(ids["sentence"])
-            or any(indices[lv].count != len(ids[lv]) for lv in LEVELS)
+            or any(indices[lv].count != len(ids[lv]) for lv in LEVELS if lv in indices)
         ):
             raise IndexMismatchError(f"SQL rows and vectors of version {vid} disagree")
         collection = RaggedCollection(
@@ -224,7 +240,9 @@ def _apply_level(
     sorted by id; with `copy`, the FAISS index is copied first instead of changed in place.
 
     Either side may be empty (a deletion adds nothing, an addition removes nothing); an empty
-    side arrives as a `(0,)` or `(0, 0)` array."""
+    side arrives as a `(0,)` or `(0, 0)` array. A level without a FAISS index of its own here
+    (mapped sentences, searched on shards) changes its vectors, which become an in-memory
+    copy in their dtype, and leaves its search to the shards started for the change."""
     removed = np.asarray(removed, np.int64).reshape(-1)  # (r,)
     added_ids = np.asarray(added_ids, np.int64).reshape(-1)  # (a,)
     if not len(removed) and not len(added_ids):
@@ -236,24 +254,37 @@ def _apply_level(
     new_ids = np.concatenate([ids[level][keep], added_ids])
     if len(new_ids) > 1 and not np.all(np.diff(new_ids) > 0):
         raise IndexMismatchError(f"added {level} ids are not above the existing ones")
+    dtype = vectors[level].dtype
     if len(added_ids):
-        added = torch.from_numpy(np.asarray(added_vectors, np.float32))  # (a, d)
+        added = torch.from_numpy(np.asarray(added_vectors, np.float32)).to(dtype)  # (a, d)
         if tuple(added.shape) != (len(added_ids), dim):
             raise IndexMismatchError(
                 f"{level}: {len(added_ids)} added ids but vectors of shape {tuple(added.shape)}"
             )
     else:
-        added = torch.empty(0, dim)
+        added = torch.empty(0, dim, dtype=dtype)
     vectors[level] = torch.cat([vectors[level][torch.from_numpy(keep)], added])
+    ids[level] = new_ids
+    if not isinstance(indices.get(level), FaissIndex):  # searched elsewhere (shards)
+        indices.pop(level, None)
+        return
     index = indices[level].copy() if copy else indices[level]
     if index.remove(removed) != len(np.unique(removed)):
         raise IndexMismatchError(f"{level} ids to remove are not all in the FAISS index")
     index.add(added.numpy(), added_ids)
     indices[level] = index
-    ids[level] = new_ids
     shared = one_copy(index, new_ids)  # the changed index's memory, once again
     if shared is not None:
         vectors[level] = shared
+
+
+def mapped_rows(path: Path) -> torch.Tensor:
+    """`(n, d)` a float16 `.npy` file as a read-only memory-mapped tensor: resident only as
+    far as it is read, and shared with every process that maps it (the shards)."""
+    mapped = np.load(path, mmap_mode="r")
+    with warnings.catch_warnings():  # torch warns of a non-writable array; nothing writes it
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(mapped)
 
 
 def one_copy(index: FaissIndex, ids: np.ndarray) -> torch.Tensor | None:

@@ -82,14 +82,14 @@ def indexed_query(index: LoadedIndex, engine: Engine, d: int, sentence_start: np
         unit_rows = document_units(engine, level, doc_id)
         ids = np.array([r[0] for r in unit_rows], dtype=np.int64)
         rows = np.searchsorted(index.ids[level], ids)
-        level_vectors[level] = index.vectors[level][torch.from_numpy(rows)]
+        level_vectors[level] = index.vectors[level][torch.from_numpy(rows)].float()  # mapped: f16
         level_spans[level] = [(r[1], r[2]) for r in unit_rows]
     level_vectors["document"] = index.vectors["document"][d : d + 1]
     level_spans["document"] = [(0, len(text))]
     return Query(
         text=text,
         paragraphs=[offsets[p][:2] for p in paragraph_ids],
-        sentence_vectors=index.collection.sentences[s0:s1],
+        sentence_vectors=index.collection.sentences[s0:s1].float(),
         paragraph_lengths=index.collection.paragraph_lengths[p0:p1],
         level_vectors=level_vectors,
         level_spans=level_spans,

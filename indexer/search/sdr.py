@@ -53,8 +53,12 @@ class SdrScorer:
     ) -> None:
         self.index = index
         self.doc_sentence_start = index.paragraph_sentence_start[index.doc_paragraph_start]
-        if sentences_on_device is None:
-            sentences_on_device = index.collection.sentences.to(device)
+        if sentences_on_device is None:  # mapped sentences stay mapped: shards score them
+            sentences_on_device = (
+                index.collection.sentences
+                if index.sentences_mapped
+                else index.collection.sentences.to(device)
+            )
         self.collection = RaggedCollection(
             sentences=sentences_on_device,
             paragraph_lengths=index.collection.paragraph_lengths,

@@ -26,7 +26,13 @@ from indexer.config import Settings
 from indexer.ray_session import connect_ray
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.searcher import Searcher
-from indexer.search.shards import SdrShard, ShardedSdr, ShardUnavailableError, shard_ranges
+from indexer.search.shards import (
+    SdrShard,
+    ShardedSdr,
+    ShardedSentences,
+    ShardUnavailableError,
+    shard_ranges,
+)
 from models.scoring import RaggedCollection
 
 logger = logging.getLogger(__name__)
@@ -58,6 +64,7 @@ class ShardSpec:
         added: `(A, d)` float16 vectors of the added rows, in order.
         paragraph_lengths, document_lengths: the range's structure.
         tiebreak: `(D_s,)` its slice of the collection's fixed random tie order.
+        first_sentence: the global row of its first sentence (collection order).
     """
 
     vectors_file: str
@@ -67,6 +74,7 @@ class ShardSpec:
     document_lengths: np.ndarray
     first: int
     tiebreak: np.ndarray
+    first_sentence: int = 0
 
 
 def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
@@ -92,7 +100,7 @@ def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
         paragraph_lengths=torch.from_numpy(spec.paragraph_lengths),
         document_lengths=torch.from_numpy(spec.document_lengths),
     )
-    return SdrShard(collection, spec.first, spec.tiebreak)
+    return SdrShard(collection, spec.first, spec.tiebreak, spec.first_sentence)
 
 
 def shard_specs(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[ShardSpec]:
@@ -124,6 +132,7 @@ def shard_specs(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[ShardS
                 document_lengths=lengths.document_lengths[d0:d1].numpy().copy(),
                 first=d0,
                 tiebreak=np.asarray(tiebreak[d0:d1]).copy(),
+                first_sentence=s0,
             )
         )
     return specs
@@ -155,6 +164,9 @@ class ShardActor:
 
     def sentence_scores(self, query: Any, method: str, *options: float) -> Any:
         return self.shard.sentence_scores(query, method, *options)
+
+    def nearest_sentences(self, vectors: Any, k: int, within: Any = None) -> Any:
+        return self.shard.nearest_sentences(vectors, k, within)
 
     def ping(self) -> str:
         return self.incarnation
@@ -287,7 +299,11 @@ def serve_on_shards(
         )
         make_room()
         shards = place(wait_for_room=options.call_timeout_seconds)
-    searcher.use_shards(ShardedSdr(shards.call, len(shards.actors), searcher.tiebreak))
+    n = len(shards.actors)
+    searcher.use_shards(
+        ShardedSdr(shards.call, n, searcher.tiebreak),
+        ShardedSentences(shards.call, n, index.ids["sentence"]) if index.sentences_mapped else None,
+    )
     logger.info(
         "Version %d (revision %d) on %d shard actors, loaded in %.1f s",
         index.version_id,

@@ -24,8 +24,9 @@ from indexer.search.arrays import concatenated_ranges
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.ranking import top_k
 from indexer.search.types import Query
+from indexer.store.vector_index import Hits
 from models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
-from models.scoring import RaggedCollection, RowStats, paragraph_similarity
+from models.scoring import RaggedCollection, RowStats, block_cosines, paragraph_similarity
 from models.sharding import (
     RowMoments,
     combine_moments,
@@ -92,9 +93,16 @@ class SdrShard:
         tiebreak: `(D_s,)` the range's slice of the collection's fixed random tie order.
     """
 
-    def __init__(self, collection: RaggedCollection, first: int, tiebreak: np.ndarray) -> None:
+    def __init__(
+        self,
+        collection: RaggedCollection,
+        first: int,
+        tiebreak: np.ndarray,
+        first_sentence: int = 0,
+    ) -> None:
         self.collection = collection
         self.first = first
+        self.first_sentence = first_sentence  # the global row of its first sentence
         self.tiebreak = np.asarray(tiebreak)
         self.device = collection.sentences.device
         self.block_sentences = GPU_BLOCK_SENTENCES if self.device.type == "cuda" else 65536
@@ -178,6 +186,42 @@ class SdrShard:
             raise ValueError(f"method {method!r} is not scored from sentences alone")
         return ShardHits(local + self.first, scores.float().double().numpy())
 
+    def nearest_sentences(
+        self, vectors: torch.Tensor, k: int, within: np.ndarray | None = None
+    ) -> list[ShardHits]:
+        """For each row of `vectors` `(m, d)`, its `k` nearest sentences of this range by
+        inner product (global sentence rows, best first), among the global rows `within`
+        when given: an exact search, as a Flat index's."""
+        n = self.collection.sentences.shape[0]
+        if within is None:
+            local = None
+        else:
+            rows = np.asarray(within, dtype=np.int64) - self.first_sentence
+            local = np.unique(rows[(rows >= 0) & (rows < n)])
+        size = n if local is None else len(local)
+        m = vectors.shape[0]
+        if not size or k <= 0:
+            return [ShardHits(np.empty(0, np.int64), np.empty(0, np.float32))] * m
+        source = vectors.float().to(self.device)  # (m, d)
+        best_scores, best_rows = [], []
+        for r0 in range(0, size, self.block_sentences):
+            r1 = min(r0 + self.block_sentences, size)
+            if local is None:
+                block, rows = self.collection.sentences[r0:r1], torch.arange(r0, r1)
+            else:
+                rows = torch.from_numpy(local[r0:r1])
+                block = self.collection.sentences[rows.to(self.device)]
+            sims = block_cosines(block, source).T  # (m, r)
+            top = torch.topk(sims, min(k, r1 - r0), dim=1)  # (m, k')
+            best_scores.append(top.values.cpu())
+            best_rows.append(rows[top.indices.cpu()])
+        scores, rows = torch.cat(best_scores, dim=1), torch.cat(best_rows, dim=1)  # (m, *)
+        top = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+        chosen = torch.gather(rows, 1, top.indices) + self.first_sentence
+        return [
+            ShardHits(chosen[i].numpy(), top.values[i].numpy().astype(np.float32)) for i in range(m)
+        ]
+
     def top(self, key: str, stats: RowStats | None, k: int | None) -> ShardHits:
         """Round two: this range's best `k` documents for the query `key` (None: every
         document it scored, best first), scored with the collection's `stats` (None: not
@@ -233,6 +277,48 @@ class ShardedSdr:
         )
 
 
+class ShardedSentences:
+    """The sentence level's search, exact, over the shards: what a Flat FAISS index of the
+    level answers (`search` and `count`, ids being sentence ids), for candidate retrieval and
+    sentence-level unit search, so that the coordinator holds no sentence index.
+
+    Args:
+        call: `ShardedSdr.call`'s kind.
+        ids: `(R,)` the sentence ids in collection order (ascending), row r being global row r.
+    """
+
+    def __init__(
+        self, call: Callable[[str, Sequence[tuple]], list], n_shards: int, ids: np.ndarray
+    ) -> None:
+        self.call = call
+        self.n_shards = n_shards
+        self.ids = ids
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
+        """The `k` best sentence ids for each row of `queries` `(q, d)` by inner product
+        (among the ids `within` when given), best first; ties by collection order."""
+        vectors = torch.from_numpy(np.ascontiguousarray(np.atleast_2d(queries), np.float32))
+        rows = None
+        if within is not None:
+            within = np.asarray(within, dtype=np.int64)
+            place = np.minimum(np.searchsorted(self.ids, within), max(len(self.ids) - 1, 0))
+            rows = place[self.ids[place] == within] if len(self.ids) else place[:0]
+            if not len(rows):
+                return [Hits(np.empty(0, np.float32), np.empty(0, np.int64)) for _ in vectors]
+        parts = self.call("nearest_sentences", [(vectors, k, rows)] * self.n_shards)
+        out = []
+        for i in range(len(vectors)):
+            found = np.concatenate([part[i].positions for part in parts])
+            scores = np.concatenate([part[i].scores for part in parts]).astype(np.float32)
+            order = np.lexsort((found, -scores))[:k]
+            out.append(Hits(scores[order], self.ids[found[order]]))
+        return out
+
+
 def sentence_method_scores(
     call: Callable[[str, Sequence[tuple]], list],
     n_shards: int,
@@ -280,7 +366,7 @@ def shards_of(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[SdrShard
             paragraph_lengths=collection.paragraph_lengths[p0:p1],
             document_lengths=collection.document_lengths[d0:d1],
         )
-        shards.append(SdrShard(part, d0, tiebreak[d0:d1]))
+        shards.append(SdrShard(part, d0, tiebreak[d0:d1], first_sentence=s0))
     return shards
 
 

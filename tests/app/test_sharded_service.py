@@ -8,6 +8,7 @@ import math
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
@@ -65,6 +66,22 @@ def assert_same(local: list[tuple[str, float]], remote: list[tuple[str, float]])
         assert math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-5), (a, b)
 
 
+def assert_same_json(got: object, expected: object, where: str = "", tol: float = 1e-5) -> None:
+    """The same JSON, numbers to `tol` (relative above 1, as `assert_same`)."""
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and got.keys() == expected.keys(), where
+        for key in expected:
+            assert_same_json(got[key], expected[key], f"{where}.{key}", tol)
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), where
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            assert_same_json(g, e, f"{where}[{i}]", tol)
+    elif isinstance(expected, float) and not isinstance(expected, bool):
+        assert math.isclose(got, expected, rel_tol=tol, abs_tol=tol), (where, got, expected)
+    else:
+        assert got == expected, where
+
+
 def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -> None:
     local, remote = pair
     for method in METHODS:
@@ -80,6 +97,39 @@ def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -
     for method in ("sdr", "fused"):
         request = {"document": QUERY, "method": method, "mode": "candidate"}
         assert_same(ranking(local, request), ranking(remote, request))
+    # unit granularities: the sentence level is searched on the shards (the coordinator maps
+    # its sentences and holds no sentence index), the others by the coordinator's FAISS
+    index = remote.app.state.service.searcher.index
+    assert index.sentences_mapped and type(index.indices["sentence"]).__name__ == "ShardedSentences"
+    for granularity in ("sentence", "paragraph", "section"):
+        for body in (
+            {"document": QUERY},
+            {"document_id": "coffee-02"},
+            {"document": QUERY, "candidates": ["coffee-01", "baking-02", "oceans-03"]},
+        ):
+            request = {**body, "granularity": granularity, "top_k": 30}
+            got = [c.post("/similar", json=request) for c in (local, remote)]
+            assert all(r.status_code == 200 for r in got), got[1].text
+            units = [
+                [(u["unit_id"], u["document_id"], u["score"]) for u in r.json()["results"]]
+                for r in got
+            ]
+            assert [u[:2] for u in units[1]] == [u[:2] for u in units[0]], (granularity, body)
+            for (_, _, a), (_, _, b) in zip(units[0], units[1], strict=True):
+                assert abs(a - b) <= 1e-5
+    # /explain reads both documents' sentences from the coordinator's map
+    explained = [
+        c.get("/explain", params={"source": "coffee-02", "target": "baking-02"}) for c in pair
+    ]
+    assert all(r.status_code == 200 for r in explained), explained[1].text
+    # Its maps are rounded to 5 decimals: values 1e-5 apart can print 2e-5 apart. The z map
+    # is the raw one normalised with the same statistics; compared as numbers it would
+    # measure the tiny test encoder's spread (std ~0.005: a 1-ulp difference in P, from
+    # another summation order, is 2e-5 in z), so its shape is compared, and the raw map.
+    got, expected = ({**e.json(), "took_ms": 0} for e in reversed(explained))
+    z_got, z_expected = (x["paragraph_matrix"].pop("normalized") for x in (got, expected))
+    assert np.shape(z_got) == np.shape(z_expected)
+    assert_same_json(got, expected, tol=2e-5)
     # the best paragraph pairs come out the same too
     body = {"document": QUERY, "method": "sdr", "top_k": 3}
     pairs = [c.post("/similar", json=body).json()["results"] for c in (local, remote)]
