@@ -74,10 +74,10 @@ class Runtime:
             self._retiring[id(shards)] = (timer, shards)
         timer.start()
 
-    def _make_room_for_shards(self) -> None:
+    def _close_all_shards(self) -> None:
         """Close the shard actors of retired states at once, and those of the served state:
-        on a cluster without room for two versions' shards, a swap goes on with a gap
-        (requests get 503 with a retry hint) rather than failing."""
+        on stopping, and on a cluster without room for two versions' shards, where a swap
+        then goes on with a gap (requests get 503 with a retry hint) rather than failing."""
         with self._retiring_lock:
             retiring, self._retiring = list(self._retiring.values()), {}
         for timer, shards in retiring:
@@ -137,7 +137,7 @@ class Runtime:
             current = self.state
 
     def _load_and_swap(self, current: ServiceState | None) -> None:
-        state = load_state(self.settings, self.engine, self._make_room_for_shards)
+        state = load_state(self.settings, self.engine, self._close_all_shards)
         previous = current.version_id if current is not None else None
         if current is not None:
             old, new = current.searcher.encoder.identity(), state.searcher.encoder.identity()
@@ -183,7 +183,7 @@ class Runtime:
                 changed_searcher = searcher.with_changes(index)
                 changed = ServiceState(
                     searcher=changed_searcher,
-                    shards=on_shards(self.settings, changed_searcher, self._make_room_for_shards),
+                    shards=on_shards(self.settings, changed_searcher, self._close_all_shards),
                     version_id=state.version_id,
                     encoder_name=state.encoder_name,
                     queries=QueryCache(
@@ -241,13 +241,7 @@ class Runtime:
         its build kept; a retry resumes it)."""
         self._stop.set()
         self._wake.set()
-        with self._retiring_lock:
-            retiring, self._retiring = list(self._retiring.values()), {}
-        for timer, shards in retiring:
-            timer.cancel()
-            shards.close()
-        if self.state is not None and self.state.shards is not None:
-            self.state.shards.close()
+        self._close_all_shards()
         if self.worker is not None:
             self.worker.stop.set()  # a running job is suspended; a retry resumes it
         for thread in self._threads:
