@@ -9,6 +9,7 @@ import pytest
 from indexer.search.searcher import Searcher
 from indexer.search.shards import (
     ShardedSdr,
+    ShardedSentences,
     ShardQuery,
     ShardUnavailableError,
     in_process,
@@ -133,3 +134,28 @@ def test_sentence_methods_on_shards_equal_in_process(
     )
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
     assert np.array_equal(np.isfinite(got), np.isfinite(expected))
+
+
+@pytest.mark.parametrize("n_shards", [1, 3])
+@pytest.mark.parametrize("restricted", [False, True])
+def test_sentence_search_on_shards_equals_the_flat_index(
+    searcher: Searcher, n_shards: int, restricted: bool
+) -> None:
+    """`ShardedSentences` answers as the version's Flat sentence index: the same ids in the
+    same order, scores to 1e-5, over everything or within a set of ids."""
+    index = searcher.index
+    shards = shards_of(index, searcher._tiebreak, n_shards)  # noqa: SLF001
+    sharded = ShardedSentences(in_process(shards), n_shards, index.ids["sentence"])
+    queries = posted_query(searcher).sentence_vectors.numpy()  # (m, d)
+    ids = index.ids["sentence"]
+    within = ids[::3] if restricted else None
+    assert sharded.count == len(ids)
+    for got, expected in zip(
+        sharded.search(queries, 25, within),
+        index.indices["sentence"].search(queries, 25, within),
+        strict=True,
+    ):
+        assert np.array_equal(got.ids, expected.ids)
+        np.testing.assert_allclose(got.scores, expected.scores, rtol=0, atol=1e-5)
+        if restricted:
+            assert np.isin(got.ids, within).all()
