@@ -1,14 +1,14 @@
 """Resident memory of one loaded version, per level: the vectors the searcher holds and the
 FAISS index beside them, and whether they share one copy.
 
-    python benchmarks/index_memory.py --data-dir DIR [--map-sentences]
+    python benchmarks/index_memory.py --data-dir DIR [--sharded]
         [--out benchmarks/results/index_memory.json]
 
 Loads the active version of `DIR` (`LoadedIndex.load`) in this process and reports the growth
 of its resident set (RSS) and of its unique set (USS), and per level the bytes of the float32
 vectors and whether the FAISS index holds the same memory or a copy of its own.
-`--map-sentences` loads it as a sharded service's coordinator does: the sentence vectors
-memory-mapped from the version's float16 file, no sentence FAISS index.
+`--sharded` loads it as a sharded service's coordinator does: the unit levels memory-mapped
+from the version's float16 files, with no FAISS index of them (the shards search them).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/index_memory.json"))
     parser.add_argument("--label", default="", help="what this run measures (kept in the JSON)")
-    parser.add_argument("--map-sentences", action="store_true", help="as a sharded coordinator")
+    parser.add_argument("--sharded", action="store_true", help="as a sharded coordinator")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings(data_dir=args.data_dir)
@@ -47,7 +47,7 @@ def main() -> None:
     version = active_version(engine)
     gc.collect()
     rss0, uss0 = memory()
-    index = LoadedIndex.load(engine, version, map_sentences=args.map_sentences)
+    index = LoadedIndex.load(engine, version, sharded=args.sharded)
     gc.collect()
     rss1, uss1 = memory()
     levels = {}

@@ -130,6 +130,8 @@ def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
     build_s = time.perf_counter() - started
     doc_ids = np.arange(n_docs, dtype=np.int64)
     paragraph_ids = np.arange(len(paragraph_lengths), dtype=np.int64)
+    doc_paragraph_start = np.concatenate([[0], np.cumsum(document_lengths)])  # (D + 1,)
+    sentence_start = np.concatenate([[0], np.cumsum(paragraph_lengths)])  # (J + 1,)
     index = LoadedIndex(
         version_id=0,
         path=Path("."),
@@ -150,8 +152,12 @@ def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
         external_ids=[f"d{i}" for i in range(n_docs)],
         titles=[""] * n_docs,
         paragraph_ids=paragraph_ids,
-        doc_paragraph_start=np.concatenate([[0], np.cumsum(document_lengths)]),
-        paragraph_sentence_start=np.concatenate([[0], np.cumsum(paragraph_lengths)]),
+        doc_paragraph_start=doc_paragraph_start,
+        paragraph_sentence_start=sentence_start,
+        doc_unit_start={
+            "paragraph": doc_paragraph_start,
+            "sentence": sentence_start[doc_paragraph_start],
+        },
     )
     searcher = Searcher(index, encoder=None, splitter=None, engine=None, config=SearchConfig())  # type: ignore[arg-type]
     latencies = []

@@ -36,7 +36,7 @@ import numpy as np
 import psutil
 import torch
 
-from indexer.search.shard_actors import RayShards, ShardSpec
+from indexer.search.shard_actors import LevelRows, RayShards, ShardSpec
 from indexer.search.shards import ShardedSdr, ShardQuery, shard_ranges
 
 logger = logging.getLogger("benchmarks.sharded_latency")
@@ -67,9 +67,14 @@ def specs(path: Path, sentences: int, n: int, tiebreak: np.ndarray) -> list[Shar
     cuts = shard_ranges(np.full(documents, per_document), n)
     return [
         ShardSpec(
-            vectors_file=str(path),
-            file_rows=np.array([d0 * per_document, d1 * per_document]),
-            added=np.empty((0, DIM), dtype=np.float16),
+            levels={
+                "sentence": LevelRows(
+                    vectors_file=str(path),
+                    file_rows=np.array([d0 * per_document, d1 * per_document]),
+                    added=np.empty((0, DIM), dtype=np.float16),
+                    first_row=d0 * per_document,
+                )
+            },
             paragraph_lengths=np.full((d1 - d0) * PARAGRAPHS_PER_DOCUMENT, SENTENCES_PER_PARAGRAPH),
             document_lengths=np.full(d1 - d0, PARAGRAPHS_PER_DOCUMENT),
             first=d0,

@@ -34,7 +34,7 @@ def load_state(
         exhaustive_max_sentences=settings.api.exhaustive_max_sentences,
         device=settings.encoder.device,  # SDR scoring beside the encoder
     )
-    searcher = open_searcher(settings, engine, config, map_sentences=settings.shards.count > 0)
+    searcher = open_searcher(settings, engine, config, sharded=settings.shards.count > 0)
     return ServiceState(
         shards=on_shards(settings, searcher, make_room),
         searcher=searcher,

@@ -8,7 +8,6 @@ SQL. Texts stay in SQL and are fetched per result (`indexer.store.reader`).
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,9 @@ import numpy as np
 import torch
 from sqlalchemy import Connection, Engine, func, select
 
+from indexer.search.mapped_rows import MappedRows
 from indexer.store.db import connected, snapshot
-from indexer.store.tables import documents, index_versions, paragraphs, sentences
+from indexer.store.tables import chunks, documents, index_versions, paragraphs, sections, sentences
 from indexer.store.units import level_ids, stored_additions
 from indexer.store.vector_index import FaissIndex
 from indexer.store.versions import VersionRow
@@ -26,6 +26,10 @@ from indexer.text.documents import LEVELS
 from models.scoring import RaggedCollection
 
 logger = logging.getLogger(__name__)
+# a sharded coordinator maps these levels and holds no FAISS index of them; the shards hold
+# the searched ones (`/explain` only reads chunk rows); documents stay here, one row each
+MAPPED_WHEN_SHARDED = ("section", "paragraph", "sentence", "chunk")
+SEARCHED_ON_SHARDS = ("section", "paragraph", "sentence")
 
 
 class IndexMismatchError(RuntimeError):
@@ -40,23 +44,27 @@ class LoadedIndex:
         version_id: the version.
         manifest: its manifest.
         indices: the FAISS index of each level.
-        vectors: float32 unit vectors of each level `(n, d)`, row-aligned with `ids`.
+        vectors: float32 unit vectors of each level `(n, d)`, row-aligned with `ids` (float16
+            `MappedRows` for the `mapped_levels`).
         ids: int64 ids of each level `(n,)`, ascending.
         collection: sentences grouped into paragraphs and documents, for SDR scoring.
         doc_ids: `(D,)` document ids in collection order; `doc_paragraph_start` `(D + 1,)`
             and `paragraph_sentence_start` `(J + 1,)` are offsets into the next level.
         paragraph_ids: `(J,)` paragraph ids in collection order.
-        sentences_mapped: the sentence vectors are the version's float16 file, memory-mapped
-            (not read into memory), and the sentence level has no FAISS index here: a sharded
-            service's coordinator, whose shards search and score the sentences. Rows read
-            from the map (a query by id, `/explain`, paragraph pairs) are cast per use.
+        doc_unit_start: `(D + 1,)` each document's first row at each unit level (a
+            document's units are consecutive rows, as their ids are handed out in document
+            order).
+        mapped_levels: the levels whose vectors are the version's float16 file, memory-mapped
+            (not read into memory), with no FAISS index here: a sharded service's coordinator,
+            whose shards search (`SEARCHED_ON_SHARDS`) and score them. Rows read from a map (a
+            query by id, `/explain`, paragraph pairs) are cast per use.
     """
 
     version_id: int
     path: Path
     manifest: dict[str, Any]
     indices: dict[str, FaissIndex]
-    vectors: dict[str, torch.Tensor]
+    vectors: dict[str, torch.Tensor | MappedRows]
     ids: dict[str, np.ndarray]
     collection: RaggedCollection
     doc_ids: np.ndarray
@@ -65,29 +73,33 @@ class LoadedIndex:
     paragraph_ids: np.ndarray
     doc_paragraph_start: np.ndarray
     paragraph_sentence_start: np.ndarray
+    doc_unit_start: dict[str, np.ndarray]
     revision: int = 0
-    sentences_mapped: bool = False
+    mapped_levels: tuple[str, ...] = ()
+
+    @property
+    def sentences_mapped(self) -> bool:
+        return "sentence" in self.mapped_levels
 
     @property
     def n_documents(self) -> int:
         return len(self.doc_ids)
 
     @classmethod
-    def load(
-        cls, engine: Engine, version: VersionRow, *, map_sentences: bool = False
-    ) -> LoadedIndex:
+    def load(cls, engine: Engine, version: VersionRow, *, sharded: bool = False) -> LoadedIndex:
         """The version's files, plus the document changes committed to SQL since its build
-        (added documents' vectors from `document_vectors`, deleted ones left out). With
-        `map_sentences`, the sentence level as `sentences_mapped` describes."""
+        (added documents' vectors from `document_vectors`, deleted ones left out). `sharded`:
+        as a sharded service's coordinator, every unit level mapped (`mapped_levels`)."""
         if version.manifest is None:
             raise IndexMismatchError(f"version {version.version_id} has no manifest")
         manifest, path = version.manifest, Path(version.path)
+        mapped = MAPPED_WHEN_SHARDED if sharded else ()
         indices, vectors, ids = {}, {}, {}
         for level in LEVELS:
             info = manifest["levels"][level]
             ids[level] = np.load(path / info["ids_file"])
-            if level == "sentence" and map_sentences:
-                vectors[level] = mapped_rows(path / info["vectors_file"])
+            if level in mapped:
+                vectors[level] = MappedRows.of_file(path / info["vectors_file"])
             else:
                 indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
                 vectors[level] = one_copy(indices[level], ids[level])
@@ -117,7 +129,7 @@ class LoadedIndex:
                     gone = ids[level][~np.isin(ids[level], current)]
                     _apply_level(indices, vectors, ids, level, gone, *added[level], copy=False)
             loaded = cls._assemble(conn, vid, manifest, path, indices, vectors, ids, revision)
-        return replace(loaded, sentences_mapped=map_sentences)
+        return replace(loaded, mapped_levels=mapped)
 
     def with_changes(
         self,
@@ -143,7 +155,7 @@ class LoadedIndex:
         changed = self._assemble(
             engine, self.version_id, self.manifest, self.path, indices, vectors, ids, revision
         )
-        return replace(changed, sentences_mapped=self.sentences_mapped)
+        return replace(changed, mapped_levels=self.mapped_levels)
 
     @property
     def dim(self) -> int:
@@ -157,7 +169,7 @@ class LoadedIndex:
         manifest: dict[str, Any],
         path: Path,
         indices: dict[str, FaissIndex],
-        vectors: dict[str, torch.Tensor],
+        vectors: dict[str, torch.Tensor | MappedRows],
         ids: dict[str, np.ndarray],
         revision: int,
     ) -> LoadedIndex:
@@ -179,6 +191,16 @@ class LoadedIndex:
                     .group_by(sentences.c.paragraph_id)
                 ).all()
             )
+            per_document = {
+                level: dict(
+                    conn.execute(
+                        select(table.c.doc_id, func.count())
+                        .where(table.c.version_id == vid)
+                        .group_by(table.c.doc_id)
+                    ).all()
+                )
+                for level, table in (("section", sections), ("chunk", chunks))
+            }
         doc_ids = np.array([d.doc_id for d in docs], dtype=np.int64)
         paragraph_ids = np.array([p[0] for p in para_rows], dtype=np.int64)
         paragraph_docs = np.array([p[1] for p in para_rows], dtype=np.int64)
@@ -195,6 +217,18 @@ class LoadedIndex:
             or any(indices[lv].count != len(ids[lv]) for lv in LEVELS if lv in indices)
         ):
             raise IndexMismatchError(f"SQL rows and vectors of version {vid} disagree")
+        doc_paragraph_start = np.concatenate([[0], np.cumsum(document_lengths)])  # (D + 1,)
+        paragraph_sentence_start = np.concatenate([[0], np.cumsum(paragraph_lengths)])  # (J + 1,)
+        doc_unit_start = {
+            "paragraph": doc_paragraph_start,
+            "sentence": paragraph_sentence_start[doc_paragraph_start],
+            **{
+                level: np.concatenate([[0], np.cumsum([counts.get(d, 0) for d in doc_ids])])
+                for level, counts in per_document.items()
+            },
+        }
+        if any(int(start[-1]) != len(ids[level]) for level, start in doc_unit_start.items()):
+            raise IndexMismatchError(f"SQL units and vectors of version {vid} disagree")
         collection = RaggedCollection(
             sentences=vectors["sentence"],
             paragraph_lengths=torch.from_numpy(paragraph_lengths),
@@ -219,8 +253,9 @@ class LoadedIndex:
             external_ids=[d.external_id for d in docs],
             titles=[d.title for d in docs],
             paragraph_ids=paragraph_ids,
-            doc_paragraph_start=np.concatenate([[0], np.cumsum(document_lengths)]),
-            paragraph_sentence_start=np.concatenate([[0], np.cumsum(paragraph_lengths)]),
+            doc_paragraph_start=doc_paragraph_start,
+            paragraph_sentence_start=paragraph_sentence_start,
+            doc_unit_start=doc_unit_start,
             revision=revision,
         )
 
@@ -241,8 +276,8 @@ def _apply_level(
 
     Either side may be empty (a deletion adds nothing, an addition removes nothing); an empty
     side arrives as a `(0,)` or `(0, 0)` array. A level without a FAISS index of its own here
-    (mapped sentences, searched on shards) changes its vectors, which become an in-memory
-    copy in their dtype, and leaves its search to the shards started for the change."""
+    (a mapped level, searched on shards) keeps its map, gains the added rows, and leaves its
+    search to the shards started for the change."""
     removed = np.asarray(removed, np.int64).reshape(-1)  # (r,)
     added_ids = np.asarray(added_ids, np.int64).reshape(-1)  # (a,)
     if not len(removed) and not len(added_ids):
@@ -263,7 +298,10 @@ def _apply_level(
             )
     else:
         added = torch.empty(0, dim, dtype=dtype)
-    vectors[level] = torch.cat([vectors[level][torch.from_numpy(keep)], added])
+    if isinstance(vectors[level], MappedRows):
+        vectors[level] = vectors[level].changed(keep, added.numpy())
+    else:
+        vectors[level] = torch.cat([vectors[level][torch.from_numpy(keep)], added])
     ids[level] = new_ids
     if not isinstance(indices.get(level), FaissIndex):  # searched elsewhere (shards)
         indices.pop(level, None)
@@ -276,15 +314,6 @@ def _apply_level(
     shared = one_copy(index, new_ids)  # the changed index's memory, once again
     if shared is not None:
         vectors[level] = shared
-
-
-def mapped_rows(path: Path) -> torch.Tensor:
-    """`(n, d)` a float16 `.npy` file as a read-only memory-mapped tensor: resident only as
-    far as it is read, and shared with every process that maps it (the shards)."""
-    mapped = np.load(path, mmap_mode="r")
-    with warnings.catch_warnings():  # torch warns of a non-writable array; nothing writes it
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.from_numpy(mapped)
 
 
 def one_copy(index: FaissIndex, ids: np.ndarray) -> torch.Tensor | None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -43,7 +43,7 @@ from indexer.search.matches import document_hits
 from indexer.search.queries import encode_document, encode_levels, indexed_query
 from indexer.search.ranking import reciprocal_rank_fusion, top_k
 from indexer.search.sdr import SdrScorer, carry_rows
-from indexer.search.shards import ShardedSdr, ShardedSentences, query_on_shards
+from indexer.search.shards import ShardedLevel, ShardedSdr, query_on_shards
 from indexer.search.types import (
     LEXICAL,
     SENTENCE_SETS,
@@ -120,13 +120,12 @@ class Searcher:
         self._paragraph_bm25: tuple[Bm25Index, np.ndarray] | None = None
 
     def use_shards(
-        self, shards: ShardedSdr | None, sentences: ShardedSentences | None = None
+        self, shards: ShardedSdr | None, levels: Mapping[str, ShardedLevel] | None = None
     ) -> None:
         """Score exhaustive SDR and the sentence-set methods on `shards` (None: here), and
-        search the sentence level on them (`sentences`) when this index maps its sentences."""
+        search the unit levels this index maps on them (`levels`)."""
         self._sdr.shards = shards
-        if sentences is not None:
-            self.index.indices["sentence"] = sentences
+        self.index.indices.update(levels or {})
 
     @property
     def tiebreak(self) -> np.ndarray:
@@ -526,17 +525,17 @@ def open_searcher(
     engine: Engine,
     config: SearchConfig | None = None,
     *,
-    map_sentences: bool = False,
+    sharded: bool = False,
 ) -> Searcher:
     """A searcher over the active version, with the encoder that version was built with
-    (`map_sentences`: a sharded service's coordinator, see `LoadedIndex.sentences_mapped`).
+    (`sharded`: a sharded service's coordinator, see `LoadedIndex.mapped_levels`).
 
     Raises:
         NoActiveIndexError: nothing published yet.
         IndexMismatchError: the encoder found now is not the one the index was built with.
     """
     version = active_version(engine)
-    index = LoadedIndex.load(engine, version, map_sentences=map_sentences)
+    index = LoadedIndex.load(engine, version, sharded=sharded)
     if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU
         index = replace(index, indices={k: v.to_gpu() for k, v in index.indices.items()})
     if config is None:

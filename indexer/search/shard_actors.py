@@ -1,6 +1,7 @@
-"""SDR shards as Ray actors: each loads its range of a version's sentence vectors itself, as
-float16 memory-mapped from the version's file, so that Ray can restart a dead one from a small
-`ShardSpec` (the file's path and the range's rows, never the vectors).
+"""SDR shards as Ray actors: each loads its range of a version's sentence (and paragraph and
+section) vectors itself, as float16 memory-mapped from the version's files, so that Ray can
+restart a dead one from a small `ShardSpec` (the files' paths and the range's rows, never the
+vectors).
 
 `RayShards.call` is `ShardedSdr`'s way to reach them: one round on every shard at once, and a
 `ShardUnavailableError` (503) when one is dead, restarting or too slow, never a ranking
@@ -24,12 +25,12 @@ import torch
 
 from indexer.config import Settings
 from indexer.ray_session import connect_ray
-from indexer.search.loaded_index import LoadedIndex
+from indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
 from indexer.search.searcher import Searcher
 from indexer.search.shards import (
     SdrShard,
+    ShardedLevel,
     ShardedSdr,
-    ShardedSentences,
     ShardUnavailableError,
     shard_ranges,
 )
@@ -54,85 +55,106 @@ def missing_resources(free: dict[str, float], need: dict[str, float]) -> dict[st
 
 
 @dataclass(frozen=True)
-class ShardSpec:
-    """How a shard loads documents `[first, first + D_s)` of a version.
+class LevelRows:
+    """How a shard loads its rows of one level from the version's float16 `.npy` file.
 
     Attributes:
-        vectors_file: the version's sentence vectors (float16 `.npy`, rows by ascending id).
+        vectors_file: the level's vectors (rows by ascending id).
         file_rows: `(2,)` a contiguous run `[start, stop)` of the file's rows, or `(R_s,)`
             each row's place in the file, -1 for rows added after the build.
         added: `(A, d)` float16 vectors of the added rows, in order.
-        paragraph_lengths, document_lengths: the range's structure.
-        tiebreak: `(D_s,)` its slice of the collection's fixed random tie order.
-        first_sentence: the global row of its first sentence (collection order).
+        first_row: the global row (collection order) of its first row.
     """
 
     vectors_file: str
     file_rows: np.ndarray
     added: np.ndarray
+    first_row: int = 0
+
+    def load(self, device: str = "cpu") -> torch.Tensor:
+        """`(R_s, d)` float16: on the CPU a contiguous run of the file stays memory-mapped,
+        on a GPU the rows are copied there."""
+        mapped = np.load(self.vectors_file, mmap_mode="r")  # (N, d) float16
+        if self.file_rows.shape == (2,) and not len(self.added):
+            start, stop = (int(x) for x in self.file_rows)
+            with warnings.catch_warnings():  # a read-only map: torch never writes to it here
+                warnings.simplefilter("ignore", UserWarning)
+                rows = torch.from_numpy(mapped[start:stop])
+        else:
+            gathered = np.empty((len(self.file_rows), mapped.shape[1]), dtype=np.float16)
+            kept = self.file_rows >= 0
+            gathered[kept] = mapped[self.file_rows[kept]]
+            gathered[~kept] = self.added
+            rows = torch.from_numpy(gathered)
+        return rows if device == "cpu" else rows.to(device)  # products cast per block
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """How a shard loads documents `[first, first + D_s)` of a version.
+
+    Attributes:
+        levels: its rows of the sentence level and of the other levels searched on shards.
+        paragraph_lengths, document_lengths: the range's structure.
+        tiebreak: `(D_s,)` its slice of the collection's fixed random tie order.
+    """
+
+    levels: dict[str, LevelRows]
     paragraph_lengths: np.ndarray
     document_lengths: np.ndarray
     first: int
     tiebreak: np.ndarray
-    first_sentence: int = 0
 
 
 def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
-    """The shard `spec` describes; on the CPU a contiguous run of the file stays
-    memory-mapped, on a GPU (`device` "cuda") the range is copied there as float16."""
-    mapped = np.load(spec.vectors_file, mmap_mode="r")  # (N, d) float16
-    if spec.file_rows.shape == (2,) and not len(spec.added):
-        start, stop = (int(x) for x in spec.file_rows)
-        with warnings.catch_warnings():  # a read-only map: torch never writes to it here
-            warnings.simplefilter("ignore", UserWarning)
-            sentences = torch.from_numpy(mapped[start:stop])
-    else:
-        rows = spec.file_rows
-        gathered = np.empty((len(rows), mapped.shape[1]), dtype=np.float16)
-        kept = rows >= 0
-        gathered[kept] = mapped[rows[kept]]
-        gathered[~kept] = spec.added
-        sentences = torch.from_numpy(gathered)
-    if device != "cpu":
-        sentences = sentences.to(device)  # float16 on the GPU; products cast per block
+    """The shard `spec` describes, its rows on `device` ("cpu" or "cuda")."""
+    held = {level: rows.load(device) for level, rows in spec.levels.items()}
     collection = RaggedCollection(
-        sentences=sentences,
+        sentences=held.pop("sentence"),
         paragraph_lengths=torch.from_numpy(spec.paragraph_lengths),
         document_lengths=torch.from_numpy(spec.document_lengths),
     )
-    return SdrShard(collection, spec.first, spec.tiebreak, spec.first_sentence)
+    units = {level: (rows, spec.levels[level].first_row) for level, rows in held.items()}
+    return SdrShard(collection, spec.first, spec.tiebreak, spec.levels["sentence"].first_row, units)
+
+
+def level_rows(index: LoadedIndex, level: str, r0: int, r1: int) -> LevelRows:
+    """Where global rows `[r0, r1)` of `level` are: a run of the version's file, or the
+    place of each (kept rows) and the vectors of rows added since the build."""
+    info = index.manifest["levels"][level]
+    file_ids = np.load(Path(index.path) / info["ids_file"], mmap_mode="r")
+    ids = index.ids[level][r0:r1]  # collection order is ascending id
+    place = np.searchsorted(file_ids, ids)
+    found = (place < len(file_ids)) & (file_ids[np.minimum(place, len(file_ids) - 1)] == ids)
+    rows = np.where(found, place, -1).astype(np.int64)
+    contiguous = len(rows) and found.all() and rows[-1] - rows[0] == len(rows) - 1
+    added = index.vectors[level][torch.from_numpy(np.flatnonzero(~found) + r0)]  # (A, d)
+    return LevelRows(
+        vectors_file=str(Path(index.path) / info["vectors_file"]),
+        file_rows=np.array([rows[0], rows[-1] + 1]) if contiguous else rows,
+        added=added.numpy().astype(np.float16),
+        first_row=r0,
+    )
 
 
 def shard_specs(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[ShardSpec]:
     """`n` shards of a loaded version, by about equal sentence counts."""
-    info = index.manifest["levels"]["sentence"]
-    vectors_file = str(Path(index.path) / info["vectors_file"])
-    file_ids = np.load(Path(index.path) / info["ids_file"], mmap_mode="r")
-    sentence_ids = index.ids["sentence"]  # (R,) collection order is ascending id
-    paragraph_start = index.doc_paragraph_start
-    sentence_start = index.paragraph_sentence_start[paragraph_start]  # (D + 1,)
+    start = index.doc_unit_start  # each level's (D + 1,)
     lengths = index.collection
-    cuts = shard_ranges(np.diff(sentence_start), n)
+    cuts = shard_ranges(np.diff(start["sentence"]), n)
     specs = []
     for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True):
-        s0, s1 = int(sentence_start[d0]), int(sentence_start[d1])
-        p0, p1 = int(paragraph_start[d0]), int(paragraph_start[d1])
-        ids = sentence_ids[s0:s1]
-        place = np.searchsorted(file_ids, ids)
-        found = (place < len(file_ids)) & (file_ids[np.minimum(place, len(file_ids) - 1)] == ids)
-        rows = np.where(found, place, -1).astype(np.int64)
-        contiguous = len(rows) and found.all() and rows[-1] - rows[0] == len(rows) - 1
-        added = index.collection.sentences[s0:s1][torch.from_numpy(~found)]
+        p0, p1 = int(start["paragraph"][d0]), int(start["paragraph"][d1])
         specs.append(
             ShardSpec(
-                vectors_file=vectors_file,
-                file_rows=np.array([rows[0], rows[-1] + 1]) if contiguous else rows,
-                added=added.numpy().astype(np.float16),
+                levels={
+                    level: level_rows(index, level, int(start[level][d0]), int(start[level][d1]))
+                    for level in SEARCHED_ON_SHARDS
+                },
                 paragraph_lengths=lengths.paragraph_lengths[p0:p1].numpy().copy(),
                 document_lengths=lengths.document_lengths[d0:d1].numpy().copy(),
                 first=d0,
                 tiebreak=np.asarray(tiebreak[d0:d1]).copy(),
-                first_sentence=s0,
             )
         )
     return specs
@@ -165,8 +187,8 @@ class ShardActor:
     def sentence_scores(self, query: Any, method: str, *options: float) -> Any:
         return self.shard.sentence_scores(query, method, *options)
 
-    def nearest_sentences(self, vectors: Any, k: int, within: Any = None) -> Any:
-        return self.shard.nearest_sentences(vectors, k, within)
+    def nearest(self, level: str, vectors: Any, k: int, within: Any = None) -> Any:
+        return self.shard.nearest(level, vectors, k, within)
 
     def ping(self) -> str:
         return self.incarnation
@@ -302,7 +324,11 @@ def serve_on_shards(
     n = len(shards.actors)
     searcher.use_shards(
         ShardedSdr(shards.call, n, searcher.tiebreak),
-        ShardedSentences(shards.call, n, index.ids["sentence"]) if index.sentences_mapped else None,
+        {
+            level: ShardedLevel(shards.call, n, level, index.ids[level])
+            for level in SEARCHED_ON_SHARDS
+            if level in index.mapped_levels
+        },
     )
     logger.info(
         "Version %d (revision %d) on %d shard actors, loaded in %.1f s",

@@ -1,19 +1,21 @@
 """Exact SDR over a version's documents split into contiguous shards.
 
-A shard holds the sentence vectors of documents `[first, first + D_s)` and scores them on its
-own: round one computes its paragraph matrix for the query, keeps each document's best P per
-source paragraph and returns the row moments; round two, given the collection's mean and std
-(combined by the coordinator), returns its own top k. `ShardedSdr` coordinates shards that
-run in this process or as Ray actors (`indexer.search.shard_actors`): only the query's
-sentence vectors go out, and a few numbers per source paragraph and k hits per shard come back.
-`models.sharding` holds the maths; the result equals `SdrScorer`'s exhaustive scoring.
+A shard holds the sentence vectors of documents `[first, first + D_s)` (and their paragraph
+and section vectors, for unit search) and scores them on its own: round one computes its
+paragraph matrix for the query, keeps each document's best P per source paragraph and returns
+the row moments; round two, given the collection's mean and std (combined by the
+coordinator), returns its own top k. `ShardedSdr` coordinates shards that run in this process
+or as Ray actors (`indexer.search.shard_actors`): only the query's sentence vectors go out,
+and a few numbers per source paragraph and k hits per shard come back. `models.sharding`
+holds the maths; the result equals `SdrScorer`'s exhaustive scoring. `ShardedLevel` searches
+a unit level over the shards, exactly.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +23,7 @@ import torch
 from cachetools import TTLCache
 
 from indexer.search.arrays import concatenated_ranges
-from indexer.search.loaded_index import LoadedIndex
+from indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
 from indexer.search.ranking import top_k
 from indexer.search.types import Query
 from indexer.store.vector_index import Hits
@@ -91,6 +93,9 @@ class SdrShard:
             lengths (on the CPU).
         first: the global position of its first document.
         tiebreak: `(D_s,)` the range's slice of the collection's fixed random tie order.
+        first_sentence: the global row of its first sentence.
+        units: the range's rows `(R_s, d)` of other levels, each with the global row of its
+            first, for `nearest` (the sentence level is the collection's).
     """
 
     def __init__(
@@ -99,10 +104,11 @@ class SdrShard:
         first: int,
         tiebreak: np.ndarray,
         first_sentence: int = 0,
+        units: Mapping[str, tuple[torch.Tensor, int]] | None = None,
     ) -> None:
         self.collection = collection
         self.first = first
-        self.first_sentence = first_sentence  # the global row of its first sentence
+        self.units = {"sentence": (collection.sentences, first_sentence), **(units or {})}
         self.tiebreak = np.asarray(tiebreak)
         self.device = collection.sentences.device
         self.block_sentences = GPU_BLOCK_SENTENCES if self.device.type == "cuda" else 65536
@@ -186,17 +192,18 @@ class SdrShard:
             raise ValueError(f"method {method!r} is not scored from sentences alone")
         return ShardHits(local + self.first, scores.float().double().numpy())
 
-    def nearest_sentences(
-        self, vectors: torch.Tensor, k: int, within: np.ndarray | None = None
+    def nearest(
+        self, level: str, vectors: torch.Tensor, k: int, within: np.ndarray | None = None
     ) -> list[ShardHits]:
-        """For each row of `vectors` `(m, d)`, its `k` nearest sentences of this range by
-        inner product (global sentence rows, best first), among the global rows `within`
-        when given: an exact search, as a Flat index's."""
-        n = self.collection.sentences.shape[0]
+        """For each row of `vectors` `(m, d)`, its `k` nearest units of `level` in this range
+        by inner product (global rows of the level, best first), among the global rows
+        `within` when given: an exact search, as a Flat index's."""
+        held, first_row = self.units[level]  # (n, d)
+        n = held.shape[0]
         if within is None:
             local = None
         else:
-            rows = np.asarray(within, dtype=np.int64) - self.first_sentence
+            rows = np.asarray(within, dtype=np.int64) - first_row
             local = np.unique(rows[(rows >= 0) & (rows < n)])
         size = n if local is None else len(local)
         m = vectors.shape[0]
@@ -207,17 +214,17 @@ class SdrShard:
         for r0 in range(0, size, self.block_sentences):
             r1 = min(r0 + self.block_sentences, size)
             if local is None:
-                block, rows = self.collection.sentences[r0:r1], torch.arange(r0, r1)
+                block, rows = held[r0:r1], torch.arange(r0, r1)
             else:
                 rows = torch.from_numpy(local[r0:r1])
-                block = self.collection.sentences[rows.to(self.device)]
+                block = held[rows.to(self.device)]
             sims = block_cosines(block, source).T  # (m, r)
             top = torch.topk(sims, min(k, r1 - r0), dim=1)  # (m, k')
             best_scores.append(top.values.cpu())
             best_rows.append(rows[top.indices.cpu()])
         scores, rows = torch.cat(best_scores, dim=1), torch.cat(best_rows, dim=1)  # (m, *)
         top = torch.topk(scores, min(k, scores.shape[1]), dim=1)
-        chosen = torch.gather(rows, 1, top.indices) + self.first_sentence
+        chosen = torch.gather(rows, 1, top.indices) + first_row
         return [
             ShardHits(chosen[i].numpy(), top.values[i].numpy().astype(np.float32)) for i in range(m)
         ]
@@ -277,21 +284,27 @@ class ShardedSdr:
         )
 
 
-class ShardedSentences:
-    """The sentence level's search, exact, over the shards: what a Flat FAISS index of the
-    level answers (`search` and `count`, ids being sentence ids), for candidate retrieval and
-    sentence-level unit search, so that the coordinator holds no sentence index.
+class ShardedLevel:
+    """A unit level's search, exact, over the shards: what a Flat FAISS index of the level
+    answers (`search` and `count`, ids being the level's ids), for candidate retrieval and
+    unit search, so that the coordinator holds no index of the level.
 
     Args:
         call: `ShardedSdr.call`'s kind.
-        ids: `(R,)` the sentence ids in collection order (ascending), row r being global row r.
+        level: "sentence", "paragraph" or "section".
+        ids: `(R,)` the level's ids in collection order (ascending), row r being global row r.
     """
 
     def __init__(
-        self, call: Callable[[str, Sequence[tuple]], list], n_shards: int, ids: np.ndarray
+        self,
+        call: Callable[[str, Sequence[tuple]], list],
+        n_shards: int,
+        level: str,
+        ids: np.ndarray,
     ) -> None:
         self.call = call
         self.n_shards = n_shards
+        self.level = level
         self.ids = ids
 
     @property
@@ -299,7 +312,7 @@ class ShardedSentences:
         return len(self.ids)
 
     def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
-        """The `k` best sentence ids for each row of `queries` `(q, d)` by inner product
+        """The `k` best ids of the level for each row of `queries` `(q, d)` by inner product
         (among the ids `within` when given), best first; ties by collection order."""
         vectors = torch.from_numpy(np.ascontiguousarray(np.atleast_2d(queries), np.float32))
         rows = None
@@ -309,7 +322,7 @@ class ShardedSentences:
             rows = place[self.ids[place] == within] if len(self.ids) else place[:0]
             if not len(rows):
                 return [Hits(np.empty(0, np.float32), np.empty(0, np.int64)) for _ in vectors]
-        parts = self.call("nearest_sentences", [(vectors, k, rows)] * self.n_shards)
+        parts = self.call("nearest", [(self.level, vectors, k, rows)] * self.n_shards)
         out = []
         for i in range(len(vectors)):
             found = np.concatenate([part[i].positions for part in parts])
@@ -352,21 +365,28 @@ def shard_ranges(sentence_counts: np.ndarray, n: int) -> list[int]:
 
 def shards_of(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[SdrShard]:
     """A loaded version cut into `n` shards of about equal sentence counts (views of its
-    tensors: nothing is copied)."""
+    tensors: nothing is copied), each with its rows of the levels searched on shards."""
     collection = index.collection
-    paragraph_start = index.doc_paragraph_start
-    sentence_start = index.paragraph_sentence_start[paragraph_start]  # (D + 1,)
-    cuts = shard_ranges(np.diff(sentence_start), n)
+    start = index.doc_unit_start  # each level's (D + 1,)
+    cuts = shard_ranges(np.diff(start["sentence"]), n)
     shards = []
     for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True):
-        p0, p1 = int(paragraph_start[d0]), int(paragraph_start[d1])
-        s0, s1 = int(sentence_start[d0]), int(sentence_start[d1])
+        p0, p1 = int(start["paragraph"][d0]), int(start["paragraph"][d1])
+        s0, s1 = int(start["sentence"][d0]), int(start["sentence"][d1])
         part = RaggedCollection(
             sentences=collection.sentences[s0:s1],
             paragraph_lengths=collection.paragraph_lengths[p0:p1],
             document_lengths=collection.document_lengths[d0:d1],
         )
-        shards.append(SdrShard(part, d0, tiebreak[d0:d1], first_sentence=s0))
+        units = {
+            level: (
+                index.vectors[level][int(start[level][d0]) : int(start[level][d1])],
+                int(start[level][d0]),
+            )
+            for level in SEARCHED_ON_SHARDS
+            if level != "sentence"
+        }
+        shards.append(SdrShard(part, d0, tiebreak[d0:d1], first_sentence=s0, units=units))
     return shards
 
 

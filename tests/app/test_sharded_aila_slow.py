@@ -1,6 +1,7 @@
 """The sharded service answers as the in-process one on 60 real AILA judgments (slow:
 `make test-slow`): long documents of many paragraphs, the development queries posted and
-judgments by id, every sentence-scoring method, `normalize` off and a pool."""
+judgments by id, every method, `normalize` off, a pool, candidate mode and the unit
+granularities."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from fastapi.testclient import TestClient
 from app.core.config import ServiceSettings
 from app.main import create_app
 from indexer.config import JobSettings, ShardSettings
-from tests.app.test_sharded_service import METHODS, assert_same, ranking
+from indexer.search.loaded_index import SEARCHED_ON_SHARDS
+from tests.app.test_sharded_service import (
+    METHODS,
+    assert_same,
+    assert_same_units,
+    ranking,
+    unit_hits,
+)
 from tests.utils.corpora import AILA_DIR
 from tests.utils.indexes import publish
 from tests.utils.ray_local import local_ray
@@ -58,3 +66,11 @@ def test_sixty_judgments_rank_the_same_on_shards(clients: tuple[TestClient, Test
         for body in bodies:
             request = {**body, "method": method, "mode": "exhaustive"}
             assert_same(ranking(local, request), ranking(remote, request))
+    for method in ("sdr", "fused"):  # the coordinator's retrieval, partly on the shards
+        for body in (bodies[0], bodies[4]):
+            request = {**body, "method": method, "mode": "candidate"}
+            assert_same(ranking(local, request), ranking(remote, request))
+    for granularity in SEARCHED_ON_SHARDS:
+        for body in (bodies[0], bodies[4], bodies[-1]):
+            request = {**body, "granularity": granularity, "top_k": 30}
+            assert_same_units(unit_hits(local, request), unit_hits(remote, request))

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from app.core.config import ServiceSettings
 from app.main import create_app
 from indexer.config import ShardSettings
+from indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from tests.app.test_documents import NEW
 from tests.utils.ray_local import local_ray
 
@@ -66,6 +67,21 @@ def assert_same(local: list[tuple[str, float]], remote: list[tuple[str, float]])
         assert math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-5), (a, b)
 
 
+def unit_hits(client: TestClient, body: dict) -> list[tuple[int, str, float]]:
+    response = client.post("/similar", json=body)
+    assert response.status_code == 200, response.text
+    return [(u["unit_id"], u["document_id"], u["score"]) for u in response.json()["results"]]
+
+
+def assert_same_units(
+    local: list[tuple[int, str, float]], remote: list[tuple[int, str, float]]
+) -> None:
+    """The same units of the same documents in the same order, scores to 1e-5."""
+    assert [u[:2] for u in remote] == [u[:2] for u in local]
+    for (_, _, a), (_, _, b) in zip(local, remote, strict=True):
+        assert abs(a - b) <= 1e-5
+
+
 def assert_same_json(got: object, expected: object, where: str = "", tol: float = 1e-5) -> None:
     """The same JSON, numbers to `tol` (relative above 1, as `assert_same`)."""
     if isinstance(expected, dict):
@@ -97,26 +113,20 @@ def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -
     for method in ("sdr", "fused"):
         request = {"document": QUERY, "method": method, "mode": "candidate"}
         assert_same(ranking(local, request), ranking(remote, request))
-    # unit granularities: the sentence level is searched on the shards (the coordinator maps
-    # its sentences and holds no sentence index), the others by the coordinator's FAISS
+    # unit granularities: searched on the shards (the coordinator maps the unit levels and
+    # holds no index of them)
     index = remote.app.state.service.searcher.index
-    assert index.sentences_mapped and type(index.indices["sentence"]).__name__ == "ShardedSentences"
-    for granularity in ("sentence", "paragraph", "section"):
+    assert set(index.mapped_levels) == {"section", "paragraph", "sentence", "chunk"}
+    assert {type(index.indices[level]).__name__ for level in SEARCHED_ON_SHARDS} == {"ShardedLevel"}
+    assert "chunk" not in index.indices and type(index.indices["document"]).__name__ == "FaissIndex"
+    for granularity in SEARCHED_ON_SHARDS:
         for body in (
             {"document": QUERY},
             {"document_id": "coffee-02"},
             {"document": QUERY, "candidates": ["coffee-01", "baking-02", "oceans-03"]},
         ):
             request = {**body, "granularity": granularity, "top_k": 30}
-            got = [c.post("/similar", json=request) for c in (local, remote)]
-            assert all(r.status_code == 200 for r in got), got[1].text
-            units = [
-                [(u["unit_id"], u["document_id"], u["score"]) for u in r.json()["results"]]
-                for r in got
-            ]
-            assert [u[:2] for u in units[1]] == [u[:2] for u in units[0]], (granularity, body)
-            for (_, _, a), (_, _, b) in zip(units[0], units[1], strict=True):
-                assert abs(a - b) <= 1e-5
+            assert_same_units(unit_hits(local, request), unit_hits(remote, request))
     # /explain reads both documents' sentences from the coordinator's map
     explained = [
         c.get("/explain", params={"source": "coffee-02", "target": "baking-02"}) for c in pair
@@ -212,6 +222,13 @@ def test_document_changes_reach_the_shards(pair: tuple[TestClient, TestClient]) 
         remote_ranking = ranking(remote, request)
         assert remote_ranking[0][0] == "zeppelin-01"
         assert_same(ranking(local, request), remote_ranking)
+    # the added document's units are searched on the shard that holds it (rows added after
+    # the build, not in the version's files)
+    for granularity in SEARCHED_ON_SHARDS:
+        request = {**posted, "granularity": granularity, "top_k": 20}
+        remote_units = unit_hits(remote, request)
+        assert remote_units[0][1] == "zeppelin-01", granularity
+        assert_same_units(unit_hits(local, request), remote_units)
 
 
 @pytest.mark.slow  # 30 s: `make test-slow`

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+import torch
 
+from indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from indexer.search.searcher import Searcher
 from indexer.search.shard_actors import RayShards, ShardPlacementError, load_shard, shard_specs
 from indexer.search.shards import ShardedSdr, ShardUnavailableError, in_process, shards_of
@@ -43,11 +45,13 @@ def test_a_spec_loads_the_shard_it_describes(searcher: Searcher, tiebreak: np.nd
         strict=True,
     ):
         loaded = load_shard(spec)
-        assert spec.file_rows.shape == (2,)  # a fresh version: one contiguous run each
         assert loaded.first == shard.first and loaded.n_documents == shard.n_documents
-        assert np.array_equal(
-            loaded.collection.sentences.float().numpy(), shard.collection.sentences.numpy()
-        )
+        assert set(spec.levels) == set(loaded.units) == set(shard.units) == set(SEARCHED_ON_SHARDS)
+        for level, rows in spec.levels.items():
+            assert rows.file_rows.shape == (2,)  # a fresh version: one contiguous run each
+            (got, got_first), (expected, expected_first) = loaded.units[level], shard.units[level]
+            assert got.dtype == torch.float16 and got_first == expected_first
+            assert np.array_equal(got.float().numpy(), expected.numpy()), level
 
 
 def restarted(shards: RayShards, which: int, before: str, seconds: float = 60) -> None:

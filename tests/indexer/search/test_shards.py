@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from indexer.search.searcher import Searcher
 from indexer.search.shards import (
+    ShardedLevel,
     ShardedSdr,
-    ShardedSentences,
     ShardQuery,
     ShardUnavailableError,
     in_process,
@@ -138,21 +139,22 @@ def test_sentence_methods_on_shards_equal_in_process(
 
 @pytest.mark.parametrize("n_shards", [1, 3])
 @pytest.mark.parametrize("restricted", [False, True])
-def test_sentence_search_on_shards_equals_the_flat_index(
-    searcher: Searcher, n_shards: int, restricted: bool
+@pytest.mark.parametrize("level", SEARCHED_ON_SHARDS)
+def test_unit_search_on_shards_equals_the_flat_index(
+    searcher: Searcher, n_shards: int, restricted: bool, level: str
 ) -> None:
-    """`ShardedSentences` answers as the version's Flat sentence index: the same ids in the
+    """`ShardedLevel` answers as the version's Flat index of the level: the same ids in the
     same order, scores to 1e-5, over everything or within a set of ids."""
     index = searcher.index
     shards = shards_of(index, searcher._tiebreak, n_shards)  # noqa: SLF001
-    sharded = ShardedSentences(in_process(shards), n_shards, index.ids["sentence"])
-    queries = posted_query(searcher).sentence_vectors.numpy()  # (m, d)
-    ids = index.ids["sentence"]
+    ids = index.ids[level]
+    sharded = ShardedLevel(in_process(shards), n_shards, level, ids)
+    queries = searcher.level_vectors(posted_query(searcher), level).numpy()  # (m, d)
     within = ids[::3] if restricted else None
     assert sharded.count == len(ids)
     for got, expected in zip(
         sharded.search(queries, 25, within),
-        index.indices["sentence"].search(queries, 25, within),
+        index.indices[level].search(queries, 25, within),
         strict=True,
     ):
         assert np.array_equal(got.ids, expected.ids)

@@ -1,0 +1,84 @@
+"""A level's vectors read from the version's memory-mapped float16 file, with the rows of
+later document changes beside it: what a sharded service's coordinator holds per level.
+
+`MappedRows` answers the few tensor operations the coordinator applies to such a level (rows
+by slice or by index, shape, dtype) by gathering only the rows asked for, so that neither
+loading nor a document change reads the file into memory: a change keeps the map and adds a
+row map (8 bytes a row) and its added rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+class MappedRows:
+    """`(R, d)` float16 rows: each a row of the memory-mapped `file` or one of `added`.
+
+    Args:
+        file: `(N, d)` float16, memory-mapped (read-only).
+        place: `(R,)` int64, row r's row in `file` when >= 0, else `added[-1 - place[r]]`.
+        added: `(A, d)` float16 rows added since the build.
+    """
+
+    def __init__(self, file: np.ndarray, place: np.ndarray, added: np.ndarray) -> None:
+        self.file = file
+        self.place = place
+        self.added = added
+
+    @classmethod
+    def of_file(cls, path: Path) -> MappedRows:
+        """Every row of a float16 `.npy` file, in order, memory-mapped."""
+        file = np.load(path, mmap_mode="r")  # (N, d) float16
+        empty = np.empty((0, file.shape[1]), dtype=np.float16)
+        return cls(file, np.arange(file.shape[0], dtype=np.int64), empty)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.place), int(self.file.shape[1]))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float16
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def __len__(self) -> int:
+        return len(self.place)
+
+    def numel(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def element_size(self) -> int:
+        return 2
+
+    def __getitem__(self, rows: slice | torch.Tensor | np.ndarray) -> torch.Tensor:
+        """The rows asked for (a slice, or integer positions of any shape `(...)`) as a
+        float16 tensor `(..., d)`: a copy, read from the file's pages they are on."""
+        if isinstance(rows, torch.Tensor):
+            rows = rows.cpu().numpy()
+        if isinstance(rows, np.ndarray) and rows.dtype == np.bool_:
+            raise TypeError("MappedRows takes positions or a slice, not a mask")
+        place = self.place[rows]  # (...) or (k,)
+        flat = place.reshape(-1)
+        out = np.empty((len(flat), self.shape[1]), dtype=np.float16)
+        in_file = flat >= 0
+        out[in_file] = self.file[flat[in_file]]
+        out[~in_file] = self.added[-1 - flat[~in_file]]
+        return torch.from_numpy(out.reshape(*place.shape, self.shape[1]))
+
+    def changed(self, keep: np.ndarray, added: np.ndarray) -> MappedRows:
+        """These rows where `keep` `(R,)` is true, then `added` `(a, d)`: the file stays
+        mapped; added rows no kept row refers to are dropped."""
+        place = self.place[keep]  # (k,)
+        earlier = place < 0
+        carried = self.added[-1 - place[earlier]]  # (c, d): added before, still kept
+        place[earlier] = -1 - np.arange(len(carried))
+        new = np.asarray(added, dtype=np.float16).reshape(-1, self.shape[1])  # (a, d)
+        fresh = -1 - np.arange(len(carried), len(carried) + len(new))
+        return MappedRows(self.file, np.concatenate([place, fresh]), np.concatenate([carried, new]))

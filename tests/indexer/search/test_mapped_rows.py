@@ -1,0 +1,61 @@
+"""`MappedRows` reads as the array it stands for: the file's rows with some removed and rows
+added, by slice and by positions of any shape, through changes, with the file never copied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from indexer.search.mapped_rows import MappedRows
+
+
+@pytest.fixture()
+def file_rows(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    rows = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float16)  # (N, d)
+    np.save(tmp_path / "level.npy", rows)
+    return tmp_path / "level.npy", rows
+
+
+def assert_reads_as(mapped: MappedRows, expected: np.ndarray) -> None:
+    """Every way the coordinator reads rows, against the plain array."""
+    assert mapped.shape == expected.shape and len(mapped) == len(expected)
+    assert mapped.numel() * mapped.element_size() == expected.nbytes
+    assert torch.equal(mapped[0 : len(expected)], torch.from_numpy(expected))
+    assert torch.equal(mapped[3:9], torch.from_numpy(expected[3:9]))
+    positions = np.random.default_rng(1).integers(0, len(expected), (4, 6))  # (4, 6)
+    got = mapped[torch.from_numpy(positions)]
+    assert got.dtype == torch.float16 and got.shape == (4, 6, expected.shape[1])
+    assert torch.equal(got, torch.from_numpy(expected[positions]))
+    assert torch.equal(mapped[torch.tensor([], dtype=torch.long)], torch.empty(0, 8).half())
+
+
+def test_a_file_reads_as_its_rows(file_rows: tuple[Path, np.ndarray]) -> None:
+    path, rows = file_rows
+    mapped = MappedRows.of_file(path)
+    assert isinstance(mapped.file, np.memmap)  # mapped, not read in
+    assert_reads_as(mapped, rows)
+
+
+def test_changes_keep_the_map_and_only_the_rows_added(file_rows: tuple[Path, np.ndarray]) -> None:
+    path, rows = file_rows
+    rng = np.random.default_rng(2)
+    first = MappedRows.of_file(path)
+    mapped, expected = first, rows
+    for step in range(4):
+        keep = rng.random(len(expected)) > 0.2  # (R,)
+        added = rng.standard_normal((step + 2, 8)).astype(np.float16)  # (a, d)
+        mapped = mapped.changed(keep, added)
+        expected = np.concatenate([expected[keep], added])
+        assert_reads_as(mapped, expected)
+        assert mapped.file is first.file  # the same map: the file is never read in
+        # the added rows held are exactly those still kept: removed ones are dropped
+        assert len(mapped.added) == int((mapped.place < 0).sum())
+
+
+def test_a_mask_is_refused(file_rows: tuple[Path, np.ndarray]) -> None:
+    mapped = MappedRows.of_file(file_rows[0])
+    with pytest.raises(TypeError, match="not a mask"):
+        mapped[torch.ones(len(mapped), dtype=torch.bool)]
