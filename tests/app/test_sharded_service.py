@@ -77,7 +77,9 @@ def assert_same_units(
     local: list[tuple[int, str, float]], remote: list[tuple[int, str, float]]
 ) -> None:
     """The same units of the same documents in the same order, scores to 1e-5."""
-    assert [u[:2] for u in remote] == [u[:2] for u in local]
+    differ = next((i for i, (a, b) in enumerate(zip(local, remote)) if a[:2] != b[:2]), None)
+    assert differ is None, (differ, local[differ - 1 : differ + 3], remote[differ - 1 : differ + 3])
+    assert len(local) == len(remote)
     for (_, _, a), (_, _, b) in zip(local, remote, strict=True):
         assert abs(a - b) <= 1e-5
 
