@@ -11,7 +11,8 @@ random one of the collection), each with the service's default method and `top_k
 queries per second, p50/p99 latency of each kind, errors (any status other than 200, or a
 failed connection: must be 0), and the server's resident memory at the start and the end of
 the load (sampled every second: it must stay flat), with its anonymous part (without the
-pages of memory-mapped files, which a sharded coordinator's RSS gains as it reads them).
+pages of memory-mapped files, which a sharded coordinator's RSS gains as it reads them) and
+the query cache's bytes (from `/metrics`: it fills up to its budget, 512 MiB by default).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 from served import docsim_server  # benchmarks/served.py: scripts run as `python benchmarks/X.py`
 
 logger = logging.getLogger("benchmarks.load")
@@ -103,16 +105,30 @@ async def sample_memory(
         await asyncio.sleep(1.0)
 
 
+async def sample_cache(base: str, until: float, cache: list[int]) -> None:
+    """The query cache's bytes (`/metrics`) every 10 s: bounded by its budget, it explains the
+    memory that the first minutes of load add."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        while time.monotonic() < until:
+            text = (await client.get("/metrics")).text
+            for family in text_string_to_metric_families(text):
+                if family.name == "docsim_query_cache_bytes":
+                    cache.append(int(family.samples[0].value))
+            await asyncio.sleep(10.0)
+
+
 async def run_load(base: str, texts: list[str], ids: list[str], args, server) -> dict:  # noqa: ANN001
     record: dict = {"posted": [], "by_id": [], "errors": []}
     samples: list[int] = []
     anonymous: list[int] = []
     tree: list[int] = []
+    cache: list[int] = []
     started = time.monotonic()
     until = started + args.seconds
     process = psutil.Process(server.pid)
     await asyncio.gather(
         sample_memory(process, until, samples, anonymous, tree),
+        sample_cache(base, until, cache),
         *(client_loop(base, texts, ids, until, seed, record) for seed in range(args.clients)),
     )
     wall = time.monotonic() - started
@@ -136,6 +152,7 @@ async def run_load(base: str, texts: list[str], ids: list[str], args, server) ->
         "server_anonymous_start_bytes": anonymous[0] if anonymous else None,
         "server_anonymous_end_bytes": anonymous[-1] if anonymous else None,
         "server_anonymous_every_10_s_bytes": anonymous[::10],
+        "query_cache_every_10_s_bytes": cache,
         "server_and_children_rss_start_bytes": tree[0] if tree else None,
         "server_and_children_rss_end_bytes": tree[-1] if tree else None,
     }
