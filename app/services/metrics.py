@@ -25,6 +25,7 @@ from starlette.routing import Match
 
 from app.services.state import ServiceState
 from indexer.jobs.queue import FINISHED
+from indexer.search.mapped_rows import MappedRows
 from indexer.store.tables import JobStatus, as_utc, jobs
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,9 @@ class ServiceCollector(Collector):
             "docsim_index_vectors", "Vectors per level in the served index.", labels=["level"]
         )
         nbytes = GaugeMetricFamily(
-            "docsim_index_vector_bytes", "Bytes of vectors held per level.", labels=["level"]
+            "docsim_index_vector_bytes",
+            "Bytes of vectors held in memory per level (a mapped level: its row map).",
+            labels=["level"],
         )
         cache = GaugeMetricFamily("docsim_query_cache_bytes", "Bytes held by the query cache.")
         if state is None:
@@ -70,7 +73,12 @@ class ServiceCollector(Collector):
             documents.add_metric([], index.n_documents)
             for level, held in index.vectors.items():
                 vectors.add_metric([level], int(held.shape[0]))
-                nbytes.add_metric([level], held.element_size() * held.numel())
+                nbytes.add_metric(
+                    [level],
+                    held.memory_bytes()  # a sharded coordinator's: the file stays mapped
+                    if isinstance(held, MappedRows)
+                    else held.element_size() * held.numel(),
+                )
             cache.add_metric([], state.queries.used_bytes)
         yield from (version, documents, vectors, nbytes, cache)
 

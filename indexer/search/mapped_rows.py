@@ -57,6 +57,11 @@ class MappedRows:
     def element_size(self) -> int:
         return 2
 
+    def memory_bytes(self) -> int:
+        """What it holds in the process's memory: the row map and the added rows (the file's
+        pages belong to the page cache, shared with every process that maps it)."""
+        return int(self.place.nbytes + self.added.nbytes)
+
     def __getitem__(self, rows: slice | torch.Tensor | np.ndarray) -> torch.Tensor:
         """The rows asked for (a slice, or integer positions of any shape `(...)`) as a
         float16 tensor `(..., d)`: a copy, read from the file's pages they are on."""
