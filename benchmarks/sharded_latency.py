@@ -154,7 +154,10 @@ def sharded(path: Path, sentences: int, n: int, asked: list[ShardQuery], device:
     gpus = torch.cuda.device_count() / n if device == "cuda" else 0.0
     started = time.perf_counter()
     shards = RayShards(
-        specs(path, sentences, n, tiebreak), num_cpus=os.cpu_count() / n, num_gpus=gpus
+        specs(path, sentences, n, tiebreak),
+        num_cpus=os.cpu_count() / n,
+        num_gpus=gpus,
+        wait_for_room=60.0,  # the previous run's actors are being released
     )
     load_seconds = time.perf_counter() - started
     try:
