@@ -52,7 +52,7 @@ class SdrScorer:
         sentences_on_device: torch.Tensor | None = None,
     ) -> None:
         self.index = index
-        self.doc_sentence_start = index.paragraph_sentence_start[index.doc_paragraph_start]
+        self.doc_sentence_start = index.doc_unit_start["sentence"]
         if sentences_on_device is None:  # mapped sentences stay mapped: shards score them
             sentences_on_device = (
                 index.collection.sentences

@@ -32,7 +32,7 @@ from indexer.search.shards import (
     ShardedLevel,
     ShardedSdr,
     ShardUnavailableError,
-    shard_ranges,
+    shard_cuts,
 )
 from models.scoring import RaggedCollection
 
@@ -139,22 +139,20 @@ def level_rows(index: LoadedIndex, level: str, r0: int, r1: int) -> LevelRows:
 
 def shard_specs(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[ShardSpec]:
     """`n` shards of a loaded version, by about equal sentence counts."""
-    start = index.doc_unit_start  # each level's (D + 1,)
     lengths = index.collection
-    cuts = shard_ranges(np.diff(start["sentence"]), n)
     specs = []
-    for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True):
-        p0, p1 = int(start["paragraph"][d0]), int(start["paragraph"][d1])
+    for cut in shard_cuts(index, n):
+        p0, p1 = cut.rows["paragraph"]
         specs.append(
             ShardSpec(
                 levels={
-                    level: level_rows(index, level, int(start[level][d0]), int(start[level][d1]))
+                    level: level_rows(index, level, *cut.rows[level])
                     for level in SEARCHED_ON_SHARDS
                 },
                 paragraph_lengths=lengths.paragraph_lengths[p0:p1].numpy().copy(),
-                document_lengths=lengths.document_lengths[d0:d1].numpy().copy(),
-                first=d0,
-                tiebreak=np.asarray(tiebreak[d0:d1]).copy(),
+                document_lengths=lengths.document_lengths[cut.first : cut.stop].numpy().copy(),
+                first=cut.first,
+                tiebreak=np.asarray(tiebreak[cut.first : cut.stop]).copy(),
             )
         )
     return specs

@@ -363,30 +363,45 @@ def shard_ranges(sentence_counts: np.ndarray, n: int) -> list[int]:
     return [*cuts, total]
 
 
+@dataclass(frozen=True)
+class ShardRange:
+    """One shard's documents `[first, stop)` and its rows `[start, stop)` of each unit level."""
+
+    first: int
+    stop: int
+    rows: dict[str, tuple[int, int]]
+
+
+def shard_cuts(index: LoadedIndex, n: int) -> list[ShardRange]:
+    """A loaded version's `n` shards, by about equal sentence counts: a document's units are
+    one run of rows at every level (`LoadedIndex.doc_unit_start`)."""
+    start = index.doc_unit_start  # each level's (D + 1,)
+    cuts = shard_ranges(np.diff(start["sentence"]), n)
+    return [
+        ShardRange(d0, d1, {level: (int(s[d0]), int(s[d1])) for level, s in start.items()})
+        for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
+
+
 def shards_of(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[SdrShard]:
     """A loaded version cut into `n` shards of about equal sentence counts (views of its
     tensors: nothing is copied), each with its rows of the levels searched on shards."""
     collection = index.collection
-    start = index.doc_unit_start  # each level's (D + 1,)
-    cuts = shard_ranges(np.diff(start["sentence"]), n)
     shards = []
-    for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True):
-        p0, p1 = int(start["paragraph"][d0]), int(start["paragraph"][d1])
-        s0, s1 = int(start["sentence"][d0]), int(start["sentence"][d1])
+    for cut in shard_cuts(index, n):
+        (p0, p1), (s0, s1) = cut.rows["paragraph"], cut.rows["sentence"]
         part = RaggedCollection(
             sentences=collection.sentences[s0:s1],
             paragraph_lengths=collection.paragraph_lengths[p0:p1],
-            document_lengths=collection.document_lengths[d0:d1],
+            document_lengths=collection.document_lengths[cut.first : cut.stop],
         )
         units = {
-            level: (
-                index.vectors[level][int(start[level][d0]) : int(start[level][d1])],
-                int(start[level][d0]),
-            )
-            for level in SEARCHED_ON_SHARDS
-            if level != "sentence"
+            level: (index.vectors[level][r0:r1], r0)
+            for level, (r0, r1) in cut.rows.items()
+            if level in SEARCHED_ON_SHARDS and level != "sentence"
         }
-        shards.append(SdrShard(part, d0, tiebreak[d0:d1], first_sentence=s0, units=units))
+        tie = tiebreak[cut.first : cut.stop]
+        shards.append(SdrShard(part, cut.first, tie, first_sentence=s0, units=units))
     return shards
 
 
