@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request, Response
 
 from app.api.bodies import add_body_schemas
 from app.api.deps import reject_nul_in_url
@@ -23,6 +23,22 @@ from app.services.state import ServiceState
 from indexer.store.db import make_engine, upgrade
 
 logger = logging.getLogger(__name__)
+
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",  # a JSON answer is never sniffed into a page
+    "X-Frame-Options": "DENY",  # no page of docsim's inside another site's frame
+    "Referrer-Policy": "no-referrer",
+}
+
+
+async def security_headers(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    response = await call_next(request)
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
 
 
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
@@ -66,6 +82,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.state.engine = None
     app.state.metrics = Metrics(lambda: app.state.service, lambda: app.state.engine)
     app.middleware("http")(app.state.metrics.middleware)
+    app.middleware("http")(security_headers)
     register_error_handlers(app)
     app.include_router(health.router)
     app.include_router(similar.router)

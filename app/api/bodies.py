@@ -36,12 +36,22 @@ def is_form(http: Request) -> bool:
     return http.headers.get("content-type", "").lower().startswith(FORM)
 
 
+class _NotAJsonNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NotAJsonNumber(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
 async def json_body(http: Request, model: type[Model]) -> Model:
-    """The JSON body validated as `model`; errors are located in `body` as FastAPI's are."""
+    """The JSON body validated as `model`, strictly: no NaN or Infinity, no field the model
+    does not have, and no coercion (`true` is not a number, `"yes"` not a boolean). Errors
+    are located in `body` as FastAPI's are."""
     raw = await http.body()
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        json.loads(raw, parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError, _NotAJsonNumber) as error:
         position = getattr(error, "pos", getattr(error, "start", 0))
         raise RequestValidationError(
             [
@@ -54,7 +64,12 @@ async def json_body(http: Request, model: type[Model]) -> Model:
                 }
             ]
         ) from None
-    return validated(model, data)
+    try:
+        return model.model_validate_json(raw, strict=True)
+    except ValidationError as error:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in error.errors(include_url=False)]
+        ) from None
 
 
 def validated(model: type[Model], data: Any) -> Model:

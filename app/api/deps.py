@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
 from app.core.errors import ApiKeyError, IndexNotReadyError, InvalidTextError
+from app.schemas.common import has_control_characters
 from app.services.state import ServiceState
 
 
@@ -18,31 +19,33 @@ def get_settings(request: Request) -> ServiceSettings:
     return request.app.state.settings
 
 
-def get_state(request: Request) -> ServiceState:
-    state = getattr(request.app.state, "service", None)
-    if state is None:
-        runtime = getattr(request.app.state, "runtime", None)
-        failure = runtime.failure if runtime is not None else None
-        state = request.app.state.service  # a load may have finished meanwhile
-        if state is not None:
-            return state
-        if failure is not None:
+def get_state(request: Request) -> Iterator[ServiceState]:
+    """The served state, taken once and held to the end of the request: everything the
+    request reads (vectors, BM25, texts from SQL) belongs to its version and revision."""
+    runtime = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        raise IndexNotReadyError("the service is starting; retry in a moment")
+    with runtime.pinned() as state:
+        if state is None:
+            if runtime.failure is not None:
+                raise IndexNotReadyError(
+                    f"the active index could not be loaded ({runtime.failure}); the service "
+                    "keeps trying to load it from SQL: retry later"
+                )
             raise IndexNotReadyError(
-                f"the active index could not be loaded ({failure}); the service keeps trying "
-                "to load it from SQL: retry later"
+                "no index is loaded: run `docsim index` to build one, then restart"
             )
-        raise IndexNotReadyError(
-            "no index is loaded: run `docsim index` to build one, then restart"
-        )
-    return state
+        yield state
 
 
 def reject_nul_in_url(request: Request) -> None:
-    """Path and query values with a NUL character (`%00`) are a 422 for every route, as in
-    request bodies (`app.schemas.RequestModel`)."""
+    """Path and query values with a control character (`%00`, `%0A`, `%1B`, ...) are a 422
+    for every route, as ids and NULs in request bodies are (`app.schemas.common`)."""
     values = [*request.path_params.values(), *request.query_params.values()]
-    if any(isinstance(v, str) and "\x00" in v for v in values):
-        raise InvalidTextError("URL parameters must not contain NUL characters (%00)")
+    if any(isinstance(v, str) and has_control_characters(v) for v in values):
+        raise InvalidTextError(
+            "URL parameters must not contain control characters (%00, %0A, %1B, ...)"
+        )
 
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]

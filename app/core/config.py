@@ -42,6 +42,12 @@ class ApiSettings(BaseModel):
     swap_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often the service looks for a newly published version."
     )
+    change_wait_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="How long a document change waits for the changes before it (one writer "
+        "at a time per data directory) before it is refused with 429 and Retry-After.",
+    )
     max_concurrent_searches: int | None = Field(
         default=None,
         ge=1,

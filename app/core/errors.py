@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from indexer.builder.pipeline import BuildBusyError
@@ -11,6 +16,8 @@ from indexer.jobs.updates import IndexChangedError
 from indexer.search.explain import PairTooLargeError
 from indexer.search.shards import ShardUnavailableError
 from indexer.search.types import DocumentNotFoundError, QueryError
+from indexer.store.data_lock import BuildRunningError, ChangesQueuedError, DataDirBusyError
+from indexer.store.reader import RowsPurgedError
 from indexer.store.versions import NoActiveIndexError
 from indexer.text.split import EmptyDocumentError
 
@@ -52,6 +59,8 @@ STATUS = {
     JobNotFoundError: 404,
     JobStateError: 409,
     BuildBusyError: 409,
+    BuildRunningError: 409,
+    ChangesQueuedError: 429,
     IndexChangedError: 409,
     DocumentNotFoundError: 404,
     DocumentTooLargeError: 413,
@@ -64,17 +73,49 @@ STATUS = {
     IndexNotReadyError: 503,
     ShardUnavailableError: 503,
     NoActiveIndexError: 503,
+    RowsPurgedError: 503,
 }
 
 
+def json_safe(value: Any) -> Any:
+    """`value` with what JSON cannot carry made printable: NaN and infinities as their names,
+    strings with lone surrogates (from `\\ud800` escapes) with those escaped, bytes decoded."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [json_safe(v) for v in value]
+    return value
+
+
+async def _invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
+    """A 422 listing what is wrong, as FastAPI's own, that cannot fail on the input it echoes."""
+    detail = json_safe(jsonable_encoder(json_safe(error.errors())))
+    return JSONResponse(status_code=422, content={"detail": detail})
+
+
 def register_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     for error_type, status in STATUS.items():
 
         async def handler(
             _request: Request, error: Exception, status: int = status
         ) -> JSONResponse:
             detail = error.args[0] if error.args else type(error).__name__
-            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+            headers = None
+            if isinstance(error, DataDirBusyError):
+                headers = {"Retry-After": str(max(1, round(error.retry_after)))}
+            elif status == 503:
+                headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
             return JSONResponse(status_code=status, content={"detail": detail}, headers=headers)
 
         app.add_exception_handler(error_type, handler)

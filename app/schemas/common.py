@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+import unicodedata
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from indexer.text.corpus import has_nul
 
@@ -15,9 +16,29 @@ def took_ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
+def has_control_characters(value: str) -> bool:
+    """Whether `value` holds a control character (C0, DEL or C1: newline, tab, ESC, ...)."""
+    return any(unicodedata.category(c) == "Cc" for c in value)
+
+
+def plain_id(value: str) -> str:
+    """A document id: printable, so that it can be written in a URL and in a log line."""
+    if has_control_characters(value):
+        raise ValueError(
+            "a document id must not contain control characters (newline, tab, ESC, ...)"
+        )
+    return value
+
+
+DocumentIdText = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(plain_id)]
+
+
 class RequestModel(BaseModel):
     """A request body: no string in it may hold a NUL character (PostgreSQL text cannot store
-    one, and no document needs it), which is a 422, not a database error."""
+    one, and no document needs it), which is a 422, not a database error; a field the model
+    does not have is a 422 too, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
@@ -35,7 +56,7 @@ class SectionIn(RequestModel):
 class DocumentIn(RequestModel):
     """A document as in DESIGN.md section 2: `text`, or `sections` with titles."""
 
-    id: str | None = None
+    id: DocumentIdText | None = None
     title: str = ""
     text: str | None = None
     sections: list[SectionIn] | None = None

@@ -6,15 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import DocumentIn, RequestModel, took_ms
+from app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
 from indexer.jobs.updates import DocumentChange
 from indexer.text.documents import SourceDocument
 
 
 class IndexedDocumentIn(DocumentIn):
-    id: str = Field(
-        min_length=1, max_length=512, description="The document's id (replaced if it exists)."
-    )
+    id: DocumentIdText = Field(description="The document's id (replaced if it exists).")
 
 
 class DocumentsRequest(RequestModel):
@@ -27,7 +25,7 @@ class DocumentsUpload(RequestModel):
     extension, or `id` when one file is given."""
 
     file: list[bytes] = Field(min_length=1, max_length=1000)
-    id: str | None = Field(default=None, min_length=1, max_length=512)
+    id: DocumentIdText | None = None
 
 
 class DocumentsChanged(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -10,6 +11,15 @@ from app.schemas.common import RequestModel
 from indexer.builder.engines import EngineName
 from indexer.jobs.queue import JobRow
 from indexer.text.corpus import CorpusFormat
+
+# an absolute path at the start of a text or after a space, quote, bracket or '='
+_SERVER_PATH = re.compile(r"""(?:(?<=^)|(?<=[\s'"(\[=]))/[^\s'"()\[\],;]+""")
+
+
+def without_server_paths(text: str | None) -> str | None:
+    """A job's error or message as clients see it: the server's file paths in it (of the
+    data directory, the encoder, a corpus) replaced by `<path>`; the worker's log keeps them."""
+    return _SERVER_PATH.sub("<path>", text) if text is not None else None
 
 
 class ReindexRequest(RequestModel):
@@ -88,9 +98,9 @@ class JobOut(BaseModel):
                 "unit": job.unit,
                 "rate": job.rate,
                 "eta_seconds": job.eta_seconds,
-                "message": job.message,
+                "message": without_server_paths(job.message),
             },
-            error=job.error,
+            error=without_server_paths(job.error),
             cancel_requested=job.cancel_requested,
             worker=job.worker,
             attempts=job.attempts,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-from app.schemas.common import DocumentIn, RequestModel, took_ms
+from app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
 from indexer.search.types import DocumentHit, Granularity, Method, ScoringMode, SearchResult
 
 
@@ -19,7 +19,7 @@ class SimilarOptions(RequestModel):
     )
     normalize: bool = True
     mode: ScoringMode = ScoringMode.auto
-    candidates: list[str] | None = Field(
+    candidates: list[DocumentIdText] | None = Field(
         default=None, description="Rank only these indexed documents (a pool).", max_length=100_000
     )
 
@@ -28,7 +28,7 @@ class SimilarRequest(SimilarOptions):
     """The JSON body: the query document posted as text or sections, or an indexed one."""
 
     document: DocumentIn | None = None
-    document_id: str | None = Field(
+    document_id: DocumentIdText | None = Field(
         default=None, description="An indexed document to use as the query."
     )
 
@@ -88,6 +88,10 @@ class UnitResult(BaseModel):
 class SimilarResponse(BaseModel):
     query_id: str
     index_version: int
+    index_revision: int = Field(
+        description="Document changes applied to the version this answer was computed on: "
+        "every result and text belongs to that one revision."
+    )
     encoder: str
     took_ms: float
     mode: str
@@ -105,6 +109,7 @@ class SimilarResponse(BaseModel):
         *,
         query_id: str,
         index_version: int,
+        index_revision: int,
         encoder: str,
         started: float,
     ) -> SimilarResponse:
@@ -127,6 +132,7 @@ class SimilarResponse(BaseModel):
         return cls(
             query_id=query_id,
             index_version=index_version,
+            index_revision=index_revision,
             encoder=encoder,
             took_ms=took_ms(started),
             mode=result.mode,

@@ -4,15 +4,15 @@ place (`indexer.jobs.updates`), then serve the changed index (`Runtime.follow`).
 from __future__ import annotations
 
 from app.core.config import ApiSettings
+from app.core.errors import IndexNotReadyError
 from app.schemas.documents import DocumentsRequest
 from app.services.limits import posted_document, split_within_limits
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
 from app.services.uploads import UploadedFile, read_upload
-from indexer.builder.pipeline import prepare_data_dir
-from indexer.jobs.updates import DocumentChange, change_documents
-from indexer.search.types import DocumentNotFoundError
-from indexer.store.reader import stored_document
+from indexer.jobs.updates import DocumentChange, apply_change
+from indexer.store.data_lock import hold_data_dir
+from indexer.store.reader import stored_document_by_id
 from indexer.text.corpus import FileLimits
 from indexer.text.documents import Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter
@@ -36,28 +36,33 @@ def _sources(
     return sources
 
 
-def _change(
-    runtime: Runtime, state: ServiceState, upserts: list[Document], deletes: list[str]
-) -> DocumentChange:
-    searcher = state.searcher
-    change = change_documents(
-        runtime.engine,
-        prepare_data_dir(runtime.settings.data_dir),
-        version_id=state.version_id,
-        revision=state.revision,
-        upserts=upserts,
-        deletes=deletes,
-        encoder=searcher.encoder,
-        splitter=searcher.splitter,
-        chunk_tokens=int(searcher.index.manifest["chunk_tokens"]),
-    )
-    runtime.follow(state, change)
+def _change(runtime: Runtime, upserts: list[Document], deletes: list[str]) -> DocumentChange:
+    """Apply one change as the data directory's writer (changes of this process and of
+    others queue for up to `change_wait_seconds`), to the newest revision, and serve it
+    before answering: a read that begins after the answer sees the change."""
+    if runtime.unwritable is not None:
+        raise IndexNotReadyError(f"document changes cannot be written here: {runtime.unwritable}")
+    with hold_data_dir(runtime.indexes_dir, "change", runtime.settings.api.change_wait_seconds):
+        state = runtime.state_for_change()
+        searcher = state.searcher
+        change = apply_change(
+            runtime.engine,
+            version_id=state.version_id,
+            revision=state.revision,
+            upserts=upserts,
+            deletes=deletes,
+            encoder=searcher.encoder,
+            splitter=searcher.splitter,
+            chunk_tokens=int(searcher.index.manifest["chunk_tokens"]),
+        )
+        runtime.follow(state, change)
+    runtime.purge()
     return change
 
 
 def upsert(runtime: Runtime, state: ServiceState, request: DocumentsRequest) -> DocumentChange:
     sources = _sources(request, state.searcher.splitter, runtime.settings.api)
-    return _change(runtime, state, sources, [])
+    return _change(runtime, sources, [])
 
 
 def upsert_files(
@@ -77,20 +82,19 @@ def upsert_files(
         seen.add(source.doc_id)
         what = f"file {upload.name!r}"
         sources.append(split_within_limits(source, state.searcher.splitter, settings.api, what))
-    return _change(runtime, state, sources, [])
+    return _change(runtime, sources, [])
 
 
-def remove(runtime: Runtime, state: ServiceState, document_id: str) -> DocumentChange:
-    return _change(runtime, state, [], [document_id])
+def remove(runtime: Runtime, document_id: str) -> DocumentChange:
+    return _change(runtime, [], [document_id])
 
 
 def show(state: ServiceState, document_id: str) -> SourceDocument:
-    """The stored document `document_id` of the served version.
+    """The stored document `document_id` as the served revision holds it.
 
     Raises:
-        DocumentNotFoundError: the served version does not hold it.
+        DocumentNotFoundError: the served revision does not hold it.
     """
-    source = stored_document(state.searcher.engine, state.version_id, document_id)
-    if source is None:
-        raise DocumentNotFoundError(f"document {document_id!r} is not in the active index")
-    return source
+    index = state.searcher.index
+    position = state.searcher.position(document_id)  # DocumentNotFoundError
+    return stored_document_by_id(state.searcher.engine, int(index.doc_ids[position]))

@@ -13,42 +13,62 @@ from app.schemas.jobs import ReindexRequest
 from indexer.jobs.queue import JobRow, create_job
 from indexer.jobs.worker import CURRENT, ReindexParameters
 from indexer.text.corpus import SAMPLE_CORPUS
+from models.registry import BUILTIN_ENCODERS
 
 
 def allowed_roots(settings: ServiceSettings) -> list[Path]:
     return [SAMPLE_CORPUS.resolve(), *(Path(r).resolve() for r in settings.jobs.allowed_roots)]
 
 
-def checked_source(source: str, settings: ServiceSettings) -> str:
-    """`current`, or the resolved path of a corpus under an allowed root.
+def confined(value: str, what: str, settings: ServiceSettings) -> Path:
+    """The resolved path `value`, which must lie under an allowed root.
 
     Raises:
-        PathNotAllowedError: outside every allowed root (after resolving `..` and links).
+        PathNotAllowedError: relative, or outside every allowed root (after resolving `..`
+            and symbolic links).
         FileNotFoundError: inside a root but missing.
     """
-    if source == CURRENT:
-        return source
-    if "\x00" in source:
-        raise PathNotAllowedError("source path contains a NUL byte")
-    path = Path(source)
+    if "\x00" in value:
+        raise PathNotAllowedError(f"the {what} path contains a NUL byte")
+    path = Path(value)
     if not path.is_absolute():
-        raise PathNotAllowedError(f"source path {source!r} must be absolute")
+        raise PathNotAllowedError(f"the {what} path {value!r} must be absolute")
     resolved = path.resolve()  # follows symbolic links and removes `..`
-    roots = allowed_roots(settings)
-    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+    if not any(
+        resolved == root or resolved.is_relative_to(root) for root in allowed_roots(settings)
+    ):
         raise PathNotAllowedError(
-            f"source path {source!r} is outside the allowed roots "
-            f"({', '.join(str(r) for r in roots)}); set DOCSIM_JOBS__ALLOWED_ROOTS"
+            f"the {what} path {value!r} is outside the roots this server allows jobs to read "
+            "(DOCSIM_JOBS__ALLOWED_ROOTS)"
         )
     if not resolved.exists():
-        raise FileNotFoundError(f"source path {source!r} does not exist")
+        raise FileNotFoundError(f"the {what} path {value!r} does not exist")
+    return resolved
+
+
+def checked_source(source: str, settings: ServiceSettings) -> str:
+    """`current`, or the resolved path of a corpus under an allowed root (`confined`)."""
+    if source == CURRENT:
+        return source
+    return str(confined(source, "source", settings))
+
+
+def checked_encoder(encoder: str | None, settings: ServiceSettings) -> str | None:
+    """None (the default), a built-in encoder's name, the server's configured encoder, or
+    the resolved path of a model directory under an allowed root (`confined`): a client
+    never makes the worker open a folder of the server's own choosing."""
+    if encoder is None or encoder in BUILTIN_ENCODERS or encoder == settings.encoder.name:
+        return encoder
+    resolved = confined(encoder, "encoder", settings)
+    if not resolved.is_dir():
+        raise FileNotFoundError(f"the encoder path {encoder!r} is not a model directory")
     return str(resolved)
 
 
 def submit_reindex(engine: Engine, request: ReindexRequest, settings: ServiceSettings) -> JobRow:
     params = ReindexParameters(
         source=checked_source(request.source, settings),
-        encoder=request.encoder,
+        encoder=checked_encoder(request.encoder, settings),
         format=request.format.value,
         chunk_tokens=request.chunk_tokens,
         block_documents=request.block_documents,

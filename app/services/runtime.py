@@ -15,18 +15,23 @@ changes answer 503 with it, and the watcher keeps trying to load, backing off to
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
+from app.core.errors import IndexNotReadyError
 from app.services.query_cache import QueryCache
 from app.services.state import ServiceState, load_state, on_shards
+from indexer.builder.pipeline import IndexBuildError, prepare_data_dir
 from indexer.jobs.updates import DocumentChange
 from indexer.jobs.worker import Worker
+from indexer.store.generations import purge_retired
 from indexer.store.versions import NoActiveIndexError, active_version
 
 logger = logging.getLogger(__name__)
@@ -55,6 +60,49 @@ class Runtime:
         self.worker: Worker | None = None
         self._retiring: dict[int, tuple[threading.Timer, Any]] = {}  # shards closing later
         self._retiring_lock = threading.Lock()
+        # (version, revision) -> requests answering from it: their rows are not purged
+        self._pins: dict[tuple[int, int], int] = {}
+        self._pins_lock = threading.Lock()
+        self.indexes_dir: Path = settings.data_dir / "indexes"
+        self.unwritable: str | None = None  # why document changes cannot be written here
+
+    # --- readers -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[ServiceState | None]:
+        """The served state (None: nothing is served), held for the block: the rows of its
+        revision stay in SQL until the block ends (`purge`)."""
+        with self._pins_lock:
+            state = self.state
+            key = (state.version_id, state.revision) if state is not None else None
+            if key is not None:
+                self._pins[key] = self._pins.get(key, 0) + 1
+        try:
+            yield state
+        finally:
+            if key is not None:
+                with self._pins_lock:
+                    self._pins[key] -= 1
+                    if not self._pins[key]:
+                        del self._pins[key]
+
+    def purge(self) -> None:
+        """Delete the retired rows of the served version that no request of this process can
+        read any more, and that readers elsewhere had the grace period to finish with."""
+        with self._pins_lock:
+            state = self.state
+            if state is None:
+                return
+            revisions = [r for (v, r) in self._pins if v == state.version_id]
+            up_to = min([state.revision, *revisions])
+        try:
+            purge_retired(
+                self.engine,
+                state.version_id,
+                up_to_revision=up_to,
+                grace_seconds=self.settings.jobs.retire_grace_seconds,
+            )
+        except Exception:  # the next change or poll tries again
+            logger.warning("Purging retired documents failed", exc_info=True)
 
     # --- state ---------------------------------------------------------------------------
     def swap(self, state: ServiceState | None) -> None:
@@ -211,8 +259,41 @@ class Runtime:
         answers from it. Raises what the load raised (`fail` recorded it; the watcher retries)."""
         self.refresh()
 
+    def state_for_change(self) -> ServiceState:
+        """The served state, brought up to what SQL holds first when another process changed
+        it: a change applies to the newest revision. The caller is the data directory's
+        writer, so nothing in this process moves it meanwhile.
+
+        Raises:
+            NoActiveIndexError: nothing is published.
+            IndexNotReadyError: the newest revision cannot be loaded (`failure` says why).
+        """
+        active = active_version(self.engine)
+        state = self.state
+        if state is None or (state.version_id, state.revision) != (
+            active.version_id,
+            active.revision,
+        ):
+            try:
+                self.refresh()
+            except Exception as error:  # recorded in `failure`
+                raise IndexNotReadyError(
+                    f"the active index could not be loaded ({self.failure}); retry later"
+                ) from error
+            state = self.state
+        if state is None:
+            raise IndexNotReadyError(
+                f"the active index could not be loaded ({self.failure}); retry later"
+            )
+        return state
+
     # --- threads -------------------------------------------------------------------------
     def start(self) -> None:
+        try:  # once, not per change: a change only needs the directory's lock
+            self.indexes_dir = prepare_data_dir(self.settings.data_dir)
+        except IndexBuildError as error:
+            self.unwritable = str(error)
+            logger.warning("Document changes are refused: %s", error)
         watcher = threading.Thread(target=self._watch, name="docsim-swap", daemon=True)
         watcher.start()
         self._threads.append(watcher)
@@ -232,6 +313,7 @@ class Runtime:
                 break
             try:
                 self.refresh()
+                self.purge()
                 delay = poll
             except Exception:  # recorded by `fail`; try again, less and less often
                 delay = min(max(2 * delay, poll), max(poll, self.RETRY_MAX_SECONDS))

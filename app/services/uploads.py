@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from app.core.errors import DocumentTooLargeError, UnreadableFileError
+from app.schemas.common import has_control_characters
 from indexer.text.corpus import FileLimits, read_document
 from indexer.text.documents import SourceDocument
 
@@ -40,6 +41,11 @@ def read_upload(
         raise UnreadableFileError(
             "the uploaded file has no name to take the document id from: name the file, "
             "or give the id in the form field `id`"
+        )
+    if has_control_characters(doc_id):
+        raise UnreadableFileError(
+            f"the document id {doc_id!r} taken from the file name holds control characters "
+            "(newline, tab, ESC, ...): rename the file or give an `id`"
         )
     if len(doc_id) > MAX_ID_CHARACTERS:
         raise UnreadableFileError(

@@ -12,10 +12,10 @@ same (fingerprint) and continues after the last committed block.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ from indexer.builder.stages import (
     write_vector_indexes,
 )
 from indexer.config import Settings
+from indexer.store.data_lock import DataDirBusyError, hold_data_dir
 from indexer.store.manifest import SCHEMA_VERSION, Manifest, write_manifest
 from indexer.store.tables import VersionStatus
 from indexer.store.vector_index import METRIC
@@ -93,13 +94,13 @@ class BuildResult:
 
 
 def prepare_data_dir(data_dir: Path) -> Path:
-    """Create `<data_dir>/indexes` and check that it is writable; returns it."""
+    """Create `<data_dir>/indexes` and check that it is writable; returns it. Callers in
+    parallel each write a probe of their own (a unique temporary file)."""
     indexes = data_dir / "indexes"
     try:
         indexes.mkdir(parents=True, exist_ok=True)
-        probe = indexes / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        with tempfile.NamedTemporaryFile(dir=indexes, prefix=".write-probe-"):
+            pass
     except OSError as error:
         raise IndexBuildError(
             f"data directory {str(data_dir)!r} is not writable: {error.strerror or error}"
@@ -107,20 +108,22 @@ def prepare_data_dir(data_dir: Path) -> Path:
     return indexes
 
 
+BUILD_WAITS_FOR_CHANGES_SECONDS = 60.0
+
+
 @contextlib.contextmanager
 def build_lock(indexes_dir: Path) -> Iterator[None]:
-    """One build at a time per data directory (an OS lock, released even on SIGKILL)."""
-    with (indexes_dir / ".build.lock").open("w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as error:
-            raise BuildBusyError(
-                f"another build is running on {str(indexes_dir.parent)!r}; wait for it to finish"
-            ) from error
-        try:
+    """One build at a time per data directory, and no document change during it
+    (`indexer.store.data_lock`); a build waits for the changes running to end.
+
+    Raises:
+        BuildBusyError: another build is running, or changes held on for a minute.
+    """
+    try:
+        with hold_data_dir(indexes_dir, "build", BUILD_WAITS_FOR_CHANGES_SECONDS):
             yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    except DataDirBusyError as error:
+        raise BuildBusyError(str(error)) from error
 
 
 def _fsync_dir(path: Path) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from indexer.search.mapped_rows import MappedRows
 from indexer.store.db import connected, snapshot
+from indexer.store.generations import live_documents
 from indexer.store.tables import chunks, documents, index_versions, paragraphs, sections, sentences
 from indexer.store.units import level_ids, stored_additions
 from indexer.store.vector_index import FaissIndex
@@ -173,21 +174,22 @@ class LoadedIndex:
         ids: dict[str, np.ndarray],
         revision: int,
     ) -> LoadedIndex:
+        live = live_documents(vid)  # retired documents stay for earlier readers only
         with connected(bind) as conn:
             docs = conn.execute(
                 select(documents.c.doc_id, documents.c.external_id, documents.c.title)
-                .where(documents.c.version_id == vid)
+                .where(documents.c.doc_id.in_(live))
                 .order_by(documents.c.doc_id)
             ).all()
             para_rows = conn.execute(
                 select(paragraphs.c.paragraph_id, paragraphs.c.doc_id)
-                .where(paragraphs.c.version_id == vid)
+                .where(paragraphs.c.doc_id.in_(live))
                 .order_by(paragraphs.c.paragraph_id)
             ).all()
             sentence_counts = dict(
                 conn.execute(
                     select(sentences.c.paragraph_id, func.count())
-                    .where(sentences.c.version_id == vid)
+                    .where(sentences.c.doc_id.in_(live))
                     .group_by(sentences.c.paragraph_id)
                 ).all()
             )
@@ -195,7 +197,7 @@ class LoadedIndex:
                 level: dict(
                     conn.execute(
                         select(table.c.doc_id, func.count())
-                        .where(table.c.version_id == vid)
+                        .where(table.c.doc_id.in_(live))
                         .group_by(table.c.doc_id)
                     ).all()
                 )

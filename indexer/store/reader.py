@@ -9,10 +9,26 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, select
 
+from indexer.store.generations import live_documents
 from indexer.store.tables import LEVEL_TABLES, documents, paragraphs, sections
 from indexer.text.documents import SectionSource, SourceDocument
 
 logger = logging.getLogger(__name__)
+
+
+class RowsPurgedError(LookupError):
+    """Rows a reader's snapshot holds are no longer in SQL: its revision was superseded and
+    its retired rows purged after the grace period (`indexer.store.generations`). The request
+    is answered again from the current revision (503 with a retry hint)."""
+
+
+def _all_found(found: dict, wanted: list[int], what: str) -> None:
+    missing = set(wanted) - set(found)
+    if missing:
+        raise RowsPurgedError(
+            f"{len(missing)} {what} of this request's snapshot were purged by later document "
+            "changes; retry"
+        )
 
 
 def level_unit_rows(engine: Engine, level: str, unit_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -26,7 +42,9 @@ def level_unit_rows(engine: Engine, level: str, unit_ids: list[int]) -> dict[int
             columns.append(sections.c.title)
     with engine.connect() as conn:
         rows = conn.execute(select(*columns).where(id_column.in_(unit_ids))).mappings().all()
-    return {int(row[id_column.name]): dict(row) for row in rows}
+    found = {int(row[id_column.name]): dict(row) for row in rows}
+    _all_found(found, unit_ids, f"{level} rows")
+    return found
 
 
 def document_units(engine: Engine, level: str, doc_id: int) -> list[tuple[int, int, int]]:
@@ -51,11 +69,18 @@ def units_of_documents(engine: Engine, level: str, doc_ids: list[int]) -> np.nda
 
 
 def document_texts(engine: Engine, doc_ids: list[int]) -> dict[int, str]:
+    """The texts of documents by doc id, live or retired.
+
+    Raises:
+        RowsPurgedError: one of them is gone.
+    """
     with engine.connect() as conn:
         rows = conn.execute(
             select(documents.c.doc_id, documents.c.text).where(documents.c.doc_id.in_(doc_ids))
         )
-        return {int(r.doc_id): r.text for r in rows}
+        found = {int(r.doc_id): r.text for r in rows}
+    _all_found(found, doc_ids, "documents")
+    return found
 
 
 def document_paragraph_texts(
@@ -94,7 +119,9 @@ def paragraph_offsets(
                 paragraphs.c.page,
             ).where(paragraphs.c.paragraph_id.in_(paragraph_ids))
         )
-        return {int(r.paragraph_id): (r.char_start, r.char_end, r.page) for r in rows}
+        found = {int(r.paragraph_id): (r.char_start, r.char_end, r.page) for r in rows}
+    _all_found(found, paragraph_ids, "paragraphs")
+    return found
 
 
 def document_section_titles(engine: Engine, doc_id: int) -> list[str]:
@@ -115,7 +142,7 @@ def stored_documents(engine: Engine, version_id: int, batch: int = 256) -> Itera
         doc_ids = list(
             conn.execute(
                 select(documents.c.doc_id)
-                .where(documents.c.version_id == version_id)
+                .where(documents.c.doc_id.in_(live_documents(version_id)))
                 .order_by(documents.c.doc_id)
             ).scalars()
         )
@@ -160,9 +187,23 @@ def stored_document(engine: Engine, version_id: int, external_id: str) -> Source
     with engine.connect() as conn:
         doc_id = conn.execute(
             select(documents.c.doc_id).where(
-                documents.c.version_id == version_id, documents.c.external_id == external_id
+                documents.c.version_id == version_id,
+                documents.c.external_id == external_id,
+                documents.c.retired_revision.is_(None),
             )
         ).scalar()
     if doc_id is None:
         return None
     return next(_stored([int(doc_id)], engine))
+
+
+def stored_document_by_id(engine: Engine, doc_id: int) -> SourceDocument:
+    """One stored document by its doc id (live or retired), with its section layout.
+
+    Raises:
+        RowsPurgedError: it is gone.
+    """
+    found = list(_stored([doc_id], engine))
+    if not found:
+        raise RowsPurgedError("the document of this request's snapshot was purged; retry")
+    return found[0]

@@ -24,7 +24,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    UniqueConstraint,
 )
 
 metadata = MetaData(
@@ -98,7 +97,10 @@ documents = Table(
     Column("title", Text, nullable=False),
     Column("text", Text, nullable=False),
     Column("metadata", JSON, nullable=False),
-    UniqueConstraint("version_id", "external_id"),
+    # a replaced or deleted document stays, retired, for the readers of earlier revisions
+    # (`indexer.store.generations`): live rows have NULL here
+    Column("retired_revision", Integer, nullable=True),
+    Column("retired_at", DateTime(timezone=True), nullable=True),
 )
 
 sections = Table(
@@ -154,6 +156,16 @@ chunks = Table(
 )
 
 Index("ix_documents_version_id", documents.c.version_id)
+# one live document per id and version; retired ones may share it
+Index(
+    "uq_documents_live_external_id",
+    documents.c.version_id,
+    documents.c.external_id,
+    unique=True,
+    sqlite_where=documents.c.retired_revision.is_(None),
+    postgresql_where=documents.c.retired_revision.is_(None),
+)
+Index("ix_documents_retired_revision", documents.c.retired_revision)
 
 # Vectors of documents added to a published version after its build (POST /documents): every
 # level's ids and float16 vectors of one document, committed with its rows in one transaction.

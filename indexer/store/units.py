@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, delete, func, insert, select
 
 from indexer.store.db import connected
+from indexer.store.generations import live_documents
 from indexer.store.tables import (
     LEVEL_TABLES,
     chunks,
@@ -141,12 +142,13 @@ def delete_version_rows(conn: Connection, version_id: int) -> None:
 
 
 def count_units(engine: Engine, version_id: int) -> dict[str, int]:
-    """Rows per level of one version."""
+    """Rows per level of one version's live documents."""
+    live = live_documents(version_id)
     with engine.connect() as conn:
         return {
             level: int(
                 conn.execute(
-                    select(func.count()).select_from(table).where(table.c.version_id == version_id)
+                    select(func.count()).select_from(table).where(table.c.doc_id.in_(live))
                 ).scalar_one()
             )
             for level, (table, _) in LEVEL_TABLES.items()
@@ -154,12 +156,14 @@ def count_units(engine: Engine, version_id: int) -> dict[str, int]:
 
 
 def level_ids(bind: Engine | Connection, version_id: int, level: str) -> list[int]:
-    """All ids of one level of a version, ascending."""
+    """All ids of one level of a version's live documents, ascending."""
     table, id_column = LEVEL_TABLES[level]
     with connected(bind) as conn:
         return list(
             conn.execute(
-                select(id_column).where(table.c.version_id == version_id).order_by(id_column)
+                select(id_column)
+                .where(table.c.doc_id.in_(live_documents(version_id)))
+                .order_by(id_column)
             ).scalars()
         )
 
@@ -178,12 +182,12 @@ def pack_vectors(level_vectors: dict[str, tuple[list[int], np.ndarray]]) -> byte
 def stored_additions(
     bind: Engine | Connection, version_id: int
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Ids and float32 vectors of every level of the documents added to a version after its
-    build, in id order."""
+    """Ids and float32 vectors of every level of the live documents added to a version after
+    its build, in id order."""
     with connected(bind) as conn:
         payloads = conn.execute(
             select(document_vectors.c.payload)
-            .where(document_vectors.c.version_id == version_id)
+            .where(document_vectors.c.doc_id.in_(live_documents(version_id)))
             .order_by(document_vectors.c.doc_id)
         ).scalars()
         parts: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {

@@ -37,13 +37,17 @@ def fresh_settings(
     tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path
 ) -> Callable[..., ServiceSettings]:
     """Settings over a new data directory with one published version of the sample corpus,
-    for tests that change the index (jobs, document updates); `tmp_path` is an allowed root."""
+    for tests that change the index (jobs, document updates); `tmp_path` and the tiny
+    encoder's folder are allowed roots."""
 
     def make(embedded_worker: bool = True, **api: Any) -> ServiceSettings:
         settings = ServiceSettings(
             data_dir=tmp_path / "data",
             jobs=FAST_JOBS.model_copy(
-                update={"allowed_roots": [tmp_path], "embedded_worker": embedded_worker}
+                update={
+                    "allowed_roots": [tmp_path, tiny_encoder_dir],
+                    "embedded_worker": embedded_worker,
+                }
             ),
             api=ApiSettings(swap_poll_seconds=0.05, **api),
         )

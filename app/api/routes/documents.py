@@ -96,10 +96,10 @@ def upsert(
     operation_id="delete_document",
     responses={200: _links_to_the_document("deleted")},
 )
-def remove(document_id: DocumentId, state: StateDep, http: Request) -> DocumentsChanged:
+def remove(document_id: DocumentId, _state: StateDep, http: Request) -> DocumentsChanged:
     """Delete a document: it never appears in results afterwards."""
     started = time.perf_counter()
-    change = service.remove(http.app.state.runtime, state, document_id)
+    change = service.remove(http.app.state.runtime, document_id)
     return DocumentsChanged.from_change(change, started)
 
 

@@ -9,6 +9,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from app.api.deps import SearchSlot, SettingsDep, StateDep
 from app.render.explain_page import render_html
 from app.render.heatmaps import render_png
+from app.render.policy import content_security_policy
 from app.schemas.explain import ExplainFormat, ExplainResponse
 from app.services import explain as service
 
@@ -43,7 +44,10 @@ def explain(
             media_type="image/png",
         )
     if format is ExplainFormat.html:
-        return HTMLResponse(render_html(explanation, settings.api.page_max_cells_per_axis))
+        return HTMLResponse(
+            render_html(explanation, settings.api.page_max_cells_per_axis),
+            headers={"Content-Security-Policy": content_security_policy()},
+        )
     response = ExplainResponse.from_explanation(
         explanation, index_version=state.version_id, encoder=state.encoder_name, started=started
     )

@@ -31,7 +31,7 @@ def reindex(request: ReindexRequest, engine: EngineDep, settings: SettingsDep) -
     return JobAccepted(job_id=job.job_id, status=job.status)
 
 
-@router.get("", response_model=JobList)
+@router.get("", response_model=JobList, dependencies=[ApiKey])
 def jobs(
     engine: EngineDep,
     served: ServedVersion,
@@ -44,7 +44,7 @@ def jobs(
     return JobList(jobs=[JobOut.from_row(j, served) for j in list_jobs(engine, limit, status)])
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, dependencies=[ApiKey])
 def job(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
     """Status and progress: done / total sentences, rate, ETA; the version it published and
     whether this process serves it."""

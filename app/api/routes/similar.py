@@ -62,6 +62,7 @@ def similar(
         request,
         query_id=query_id,
         index_version=state.version_id,
+        index_revision=state.revision,
         encoder=state.encoder_name,
         started=started,
     )
