@@ -16,6 +16,7 @@ from app.api.routes import documents, explain, health, jobs, metrics, pages, sim
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
 from app.schemas.documents import DocumentsRequest, DocumentsUpload
+from app.schemas.jobs import ReindexRequest
 from app.schemas.similar import SimilarRequest, SimilarUpload
 from app.services.metrics import Metrics
 from app.services.runtime import Runtime
@@ -91,5 +92,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.include_router(documents.router)
     app.include_router(pages.router)
     app.include_router(metrics.router)
-    add_body_schemas(app, [SimilarRequest, SimilarUpload, DocumentsRequest, DocumentsUpload])
+    add_body_schemas(
+        app, [SimilarRequest, SimilarUpload, DocumentsRequest, DocumentsUpload, ReindexRequest]
+    )
     return app

@@ -207,10 +207,11 @@ def test_the_compose_commands_run_as_a_deployment(
     job_id = posted.json()["job_id"]
 
     def finished() -> bool:
-        return httpx.get(f"{base}/jobs/{job_id}").json()["status"] in {"succeeded", "failed"}
+        job = httpx.get(f"{base}/jobs/{job_id}", headers={"X-API-Key": KEY}).json()
+        return job["status"] in {"succeeded", "failed"}
 
     _until(finished)
-    job = httpx.get(f"{base}/jobs/{job_id}").json()
+    job = httpx.get(f"{base}/jobs/{job_id}", headers={"X-API-Key": KEY}).json()
     assert job["status"] == "succeeded", job
     assert job["worker"] is not None and str(worker.pid) in job["worker"]  # not the api
     _until(lambda: httpx.get(f"{base}/ready").json().get("index_version") == 2)

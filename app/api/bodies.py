@@ -173,6 +173,17 @@ def request_body(json_model: type[BaseModel], form_model: type[BaseModel]) -> di
     }
 
 
+def json_request_body(json_model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of a route that reads a JSON body with `json_body`."""
+    ref = f"#/components/schemas/{json_model.__name__}"
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": ref}}},
+        }
+    }
+
+
 def add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:
     """Add the JSON schemas of `models` (and the models they use) to the app's OpenAPI
     components, for the routes that read their bodies here."""

@@ -22,7 +22,12 @@ from indexer.store.versions import NoActiveIndexError
 from indexer.text.corpus import CorpusError, CorpusFormat
 from models.loading import EncoderNotFoundError
 
-HELP = "The `docsim` command line: `index`, `info`, `reindex`, `worker`, `train-splitter`."
+HELP = (
+    "docsim: find the documents of a collection most like a given one, and why. Build an "
+    "index (`index`, `reindex`, `worker`), inspect it (`info`), serve it over HTTP (`serve`), "
+    "measure its rankings (`evaluate`), and train encoders and splitters (`train`, "
+    "`train-splitter`)."
+)
 
 logger = logging.getLogger("docsim")
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)

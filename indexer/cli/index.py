@@ -59,6 +59,8 @@ def index(
     corpus = path or SAMPLE_CORPUS
     if path is None:
         logger.info("No corpus given: indexing the shipped sample corpus %s", corpus)
+    if not corpus.exists():  # before the encoder loads: a typo is reported at once
+        fail(f"the corpus path {str(corpus)!r} does not exist")
     try:
         if settings.db.auto_migrate:
             upgrade(settings.database_url)

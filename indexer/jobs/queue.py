@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, case, exists, func, insert, select, update
 
 from indexer.store.tables import JobStatus, VersionStatus, as_utc, index_versions, jobs
 
@@ -204,7 +204,7 @@ def update_progress(
         total=total,
         rate=rate,
         eta_seconds=eta_seconds,
-        message=message,
+        message=_unless_cancelling(message),
         heartbeat_at=_now(),
     )
 
@@ -214,7 +214,15 @@ def set_job_version(engine: Engine, job_id: int, version_id: int) -> None:
 
 
 def set_job_message(engine: Engine, job_id: int, message: str) -> None:
-    _set(engine, job_id, message=message[:4000], heartbeat_at=_now())
+    _set(engine, job_id, message=_unless_cancelling(message[:4000]), heartbeat_at=_now())
+
+
+def _unless_cancelling(message: str | None) -> Any:
+    """A running job's new message, except while a cancel is pending: that keeps saying
+    "cancelling" until the job ends (its progress must not say it went back to work)."""
+    if message is None:
+        return None
+    return case((jobs.c.cancel_requested.is_(True), "cancelling"), else_=message)
 
 
 def _set(engine: Engine, job_id: int, **values: Any) -> None:

@@ -272,6 +272,22 @@ class RayShards:
                 f"a shard could not answer ({type(error).__name__}); it is restarting: retry"
             ) from error
 
+    def check(self, timeout: float = 5.0) -> None:
+        """Every shard answers a ping within `timeout` seconds (readiness).
+
+        Raises:
+            ShardUnavailableError: one did not.
+        """
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            ray.get([a.ping.remote() for a in self.actors], timeout=timeout)
+        except (RayActorError, GetTimeoutError) as error:
+            raise ShardUnavailableError(
+                f"a shard does not answer ({type(error).__name__}); it is restarting: retry"
+            ) from error
+
     def close(self) -> None:
         import ray
 

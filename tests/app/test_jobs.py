@@ -173,7 +173,7 @@ def test_paths_outside_the_allowed_roots_are_403(
             assert response.json()["detail"]
 
 
-def test_the_api_key_guards_changes_only(fresh_settings, tiny_encoder_dir: Path) -> None:
+def test_the_api_key_guards_changes_and_jobs(fresh_settings, tiny_encoder_dir: Path) -> None:
     settings = fresh_settings(api_key="s3cret")
     with TestClient(create_app(settings)) as client:
         body = {"source": "current", "encoder": str(tiny_encoder_dir)}
@@ -188,8 +188,11 @@ def test_the_api_key_guards_changes_only(fresh_settings, tiny_encoder_dir: Path)
         assert client.post(f"/jobs/{job_id}/cancel").status_code == 401
         bearer = {"Authorization": "Bearer s3cret"}
         assert client.post(f"/jobs/{job_id}/cancel", headers=bearer).status_code in (200, 409)
-        assert client.get(f"/jobs/{job_id}").status_code == 200  # reads stay open
-        assert client.get("/jobs").status_code == 200
+        # jobs show server paths, the worker's host and its errors: only to the key's holder
+        assert client.get(f"/jobs/{job_id}").status_code == 401
+        assert client.get("/jobs").status_code == 401
+        assert client.get(f"/jobs/{job_id}", headers=bearer).status_code == 200
+        assert client.get("/jobs", headers=bearer).status_code == 200
         assert client.post("/similar", json={"document_id": "baking-01"}).status_code == 200
 
 

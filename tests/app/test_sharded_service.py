@@ -178,6 +178,8 @@ def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestCli
     ray.kill(actors[1], no_restart=True)
     refused = remote.post("/similar", json={"top_k": 48, **body})
     assert refused.status_code == 503, refused.text
+    not_ready = remote.get("/ready")  # a load balancer sends no more traffic here
+    assert not_ready.status_code == 503 and not_ready.headers["retry-after"], not_ready.text
     assert local.post("/similar", json={"top_k": 48, **body}).status_code == 200
 
 

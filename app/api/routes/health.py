@@ -16,7 +16,10 @@ def health() -> Health:
 
 @router.get("/ready", response_model=Ready)
 def ready(state: StateDep) -> Ready:
-    """Readiness: an index version is loaded (503 otherwise)."""
+    """Readiness: an index version is loaded and, on a sharded service, every shard answers
+    (503 otherwise, as `/similar` would answer)."""
+    if state.shards is not None:
+        state.shards.check()  # ShardUnavailableError: 503
     return Ready(
         status="ready", index_version=state.version_id, documents=state.searcher.index.n_documents
     )

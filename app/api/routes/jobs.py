@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
+from app.api.bodies import json_body, json_request_body
 from app.api.deps import ApiKey, EngineDep, SettingsDep
 from app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
 from app.services import jobs as service
@@ -22,8 +23,23 @@ def served_version(request: Request) -> int | None:
 ServedVersion = Annotated[int | None, Depends(served_version)]
 
 
-@router.post("/reindex", status_code=202, response_model=JobAccepted, dependencies=[ApiKey])
-def reindex(request: ReindexRequest, engine: EngineDep, settings: SettingsDep) -> JobAccepted:
+async def reindex_body(http: Request) -> ReindexRequest:
+    """The JSON body, read strictly as every JSON body is (`app.api.bodies.json_body`)."""
+    return await json_body(http, ReindexRequest)
+
+
+@router.post(
+    "/reindex",
+    status_code=202,
+    response_model=JobAccepted,
+    dependencies=[ApiKey],
+    openapi_extra=json_request_body(ReindexRequest),
+)
+def reindex(
+    request: Annotated[ReindexRequest, Depends(reindex_body)],
+    engine: EngineDep,
+    settings: SettingsDep,
+) -> JobAccepted:
     """Queue a rebuild of the collection (a corpus path or `current`) with an encoder; the
     service keeps answering from the active version and swaps when the new one is published.
     Jobs run one at a time: a second request waits in the queue."""
