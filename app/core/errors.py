@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 
 from indexer.builder.pipeline import BuildBusyError
 from indexer.jobs.queue import JobNotFoundError, JobStateError
@@ -74,6 +75,9 @@ STATUS = {
     ShardUnavailableError: 503,
     NoActiveIndexError: 503,
     RowsPurgedError: 503,
+    # the driver's own error when the database is down or the connection dropped; the pool
+    # reconnects (pre-ping) once it is back, so the service recovers by itself
+    OperationalError: 503,
 }
 
 
@@ -111,6 +115,8 @@ def register_error_handlers(app: FastAPI) -> None:
             _request: Request, error: Exception, status: int = status
         ) -> JSONResponse:
             detail = error.args[0] if error.args else type(error).__name__
+            if isinstance(error, OperationalError):  # its text names hosts and SQL: not shown
+                detail = "the database is unavailable; the service reconnects by itself: retry"
             headers = None
             if isinstance(error, DataDirBusyError):
                 headers = {"Retry-After": str(max(1, round(error.retry_after)))}

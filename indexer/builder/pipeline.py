@@ -12,6 +12,7 @@ same (fingerprint) and continues after the last committed block.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -109,6 +110,18 @@ def prepare_data_dir(data_dir: Path) -> Path:
 
 
 BUILD_WAITS_FOR_CHANGES_SECONDS = 60.0
+
+
+def disk_full(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from, is a full disk (ENOSPC)."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(error):  # FAISS and SQLite say it in words
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 @contextlib.contextmanager
@@ -285,7 +298,12 @@ def build_index(
                 version_id,
                 reason,
             )
-            keep = hooks.keep_on_failure is not None and hooks.keep_on_failure(error)
+            # a full disk keeps nothing: the space goes back to the served version and the OS
+            keep = (
+                hooks.keep_on_failure is not None
+                and hooks.keep_on_failure(error)
+                and not disk_full(error)
+            )
             if not published and keep and tmp.is_dir():
                 suspend_version(engine, version_id, reason)
                 logger.info("Kept the committed blocks of version %d to resume", version_id)

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from indexer.builder.engines import EncodeEngine, LocalEngine
 from indexer.config import Settings
-from indexer.store.manifest import LevelEntry
+from indexer.store.manifest import LevelEntry, file_sha256
 from indexer.store.units import UnitCounter, count_units, insert_documents
 from indexer.store.vector_index import FaissIndex, choose_factory, gpu_count
 from indexer.store.versions import set_build_state
@@ -237,5 +237,6 @@ def write_vector_indexes(
             "factory": factory,
             **files,
             "bytes": sum((folder / name).stat().st_size for name in files.values()),
+            "sha256": {name: file_sha256(folder / name) for name in files.values()},
         }
     return levels

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, func, select
 from indexer.search.mapped_rows import MappedRows
 from indexer.store.db import connected, snapshot
 from indexer.store.generations import live_documents
+from indexer.store.manifest import CorruptFileError, check_files
 from indexer.store.tables import chunks, documents, index_versions, paragraphs, sections, sentences
 from indexer.store.units import level_ids, stored_additions
 from indexer.store.vector_index import FaissIndex
@@ -98,6 +99,12 @@ class LoadedIndex:
         indices, vectors, ids = {}, {}, {}
         for level in LEVELS:
             info = manifest["levels"][level]
+            try:  # a flipped bit is refused here, naming the file, not served
+                check_files(
+                    path, info, [info["ids_file"], info["index_file"], info["vectors_file"]]
+                )
+            except CorruptFileError as error:
+                raise IndexMismatchError(f"version {version.version_id}: {error}") from error
             ids[level] = np.load(path / info["ids_file"])
             if level in mapped:
                 vectors[level] = MappedRows.of_file(path / info["vectors_file"])

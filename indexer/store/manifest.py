@@ -4,6 +4,7 @@ JSON back as a plain dict (SQL's JSON column), which these types document."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -21,6 +22,7 @@ class LevelEntry(TypedDict):
     vectors_file: str  # float16 `(count, dim)`
     ids_file: str  # int64 `(count,)`, ascending
     bytes: int
+    sha256: NotRequired[dict[str, str]]  # file name -> its sha256, checked at load
 
 
 class CorpusEntry(TypedDict):
@@ -59,6 +61,32 @@ class Manifest(TypedDict):
     levels: dict[str, LevelEntry]
     build: BuildEntry
     backend: NotRequired[BackendEntry]  # absent in versions built before backends: torch
+
+
+class CorruptFileError(RuntimeError):
+    """A version's file does not hold what its build wrote (its sha256 differs)."""
+
+
+def file_sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def check_files(folder: Path, level: LevelEntry, names: list[str]) -> None:
+    """The files `names` of one level hold what the build wrote (versions built before
+    checksums were recorded are not checked).
+
+    Raises:
+        CorruptFileError: naming the file whose sha256 differs.
+    """
+    recorded = level.get("sha256") or {}
+    for name in names:
+        want = recorded.get(name)
+        if want is not None and file_sha256(folder / name) != want:
+            raise CorruptFileError(
+                f"{folder.name}/{name} is corrupt: its sha256 is not the one its build "
+                "recorded; rebuild the version (docsim reindex current)"
+            )
 
 
 def write_manifest(folder: Path, manifest: Manifest) -> None:

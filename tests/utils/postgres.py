@@ -83,6 +83,10 @@ class PostgresServer:
         if self.as_root:
             shutil.chown(self.root, SYSTEM_USER, SYSTEM_USER)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the initialised cluster (again, after `stop`)."""
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "

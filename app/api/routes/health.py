@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from sqlalchemy import text
 
-from app.api.deps import StateDep
+from app.api.deps import EngineDep, StateDep
 from app.schemas.health import Health, Ready
 
 router = APIRouter(tags=["health"])
@@ -15,9 +16,11 @@ def health() -> Health:
 
 
 @router.get("/ready", response_model=Ready)
-def ready(state: StateDep) -> Ready:
-    """Readiness: an index version is loaded and, on a sharded service, every shard answers
-    (503 otherwise, as `/similar` would answer)."""
+def ready(state: StateDep, engine: EngineDep) -> Ready:
+    """Readiness: an index version is loaded, the database answers and, on a sharded
+    service, every shard answers (503 otherwise, as `/similar` would answer)."""
+    with engine.connect() as conn:  # OperationalError while the database is down: 503
+        conn.execute(text("SELECT 1"))
     if state.shards is not None:
         state.shards.check()  # ShardUnavailableError: 503
     return Ready(

@@ -1,0 +1,169 @@
+"""Failures around the service (issue 26): a database outage, a full disk during a build, a
+flipped bit in a stored file, and the retired rows that keep old readers answering."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from app.core.config import ApiSettings, ServiceSettings
+from app.main import create_app
+from indexer.config import DatabaseSettings
+from indexer.search.types import SearchOptions
+from indexer.store.tables import documents, sentences
+from indexer.text.documents import SourceDocument
+from tests.app.conftest import FAST_JOBS
+from tests.utils.indexes import publish
+from tests.utils.postgres import running_server
+
+DOC = {"id": "failures-01", "title": "Tides", "text": "The tide turns. The moon pulls the sea."}
+QUERY = {"document": {"text": "Coffee beans are roasted. Espresso is strong."}, "top_k": 5}
+
+
+def _until(check, seconds: float = 60.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_database_outage_is_a_503_and_the_service_recovers(
+    on_postgres: bool, tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path
+) -> None:
+    if not on_postgres:
+        pytest.skip("the outage is of a PostgreSQL server (run with --db postgresql)")
+    with running_server() as server:
+        settings = ServiceSettings(
+            data_dir=tmp_path / "data",
+            db=DatabaseSettings(url=server.database()),
+            jobs=FAST_JOBS.model_copy(update={"embedded_worker": False}),
+            api=ApiSettings(swap_poll_seconds=0.05),
+        )
+        publish(sample_corpus, settings, tiny_encoder_dir)
+        with TestClient(create_app(settings)) as client:
+            assert client.post("/similar", json=QUERY).status_code == 200
+            server.stop()  # under traffic: immediate shutdown, connections dropped
+            for response in (
+                client.post("/similar", json=QUERY),  # reads the hits' texts from SQL
+                client.get("/ready"),
+                client.post("/documents", json={"documents": [DOC]}),
+            ):
+                assert response.status_code == 503, response.text
+                assert "database is unavailable" in response.json()["detail"]
+                assert response.headers["retry-after"]
+            server.resume()
+            _until(lambda: client.get("/ready").status_code == 200)
+            assert client.post("/documents", json={"documents": [DOC]}).status_code == 200
+            assert client.get("/ready").json()["documents"] == 49
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, megabytes: float) -> Iterator[Path]:
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={int(megabytes * 1024)}k", "tmpfs", str(where)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _used(path: Path) -> int:
+    return shutil.disk_usage(path).used
+
+
+def test_a_full_disk_fails_the_build_cleanly(
+    tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path, on_postgres: bool
+) -> None:
+    """A reindex on a disk too small for a second version: the job fails, the served version
+    answers as before, and the space of the failed build is given back."""
+    with small_disk(tmp_path / "disk", 3.3 if not on_postgres else 2.6) as disk:
+        settings = ServiceSettings(
+            data_dir=disk / "data",
+            jobs=FAST_JOBS.model_copy(update={"allowed_roots": [tmp_path, tiny_encoder_dir]}),
+            api=ApiSettings(swap_poll_seconds=0.05),
+        )
+        publish(sample_corpus, settings, tiny_encoder_dir)
+        with TestClient(create_app(settings)) as client:
+            before = client.post("/similar", json=QUERY).json()["results"]
+            used = _used(disk)
+            job = client.post("/jobs/reindex", json={"source": "current"}).json()
+            status = {}
+
+            def finished() -> bool:
+                status.update(client.get(f"/jobs/{job['job_id']}").json())
+                return status["status"] in ("succeeded", "failed")
+
+            _until(finished, 120)
+            assert status["status"] == "failed", status
+            assert "space" in status["error"].lower(), status["error"]
+            assert str(disk) not in status["error"]  # no server path
+            after = client.post("/similar", json=QUERY)
+            assert after.status_code == 200 and after.json()["results"] == before
+            assert not list((disk / "data" / "indexes").glob("*.tmp"))
+            assert _used(disk) <= used + 256 * 1024, (used, _used(disk))
+
+
+def test_a_flipped_bit_is_refused_at_load_naming_the_file(fresh_settings) -> None:
+    settings = fresh_settings(embedded_worker=False)
+    (version,) = (settings.data_dir / "indexes").glob("0*")
+    target = version / "sentence.f16.npy"
+    data = bytearray(target.read_bytes())
+    data[-7] ^= 0x10  # one bit of one vector
+    target.write_bytes(bytes(data))
+    with TestClient(create_app(settings)) as client:
+        ready = client.get("/ready")
+        assert ready.status_code == 503
+        assert "sentence.f16.npy is corrupt" in ready.json()["detail"]
+        assert client.post("/similar", json=QUERY).status_code == 503
+
+
+def test_retired_rows_serve_older_readers_and_are_purged_after(fresh_settings) -> None:
+    """A request holding revision r reads the texts of r although a change deleted one of its
+    documents meanwhile; once no request holds r, the retired rows are purged."""
+    with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
+        runtime = client.app.state.runtime
+        engine = runtime.engine
+        with runtime.pinned() as old:  # a request in flight on revision 0
+            assert client.delete("/documents/coffee-01").status_code == 200
+            assert client.post("/documents", json={"documents": [DOC]}).status_code == 200
+            query = old.searcher.query_from_source(
+                SourceDocument(doc_id="q", title="", text=QUERY["document"]["text"])
+            )
+            result = old.searcher.similar(query, SearchOptions(top_k=48))
+            hits = {h.document_id: h for h in result.results}
+            assert "coffee-01" in hits and hits["coffee-01"].matches  # texts of revision 0
+            assert "failures-01" not in hits
+            runtime.purge()  # the pinned revision keeps its rows
+            with engine.connect() as conn:
+                retired = conn.execute(
+                    select(func.count()).where(documents.c.retired_revision.is_not(None))
+                ).scalar_one()
+            assert retired == 1
+        runtime.purge()
+        with engine.connect() as conn:
+            assert not conn.execute(
+                select(func.count()).where(documents.c.retired_revision.is_not(None))
+            ).scalar_one()
+            gone = conn.execute(
+                select(func.count())
+                .select_from(sentences)
+                .join(documents, documents.c.doc_id == sentences.c.doc_id, isouter=True)
+                .where(documents.c.doc_id.is_(None))
+            ).scalar_one()
+            assert gone == 0  # no unit left behind
+        new = client.post("/similar", json={**QUERY, "top_k": 48}).json()["results"]
+        assert "coffee-01" not in {r["document_id"] for r in new}
