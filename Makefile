@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup browser postgres run test test-slow lint bench clean
+.PHONY: setup browser postgres run test test-slow lint bench clean audit
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,3 +53,9 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) docsim-data
+
+# Known vulnerabilities of the installed dependencies (pip-audit asks PyPI's JSON API; it
+# needs the network, so it is not part of `make test`).
+audit: setup
+	$(BIN)/pip install --quiet pip-audit
+	$(BIN)/pip-audit --skip-editable --progress-spinner off

@@ -2,7 +2,7 @@
 server's memory over the run.
 
     python benchmarks/load.py --data-dir DIR [--clients 16] [--seconds 120] [--port 8766]
-        [--queries FILE] [--out benchmarks/results/load.json]
+        [--queries FILE] [--writers 0] [--out benchmarks/results/load.json]
 
 Starts `docsim serve` on DIR (a separate process, no job worker) and runs `--clients`
 concurrent clients (asyncio, httpx) for `--seconds`. Each client posts, in turn, a query
@@ -13,6 +13,11 @@ failed connection: must be 0), and the server's resident memory at the start and
 the load (sampled every second: it must stay flat), with its anonymous part (without the
 pages of memory-mapped files, which a sharded coordinator's RSS gains as it reads them) and
 the query cache's bytes (from `/metrics`: it fills up to its budget, 512 MiB by default).
+
+`--writers N` adds N clients that change documents continuously meanwhile: each adds a
+document of its own (a query text, under a new id), then deletes it, again and again. Their
+changes per second, latency and errors are reported beside the reads', so that the cost of
+serving reads from one snapshot while the collection changes is visible.
 """
 
 from __future__ import annotations
@@ -82,6 +87,33 @@ async def client_loop(
             turn += 1
 
 
+async def writer_loop(base: str, texts: list[str], until: float, seed: int, record: dict) -> None:
+    """Add a document, then delete it, until `until`: one change per request."""
+    rng = random.Random(seed)
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        n = 0
+        while time.monotonic() < until:
+            doc_id = f"load-writer-{seed}-{n}"
+            for kind in ("add", "delete"):
+                started = time.perf_counter()
+                try:
+                    if kind == "add":
+                        body = {"documents": [{"id": doc_id, "text": rng.choice(texts)}]}
+                        response = await client.post("/documents", json=body)
+                    else:
+                        response = await client.delete(f"/documents/{doc_id}")
+                    ok = response.status_code == 200
+                    error = None if ok else f"{response.status_code}: {response.text[:200]}"
+                except httpx.HTTPError as failure:
+                    ok, error = False, f"{type(failure).__name__}: {failure}"
+                if ok:
+                    record["changes"].append(time.perf_counter() - started)
+                else:
+                    record["change_errors"].append(error)
+                    break  # a failed add leaves nothing to delete
+            n += 1
+
+
 def tree_rss(process: psutil.Process) -> int:
     """The resident memory of the server and its children (Ray's shard actors and daemons
     when sharded; file pages they share are counted in each)."""
@@ -118,7 +150,7 @@ async def sample_cache(base: str, until: float, cache: list[int]) -> None:
 
 
 async def run_load(base: str, texts: list[str], ids: list[str], args, server) -> dict:  # noqa: ANN001
-    record: dict = {"posted": [], "by_id": [], "errors": []}
+    record: dict = {"posted": [], "by_id": [], "errors": [], "changes": [], "change_errors": []}
     samples: list[int] = []
     anonymous: list[int] = []
     tree: list[int] = []
@@ -130,6 +162,7 @@ async def run_load(base: str, texts: list[str], ids: list[str], args, server) ->
         sample_memory(process, until, samples, anonymous, tree),
         sample_cache(base, until, cache),
         *(client_loop(base, texts, ids, until, seed, record) for seed in range(args.clients)),
+        *(writer_loop(base, texts, until, seed, record) for seed in range(args.writers)),
     )
     wall = time.monotonic() - started
     done = len(record["posted"]) + len(record["by_id"])
@@ -143,6 +176,11 @@ async def run_load(base: str, texts: list[str], ids: list[str], args, server) ->
         "all": summary(record["posted"] + record["by_id"]),
         "errors": len(record["errors"]),
         "error_examples": record["errors"][:5],
+        "writers": args.writers,
+        "changes": summary(record["changes"]),
+        "changes_per_second": round(len(record["changes"]) / wall, 2),
+        "change_errors": len(record["change_errors"]),
+        "change_error_examples": record["change_errors"][:5],
         "server_rss_start_bytes": samples[0] if samples else None,
         "server_rss_end_bytes": samples[-1] if samples else None,
         "server_rss_max_bytes": max(samples) if samples else None,
@@ -166,6 +204,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8766)
     parser.add_argument("--queries", type=Path, default=AILA_QUERIES)
     parser.add_argument("--shards", type=int, default=0, help="docsim serve --shards N")
+    parser.add_argument(
+        "--writers", type=int, default=0, help="clients adding and deleting documents meanwhile"
+    )
     parser.add_argument("--label", default="in-process")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
     args = parser.parse_args()
@@ -196,12 +237,15 @@ def main() -> None:
         result = asyncio.run(run_load(base, texts, ids, args, server))
     result = {"label": args.label, "data_dir": str(args.data_dir), **result}
     logger.info(
-        "%s: %.2f queries/s, p50 %s ms, p99 %s ms, %d errors, server RSS %.0f -> %.0f MiB",
+        "%s: %.2f queries/s, p50 %s ms, p99 %s ms, %d errors; %.2f changes/s, %d change "
+        "errors; server RSS %.0f -> %.0f MiB",
         args.label,
         result["queries_per_second"],
         result["all"].get("p50_ms"),
         result["all"].get("p99_ms"),
         result["errors"],
+        result["changes_per_second"],
+        result["change_errors"],
         (result["server_rss_start_bytes"] or 0) / 2**20,
         (result["server_rss_end_bytes"] or 0) / 2**20,
     )

@@ -44,12 +44,12 @@ def evaluate(
     data_dir: DataDir = None,
 ) -> None:
     """Evaluate rankings of the active index against relevance judgments."""
-    import ir_measures
 
     from indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs, write_trec_run
     from indexer.evaluation.runs import (
         MethodSpec,
         read_pools,
+        read_qrels,
         read_queries,
         run_queries,
         warn_unmatched_judgments,
@@ -61,7 +61,7 @@ def evaluate(
         for name in method or []:
             MethodSpec.parse(name)  # a typo fails before the index loads
         query_list = read_queries(queries, query_field)
-        judgments = list(ir_measures.read_trec_qrels(str(qrels)))
+        judgments = read_qrels(qrels)
         pool_map = read_pools(pools) if pools else None
         if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
             upgrade(settings.database_url)

@@ -21,6 +21,34 @@ from indexer.text.split import EmptyDocumentError
 logger = logging.getLogger(__name__)
 
 
+def read_qrels(path: Path) -> list[Any]:
+    """TREC qrels (`query_id iteration doc_id relevance` per line, relevance an integer) as
+    `ir_measures.Qrel`s.
+
+    Raises:
+        ValueError: a line that is not four fields with an integer relevance (naming the file
+            and line), or a file without any judgment.
+    """
+    import ir_measures
+
+    judgments = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 4 or not fields[3].lstrip("-").isdigit():
+                raise ValueError(
+                    f"{path}:{number}: a qrels line is `query_id iteration doc_id relevance` "
+                    f"(relevance an integer); found {line.strip()[:120]!r}"
+                )
+            query_id, iteration, doc_id, relevance = fields
+            judgments.append(ir_measures.Qrel(query_id, doc_id, int(relevance), iteration))
+    if not judgments:
+        raise ValueError(f"{path} holds no relevance judgments")
+    return judgments
+
+
 @dataclass(frozen=True)
 class EvalQuery:
     qid: str

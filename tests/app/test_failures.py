@@ -4,9 +4,11 @@ flipped bit in a stored file, and the retired rows that keep old readers answeri
 from __future__ import annotations
 
 import contextlib
+import gc
 import shutil
 import subprocess
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,3 +169,20 @@ def test_retired_rows_serve_older_readers_and_are_purged_after(fresh_settings) -
             assert gone == 0  # no unit left behind
         new = client.post("/similar", json={**QUERY, "top_k": 48}).json()["results"]
         assert "coffee-01" not in {r["document_id"] for r in new}
+
+
+def test_an_old_state_is_released_when_its_last_reader_ends(fresh_settings) -> None:
+    """Memory stays bounded under changes: a superseded state lives while a request holds it,
+    and not after."""
+    with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
+        runtime = client.app.state.runtime
+        with runtime.pinned() as old:
+            held = weakref.ref(old)
+            for i in range(3):
+                body = {"documents": [{**DOC, "id": f"released-{i}"}]}
+                assert client.post("/documents", json=body).status_code == 200
+            gc.collect()
+            assert held() is not None
+            del old
+        gc.collect()
+        assert held() is None, gc.get_referrers(held())

@@ -81,6 +81,27 @@ def test_bad_input_gets_a_clear_message(
     assert "Traceback" not in result.output
 
 
+def test_a_missing_corpus_is_reported_before_the_encoder_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import indexer.cli.index
+
+    def never(*_args, **_kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the encoder was loaded for a corpus that does not exist")
+
+    monkeypatch.setattr(indexer.cli.index, "load_configured_encoder", never)
+    result = invoke("index", str(tmp_path / "nonexistent"), "--data-dir", str(tmp_path / "d"))
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+def test_help_names_every_command() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    summary = result.stdout.split("Options")[0]
+    for command in ("index", "info", "serve", "evaluate", "train", "reindex", "worker"):
+        assert f"`{command}`" in summary, command
+
+
 def test_unwritable_index_folder(
     sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:

@@ -252,3 +252,22 @@ def test_without_a_method_the_services_default_is_evaluated_and_tested_against_b
     assert set(report["paired_tests_vs_hybrid_on_MAP"]) == {"fused", "bm25"}
     bad = evaluate(data_dir, queries, qrels, "--method", "bm26", "--out", str(out))
     assert bad.exit_code == 2 and "unknown method 'bm26'" in bad.output
+
+
+def test_bad_qrels_name_the_file_and_line(tmp_path: Path) -> None:
+    from indexer.evaluation.runs import read_qrels
+
+    good = tmp_path / "good.txt"
+    good.write_text("Q1 0 C1 1\n\nQ1 0 C2 0\n")
+    assert [(q.query_id, q.doc_id, q.relevance) for q in read_qrels(good)] == [
+        ("Q1", "C1", 1),
+        ("Q1", "C2", 0),
+    ]
+    short = tmp_path / "short.txt"
+    short.write_text("Q1 0 C1 1\nQ1 C2 1\n")
+    with pytest.raises(ValueError, match=r"short.txt:2: a qrels line is"):
+        read_qrels(short)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    with pytest.raises(ValueError, match="holds no relevance judgments"):
+        read_qrels(empty)

@@ -15,7 +15,10 @@ from indexer.jobs.queue import (
     get_job,
     list_jobs,
     reap_stale,
+    request_cancel,
+    set_job_message,
     set_job_version,
+    update_progress,
 )
 from indexer.store.tables import JobStatus
 from indexer.store.versions import create_version, publish_version, version_row
@@ -80,3 +83,17 @@ def test_only_a_succeeded_job_has_a_published_version(engine: Engine) -> None:
         job = get_job(engine, job_id)
         assert job.version_id == version
         assert job.published_version == (version if status == JobStatus.succeeded else None)
+
+
+def test_a_cancelling_job_keeps_saying_so(engine: Engine) -> None:
+    """Issue 26: the running job's next progress report put "encoding" back for seconds."""
+    job = create_job(engine, "reindex", {"source": "current"})
+    assert claim_job(engine, job.job_id, "w1") is not None
+    update_progress(engine, job.job_id, done=1, total=10, message="encoding")
+    assert request_cancel(engine, job.job_id).message == "cancelling"
+    update_progress(engine, job.job_id, done=2, total=10, message="encoding")
+    set_job_message(engine, job.job_id, "writing the indexes")
+    shown = get_job(engine, job.job_id)
+    assert shown.message == "cancelling" and shown.done == 2
+    finish_job(engine, job.job_id, JobStatus.cancelled, message="cancelled; nothing was published")
+    assert get_job(engine, job.job_id).message == "cancelled; nothing was published"
