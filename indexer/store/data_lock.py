@@ -72,7 +72,7 @@ def _busy(holder: Holder | None, waited: float) -> DataDirBusyError:
         running = time.time() - holder.since
         return BuildRunningError(
             f"another build is running on this data directory (process {holder.pid}, for "
-            f"{running:.0f} s); documents change again when it has published",
+            f"{running:.0f} s); retry once it has published",
             retry_after=30,
         )
     return ChangesQueuedError(
