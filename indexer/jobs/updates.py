@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine, insert, select, update
@@ -59,20 +60,10 @@ class DocumentChange:
 
 
 def change_documents(
-    engine: Engine,
-    indexes_dir: Path,
-    *,
-    version_id: int,
-    revision: int,
-    upserts: Sequence[SourceDocument | Document],
-    deletes: Sequence[str],
-    encoder: Encoder,
-    splitter: SentenceSplitter,
-    chunk_tokens: int,
-    wait_seconds: float = 0.0,
+    engine: Engine, indexes_dir: Path, *, wait_seconds: float = 0.0, **change: Any
 ) -> DocumentChange:
-    """`apply_change` as the data directory's writer, waiting up to `wait_seconds` for the
-    writers before it.
+    """`apply_change(engine, **change)` as the data directory's writer, waiting up to
+    `wait_seconds` for the writers before it (another process's change, in tests and tools).
 
     Raises:
         BuildRunningError: a build holds the data directory (409).
@@ -80,16 +71,7 @@ def change_documents(
         and what `apply_change` raises.
     """
     with hold_data_dir(indexes_dir, "change", wait_seconds):
-        return apply_change(
-            engine,
-            version_id=version_id,
-            revision=revision,
-            upserts=upserts,
-            deletes=deletes,
-            encoder=encoder,
-            splitter=splitter,
-            chunk_tokens=chunk_tokens,
-        )
+        return apply_change(engine, **change)
 
 
 def apply_change(
