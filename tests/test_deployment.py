@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from sqlalchemy import inspect
 from indexer.config import Settings
 from indexer.store.db import make_engine
 from tests.utils.postgres import free_port
+from tests.utils.waiting import until
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -155,13 +155,6 @@ def processes() -> Iterator[list[subprocess.Popen]]:
             process.wait(timeout=30)
 
 
-def _until(check, timeout: float = 120) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
-
-
 def test_the_compose_commands_run_as_a_deployment(
     tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path, processes: list
 ) -> None:
@@ -193,7 +186,7 @@ def test_the_compose_commands_run_as_a_deployment(
         )
     api, worker = processes
     health = _local(SERVICES["api"]["healthcheck"]["test"][1:], port)  # after "CMD"
-    _until(lambda: subprocess.run(health, capture_output=True, env=env).returncode == 0)
+    until(lambda: subprocess.run(health, capture_output=True, env=env).returncode == 0)
 
     base = f"http://127.0.0.1:{port}"
     corpus = tmp_path / "corpora" / "sample"
@@ -210,11 +203,11 @@ def test_the_compose_commands_run_as_a_deployment(
         job = httpx.get(f"{base}/jobs/{job_id}", headers={"X-API-Key": KEY}).json()
         return job["status"] in {"succeeded", "failed"}
 
-    _until(finished)
+    until(finished)
     job = httpx.get(f"{base}/jobs/{job_id}", headers={"X-API-Key": KEY}).json()
     assert job["status"] == "succeeded", job
     assert job["worker"] is not None and str(worker.pid) in job["worker"]  # not the api
-    _until(lambda: httpx.get(f"{base}/ready").json().get("index_version") == 2)
+    until(lambda: httpx.get(f"{base}/ready").json().get("index_version") == 2)
     assert httpx.get(f"{base}/ready").json()["documents"] == 12
     lines = (logs / "api.log").read_text().splitlines()
     assert any(json.loads(line).get("logger") == "uvicorn.error" for line in lines if line)

@@ -90,7 +90,7 @@ class Runtime:
         read any more, and that readers elsewhere had the grace period to finish with."""
         with self._pins_lock:
             state = self.state
-            if state is None:
+            if state is None or state.revision == 0:  # no change yet: nothing was retired
                 return
             revisions = [r for (v, r) in self._pins if v == state.version_id]
             up_to = min([state.revision, *revisions])

@@ -182,21 +182,6 @@ def _stored(wanted: list[int], engine: Engine) -> Iterator[SourceDocument]:
         )
 
 
-def stored_document(engine: Engine, version_id: int, external_id: str) -> SourceDocument | None:
-    """One stored document of a version by its id, with its section layout (None if absent)."""
-    with engine.connect() as conn:
-        doc_id = conn.execute(
-            select(documents.c.doc_id).where(
-                documents.c.version_id == version_id,
-                documents.c.external_id == external_id,
-                documents.c.retired_revision.is_(None),
-            )
-        ).scalar()
-    if doc_id is None:
-        return None
-    return next(_stored([int(doc_id)], engine))
-
-
 def stored_document_by_id(engine: Engine, doc_id: int) -> SourceDocument:
     """One stored document by its doc id (live or retired), with its section layout.
 

@@ -7,7 +7,6 @@ import contextlib
 import gc
 import shutil
 import subprocess
-import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,16 +24,10 @@ from indexer.text.documents import SourceDocument
 from tests.app.conftest import FAST_JOBS
 from tests.utils.indexes import publish
 from tests.utils.postgres import running_server
+from tests.utils.waiting import until
 
 DOC = {"id": "failures-01", "title": "Tides", "text": "The tide turns. The moon pulls the sea."}
 QUERY = {"document": {"text": "Coffee beans are roasted. Espresso is strong."}, "top_k": 5}
-
-
-def _until(check, seconds: float = 60.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_a_database_outage_is_a_503_and_the_service_recovers(
@@ -66,7 +59,7 @@ def test_a_database_outage_is_a_503_and_the_service_recovers(
                 assert "database is unavailable" in response.json()["detail"]
                 assert response.headers["retry-after"]
             server.resume()
-            _until(lambda: client.get("/ready").status_code == 200)
+            until(lambda: client.get("/ready").status_code == 200)
             again = client.post("/documents", json={"documents": [DOC]})
             assert again.status_code == 200, again.text
             assert client.get("/ready").json()["documents"] == 49
@@ -114,7 +107,7 @@ def test_a_full_disk_fails_the_build_cleanly(
                 status.update(client.get(f"/jobs/{job['job_id']}").json())
                 return status["status"] in ("succeeded", "failed")
 
-            _until(finished, 120)
+            until(finished, 120)
             assert status["status"] == "failed", status
             assert "space" in status["error"].lower(), status["error"]
             assert str(disk) not in status["error"]  # no server path
