@@ -16,7 +16,6 @@ import time
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from indexer.config import Settings
 from indexer.store.exported import (
@@ -25,6 +24,7 @@ from indexer.store.exported import (
     publish_export,
     read_calibration,
 )
+from indexer.store.manifest import BackendEntry
 from indexer.text.chunking import add_chunks
 from indexer.text.documents import Document
 from models.colde import ColdeEncoder
@@ -69,7 +69,8 @@ def resolve_backend(settings: Settings, encoder: Encoder) -> str:
     if asked == TORCH:
         return TORCH
     fits = isinstance(encoder, (TransformerEncoder, ColdeEncoder))
-    on_cpu = getattr(encoder, "device", None) is not None and encoder.device.type == "cpu"
+    device = getattr(encoder, "device", None)  # not part of `Encoder`: torch encoders have one
+    on_cpu = device is not None and device.type == "cpu"
     if asked == "auto":
         return OPENVINO_INT8 if fits and on_cpu and openvino_available() else TORCH
     if not fits:
@@ -79,7 +80,7 @@ def resolve_backend(settings: Settings, encoder: Encoder) -> str:
             f"DOCSIM_ENCODER__BACKEND=torch"
         )
     if not on_cpu:
-        raise BackendError(f"the {OPENVINO_INT8} backend runs on the CPU, not {encoder.device}")
+        raise BackendError(f"the {OPENVINO_INT8} backend runs on the CPU, not {device}")
     if not openvino_available():
         raise BackendError(f"the {OPENVINO_INT8} backend needs `pip install openvino nncf`")
     return OPENVINO_INT8
@@ -111,7 +112,7 @@ def prepare_backend(
     *,
     capacity: int,
     corpus_label: str,
-) -> dict[str, Any]:
+) -> BackendEntry:
     """Put `encoder` on the build's backend: find (or make) its int8 export and run on it.
     Returns the manifest's `backend` record (`{"name": "torch"}` for torch).
 

@@ -1,33 +1,41 @@
 """`docsim index`: the staged build of one index version, published atomically.
 
-Stages 1-3 (`indexer.builder.stages`): split, encode and store in blocks, write the vector
-files into `<version>.tmp/`. Then `manifest.json` (`indexer.store.manifest`), and publish:
-rename `<version>.tmp/` to `<version>/`, then one SQL transaction marks the version ready and
-makes it active. Any failure or interruption removes the temporary directory and the
-version's rows, and leaves the active version as it was. A killed build is cleaned up by the
-next one, unless a job suspended it to resume: a resumed build checks that its plan is the
-same (fingerprint) and continues after the last committed block.
+`build_index` runs the stages in order, each a function below that says what it reads and
+writes:
+
+1. `open_source`, `split_source`: read the corpus (or the stored documents of a version) and
+   split every document (`indexer.builder.stages.plan`).
+2. `choose_backend`, `open_version`: put the encoder on its backend; create the version's
+   `building` row, or take up a suspended one.
+3. `encode_version`: encode and store in blocks (`<version>.tmp/blocks/`, SQL rows).
+4. `index_version`: write the vector files into `<version>.tmp/`.
+5. `build_manifest` (`indexer.builder.manifest`), then `publish`: write `manifest.json`,
+   rename `<version>.tmp/` to `<version>/`, then one SQL transaction marks the version ready
+   and makes it active.
+
+Any failure or interruption (`abandon`) removes the temporary directory and the version's
+rows, and leaves the active version as it was. A killed build is cleaned up by the next one,
+unless a job suspended it to resume: a resumed build checks that its plan is the same
+(fingerprint) and continues after the last committed block.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine
 
 from indexer.builder.backend import BackendError, install_backend, prepare_backend
 from indexer.builder.engines import EncodeEngine
+from indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
+from indexer.builder.manifest import build_entry, build_manifest, corpus_entry
 from indexer.builder.stages import (
     encode_and_store,
     load_blocks,
@@ -37,22 +45,10 @@ from indexer.builder.stages import (
 )
 from indexer.config import Settings
 from indexer.store.data_lock import DataDirBusyError, hold_data_dir
-from indexer.store.manifest import SCHEMA_VERSION, Manifest, write_manifest
-from indexer.store.tables import VersionStatus
-from indexer.store.vector_index import METRIC
-from indexer.store.versions import (
-    create_version,
-    discard_version,
-    fail_version,
-    mark_building,
-    publish_version,
-    recover_abandoned,
-    suspend_version,
-    version_dir_name,
-    version_row,
-)
+from indexer.store.manifest import BackendEntry, LevelEntry, Manifest
+from indexer.store.versions import recover_abandoned
 from indexer.text.corpus import CorpusFormat, FileLimits, Skipped, detect_format, read_corpus
-from indexer.text.documents import SourceDocument
+from indexer.text.documents import Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter
 from models.encoder import Encoder
 
@@ -90,7 +86,7 @@ class BuildHooks:
 class BuildResult:
     version_id: int
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     skipped: list[Skipped] = field(default_factory=list)
 
 
@@ -112,18 +108,6 @@ def prepare_data_dir(data_dir: Path) -> Path:
 BUILD_WAITS_FOR_CHANGES_SECONDS = 60.0
 
 
-def disk_full(error: BaseException | None) -> bool:
-    """Whether `error`, or an error it was raised from, is a full disk (ENOSPC)."""
-    seen = 0
-    while error is not None and seen < 10:
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if "No space left on device" in str(error):  # FAISS and SQLite say it in words
-            return True
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return False
-
-
 @contextlib.contextmanager
 def build_lock(indexes_dir: Path) -> Iterator[None]:
     """One build at a time per data directory, and no document change during it
@@ -139,26 +123,29 @@ def build_lock(indexes_dir: Path) -> Iterator[None]:
         raise BuildBusyError(str(error)) from error
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+@dataclass(frozen=True)
+class BuildContext:
+    """What every stage of one build reads: the database and data directory it writes to,
+    the encoder and its chunk size, and how the caller follows the build."""
+
+    settings: Settings
+    engine: Engine
+    encoder: Encoder
+    indexes_dir: Path
+    capacity: int  # tokens per chunk
+    hooks: BuildHooks
+    show_progress: bool
+    encode_engine: EncodeEngine | None
 
 
-def _resumable(engine: Engine, version_id: int, fingerprint: str, tmp: Path) -> int:
-    """How many committed blocks a suspended build of the same plan has (0: start over)."""
-    row = version_row(engine, version_id)
-    state = (row.build_state or {}) if row is not None else {}
-    if (
-        row is None
-        or row.status not in (VersionStatus.suspended, VersionStatus.building)
-        or state.get("fingerprint") != fingerprint
-        or not tmp.is_dir()
-    ):
-        return 0
-    return int(state.get("blocks_done", 0))
+@dataclass(frozen=True)
+class Source:
+    """The documents a build reads, the corpus format they were read as, and the label the
+    manifest and the logs give them."""
+
+    documents: Iterable[SourceDocument | Skipped]
+    fmt: CorpusFormat
+    label: str
 
 
 def build_index(
@@ -184,141 +171,165 @@ def build_index(
     """
     hooks = hooks or BuildHooks()
     indexes_dir = prepare_data_dir(settings.data_dir)
+    capacity = chunk_capacity(settings, encoder)
+    ctx = BuildContext(
+        settings, engine, encoder, indexes_dir, capacity, hooks, show_progress, encode_engine
+    )
+    with build_lock(indexes_dir):
+        recover_abandoned(engine, indexes_dir, keep=hooks.resume_version)
+        started = time.perf_counter()
+        source = open_source(corpus, documents, fmt, source_label, settings)
+        docs, skipped = split_source(source, splitter, show_progress=show_progress)
+        backend = choose_backend(ctx, docs, source.label)
+        fingerprint = plan_fingerprint(docs, encoder, capacity, settings.index.block_documents)
+        target = open_version(engine, indexes_dir, encoder.name, fingerprint, hooks.resume_version)
+        if hooks.on_version is not None:
+            hooks.on_version(target.version_id)
+        published = False  # once live, a late interrupt must not mark the version failed
+        try:
+            n_blocks, encode_seconds = encode_version(ctx, target, docs, fingerprint, backend)
+            levels = index_version(ctx, target, n_blocks)
+            manifest = build_manifest(
+                target.version_id,
+                encoder=encoder,
+                splitter=splitter,
+                capacity=capacity,
+                corpus=corpus_entry(source.label, source.fmt, len(docs), skipped),
+                levels=levels,
+                build=build_entry(target.blocks_done, started, encode_seconds, levels),
+                backend=backend,
+            )
+            publish(engine, indexes_dir, target, manifest)
+            published = True
+        except BaseException as error:
+            abandon(engine, target, error, keep=hooks.keep_on_failure, published=published)
+            raise
+    _log_published(manifest, encode_seconds)
+    return BuildResult(
+        version_id=target.version_id, path=target.final, manifest=manifest, skipped=skipped
+    )
+
+
+def chunk_capacity(settings: Settings, encoder: Encoder) -> int:
+    """The tokens per chunk: `index.chunk_tokens`, or all that the encoder takes.
+
+    Raises:
+        IndexBuildError: `index.chunk_tokens` exceeds what the encoder takes.
+    """
     capacity = settings.index.chunk_tokens or encoder.chunk_capacity
     if capacity > encoder.chunk_capacity:
         raise IndexBuildError(
             f"chunk_tokens={capacity} exceeds what the encoder takes ({encoder.chunk_capacity})"
         )
-    block_documents = settings.index.block_documents
-    with build_lock(indexes_dir):
-        recover_abandoned(engine, indexes_dir, keep=hooks.resume_version)
-        started = time.perf_counter()
-        fmt = CorpusFormat(fmt)
-        if documents is None:
-            if corpus is None:
-                raise IndexBuildError("give a corpus path or documents to index")
-            if fmt is CorpusFormat.auto:
-                fmt = detect_format(corpus)  # recorded in the manifest as detected
-            documents = read_corpus(corpus, fmt, FileLimits(**settings.files.model_dump()))
-        label = source_label or str(corpus)
-        docs, skipped = plan(documents, splitter, show_progress=show_progress)
-        if not docs:
-            raise IndexBuildError(
-                f"no indexable documents in {label!r} ({len(skipped)} skipped); "
-                "nothing was published"
-            )
-        try:
-            backend = prepare_backend(
-                settings, encoder, docs, capacity=capacity, corpus_label=label
-            )
-        except BackendError as error:
-            raise IndexBuildError(str(error)) from error
-        fingerprint = plan_fingerprint(docs, encoder, capacity, block_documents)
-        blocks_done = 0
-        if hooks.resume_version is not None:
-            version_id = hooks.resume_version
-            tmp = indexes_dir / f"{version_dir_name(version_id)}.tmp"
-            blocks_done = _resumable(engine, version_id, fingerprint, tmp)
-            if blocks_done:
-                mark_building(engine, version_id)
-                logger.info(
-                    "Resuming version %d after %d committed blocks", version_id, blocks_done
-                )
-            else:
-                logger.info("Version %d cannot be resumed; starting a new build", version_id)
-                discard_version(engine, indexes_dir, version_id, "superseded by a fresh build")
-        if not blocks_done:
-            version_id = create_version(engine, encoder_name=encoder.name, path="")
-        if hooks.on_version is not None:
-            hooks.on_version(version_id)
-        tmp = indexes_dir / f"{version_dir_name(version_id)}.tmp"
-        final = indexes_dir / version_dir_name(version_id)
-        published = False
-        try:
-            tmp.mkdir(exist_ok=bool(blocks_done))
-            backend_dir = install_backend(encoder, tmp)
-            if backend_dir is not None:
-                backend["dir"] = backend_dir
-            encode_started = time.perf_counter()
-            n_blocks = encode_and_store(
-                engine,
-                version_id,
-                docs,
-                encoder,
-                folder=tmp,
-                capacity=capacity,
-                block_documents=block_documents,
-                fingerprint=fingerprint,
-                blocks_done=blocks_done,
-                on_progress=hooks.on_progress,
-                show_progress=show_progress,
-                encode_engine=encode_engine,
-            )
-            encode_seconds = time.perf_counter() - encode_started
-            vectors = load_blocks(tmp, n_blocks, encoder.dim)
-            levels = write_vector_indexes(tmp, vectors, encoder.dim, settings)
-            shutil.rmtree(tmp / "blocks")
-            n_sentences = levels["sentence"]["count"]
-            manifest: Manifest = {
-                "schema_version": SCHEMA_VERSION,
-                "version_id": version_id,
-                "created_at": datetime.now(timezone.utc).isoformat(),
-                "encoder": encoder.identity(),
-                "dim": encoder.dim,
-                "metric": METRIC,
-                "vector_storage": "float16",
-                "splitter": splitter.identity(),
-                "chunk_tokens": capacity,
-                "corpus": {
-                    "path": label,
-                    "format": fmt.value,
-                    "documents": len(docs),
-                    "skipped": len(skipped),
-                    "skipped_examples": [{"ref": s.ref, "reason": s.reason} for s in skipped[:20]],
-                },
-                "counts": {level: info["count"] for level, info in levels.items()},
-                "levels": levels,
-                "build": {
-                    "resumed_after_blocks": blocks_done,
-                    "seconds": round(time.perf_counter() - started, 3),
-                    "encode_seconds": round(encode_seconds, 3),
-                    "sentences_per_second": round(n_sentences / max(encode_seconds, 1e-9), 1),
-                },
-                "backend": backend,
-            }
-            write_manifest(tmp, manifest)
-            os.rename(tmp, final)
-            _fsync_dir(indexes_dir)
-            publish_version(engine, version_id, path=str(final.resolve()), manifest=manifest)
-            published = True
-        except BaseException as error:
-            reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            logger.error(
-                "Build of version %d failed (%s); the active version is unchanged",
-                version_id,
-                reason,
-            )
-            # a full disk keeps nothing: the space goes back to the served version and the OS
-            keep = (
-                hooks.keep_on_failure is not None
-                and hooks.keep_on_failure(error)
-                and not disk_full(error)
-            )
-            if not published and keep and tmp.is_dir():
-                suspend_version(engine, version_id, reason)
-                logger.info("Kept the committed blocks of version %d to resume", version_id)
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not published:
-                shutil.rmtree(final, ignore_errors=True)
-                fail_version(engine, version_id, reason)
-            raise
+    return capacity
+
+
+def open_source(
+    corpus: Path | None,
+    documents: Iterable[SourceDocument | Skipped] | None,
+    fmt: CorpusFormat | str,
+    label: str | None,
+    settings: Settings,
+) -> Source:
+    """The documents to index: `documents` as given, else a reader of `corpus` (its format
+    detected when `auto`, under the configured file limits). Reads nothing yet.
+
+    Raises:
+        IndexBuildError: neither a corpus nor documents.
+        ValueError: `fmt` is not a corpus format.
+    """
+    fmt = CorpusFormat(fmt)
+    if documents is None:
+        if corpus is None:
+            raise IndexBuildError("give a corpus path or documents to index")
+        if fmt is CorpusFormat.auto:
+            fmt = detect_format(corpus)  # recorded in the manifest as detected
+        documents = read_corpus(corpus, fmt, FileLimits(**settings.files.model_dump()))
+    return Source(documents, fmt, label or str(corpus))
+
+
+def split_source(
+    source: Source, splitter: SentenceSplitter, *, show_progress: bool
+) -> tuple[list[Document], list[Skipped]]:
+    """Stage 1 (`plan`): read and split every document of `source`; those split and those
+    skipped. Writes nothing.
+
+    Raises:
+        IndexBuildError: no document could be indexed.
+    """
+    docs, skipped = plan(source.documents, splitter, show_progress=show_progress)
+    if not docs:
+        raise IndexBuildError(
+            f"no indexable documents in {source.label!r} ({len(skipped)} skipped); "
+            "nothing was published"
+        )
+    return docs, skipped
+
+
+def choose_backend(ctx: BuildContext, docs: Sequence[Document], label: str) -> BackendEntry:
+    """Put the encoder on the configured backend (`prepare_backend`: an int8 export is made,
+    calibrated on `docs`, or taken from the cache); the manifest's `backend` record.
+
+    Raises:
+        IndexBuildError: the backend cannot run this encoder here, or its export failed.
+    """
+    try:
+        return prepare_backend(
+            ctx.settings, ctx.encoder, docs, capacity=ctx.capacity, corpus_label=label
+        )
+    except BackendError as error:
+        raise IndexBuildError(str(error)) from error
+
+
+def encode_version(
+    ctx: BuildContext,
+    target: VersionTarget,
+    docs: Sequence[Document],
+    fingerprint: str,
+    backend: BackendEntry,
+) -> tuple[int, float]:
+    """Stage 2 (`encode_and_store`): create `<version>.tmp/` (kept when resuming), copy the
+    backend's export into it (its folder goes in `backend["dir"]`), then encode and store
+    the blocks after those committed before: `<version>.tmp/blocks/` and the SQL rows.
+    Returns the number of blocks and the seconds spent encoding."""
+    target.tmp.mkdir(exist_ok=bool(target.blocks_done))
+    backend_dir = install_backend(ctx.encoder, target.tmp)
+    if backend_dir is not None:
+        backend["dir"] = backend_dir
+    started = time.perf_counter()
+    n_blocks = encode_and_store(
+        ctx.engine,
+        target.version_id,
+        docs,
+        ctx.encoder,
+        folder=target.tmp,
+        capacity=ctx.capacity,
+        block_documents=ctx.settings.index.block_documents,
+        fingerprint=fingerprint,
+        blocks_done=target.blocks_done,
+        on_progress=ctx.hooks.on_progress,
+        show_progress=ctx.show_progress,
+        encode_engine=ctx.encode_engine,
+    )
+    return n_blocks, time.perf_counter() - started
+
+
+def index_version(ctx: BuildContext, target: VersionTarget, n_blocks: int) -> dict[str, LevelEntry]:
+    """Stage 3 (`write_vector_indexes`): read the `n_blocks` block files, write every
+    level's FAISS index, float16 vectors and ids into `<version>.tmp/`, then remove
+    `<version>.tmp/blocks/`. Returns the manifest's `levels`."""
+    vectors = load_blocks(target.tmp, n_blocks, ctx.encoder.dim)
+    levels = write_vector_indexes(target.tmp, vectors, ctx.encoder.dim, ctx.settings)
+    shutil.rmtree(target.tmp / "blocks")
+    return levels
+
+
+def _log_published(manifest: Manifest, encode_seconds: float) -> None:
     logger.info(
         "Published version %d: %s; encoded %d sentences in %.1f s (%.0f sentences/s)",
-        version_id,
+        manifest["version_id"],
         ", ".join(f"{lv}={n}" for lv, n in manifest["counts"].items()),
-        n_sentences,
+        manifest["levels"]["sentence"]["count"],
         encode_seconds,
         manifest["build"]["sentences_per_second"],
     )
-    return BuildResult(version_id=version_id, path=final, manifest=manifest, skipped=skipped)

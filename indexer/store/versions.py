@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from indexer.store.manifest import Manifest
 from indexer.store.tables import (
     JobStatus,
     VersionStatus,
@@ -91,7 +92,7 @@ def publish_version(
     version_id: int,
     *,
     path: str,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     slot: str = DEFAULT_SLOT,
 ) -> None:
     """Mark the version ready and make it the active one, in one transaction."""
