@@ -35,7 +35,8 @@ from app.core.config import ServiceSettings
 from app.main import create_app
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.searcher import Searcher
-from indexer.search.types import Query, ScoringMode, SearchConfig, SearchOptions
+from indexer.search.settings import SearchSettings
+from indexer.search.types import Query, ScoringMode, SearchOptions
 from indexer.store.vector_index import FaissIndex, choose_factory
 from models.pooling import segment_mean
 from models.scoring import RaggedCollection, sdr_scores
@@ -159,7 +160,7 @@ def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
             "sentence": sentence_start[doc_paragraph_start],
         },
     )
-    searcher = Searcher(index, encoder=None, splitter=None, engine=None, config=SearchConfig())  # type: ignore[arg-type]
+    searcher = Searcher(index, encoder=None, splitter=None, engine=None, settings=SearchSettings())  # type: ignore[arg-type]
     latencies = []
     for q in range(20):
         n = int(rng.integers(20, 80))
@@ -223,7 +224,7 @@ def main() -> None:
         )
         default = api_latency(client, texts, "auto", args.repeats, None)[0]
         result["default_method"] = {
-            "method": searcher.config.default_method.value,
+            "method": searcher.settings.default_method.value,
             **default,
             "p50_vs_sdr": default["p50_ms"] / result["exhaustive"]["p50_ms"],
             "p95_vs_sdr": default["p95_ms"] / result["exhaustive"]["p95_ms"],

@@ -43,8 +43,7 @@ from indexer.config import Settings
 from indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs
 from indexer.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
 from indexer.search.fusion import NORMALISERS, normalise
-from indexer.search.searcher import open_searcher
-from indexer.search.types import search_config
+from indexer.serving import open_searcher
 from indexer.store.db import make_engine
 
 logger = logging.getLogger("benchmarks.ranking_cv")
@@ -107,9 +106,10 @@ def lever_runs(name: str, data_dir: Path, judged: JudgedSet, cache: Path) -> dic
     if path.exists():
         return {q: [tuple(x) for x in r] for q, r in json.loads(path.read_text()).items()}
     method, overrides = LEVERS[name]
-    settings = Settings(data_dir=data_dir)
+    base = Settings(data_dir=data_dir)
+    settings = base.model_copy(update={"search": base.search.model_copy(update=overrides)})
     engine = make_engine(settings.database_url)
-    searcher = open_searcher(settings, engine, search_config(settings, **overrides))
+    searcher = open_searcher(settings, engine)
     pools = read_pools(judged.pools) if judged.pools else None
     queries = read_queries(judged.queries, judged.query_field)
     runs = run_queries(

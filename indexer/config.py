@@ -1,4 +1,5 @@
-"""The one settings object (pydantic-settings): environment variables `DOCSIM_*`.
+"""The one settings object (pydantic-settings): environment variables `DOCSIM_*`; each group is
+defined once, the search group beside the search code (`indexer.search.settings`).
 
 Nested groups use `__`, e.g. `DOCSIM_ENCODER__PRECISION=fp32`, `DOCSIM_DB__URL=postgresql+psycopg://...`.
 """
@@ -9,8 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, computed_field, field_validator
+from pydantic import BaseModel, Field, computed_field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from indexer.search.settings import SearchSettings
 
 
 class DatabaseSettings(BaseModel):
@@ -124,48 +127,6 @@ class ShardSettings(BaseModel):
     call_timeout_seconds: float = Field(
         default=120.0, gt=0, description="A shard slower than this is a 503, never left out."
     )
-
-
-class SearchSettings(BaseModel):
-    """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
-    (`indexer.search.searcher` describes the methods)."""
-
-    default_method: str = Field(default="fused", description="The method of a request naming none.")
-    fusion: str = Field(
-        default="bm25-rm3:1,document:1,maxsim:1",
-        description="`fused`: the methods summed and their weights, `method:weight,...`.",
-    )
-    fusion_normaliser: Literal["zscore", "minmax"] = "minmax"
-    query_window: int = Field(default=3, ge=1, description="`sdr-window`: sentences per window.")
-    bm25_stemmer: str | None = Field(
-        default="english",
-        description="A Snowball language to stem BM25 tokens; `none`: no stemming.",
-    )
-    bm25_reduced_keep: float = Field(
-        default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
-    )
-    bm25_paragraph_top: int = Field(
-        default=1, ge=1, description="`bm25-paragraph`: mean of a document's best k paragraphs."
-    )
-    rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
-    rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
-    rm3_query_weight: float = Field(default=0.5, ge=0, le=1)
-    ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
-    ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
-
-    @field_validator("bm25_stemmer")
-    @classmethod
-    def _stemmer(cls, value: str | None) -> str | None:
-        if value is None or value.strip().lower() in ("", "none"):
-            return None
-        import Stemmer
-
-        if value not in Stemmer.algorithms():
-            raise ValueError(
-                f"no Snowball stemmer for {value!r}; choose one of "
-                f"{', '.join(Stemmer.algorithms())} or none"
-            )
-        return value
 
 
 class FileSettings(BaseModel):

@@ -172,7 +172,7 @@ INDEXER_ROOMS = {
     "indexer.text": set(),
     "indexer.store": {"indexer.text"},
     "indexer.builder": {"indexer.config", "indexer.ray_session", "indexer.store", "indexer.text"},
-    "indexer.search": {"indexer.config", "indexer.ray_session", "indexer.store", "indexer.text"},
+    "indexer.search": {"indexer.store", "indexer.text"},
     "indexer.evaluation": {"indexer.config", "indexer.search", "indexer.store", "indexer.text"},
     "indexer.jobs": {
         "indexer.builder",

@@ -14,10 +14,6 @@ class ApiSettings(BaseModel):
     port: int = 8000
     max_document_bytes: int = Field(default=2_000_000, ge=1, description="Posted text limit (413).")
     max_sentences: int = Field(default=20_000, ge=1, description="Posted sentence limit (413).")
-    exhaustive_max_sentences: int = Field(
-        default=2_000_000,
-        description="`auto` scores every document up to this many indexed sentences.",
-    )
     query_cache_bytes: int = Field(
         default=512 * 2**20,
         ge=0,

@@ -10,8 +10,8 @@ from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
 from app.services.query_cache import QueryCache
-from indexer.search.searcher import Searcher, open_searcher
-from indexer.search.types import search_config
+from indexer.search.searcher import Searcher
+from indexer.serving import open_searcher
 
 
 @dataclass
@@ -29,12 +29,7 @@ def load_state(
 ) -> ServiceState:
     """Load the active version and a searcher over it (see `open_searcher`), on shards when
     configured (`make_room`: see `on_shards`)."""
-    config = search_config(
-        settings,
-        exhaustive_max_sentences=settings.api.exhaustive_max_sentences,
-        device=settings.encoder.device,  # SDR scoring beside the encoder
-    )
-    searcher = open_searcher(settings, engine, config, sharded=settings.shards.count > 0)
+    searcher = open_searcher(settings, engine, sharded=settings.shards.count > 0)
     return ServiceState(
         shards=on_shards(settings, searcher, make_room),
         searcher=searcher,
@@ -52,6 +47,6 @@ def on_shards(
     `make_room` closes the serving shards, for a cluster without room for two versions'."""
     if settings.shards.count == 0:
         return None
-    from indexer.search.shard_actors import serve_on_shards
+    from indexer.serving import serve_on_shards
 
     return serve_on_shards(settings, searcher, make_room)

@@ -54,7 +54,7 @@ def evaluate(
         run_queries,
         warn_unmatched_judgments,
     )
-    from indexer.search.searcher import open_searcher
+    from indexer.serving import open_searcher
 
     settings = existing_data_dir(cli_settings(data_dir))
     try:
@@ -66,7 +66,7 @@ def evaluate(
         if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
             upgrade(settings.database_url)
         searcher = open_searcher(settings, make_engine(settings.database_url))
-        specs = [MethodSpec.parse(m) for m in (method or [searcher.config.default_method.value])]
+        specs = [MethodSpec.parse(m) for m in (method or [searcher.settings.default_method.value])]
     except (*USER_ERRORS, ValueError, OSError) as error:
         fail(str(error))
     warn_unmatched_judgments(judgments, query_list, searcher.index.external_ids)

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from indexer.search.loaded_index import LoadedIndex
-from indexer.search.types import Query, SearchConfig
+from indexer.search.settings import SearchSettings
+from indexer.search.types import Query
 from models.pooling import segment_mean
 
 
@@ -16,7 +17,7 @@ def retrieve_candidates(
     sentence_doc: np.ndarray,
     query: Query,
     allowed: np.ndarray,
-    config: SearchConfig,
+    settings: SearchSettings,
 ) -> np.ndarray:
     """Positions (ascending) of the documents holding the nearest sentences of each query
     sentence, the nearest paragraphs of each query paragraph, and the nearest documents, at
@@ -29,18 +30,18 @@ def retrieve_candidates(
     docs: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     sentences = query.sentence_vectors  # (n, d)
-    for hits in index.indices["sentence"].search(sentences.numpy(), config.candidate_sentence_k):
+    for hits in index.indices["sentence"].search(sentences.numpy(), settings.candidate_sentence_k):
         docs.append(sentence_doc[np.searchsorted(index.ids["sentence"], hits.ids)])
         scores.append(hits.scores)
     n_paragraphs = len(query.paragraph_lengths)
     segments = torch.repeat_interleave(torch.arange(n_paragraphs), query.paragraph_lengths)
     probes = segment_mean(sentences, segments, n_paragraphs)  # (I, d)
-    for hits in index.indices["paragraph"].search(probes.numpy(), config.candidate_paragraph_k):
+    for hits in index.indices["paragraph"].search(probes.numpy(), settings.candidate_paragraph_k):
         rows = np.searchsorted(index.ids["paragraph"], hits.ids)
         docs.append(np.searchsorted(index.doc_paragraph_start, rows, side="right") - 1)
         scores.append(hits.scores)
     centroid = F.normalize(sentences.mean(0, keepdim=True), dim=-1)  # (1, d)
-    for hits in index.indices["document"].search(centroid.numpy(), config.candidate_document_k):
+    for hits in index.indices["document"].search(centroid.numpy(), settings.candidate_document_k):
         docs.append(np.searchsorted(index.doc_ids, hits.ids))
         scores.append(hits.scores)
     best = np.full(index.n_documents, -np.inf)
@@ -49,6 +50,6 @@ def retrieve_candidates(
     mask[allowed] = True
     best[~mask] = -np.inf
     found = np.flatnonzero(np.isfinite(best))
-    if len(found) > config.candidate_max_documents:
-        found = found[np.argsort(-best[found], kind="stable")[: config.candidate_max_documents]]
+    if len(found) > settings.candidate_max_documents:
+        found = found[np.argsort(-best[found], kind="stable")[: settings.candidate_max_documents]]
     return np.sort(found)

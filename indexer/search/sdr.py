@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from cachetools import LRUCache
 
-from indexer.search.arrays import concatenated_ranges
+from indexer.search.arrays import Positions, Scores, concatenated_ranges
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.shards import ShardedSdr, query_on_shards
-from indexer.search.types import ParagraphStats, Query
+from indexer.search.types import ParagraphStats, Population, Query, ScoringMode
 from models.scoring import (
     RaggedCollection,
     document_scores,
@@ -33,9 +33,9 @@ class SdrScores:
     `(I, J)` (normalised when asked), each scored document's first column in it `(D,)` (-1
     elsewhere), and the statistics it was normalised with."""
 
-    scores: np.ndarray
-    pmatrix: torch.Tensor
-    first_column: np.ndarray
+    scores: Scores
+    pmatrix: torch.Tensor | None  # None: scored on shards (`ShardedSdrScorer`)
+    first_column: Positions
     stats: ParagraphStats | None
 
 
@@ -47,8 +47,8 @@ class SdrScorer:
         self,
         index: LoadedIndex,
         device: torch.device,
-        stats_sample: np.ndarray,
-        default_population: str,
+        stats_sample: Positions,
+        default_population: Population,
         sentences_on_device: torch.Tensor | None = None,
     ) -> None:
         self.index = index
@@ -69,9 +69,8 @@ class SdrScorer:
         self._sample_cache: RaggedCollection | None = None
         self._source_stats: LRUCache[int, ParagraphStats] = LRUCache(maxsize=4096)
         self._lock = threading.Lock()
-        self.shards: ShardedSdr | None = None  # exhaustive scoring on shards, when served so
 
-    def sub_collection(self, docs: np.ndarray) -> tuple[RaggedCollection, np.ndarray]:
+    def sub_collection(self, docs: Positions) -> tuple[RaggedCollection, Positions]:
         """The sentences of `docs` as a ragged collection, and each document's first column
         in the paragraph matrix `(len(docs),)`."""
         index = self.index
@@ -98,7 +97,7 @@ class SdrScorer:
                 self._sample_cache = self.sub_collection(self.stats_sample)[0]
             sample = self._sample_cache
         p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, sample)
-        return ParagraphStats(row_stats(p), "sample", sample.n_documents)
+        return ParagraphStats(row_stats(p), Population.sample, sample.n_documents)
 
     def cached_stats(self, query: Query) -> ParagraphStats | None:
         if query.source_index is None:
@@ -122,9 +121,9 @@ class SdrScorer:
             p0, p1 = self.index.doc_paragraph_start[source : source + 2]
             p = torch.cat([p[:, :p0], p[:, p1:]], dim=1)
             n_docs -= 1
-        return ParagraphStats(row_stats(p), "collection", n_docs)
+        return ParagraphStats(row_stats(p), Population.collection, n_docs)
 
-    def stats_over(self, query: Query, docs: np.ndarray, population: str) -> ParagraphStats:
+    def stats_over(self, query: Query, docs: Positions, population: Population) -> ParagraphStats:
         collection = self.sub_collection(docs)[0]
         p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, collection)
         return ParagraphStats(row_stats(p), population, len(docs))
@@ -132,10 +131,10 @@ class SdrScorer:
     def score(
         self,
         query: Query,
-        docs: np.ndarray,
+        docs: Positions,
         *,
         normalize: bool,
-        mode: str,
+        mode: ScoringMode,
         pooled: bool,
         remember: bool = True,
     ) -> SdrScores:
@@ -147,8 +146,6 @@ class SdrScorer:
         first_column = np.full(n, -1, dtype=np.int64)
         if len(docs) == 0:
             return SdrScores(scores, torch.empty(0, 0), first_column, None)
-        if self.shards is not None and mode == "exhaustive":
-            return self._score_on_shards(query, docs, normalize, pooled, remember)
         if len(docs) == n:
             collection, starts = self.collection, self.index.doc_paragraph_start[:-1]
         else:
@@ -159,10 +156,10 @@ class SdrScorer:
         )  # (I, J)
         used = None
         if normalize:
-            if mode == "candidate":
+            if mode is ScoringMode.candidate:
                 used = self.sample_stats(query)
             else:
-                population = "pool" if pooled else "collection"
+                population = Population.pool if pooled else Population.collection
                 used = ParagraphStats(row_stats(pmatrix), population, len(docs))
             if remember:
                 self.remember(query, used)
@@ -170,27 +167,8 @@ class SdrScorer:
         scores[docs] = document_scores(pmatrix, collection.document_lengths).numpy()
         return SdrScores(scores, pmatrix, first_column, used)
 
-    def _score_on_shards(
-        self, query: Query, docs: np.ndarray, normalize: bool, pooled: bool, remember: bool
-    ) -> SdrScores:
-        """Exhaustive scoring of `docs` on the shards, in two rounds (`ShardedSdr`): every
-        document's score and the statistics; no paragraph matrix (`explain_columns` gives the
-        ranked documents' columns)."""
-        assert self.shards is not None
-        on_shards = query_on_shards(query, docs, self.index.n_documents)
-        hits, stats, scored = self.shards.rank(on_shards, None, normalize)
-        scores = np.full(self.index.n_documents, -np.inf)
-        scores[hits.positions] = hits.scores
-        used = None
-        if stats is not None:
-            used = ParagraphStats(stats, "pool" if pooled else "collection", scored)
-            if remember:
-                self.remember(query, used)
-        first_column = np.full(self.index.n_documents, -1, dtype=np.int64)
-        return SdrScores(scores, None, first_column, used)  # type: ignore[arg-type]
-
     def explain_columns(
-        self, query: Query, docs: np.ndarray, stats: ParagraphStats | None
+        self, query: Query, docs: Positions, stats: ParagraphStats | None
     ) -> SdrScores:
         """The paragraph matrix of `docs` only, normalised with `stats` (None: raw), here in
         this process: the columns that give the ranked documents their paragraph pairs."""
@@ -204,6 +182,43 @@ class SdrScorer:
         if stats is not None:
             pmatrix = normalize_rows(pmatrix, stats.stats)
         return SdrScores(np.full(n, -np.inf), pmatrix, first_column, stats)
+
+
+class ShardedSdrScorer(SdrScorer):
+    """`SdrScorer` whose exhaustive scoring runs on `shards`, in two rounds (`ShardedSdr`):
+    every document's score and the statistics, but no paragraph matrix (`explain_columns`
+    gives the ranked documents' columns, here). Candidate mode scores here."""
+
+    def __init__(self, local: SdrScorer, shards: ShardedSdr) -> None:
+        self.__dict__.update(local.__dict__)  # the same collection, sample and caches
+        self.local = local
+        self.shards = shards
+
+    def score(
+        self,
+        query: Query,
+        docs: Positions,
+        *,
+        normalize: bool,
+        mode: ScoringMode,
+        pooled: bool,
+        remember: bool = True,
+    ) -> SdrScores:
+        if mode is not ScoringMode.exhaustive or not len(docs):
+            return super().score(
+                query, docs, normalize=normalize, mode=mode, pooled=pooled, remember=remember
+            )
+        n = self.index.n_documents
+        hits, stats, scored = self.shards.rank(query_on_shards(query, docs, n), None, normalize)
+        scores = np.full(n, -np.inf)
+        scores[hits.positions] = hits.scores
+        used = None
+        if stats is not None:
+            population = Population.pool if pooled else Population.collection
+            used = ParagraphStats(stats, population, scored)
+            if remember:
+                self.remember(query, used)
+        return SdrScores(scores, None, np.full(n, -1, dtype=np.int64), used)
 
 
 def carry_rows(

@@ -10,12 +10,11 @@ without it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from indexer.config import Settings
-from indexer.ray_session import connect_ray
 from indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
-from indexer.search.searcher import Searcher
 from indexer.search.shards import (
     SdrShard,
-    ShardedLevel,
-    ShardedSdr,
     ShardUnavailableError,
     shard_cuts,
 )
@@ -298,57 +292,3 @@ class RayShards:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone, or Ray is shutting down
                 logger.debug("A shard actor could not be killed", exc_info=True)
-
-
-def serve_on_shards(
-    settings: Settings, searcher: Searcher, make_room: Callable[[], None] | None = None
-) -> RayShards:
-    """Start `settings.shards.count` shard actors over the searcher's version (on the
-    configured Ray, or a local one started for the service) and let the searcher score on
-    them; returns the actors, which the caller closes when the version is retired.
-
-    A new version's shards start beside the serving ones. Where the cluster has no room for
-    both, `make_room` (if given) closes the serving ones first: queries get a 503 with a
-    retry hint until the new shards answer, rather than the swap failing.
-    """
-    connect_ray(settings)
-    options = settings.shards
-    index = searcher.index
-    started = time.perf_counter()
-    specs = shard_specs(index, searcher.tiebreak, options.count)
-    place = functools.partial(
-        RayShards,
-        specs,
-        num_cpus=options.cpus,
-        num_gpus=options.gpus,
-        timeout=options.call_timeout_seconds,
-    )
-    try:
-        shards = place()
-    except ShardPlacementError as error:
-        if make_room is None or not error.busy:
-            raise
-        logger.warning(
-            "%s; closing the serving shards first (queries get 503 until the new ones "
-            "answer). Ask for at most half the cluster per version to swap without a gap.",
-            error,
-        )
-        make_room()
-        shards = place(wait_for_room=options.call_timeout_seconds)
-    n = len(shards.actors)
-    searcher.use_shards(
-        ShardedSdr(shards.call, n, searcher.tiebreak),
-        {
-            level: ShardedLevel(shards.call, n, level, index.ids[level])
-            for level in SEARCHED_ON_SHARDS
-            if level in index.mapped_levels
-        },
-    )
-    logger.info(
-        "Version %d (revision %d) on %d shard actors, loaded in %.1f s",
-        index.version_id,
-        index.revision,
-        len(shards.actors),
-        time.perf_counter() - started,
-    )
-    return shards

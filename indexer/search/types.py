@@ -8,7 +8,6 @@ from enum import Enum
 
 import torch
 
-from indexer.search.fusion import parse_weights
 from indexer.text.documents import Document
 from models.scoring import RowStats
 
@@ -30,8 +29,7 @@ class Method(str, Enum):
     fused = "fused"
 
 
-LEXICAL = frozenset({Method.bm25, Method.bm25_reduced, Method.bm25_rm3, Method.bm25_paragraph})
-SENTENCE_SETS = frozenset({Method.maxsim, Method.best_sentence, Method.ot})
+FUSIONS = frozenset({Method.hybrid, Method.fused})  # methods that combine others
 WHOLE_DOCUMENT_ONLY = frozenset(Method) - {Method.sdr, Method.document}
 
 
@@ -43,9 +41,21 @@ class Granularity(str, Enum):
 
 
 class ScoringMode(str, Enum):
+    """Which documents SDR scores: every allowed one (`exhaustive`), the candidates retrieved
+    through the FAISS indices (`candidate`), or one of the two by collection size (`auto`)."""
+
     auto = "auto"
     exhaustive = "exhaustive"
     candidate = "candidate"
+
+
+class Population(str, Enum):
+    """The documents SDR's z-score statistics come from: every other document of the
+    collection, the posted candidates (`pool`), or candidate mode's fixed random `sample`."""
+
+    collection = "collection"
+    pool = "pool"
+    sample = "sample"
 
 
 class QueryError(ValueError):
@@ -60,79 +70,11 @@ class DocumentNotFoundError(LookupError):
 class SearchOptions:
     top_k: int = 10
     granularity: Granularity = Granularity.document
-    method: Method | None = None  # None: the searcher's default (`SearchConfig.default_method`)
+    method: Method | None = None  # None: the default (`SearchSettings.default_method`)
     normalize: bool = True
     mode: ScoringMode = ScoringMode.auto
     candidates: Sequence[str] | None = None
     matches_per_result: int = 3
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    exhaustive_max_sentences: int = 2_000_000
-    candidate_sentence_k: int = 20
-    candidate_paragraph_k: int = 200
-    candidate_document_k: int = 200
-    candidate_max_documents: int = 500
-    stats_sample_documents: int = 256
-    seed: int = 0
-    device: str = "cpu"  # where SDR's sentence products run: `cpu`, `cuda[:N]` or `auto`
-    # the defaults are `indexer.config.SearchSettings`' (chosen in benchmarks/ranking_cv.py)
-    default_method: Method = Method.fused
-    fusion_weights: tuple[tuple[Method, float], ...] = (
-        (Method.bm25_rm3, 1.0),
-        (Method.document, 1.0),
-        (Method.maxsim, 1.0),
-    )
-    fusion_normaliser: str = "minmax"
-    query_window: int = 3  # sdr-window: sentences per query pseudo-paragraph
-    bm25_stemmer: str | None = "english"  # a Snowball language, or None
-    bm25_reduced_keep: float = 0.5  # bm25-reduced: share of the query's distinct terms kept
-    bm25_paragraph_top: int = 1  # bm25-paragraph: mean of a document's best k paragraphs
-    rm3_documents: int = 10
-    rm3_terms: int = 20
-    rm3_query_weight: float = 0.5
-    ot_reg: float = 0.05
-    ot_iterations: int = 50
-
-
-def search_config(settings, **overrides) -> SearchConfig:  # noqa: ANN001
-    """The `SearchConfig` of `settings.search` (an `indexer.config.SearchSettings`).
-
-    Raises:
-        ValueError: the default method or a fused method is not a method, or `fused` weighs
-            a method that is itself a fusion.
-    """
-    search = settings.search
-    fusion = tuple((_method(name, "fusion"), w) for name, w in parse_weights(search.fusion).items())
-    nested = [m.value for m, _ in fusion if m in (Method.fused, Method.hybrid)]
-    if nested:
-        raise ValueError(f"DOCSIM_SEARCH__FUSION cannot weigh the fusions {', '.join(nested)}")
-    values = {
-        "default_method": _method(search.default_method, "default_method"),
-        "fusion_weights": fusion,
-        "fusion_normaliser": search.fusion_normaliser,
-        "query_window": search.query_window,
-        "bm25_stemmer": search.bm25_stemmer,
-        "bm25_reduced_keep": search.bm25_reduced_keep,
-        "bm25_paragraph_top": search.bm25_paragraph_top,
-        "rm3_documents": search.rm3_documents,
-        "rm3_terms": search.rm3_terms,
-        "rm3_query_weight": search.rm3_query_weight,
-        "ot_reg": search.ot_reg,
-        "ot_iterations": search.ot_iterations,
-    }
-    return SearchConfig(**{**values, **overrides})
-
-
-def _method(name: str, setting: str) -> Method:
-    try:
-        return Method(name.strip())
-    except ValueError:
-        valid = ", ".join(m.value for m in Method)
-        raise ValueError(
-            f"DOCSIM_SEARCH__{setting.upper()}: unknown method {name!r}; valid: {valid}"
-        ) from None
 
 
 @dataclass
@@ -172,7 +114,7 @@ class ParagraphStats:
     """
 
     stats: RowStats
-    population: str
+    population: Population
     documents: int
 
 
@@ -217,7 +159,7 @@ class UnitHit:
 @dataclass
 class SearchResult:
     results: list[DocumentHit] | list[UnitHit]
-    mode: str
+    mode: ScoringMode  # exhaustive or candidate
     scored_documents: int
     stats: ParagraphStats | None = None  # what SDR normalised with, when it did
     method: Method | None = None  # the method that ranked (the default, when none was asked)

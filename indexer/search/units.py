@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.mapped_rows import MappedRows
-from indexer.search.types import SearchResult, UnitHit
+from indexer.search.types import ScoringMode, SearchResult, UnitHit
 from indexer.store.reader import document_texts, level_unit_rows, units_of_documents
 
 
@@ -73,7 +73,7 @@ def similar_units(
         if allowed_docs is not None
         else index.n_documents - (source_doc is not None)
     )
-    return SearchResult(results=results, mode="exhaustive", scored_documents=scored)
+    return SearchResult(results=results, mode=ScoringMode.exhaustive, scored_documents=scored)
 
 
 def best_cosines(

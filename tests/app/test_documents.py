@@ -350,12 +350,13 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
 def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> None:
     """POST and DELETE carry the served BM25 postings over, changed for the changed documents
     only (untouched postings are the same objects), and score as a BM25 built afresh."""
+    from indexer.search.scorers import QueryScratch
     from indexer.search.searcher import Searcher
     from indexer.search.types import Method
 
     assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25
     served = client.app.state.service.searcher
-    before = served._bm25
+    before = served.context.postings.built_documents
     assert before is not None
     for change in (
         lambda: client.post("/documents", json={"documents": [NEW]}),
@@ -363,21 +364,26 @@ def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> No
     ):
         assert change().status_code == 200
         changed = client.app.state.service.searcher
-        assert changed is not served and changed._bm25 is not None
-        shared = [t for t, p in before._postings.items() if changed._bm25._postings.get(t) is p]
+        carried = changed.context.postings.built_documents
+        assert changed is not served and carried is not None
+        shared = [t for t, p in before._postings.items() if carried._postings.get(t) is p]
         assert len(shared) > 0.8 * len(before._postings)
         fresh = Searcher(
-            changed.index, changed.encoder, changed.splitter, changed.engine, changed.config
+            changed.index, changed.encoder, changed.splitter, changed.engine, changed.settings
         )
         for source in ("zeppelin-01", "baking-01"):
             query = fresh.query_from_index(source)
             for method in (Method.bm25, Method.bm25_rm3):
                 np.testing.assert_allclose(
-                    changed.method_scores(method, query, np.arange(changed.index.n_documents)),
-                    fresh.method_scores(method, query, np.arange(fresh.index.n_documents)),
+                    changed.scorers[method].scores(
+                        query, np.arange(changed.index.n_documents), QueryScratch()
+                    ),
+                    fresh.scorers[method].scores(
+                        query, np.arange(fresh.index.n_documents), QueryScratch()
+                    ),
                     rtol=1e-12,
                 )
-        served, before = changed, changed._bm25
+        served, before = changed, carried
     assert ranked(client, {"document_id": "zeppelin-01"}, method="bm25")
     assert_consistent(client)
 

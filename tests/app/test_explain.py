@@ -338,7 +338,7 @@ def test_only_the_default_rankings_statistics_are_remembered(app: FastAPI) -> No
     """A candidate-mode or pooled /similar must not change what /explain of an indexed source
     normalises with: that is always the default ranking's (here, the whole collection)."""
     base: Searcher = app.state.service.searcher
-    searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
+    searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     query = searcher.query_from_index("running-01")
     sdr = Method.sdr
     sample = searcher.similar(query, SearchOptions(method=sdr, mode=ScoringMode.candidate)).stats
@@ -349,7 +349,7 @@ def test_only_the_default_rankings_statistics_are_remembered(app: FastAPI) -> No
     assert pooled.documents == 2
     stats = searcher.ranking_stats(query)
     assert stats.population == "collection" and stats.documents == base.index.n_documents - 1
-    fresh = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
+    fresh = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     expected = fresh.similar(fresh.query_from_index("running-01"), SearchOptions(method=sdr)).stats
     assert torch.allclose(stats.stats.mean, expected.stats.mean, atol=1e-6)
     assert torch.allclose(stats.stats.std, expected.stats.std, atol=1e-6)

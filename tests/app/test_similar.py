@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 from app.core.config import ServiceSettings
 from app.main import create_app
 from indexer.search.searcher import Searcher
+from indexer.search.settings import SearchSettings
 from indexer.search.types import (
     Granularity,
     Method,
     Query,
     ScoringMode,
-    SearchConfig,
     SearchOptions,
 )
 from indexer.text.corpus import json_document
@@ -164,7 +164,7 @@ def test_no_active_index_is_503(tmp_path: Path) -> None:
 
 def test_candidate_mode_equals_exhaustive_when_it_sees_everything(app) -> None:
     base: Searcher = app.state.service.searcher
-    everything = SearchConfig(
+    everything = SearchSettings(
         candidate_sentence_k=1000, candidate_document_k=1000, stats_sample_documents=1000
     )
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, everything)
@@ -265,7 +265,7 @@ def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
     import indexer.search.searcher
 
     base: Searcher = app.state.service.searcher
-    searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.config)
+    searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     monkeypatch.setattr(
         indexer.search.searcher,
         "document_texts",
@@ -321,7 +321,7 @@ def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN0
     encoded: list[str] = []
     plain = encoder.encode
     encoder.encode = lambda texts: (encoded.extend(texts), plain(texts))[1]
-    searcher = Searcher(base.index, encoder, base.splitter, base.engine, base.config)
+    searcher = Searcher(base.index, encoder, base.splitter, base.engine, base.settings)
     query = searcher.query_from_source(json_document({**POSTED, "id": "q"}, ""))
     levels = {lv: searcher.level_vectors(query, lv) for lv in ("document", "section", "chunk")}
     assert max(Counter(encoded).values()) == 1, Counter(encoded).most_common(3)

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import Engine
 
 from indexer.config import EncoderSettings, Settings
-from indexer.search.searcher import Searcher, open_searcher
+from indexer.search.searcher import Searcher
 from indexer.search.types import SearchOptions
+from indexer.serving import open_searcher
 from indexer.store.db import make_engine
 from indexer.text.corpus import aila_document, text_document
 from tests.utils.corpora import AILA_DIR

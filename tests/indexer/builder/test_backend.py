@@ -14,7 +14,7 @@ from indexer.builder.backend import BackendError, calibration_texts, resolve_bac
 from indexer.builder.pipeline import IndexBuildError
 from indexer.config import Settings, load_configured_encoder
 from indexer.search.loaded_index import IndexMismatchError
-from indexer.search.searcher import open_searcher
+from indexer.serving import open_searcher
 from indexer.text.chunking import add_chunks
 from indexer.text.corpus import read_corpus
 from indexer.text.sentences import SentenceSplitter

@@ -19,8 +19,8 @@ from indexer.config import JobSettings, Settings
 from indexer.jobs.queue import create_job, get_job, reap_stale, retry_job
 from indexer.jobs.worker import Worker
 from indexer.search.loaded_index import LoadedIndex
-from indexer.search.searcher import open_searcher
 from indexer.search.types import SearchOptions
+from indexer.serving import open_searcher
 from indexer.store.tables import JobStatus
 from indexer.store.units import count_units, level_ids
 from indexer.store.vector_index import FaissIndex

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from indexer.config import DatabaseSettings, Settings
-from indexer.search.searcher import Searcher, open_searcher
+from indexer.search.searcher import Searcher
+from indexer.serving import open_searcher
 from indexer.store.db import make_engine
 from tests.utils.indexes import publish
 

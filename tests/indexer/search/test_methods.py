@@ -8,31 +8,41 @@ import bm25s
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
-from indexer.config import SearchSettings, Settings
 from indexer.search.lexical import stemmer_for
-from indexer.search.searcher import Searcher, top_mean_per_group, windowed
+from indexer.search.scorers import top_mean_per_group
+from indexer.search.sdr_ranking import windowed
+from indexer.search.searcher import Searcher
+from indexer.search.settings import SearchSettings
 from indexer.search.types import (
     WHOLE_DOCUMENT_ONLY,
     Granularity,
     Method,
     QueryError,
-    SearchConfig,
     SearchOptions,
-    search_config,
 )
 from indexer.store.reader import document_units
 from indexer.text.corpus import json_document
 from tests.indexer.search.test_search import query_of, stored_texts
 
 # the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
-STEMMER = stemmer_for(SearchConfig().bm25_stemmer)
+STEMMER = stemmer_for(SearchSettings().bm25_stemmer)
 
 
 def with_config(searcher: Searcher, **values) -> Searcher:  # noqa: ANN003
     return Searcher(
-        searcher.index, searcher.encoder, searcher.splitter, searcher.engine, SearchConfig(**values)
+        searcher.index,
+        searcher.encoder,
+        searcher.splitter,
+        searcher.engine,
+        SearchSettings(**values),
     )
+
+
+def as_setting(weights: tuple[tuple[Method, float], ...]) -> str:
+    """`DOCSIM_SEARCH__FUSION`'s text of `weights`."""
+    return ",".join(f"{method.value}:{weight}" for method, weight in weights)
 
 
 def all_scores(searcher: Searcher, query, method: Method) -> dict[str, float]:  # noqa: ANN001
@@ -182,7 +192,7 @@ def test_fused_equals_normalised_scores_summed_by_hand(
     searcher: Searcher, kind: str, how: str
 ) -> None:
     weights = ((Method.bm25, 1.0), (Method.maxsim, 0.5), (Method.document, 2.0))
-    fused = with_config(searcher, fusion_weights=weights, fusion_normaliser=how)
+    fused = with_config(searcher, fusion=as_setting(weights), fusion_normaliser=how)
     query, _ = query_of(fused, kind)
     parts = {m: all_scores(searcher, query, m) for m, _ in weights}
     ids = sorted(parts[Method.bm25])
@@ -218,26 +228,23 @@ def test_whole_document_methods_refuse_other_granularities(searcher: Searcher) -
 
 
 def test_bad_search_settings_are_named() -> None:
-    for search, message in (
-        (SearchSettings(default_method="bm26"), "DEFAULT_METHOD: unknown method 'bm26'"),
-        (SearchSettings(fusion="bm25:1,fused:1"), "cannot weigh the fusions fused"),
-        (SearchSettings(fusion="bm25"), "is not 'method:number'"),
+    for values, message in (
+        ({"default_method": "bm26"}, r"default_method\n.*'sdr', 'sdr-window'"),
+        ({"fusion": "bm25:1,fused:1"}, "cannot weigh the fusion 'fused'"),
+        ({"fusion": "bm26:1"}, "unknown method 'bm26'; valid: sdr, sdr-window"),
+        ({"fusion": "bm25"}, "is not 'method:number'"),
     ):
-        with pytest.raises(ValueError, match=message):
-            search_config(Settings(search=search))
-    config = search_config(Settings(search=SearchSettings(fusion="bm25:2,maxsim:1")), seed=3)
-    assert config.fusion_weights == ((Method.bm25, 2.0), (Method.maxsim, 1.0)) and config.seed == 3
+        with pytest.raises(ValidationError, match=message):
+            SearchSettings(**values)
+    fusion = SearchSettings(fusion="bm25:2,maxsim:1").fusion_weights
+    assert fusion == ((Method.bm25, 2.0), (Method.maxsim, 1.0))
 
 
 def test_a_fused_query_with_matches_off_returns_none(searcher: Searcher) -> None:
     query, _ = query_of(searcher, "posted")
     options = SearchOptions(top_k=3, method=Method.fused, matches_per_result=0)
-    fused = with_config(searcher, fusion_weights=((Method.bm25, 1.0),))
+    fused = with_config(searcher, fusion="bm25:1")
     assert all(not h.matches for h in fused.similar(query, options).results)
-
-
-def test_the_search_config_defaults_are_the_settings_defaults() -> None:
-    assert search_config(Settings()) == SearchConfig()
 
 
 def test_stemming_is_turned_off_by_none_and_a_wrong_language_is_named() -> None:

@@ -13,12 +13,12 @@ from sqlalchemy import select
 from indexer.search.arrays import concatenated_ranges
 from indexer.search.lexical import stemmer_for
 from indexer.search.searcher import Searcher
+from indexer.search.settings import SearchSettings
 from indexer.search.types import (
     Granularity,
     Method,
     Query,
     ScoringMode,
-    SearchConfig,
     SearchOptions,
     UnitHit,
 )
@@ -46,7 +46,7 @@ POSTED = {
 }
 
 # the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
-STEMMER = stemmer_for(SearchConfig().bm25_stemmer)
+STEMMER = stemmer_for(SearchSettings().bm25_stemmer)
 
 
 def test_ranges_equals_concatenated_aranges() -> None:
@@ -287,7 +287,7 @@ def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
 ) -> None:
     """Every document as the query: candidate mode scores at most 10 documents of 47, and its
     top 10 still holds a share of exhaustive mode's top 10."""
-    small = SearchConfig(
+    small = SearchSettings(
         candidate_sentence_k=2,
         candidate_paragraph_k=2,
         candidate_document_k=2,

@@ -33,7 +33,7 @@ def local_ray(_postgres) -> Iterator[None]:  # noqa: ANN001
 
 @pytest.fixture(scope="module")
 def tiebreak(searcher: Searcher) -> np.ndarray:
-    return searcher._tiebreak  # noqa: SLF001 - the same fixed tie order
+    return searcher.tiebreak  # the same fixed tie order
 
 
 def test_a_spec_loads_the_shard_it_describes(searcher: Searcher, tiebreak: np.ndarray) -> None:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from indexer.search.loaded_index import SEARCHED_ON_SHARDS
+from indexer.search.scorers import QueryScratch
 from indexer.search.searcher import Searcher
 from indexer.search.shards import (
     ShardedLevel,
@@ -50,7 +51,7 @@ def test_sharded_sdr_equals_in_process(
         matches_per_result=0,
     )
     expected = searcher.similar(query, options)
-    tiebreak = searcher._tiebreak  # noqa: SLF001 - the same fixed tie order
+    tiebreak = searcher.tiebreak  # the same fixed tie order
     shards = shards_of(searcher.index, tiebreak, n_shards)
     assert len(shards) == n_shards and sum(s.n_documents for s in shards) == 48
     sharded = ShardedSdr(in_process(shards), n_shards, tiebreak)
@@ -76,14 +77,14 @@ def test_sharded_sdr_equals_in_process(
 def test_every_score_comes_back_for_the_fusions(searcher: Searcher, normalize: bool) -> None:
     """`hybrid` and `fused` fuse SDR's scores of every document: k None returns them all,
     equal to the in-process scorer's, including a `sdr-window` query's regrouped paragraphs."""
-    from indexer.search.searcher import windowed
+    from indexer.search.sdr_ranking import windowed
 
-    tiebreak = searcher._tiebreak  # noqa: SLF001
+    tiebreak = searcher.tiebreak
     sharded = ShardedSdr(in_process(shards_of(searcher.index, tiebreak, 3)), 3, tiebreak)
     for query in (posted_query(searcher), windowed(posted_query(searcher), 3)):
         everything = np.arange(searcher.index.n_documents)
-        expected = searcher._sdr.score(  # noqa: SLF001
-            query, everything, normalize=normalize, mode="exhaustive", pooled=False
+        expected = searcher.context.sdr.score(
+            query, everything, normalize=normalize, mode=ScoringMode.exhaustive, pooled=False
         ).scores
         hits, _, scored = sharded.rank(shard_query(searcher, query, "all", None), None, normalize)
         assert scored == len(hits.positions) == 48
@@ -93,7 +94,7 @@ def test_every_score_comes_back_for_the_fusions(searcher: Searcher, normalize: b
 
 
 def test_a_second_round_without_a_first_is_refused(searcher: Searcher) -> None:
-    shard = shards_of(searcher.index, searcher._tiebreak, 2)[0]  # noqa: SLF001
+    shard = shards_of(searcher.index, searcher.tiebreak, 2)[0]
     with pytest.raises(ShardUnavailableError, match="no first round"):
         shard.top("never-asked", None, 5)
 
@@ -120,10 +121,10 @@ def test_sentence_methods_on_shards_equal_in_process(
     from indexer.search.shards import sentence_method_scores
 
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
-    tiebreak = searcher._tiebreak  # noqa: SLF001
+    tiebreak = searcher.tiebreak
     allowed = searcher._allowed(query, pool)  # noqa: SLF001 - what the searcher scores
-    expected = searcher.method_scores(method, query, allowed)
-    config = searcher.config
+    expected = searcher.scorers[method].scores(query, allowed, QueryScratch())
+    config = searcher.settings
     got = sentence_method_scores(
         in_process(shards_of(searcher.index, tiebreak, 3)),
         3,
@@ -146,7 +147,7 @@ def test_unit_search_on_shards_equals_the_flat_index(
     """`ShardedLevel` answers as the version's Flat index of the level: the same ids in the
     same order, scores to 1e-5, over everything or within a set of ids."""
     index = searcher.index
-    shards = shards_of(index, searcher._tiebreak, n_shards)  # noqa: SLF001
+    shards = shards_of(index, searcher.tiebreak, n_shards)
     ids = index.ids[level]
     sharded = ShardedLevel(in_process(shards), n_shards, level, ids)
     queries = searcher.level_vectors(posted_query(searcher), level).numpy()  # (m, d)

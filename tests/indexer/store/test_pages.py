@@ -8,8 +8,8 @@ from pathlib import Path
 from sqlalchemy import select
 
 from indexer.config import Settings
-from indexer.search.searcher import open_searcher
 from indexer.search.types import Method, SearchOptions
+from indexer.serving import open_searcher
 from indexer.store.db import make_engine
 from indexer.store.tables import documents, paragraphs
 from indexer.text.corpus import SAMPLE_CORPUS, read_file

@@ -1,0 +1,201 @@
+"""The methods built on SDR's paragraph matrix, whose best paragraph pairs explain each hit.
+
+- `sdr`: the paper's hierarchical scoring (`indexer.search.sdr`). Exhaustive mode scores every
+  allowed document; candidate mode only those retrieved through the FAISS indices
+  (`indexer.search.candidates`), normalised over a fixed sample.
+- `sdr-window`: `sdr` with the query's paragraphs cut into pseudo-paragraphs of `query_window`
+  sentences, so that the per-paragraph z-score acts on a one-paragraph query.
+- `hybrid`: reciprocal-rank fusion of `bm25` and `sdr`, score = sum 1 / (60 + rank).
+- `fused`: weighted sum of the per-query normalised scores of `fusion`'s methods
+  (`indexer.search.fusion`): SDR's own scores, and any registered scorer's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+import torch
+from sqlalchemy import Engine
+
+from indexer.search.arrays import Positions, Scores
+from indexer.search.candidates import retrieve_candidates
+from indexer.search.fusion import fuse
+from indexer.search.matches import document_hits
+from indexer.search.ranking import reciprocal_rank_fusion
+from indexer.search.scorers import QueryScratch, Scorer, ScoringContext
+from indexer.search.sdr import SdrScores
+from indexer.search.types import (
+    DocumentHit,
+    Method,
+    Query,
+    QueryError,
+    ScoringMode,
+    SearchOptions,
+    SearchResult,
+)
+
+SDR_RANKED = frozenset({Method.sdr, Method.sdr_window, Method.hybrid, Method.fused})
+POOL_WIDENING_DEPTH = 1000  # a lexical method's documents added to SDR's candidates
+
+
+class SdrRanker:
+    """Ranks by the `SDR_RANKED` methods over `context`, with `scorers` for the others that
+    `hybrid` and `fused` combine; `sentence_doc` `(n,)` is each sentence row's document."""
+
+    def __init__(
+        self,
+        context: ScoringContext,
+        scorers: Mapping[Method, Scorer],
+        engine: Engine,
+        sentence_doc: Positions,
+    ) -> None:
+        self.context = context
+        self.scorers = scorers
+        self.engine = engine
+        self.sentence_doc = sentence_doc
+
+    def rank(
+        self, query: Query, options: SearchOptions, allowed: Positions, mode: ScoringMode
+    ) -> SearchResult:
+        """The top `options.top_k` of `allowed` by `options.method`, SDR scoring in `mode`
+        (`exhaustive` or `candidate`)."""
+        method = options.method
+        context, settings = self.context, self.context.settings
+        scored = (
+            allowed
+            if mode is ScoringMode.exhaustive
+            else retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)
+        )
+        fusion = dict(settings.fusion_weights)
+        sdr = None
+        if method is not Method.fused or fusion.get(Method.sdr):
+            windowed_query = (
+                windowed(query, settings.query_window) if method is Method.sdr_window else query
+            )
+            sdr = context.sdr.score(
+                windowed_query,
+                scored,
+                normalize=options.normalize,
+                mode=mode,
+                pooled=options.candidates is not None,
+                remember=method is not Method.sdr_window,
+            )
+        pool = self._pool(query, method, fusion, scored, allowed, mode)
+        scratch = QueryScratch()
+        if method is Method.hybrid:
+            bm25 = self._scorer(Method.bm25).scores(query, allowed, scratch)
+            scores = reciprocal_rank_fusion(
+                [context.top(bm25, pool, len(pool)), context.top(_sdr(sdr), scored, len(scored))],
+                context.index.n_documents,
+            )
+        elif method is Method.fused:
+            components = {  # sentence matching only where SDR scored (candidate mode)
+                m: _sdr(sdr)
+                if m is Method.sdr
+                else self._component(m, query, scored, pool, scratch)
+                for m, w in fusion.items()
+                if w
+            }
+            scores = fuse(components, fusion, pool, settings.fusion_normaliser)
+        else:
+            scores = _sdr(sdr)
+        ranked = context.top(scores, pool, options.top_k)
+        hits = self._hits(query, method, sdr, ranked, scores, options.matches_per_result)
+        # the statistics of a windowed query are the windows', not the paragraphs'
+        stats = sdr.stats if sdr is not None and method is not Method.sdr_window else None
+        return SearchResult(hits, mode=mode, scored_documents=len(pool), stats=stats)
+
+    def _scorer(self, method: Method) -> Scorer:
+        try:
+            return self.scorers[method]
+        except KeyError:
+            raise QueryError(f"method {method.value!r} is not a single-score method") from None
+
+    def _component(
+        self,
+        method: Method,
+        query: Query,
+        scored: Positions,
+        pool: Positions,
+        scratch: QueryScratch,
+    ) -> Scores:
+        scorer = self._scorer(method)
+        return scorer.scores(query, scored if scorer.given_only else pool, scratch)
+
+    def _pool(
+        self,
+        query: Query,
+        method: Method | None,
+        fusion: Mapping[Method, float],
+        scored: Positions,
+        allowed: Positions,
+        mode: ScoringMode,
+    ) -> Positions:
+        """The documents ranked: those SDR scored and, for the fusions in candidate mode,
+        the top documents of each pool-widening (lexical) method they combine."""
+        if method not in (Method.hybrid, Method.fused) or mode is ScoringMode.exhaustive:
+            return scored
+        pool = scored
+        for m in fusion if method is Method.fused else [Method.bm25]:
+            scorer = self.scorers.get(m)
+            if scorer is not None and scorer.widens_pool:
+                found = scorer.scores(query, allowed, QueryScratch())
+                pool = np.union1d(pool, self.context.top(found, allowed, POOL_WIDENING_DEPTH))
+        return pool
+
+    def _hits(
+        self,
+        query: Query,
+        method: Method | None,
+        sdr: SdrScores | None,
+        ranked: Positions,
+        scores: Scores,
+        matches_per_result: int,
+    ) -> list[DocumentHit]:
+        sdr_scorer = self.context.sdr
+        shown = np.sort(ranked) if matches_per_result > 0 else ranked[:0]
+        explaining = sdr
+        if sdr is None or method is Method.sdr_window:  # pairs of real paragraphs: raw P
+            explaining = sdr_scorer.explain_columns(query, shown, None)
+        elif sdr.pmatrix is None:  # scored on shards: the ranked documents' columns here
+            explaining = sdr_scorer.explain_columns(query, shown, sdr.stats)
+        return document_hits(
+            self.context.index,
+            self.engine,
+            query,
+            ranked,
+            scores,
+            explaining.pmatrix,
+            explaining.first_column,
+            matches_per_result,
+        )
+
+
+def _sdr(scores: SdrScores | None) -> Scores:
+    if scores is None:
+        raise QueryError("this fusion does not weigh sdr")
+    return scores.scores
+
+
+def windowed(query: Query, size: int) -> Query:
+    """`query` with each paragraph cut into pseudo-paragraphs of `size` consecutive sentences
+    (the last of a paragraph may be shorter); spans follow the sentences."""
+    lengths = []
+    for length in query.paragraph_lengths.tolist():
+        full, rest = divmod(length, size)
+        lengths += [size] * full + ([rest] if rest else [])
+    sentence_spans = query.level_spans.get("sentence") or []
+    ends = np.cumsum(lengths)
+    paragraphs = (
+        [
+            (sentence_spans[e - n][0], sentence_spans[e - 1][1])
+            for n, e in zip(lengths, ends, strict=True)
+        ]
+        if len(sentence_spans) == int(query.paragraph_lengths.sum())
+        else []
+    )
+    return replace(
+        query, paragraph_lengths=torch.tensor(lengths, dtype=torch.long), paragraphs=paragraphs
+    )

@@ -1,0 +1,110 @@
+"""How `/similar` and `docsim evaluate` rank: the default method and every method's knobs,
+defined once (`DOCSIM_SEARCH__*`). The searcher receives this object itself."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from indexer.search.fusion import parse_weights
+from indexer.search.types import FUSIONS, Method
+
+
+class SearchSettings(BaseModel):
+    """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
+    (`indexer.search.scorers` describes the methods)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    default_method: Method = Field(
+        default=Method.fused, description="The method of a request naming none."
+    )
+    fusion: str = Field(
+        default="bm25-rm3:1,document:1,maxsim:1",
+        description="`fused`: the methods summed and their weights, `method:weight,...`.",
+    )
+    fusion_normaliser: Literal["zscore", "minmax"] = "minmax"
+    query_window: int = Field(default=3, ge=1, description="`sdr-window`: sentences per window.")
+    bm25_stemmer: str | None = Field(
+        default="english",
+        description="A Snowball language to stem BM25 tokens; `none`: no stemming.",
+    )
+    bm25_reduced_keep: float = Field(
+        default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
+    )
+    bm25_paragraph_top: int = Field(
+        default=1, ge=1, description="`bm25-paragraph`: mean of a document's best k paragraphs."
+    )
+    rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
+    rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
+    rm3_query_weight: float = Field(default=0.5, ge=0, le=1)
+    ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
+    ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
+    exhaustive_max_sentences: int = Field(
+        default=2_000_000,
+        ge=0,
+        description="SDR's `auto` mode scores every document up to this many indexed "
+        "sentences, and retrieves candidates above it.",
+    )
+    candidate_sentence_k: int = Field(
+        default=20, ge=1, description="Candidate mode: neighbours of each query sentence."
+    )
+    candidate_paragraph_k: int = Field(
+        default=200, ge=1, description="Candidate mode: neighbours of each query paragraph."
+    )
+    candidate_document_k: int = Field(
+        default=200, ge=1, description="Candidate mode: neighbours of the query document."
+    )
+    candidate_max_documents: int = Field(
+        default=500, ge=1, description="Candidate mode: documents scored at most."
+    )
+    stats_sample_documents: int = Field(
+        default=256, ge=1, description="Candidate mode: documents the z-score statistics use."
+    )
+    seed: int = Field(default=0, description="Seeds the tie-break order and the sample.")
+
+    @field_validator("bm25_stemmer")
+    @classmethod
+    def _stemmer(cls, value: str | None) -> str | None:
+        if value is None or value.strip().lower() in ("", "none"):
+            return None
+        import Stemmer
+
+        if value not in Stemmer.algorithms():
+            raise ValueError(
+                f"no Snowball stemmer for {value!r}; choose one of "
+                f"{', '.join(Stemmer.algorithms())} or none"
+            )
+        return value
+
+    @field_validator("fusion")
+    @classmethod
+    def _fusion(cls, value: str) -> str:
+        fusion_weights(value)  # raises ValueError naming what is wrong
+        return value
+
+    @property
+    def fusion_weights(self) -> tuple[tuple[Method, float], ...]:
+        """`fusion` parsed: each fused method and its weight."""
+        return fusion_weights(self.fusion)
+
+
+def fusion_weights(text: str) -> tuple[tuple[Method, float], ...]:
+    """`"bm25:1,maxsim:0.5"` as methods and weights.
+
+    Raises:
+        ValueError: a part is not `method:number`, a name is not a method, or a weighed
+            method is itself a fusion.
+    """
+    weights = []
+    for name, weight in parse_weights(text).items():
+        try:
+            method = Method(name.strip())
+        except ValueError:
+            valid = ", ".join(m.value for m in Method)
+            raise ValueError(f"unknown method {name!r}; valid: {valid}") from None
+        if method in FUSIONS:
+            raise ValueError(f"fusion cannot weigh the fusion {method.value!r}")
+        weights.append((method, weight))
+    return tuple(weights)

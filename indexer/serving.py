@@ -1,0 +1,151 @@
+"""Serving the active version: opening it for search (its index, the encoder it was built with,
+checked to be that one, and the sentence splitter), and on Ray shard actors when configured.
+
+The composition root of search: the one place that reads the settings object and hands each
+part what it needs."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Engine
+
+from indexer.config import Settings, load_configured_encoder
+from indexer.ray_session import connect_ray
+from indexer.search.loaded_index import SEARCHED_ON_SHARDS, IndexMismatchError, LoadedIndex
+from indexer.search.searcher import Searcher
+from indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
+from indexer.search.shards import ShardedLevel, ShardedSdr
+from indexer.store.vector_index import gpu_count
+from indexer.store.versions import active_version
+from indexer.text.sentences import load_splitter
+from models.inference import TORCH, BackendUnavailableError
+
+logger = logging.getLogger(__name__)
+
+
+def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) -> Searcher:
+    """A searcher over the active version, with the encoder that version was built with
+    (`sharded`: a sharded service's coordinator, see `LoadedIndex.mapped_levels`).
+
+    Raises:
+        NoActiveIndexError: nothing published yet.
+        IndexMismatchError: the encoder found now is not the one the index was built with.
+    """
+    version = active_version(engine)
+    index = LoadedIndex.load(engine, version, sharded=sharded)
+    if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU
+        index = replace(index, indices={k: v.to_gpu() for k, v in index.indices.items()})
+    recorded = index.manifest["encoder"]
+    source = recorded.get("source") or recorded["name"]
+    backend = index.manifest.get("backend") or {"name": TORCH}  # older versions: torch
+    backend_dir = index.path / backend["dir"] if backend.get("dir") else None
+    try:
+        encoder = load_configured_encoder(
+            settings, source, backend_dir, recorded.get("chunk_vectors") or "encode"
+        )
+    except BackendUnavailableError as error:
+        raise IndexMismatchError(
+            f"version {version.version_id} was built on the {backend['name']} backend, which "
+            f"cannot run here: {error}"
+        ) from error
+    check_encoder(recorded, encoder.identity(), source, version.version_id)
+    splitter = load_splitter(settings.punkt_params)
+    if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
+        logger.warning("The sentence splitter differs from the one the index was built with")
+    return Searcher(
+        index,
+        encoder,
+        splitter,
+        engine,
+        settings.search,
+        device=settings.encoder.device,  # SDR scoring beside the encoder
+    )
+
+
+def check_encoder(
+    recorded: dict[str, Any], found: dict[str, Any], source: str, version_id: int
+) -> None:
+    """The encoder found now must be the one the version was built with: the same
+    configuration and, when the build recorded one, the same checkpoint (weights) sha256.
+
+    Raises:
+        IndexMismatchError: naming what differs (both hashes).
+    """
+    for key, what in (("config_hash", "configuration"), ("checkpoint_sha256", "checkpoint")):
+        want, have = recorded.get(key), found.get(key)
+        if want is not None and have != want:
+            raise IndexMismatchError(
+                f"the encoder at {source!r} is not the one version {version_id} was built with: "
+                f"its {what} sha256 is {have}, the index recorded {want}; load the encoder the "
+                "index was built with, or reindex with this one"
+            )
+    want_backend = recorded.get("backend") or {"name": TORCH}
+    have_backend = found.get("backend") or {"name": TORCH}
+    for key in ("name", "sha256"):
+        if want_backend.get(key) != have_backend.get(key):
+            raise IndexMismatchError(
+                f"version {version_id} was encoded on the {want_backend['name']} backend "
+                f"({key} {want_backend.get(key)}), but its encoder loads as "
+                f"{have_backend['name']} ({key} {have_backend.get(key)}): its exported model "
+                "is missing or changed; reindex"
+            )
+
+
+def serve_on_shards(
+    settings: Settings, searcher: Searcher, make_room: Callable[[], None] | None = None
+) -> RayShards:
+    """Start `settings.shards.count` shard actors over the searcher's version (on the
+    configured Ray, or a local one started for the service) and let the searcher score on
+    them; returns the actors, which the caller closes when the version is retired.
+
+    A new version's shards start beside the serving ones. Where the cluster has no room for
+    both, `make_room` (if given) closes the serving ones first: queries get a 503 with a
+    retry hint until the new shards answer, rather than the swap failing.
+    """
+    connect_ray(settings)
+    options = settings.shards
+    index = searcher.index
+    started = time.perf_counter()
+    specs = shard_specs(index, searcher.tiebreak, options.count)
+    place = functools.partial(
+        RayShards,
+        specs,
+        num_cpus=options.cpus,
+        num_gpus=options.gpus,
+        timeout=options.call_timeout_seconds,
+    )
+    try:
+        shards = place()
+    except ShardPlacementError as error:
+        if make_room is None or not error.busy:
+            raise
+        logger.warning(
+            "%s; closing the serving shards first (queries get 503 until the new ones "
+            "answer). Ask for at most half the cluster per version to swap without a gap.",
+            error,
+        )
+        make_room()
+        shards = place(wait_for_room=options.call_timeout_seconds)
+    n = len(shards.actors)
+    searcher.use_shards(
+        ShardedSdr(shards.call, n, searcher.tiebreak),
+        {
+            level: ShardedLevel(shards.call, n, level, index.ids[level])
+            for level in SEARCHED_ON_SHARDS
+            if level in index.mapped_levels
+        },
+    )
+    logger.info(
+        "Version %d (revision %d) on %d shard actors, loaded in %.1f s",
+        index.version_id,
+        index.revision,
+        len(shards.actors),
+        time.perf_counter() - started,
+    )
+    return shards
