@@ -19,8 +19,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, case, exists, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Exists,
+    and_,
+    case,
+    exists,
+    func,
+    insert,
+    select,
+    update,
+)
 
+from indexer.store.db import insert_one
 from indexer.store.tables import JobStatus, VersionStatus, as_utc, index_versions, jobs
 
 FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
@@ -76,7 +88,8 @@ def _row(row: Any) -> JobRow:
 
 def create_job(engine: Engine, kind: str, parameters: dict[str, Any]) -> JobRow:
     with engine.begin() as conn:
-        job_id = conn.execute(
+        job_id = insert_one(
+            conn,
             insert(jobs).values(
                 kind=kind,
                 parameters=parameters,
@@ -86,9 +99,9 @@ def create_job(engine: Engine, kind: str, parameters: dict[str, Any]) -> JobRow:
                 cancel_requested=False,
                 attempts=0,
                 created_at=_now(),
-            )
-        ).inserted_primary_key[0]
-    return get_job(engine, int(job_id))
+            ),
+        )
+    return get_job(engine, job_id)
 
 
 def get_job(engine: Engine, job_id: int) -> JobRow:
@@ -155,7 +168,7 @@ def claim_job(engine: Engine, job_id: int, worker: str) -> JobRow | None:
     return get_job(engine, job_id) if claimed == 1 else None
 
 
-def _running():  # noqa: ANN202
+def _running() -> Exists:
     others = jobs.alias("others")  # not correlated with the row being updated
     return exists().where(others.c.status == JobStatus.running)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Connection, Engine, insert, select, update
 
 from indexer.search.types import DocumentNotFoundError
 from indexer.store.data_lock import hold_data_dir
@@ -32,12 +32,12 @@ from indexer.store.units import (
     next_ordinals,
     pack_vectors,
 )
-from indexer.store.versions import active_version
+from indexer.store.versions import VersionRow, active_version
 from indexer.text.chunking import add_chunks
 from indexer.text.documents import LEVELS, Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import split_document
-from models.encoder import Encoder
+from models.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -96,91 +96,21 @@ def apply_change(
         DocumentNotFoundError: a document to delete is not indexed (404).
         EmptyDocumentError: a document has no sentences (422).
     """
-    split = [  # EmptyDocumentError; documents split already (the API's limits) are kept
-        d if isinstance(d, Document) else split_document(d, splitter) for d in upserts
-    ]
-    active = active_version(engine)
-    if (active.version_id, active.revision) != (version_id, revision):
-        raise IndexChangedError(
-            f"the index moved to version {active.version_id} revision {active.revision} "
-            f"since this service loaded version {version_id} revision {revision}; retry"
-        )
+    split = split_upserts(upserts, splitter)
+    active = current_version(engine, version_id, revision)
     docs = add_chunks(split, encoder, chunk_tokens)
     vectors = encoder.encode_documents([doc.encoder_input() for doc in docs])
-    wanted = [d.doc_id for d in docs] + list(deletes)
+    new_revision = revision + 1
     with engine.begin() as conn:
-        existing = dict(
-            conn.execute(
-                select(documents.c.external_id, documents.c.doc_id).where(
-                    documents.c.version_id == version_id,
-                    documents.c.external_id.in_(wanted),
-                    documents.c.retired_revision.is_(None),
-                )
-            ).all()
-        )
-        missing = [d for d in deletes if d not in existing]
-        if missing:
-            raise DocumentNotFoundError(
-                f"document {missing[0]!r} is not in the active index"
-                if len(missing) == 1
-                else f"{len(missing)} documents are not in the active index, e.g. {missing[:3]}"
-            )
-        gone = [existing[d.doc_id] for d in docs if d.doc_id in existing]
-        gone += [existing[d] for d in deletes]
-        removed: dict[str, np.ndarray] = {}
-        for level, (table, id_column) in LEVEL_TABLES.items():
-            column = table.c.doc_id
-            removed[level] = np.asarray(
-                conn.execute(select(id_column).where(column.in_(gone))).scalars().all(),
-                np.int64,
-            )
-        new_revision = revision + 1
+        existing = live_documents_named(conn, version_id, [d.doc_id for d in docs] + list(deletes))
+        gone = documents_to_retire(docs, deletes, existing)
+        removed = unit_ids_of(conn, gone)
         retire_documents(conn, gone, new_revision)  # readers of earlier revisions keep them
         counter = UnitCounter(version_id)
-        counter.next.update(next_ordinals(conn, version_id, active.manifest["counts"]))
+        counter.next.update(next_ordinals(conn, version_id, active.published_manifest()["counts"]))
         ids = insert_documents(conn, version_id, docs, counter)
-        added: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
-            lv: ([], []) for lv in LEVELS
-        }
-        at = dict.fromkeys(LEVELS, 0)
-        for vec in vectors:
-            per_level = {  # stored as float16, like a build's files: served the same
-                level: m.numpy().astype(np.float16).astype(np.float32)
-                for level, m in (
-                    ("document", vec.document[None]),
-                    ("section", vec.sections),
-                    ("paragraph", vec.paragraphs),
-                    ("sentence", vec.sentences),
-                    ("chunk", vec.chunks),
-                )
-            }
-            blob = {}
-            for level, matrix in per_level.items():
-                level_ids = ids[level][at[level] : at[level] + len(matrix)]
-                at[level] += len(matrix)
-                blob[level] = (level_ids, matrix)
-                added[level][0].append(np.asarray(level_ids, np.int64))
-                added[level][1].append(matrix)
-            conn.execute(
-                insert(document_vectors).values(
-                    doc_id=blob["document"][0][0],
-                    version_id=version_id,
-                    payload=pack_vectors(blob),
-                )
-            )
-        moved = conn.execute(
-            update(index_versions)
-            .where(
-                index_versions.c.version_id == version_id,
-                index_versions.c.revision == revision,
-            )
-            .values(revision=new_revision, unit_ordinals=dict(counter.next))
-        )
-        if moved.rowcount != 1:  # another writer (elsewhere) committed first: roll back
-            raise IndexChangedError(
-                f"version {version_id} moved past revision {revision} while this change "
-                "was applied; retry"
-            )
+        added = store_vectors(conn, version_id, vectors, ids)
+        advance_revision(conn, version_id, revision, counter)
     change = DocumentChange(
         version_id=version_id,
         revision=new_revision,
@@ -188,13 +118,7 @@ def apply_change(
         replaced=[d.doc_id for d in docs if d.doc_id in existing],
         deleted=list(deletes),
         removed_ids=removed,
-        added_units={
-            lv: (
-                np.concatenate(added[lv][0]) if added[lv][0] else np.empty(0, np.int64),
-                np.concatenate(added[lv][1]) if added[lv][1] else np.empty((0, encoder.dim)),
-            )
-            for lv in LEVELS
-        },
+        added_units=stacked_units(added, encoder.dim),
     )
     logger.info(
         "Version %d revision %d: %d added, %d replaced, %d deleted",
@@ -205,3 +129,158 @@ def apply_change(
         len(change.deleted),
     )
     return change
+
+
+def split_upserts(
+    upserts: Sequence[SourceDocument | Document], splitter: SentenceSplitter
+) -> list[Document]:
+    """Split every upsert; a document the caller split already (the API checks its limits on
+    the split) is kept as it is. Reads and writes nothing.
+
+    Raises:
+        EmptyDocumentError: a document has no sentences.
+    """
+    return [d if isinstance(d, Document) else split_document(d, splitter) for d in upserts]
+
+
+def current_version(engine: Engine, version_id: int, revision: int) -> VersionRow:
+    """The active version's row, checked against what the caller serves. Reads SQL.
+
+    Raises:
+        IndexChangedError: the active version or its revision is not the caller's.
+    """
+    active = active_version(engine)
+    if (active.version_id, active.revision) != (version_id, revision):
+        raise IndexChangedError(
+            f"the index moved to version {active.version_id} revision {active.revision} "
+            f"since this service loaded version {version_id} revision {revision}; retry"
+        )
+    return active
+
+
+def live_documents_named(
+    conn: Connection, version_id: int, external_ids: Sequence[str]
+) -> dict[str, int]:
+    """The live (not retired) documents of the version among `external_ids`: external id ->
+    `doc_id`. Reads `documents`."""
+    return dict(
+        conn.execute(
+            select(documents.c.external_id, documents.c.doc_id).where(
+                documents.c.version_id == version_id,
+                documents.c.external_id.in_(external_ids),
+                documents.c.retired_revision.is_(None),
+            )
+        ).all()
+    )
+
+
+def documents_to_retire(
+    docs: Sequence[Document], deletes: Sequence[str], existing: dict[str, int]
+) -> list[int]:
+    """The `doc_id`s the change retires: the replaced documents, then the deleted ones.
+
+    Raises:
+        DocumentNotFoundError: a document to delete is not in `existing`.
+    """
+    missing = [d for d in deletes if d not in existing]
+    if missing:
+        raise DocumentNotFoundError(
+            f"document {missing[0]!r} is not in the active index"
+            if len(missing) == 1
+            else f"{len(missing)} documents are not in the active index, e.g. {missing[:3]}"
+        )
+    gone = [existing[d.doc_id] for d in docs if d.doc_id in existing]
+    return gone + [existing[d] for d in deletes]
+
+
+def unit_ids_of(conn: Connection, doc_ids: Sequence[int]) -> dict[str, np.ndarray]:
+    """Every level's unit ids of the documents `doc_ids` (what the in-memory index drops).
+    Reads the level tables."""
+    removed: dict[str, np.ndarray] = {}
+    for level, (table, id_column) in LEVEL_TABLES.items():
+        column = table.c.doc_id
+        removed[level] = np.asarray(
+            conn.execute(select(id_column).where(column.in_(doc_ids))).scalars().all(),
+            np.int64,
+        )
+    return removed
+
+
+# per level: the new units' id arrays and float32 vector matrices, one of each per document
+AddedUnits = dict[str, tuple[list[np.ndarray], list[np.ndarray]]]
+
+
+def store_vectors(
+    conn: Connection,
+    version_id: int,
+    vectors: Sequence[DocumentVectors],
+    ids: dict[str, list[int]],
+) -> AddedUnits:
+    """Write each new document's vectors, rounded to float16 like a build's files (so they are
+    served the same), as one `document_vectors` row whose blob pairs them with the unit ids
+    `insert_documents` gave (`ids`, in document order). Returns them per level."""
+    added: AddedUnits = {lv: ([], []) for lv in LEVELS}
+    at = dict.fromkeys(LEVELS, 0)
+    for vec in vectors:
+        per_level = {
+            level: m.numpy().astype(np.float16).astype(np.float32)
+            for level, m in (
+                ("document", vec.document[None]),
+                ("section", vec.sections),
+                ("paragraph", vec.paragraphs),
+                ("sentence", vec.sentences),
+                ("chunk", vec.chunks),
+            )
+        }
+        blob = {}
+        for level, matrix in per_level.items():
+            level_ids = ids[level][at[level] : at[level] + len(matrix)]
+            at[level] += len(matrix)
+            blob[level] = (level_ids, matrix)
+            added[level][0].append(np.asarray(level_ids, np.int64))
+            added[level][1].append(matrix)
+        conn.execute(
+            insert(document_vectors).values(
+                doc_id=blob["document"][0][0],
+                version_id=version_id,
+                payload=pack_vectors(blob),
+            )
+        )
+    return added
+
+
+def advance_revision(
+    conn: Connection, version_id: int, revision: int, counter: UnitCounter
+) -> None:
+    """Move the version from `revision` to the next one, recording the ordinals handed out
+    (`index_versions.revision`, `unit_ordinals`): a compare-and-set.
+
+    Raises:
+        IndexChangedError: another writer (elsewhere) committed first; the caller's
+            transaction rolls back.
+    """
+    moved = conn.execute(
+        update(index_versions)
+        .where(
+            index_versions.c.version_id == version_id,
+            index_versions.c.revision == revision,
+        )
+        .values(revision=revision + 1, unit_ordinals=dict(counter.next))
+    )
+    if moved.rowcount != 1:
+        raise IndexChangedError(
+            f"version {version_id} moved past revision {revision} while this change "
+            "was applied; retry"
+        )
+
+
+def stacked_units(added: AddedUnits, dim: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per level, the new unit ids `(n,)` and their vectors `(n, dim)`, all documents
+    stacked (empty arrays for a level with none)."""
+    return {
+        lv: (
+            np.concatenate(added[lv][0]) if added[lv][0] else np.empty(0, np.int64),
+            np.concatenate(added[lv][1]) if added[lv][1] else np.empty((0, dim)),
+        )
+        for lv in LEVELS
+    }

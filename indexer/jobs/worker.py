@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from indexer.builder.engines import make_encode_engine
+from indexer.builder.engines import EncodeEngine, make_encode_engine
 from indexer.builder.pipeline import BuildHooks, BuildResult, build_index, prepare_data_dir
 from indexer.config import Settings, load_configured_encoder
 from indexer.jobs.queue import (
@@ -37,6 +37,7 @@ from indexer.store.tables import JobStatus, VersionStatus
 from indexer.store.versions import active_version, collect_garbage, version_row
 from indexer.text.corpus import CorpusFormat
 from indexer.text.sentences import load_splitter
+from models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,35 @@ def run_reindex(
         Exception: any build error (the build is suspended, a retry resumes it).
     """
     params = ReindexParameters.from_dict(job.parameters)
+    settings = reindex_settings(settings, params)
+    cancel = threading.Event()  # set by the heartbeats when a cancel is requested
+    progress = JobProgress(engine, job.job_id, cancel=cancel, stop=stop or threading.Event())
+    hooks = BuildHooks(
+        on_version=lambda v: set_job_version(engine, job.job_id, v),
+        on_progress=progress,
+        resume_version=resumable_version(engine, job),
+        keep_on_failure=lambda error: not isinstance(error, JobCancelledError),
+    )
+    encoder = load_configured_encoder(settings, reindex_encoder_name(engine, params))
+    encode_engine = make_encode_engine(
+        params.engine, settings, encoder, settings.index.block_documents
+    )
+    with heartbeats(engine, job.job_id, worker, settings.jobs.heartbeat_seconds, cancel):
+        update_progress(engine, job.job_id, done=0, total=None, message="reading the source")
+        return build_source(
+            params,
+            settings,
+            engine,
+            encoder,
+            hooks=hooks,
+            show_progress=show_progress,
+            encode_engine=encode_engine,
+        )
+
+
+def reindex_settings(settings: Settings, params: ReindexParameters) -> Settings:
+    """`settings` with the job's index options (`chunk_tokens`, `block_documents`) where
+    it gives them."""
     index_settings = settings.index.model_copy(
         update={
             k: v
@@ -99,81 +129,116 @@ def run_reindex(
             if v is not None
         }
     )
-    settings = settings.model_copy(update={"index": index_settings})
-    cancel = threading.Event()
-    stop = stop or threading.Event()
-    first: list[tuple[float, int]] = []  # (time, done) at the first committed block
-    last_report = [0.0]
+    return settings.model_copy(update={"index": index_settings})
 
-    def on_progress(done: int, total: int) -> None:
+
+class JobProgress:
+    """A job's `BuildHooks.on_progress`: records the build's progress on the job (at most
+    every `REPORT_SECONDS`, and at the end), with the rate and time left measured from the
+    first committed block, then stops the build if the job was cancelled (`cancel`) or the
+    worker is stopping (`stop`)."""
+
+    REPORT_SECONDS = 0.5
+
+    def __init__(
+        self, engine: Engine, job_id: int, *, cancel: threading.Event, stop: threading.Event
+    ) -> None:
+        self.engine = engine
+        self.job_id = job_id
+        self.cancel = cancel
+        self.stop = stop
+        self.first: tuple[float, int] | None = None  # (time, done) at the first block
+        self.last_report = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        """`done` of `total` sentences are committed.
+
+        Raises:
+            JobCancelledError: the job was cancelled.
+            WorkerStoppingError: the worker is stopping.
+        """
         now = time.monotonic()
-        if not first:
-            first.append((now, done))
-        if now - last_report[0] >= 0.5 or done >= total:
-            last_report[0] = now
-            since, base = first[0]
-            rate = (done - base) / (now - since) if now > since and done > base else None
-            eta = (total - done) / rate if rate else None
-            update_progress(
-                engine,
-                job.job_id,
-                done=done,
-                total=total,
-                rate=round(rate, 1) if rate else None,
-                eta_seconds=round(eta, 1) if eta is not None else None,
-                message="encoding",
-            )
-        if cancel.is_set():
-            raise JobCancelledError(f"job {job.job_id} was cancelled")
-        if stop.is_set():
+        first = self.first = self.first or (now, done)
+        if now - self.last_report >= self.REPORT_SECONDS or done >= total:
+            self.last_report = now
+            self._report(first, now, done, total)
+        if self.cancel.is_set():
+            raise JobCancelledError(f"job {self.job_id} was cancelled")
+        if self.stop.is_set():
             raise WorkerStoppingError("the worker is stopping; retry the job to resume")
 
-    resume = None
-    if job.version_id is not None:
-        row = version_row(engine, job.version_id)
-        if row is not None and row.status in (VersionStatus.suspended, VersionStatus.building):
-            resume = job.version_id
-    hooks = BuildHooks(
-        on_version=lambda v: set_job_version(engine, job.job_id, v),
-        on_progress=on_progress,
-        resume_version=resume,
-        keep_on_failure=lambda error: not isinstance(error, JobCancelledError),
-    )
-    encoder_name = params.encoder
-    if encoder_name is None and params.source == CURRENT:  # `current` keeps its encoder
-        recorded = active_version(engine).manifest["encoder"]
-        encoder_name = recorded.get("source") or recorded["name"]
-    encoder = load_configured_encoder(settings, encoder_name)
-    encode_engine = make_encode_engine(
-        params.engine, settings, encoder, settings.index.block_documents
-    )
-    with heartbeats(engine, job.job_id, worker, settings.jobs.heartbeat_seconds, cancel):
-        update_progress(engine, job.job_id, done=0, total=None, message="reading the source")
-        if params.source == CURRENT:
-            current = active_version(engine)
-            return build_index(
-                None,
-                settings=settings,
-                engine=engine,
-                encoder=encoder,
-                splitter=load_splitter(settings.punkt_params),
-                documents=stored_documents(engine, current.version_id),
-                source_label=f"current (stored documents of version {current.version_id})",
-                hooks=hooks,
-                show_progress=show_progress,
-                encode_engine=encode_engine,
-            )
+    def _report(self, first: tuple[float, int], now: float, done: int, total: int) -> None:
+        since, base = first
+        rate = (done - base) / (now - since) if now > since and done > base else None
+        eta = (total - done) / rate if rate else None
+        update_progress(
+            self.engine,
+            self.job_id,
+            done=done,
+            total=total,
+            rate=round(rate, 1) if rate else None,
+            eta_seconds=round(eta, 1) if eta is not None else None,
+            message="encoding",
+        )
+
+
+def resumable_version(engine: Engine, job: JobRow) -> int | None:
+    """The version an earlier attempt of `job` suspended (or left `building`), to resume;
+    None to start a new build. Reads `index_versions`."""
+    if job.version_id is None:
+        return None
+    row = version_row(engine, job.version_id)
+    if row is not None and row.status in (VersionStatus.suspended, VersionStatus.building):
+        return job.version_id
+    return None
+
+
+def reindex_encoder_name(engine: Engine, params: ReindexParameters) -> str | None:
+    """The encoder the job names; for `current` naming none, the active version's own (as
+    its manifest records it); else None (the configured one)."""
+    if params.encoder is None and params.source == CURRENT:
+        recorded = active_version(engine).published_manifest()["encoder"]
+        return recorded.get("source") or recorded["name"]
+    return params.encoder
+
+
+def build_source(
+    params: ReindexParameters,
+    settings: Settings,
+    engine: Engine,
+    encoder: Encoder,
+    *,
+    hooks: BuildHooks,
+    show_progress: bool,
+    encode_engine: EncodeEngine,
+) -> BuildResult:
+    """Build the job's source: the corpus at `params.source`, or for `current` the stored
+    documents of the active version (read when the build starts)."""
+    if params.source == CURRENT:
+        current = active_version(engine)
         return build_index(
-            Path(params.source),
+            None,
             settings=settings,
             engine=engine,
             encoder=encoder,
             splitter=load_splitter(settings.punkt_params),
-            fmt=CorpusFormat(params.format),
+            documents=stored_documents(engine, current.version_id),
+            source_label=f"current (stored documents of version {current.version_id})",
             hooks=hooks,
             show_progress=show_progress,
             encode_engine=encode_engine,
         )
+    return build_index(
+        Path(params.source),
+        settings=settings,
+        engine=engine,
+        encoder=encoder,
+        splitter=load_splitter(settings.punkt_params),
+        fmt=CorpusFormat(params.format),
+        hooks=hooks,
+        show_progress=show_progress,
+        encode_engine=encode_engine,
+    )
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Insert, create_engine, event
 from sqlalchemy.engine import make_url
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,18 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
 def connected(bind: Engine | Connection) -> contextlib.AbstractContextManager[Connection]:
     """`bind` itself when it is a connection (a caller's snapshot), else a new connection."""
     return contextlib.nullcontext(bind) if isinstance(bind, Connection) else bind.connect()
+
+
+def insert_one(conn: Connection, statement: Insert) -> int:
+    """Run a single-row INSERT; the primary key its row was given.
+
+    Raises:
+        DatabaseError: the driver reported no key (a table without an integer primary key).
+    """
+    key = conn.execute(statement).inserted_primary_key
+    if key is None:
+        raise DatabaseError("the INSERT gave its row no primary key")
+    return int(key[0])
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

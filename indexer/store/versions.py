@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from indexer.store.db import insert_one
 from indexer.store.manifest import Manifest
 from indexer.store.tables import (
     JobStatus,
@@ -57,6 +58,17 @@ class VersionRow:
     def __post_init__(self) -> None:  # SQL gives the status as a plain string
         object.__setattr__(self, "status", VersionStatus(self.status))
 
+    def published_manifest(self) -> dict[str, Any]:
+        """The manifest, which every published version has (`publish_version` writes it with
+        the `ready` status), as SQL gives it back (a plain dict).
+
+        Raises:
+            RuntimeError: the version was never published.
+        """
+        if self.manifest is None:
+            raise RuntimeError(f"version {self.version_id} has no manifest: never published")
+        return self.manifest
+
 
 _VERSION_COLUMNS = (
     index_versions.c.version_id,
@@ -76,15 +88,15 @@ def _now() -> datetime:
 def create_version(engine: Engine, *, encoder_name: str, path: str) -> int:
     """Insert a `building` version and return its id."""
     with engine.begin() as conn:
-        result = conn.execute(
+        return insert_one(
+            conn,
             insert(index_versions).values(
                 status=VersionStatus.building,
                 encoder_name=encoder_name,
                 path=path,
                 created_at=_now(),
-            )
+            ),
         )
-        return int(result.inserted_primary_key[0])
 
 
 def publish_version(
