@@ -39,100 +39,125 @@ class UnitCounter:
         return [unit_id(self.version_id, i) for i in range(start, start + n)]
 
 
+Row = dict[str, Any]  # one SQL row's column values
+
+# parents before children (foreign keys)
+INSERT_ORDER = (
+    (documents, "document"),
+    (sections, "section"),
+    (paragraphs, "paragraph"),
+    (sentences, "sentence"),
+    (chunks, "chunk"),
+)
+
+
 def insert_documents(
     conn: Connection, version_id: int, docs: Sequence[Document], counter: UnitCounter
 ) -> dict[str, list[int]]:
     """Insert the rows of `docs` and return the ids given to each level, in document order."""
-    rows: dict[str, list[dict[str, Any]]] = {level: [] for level in LEVEL_TABLES}
+    rows: dict[str, list[Row]] = {level: [] for level in LEVEL_TABLES}
     ids: dict[str, list[int]] = {level: [] for level in LEVEL_TABLES}
     for doc in docs:
-        counts = doc.counts()
-        doc_id = counter.take("document", 1)[0]
-        section_ids = counter.take("section", counts["section"])
-        paragraph_ids = iter(counter.take("paragraph", counts["paragraph"]))
-        sentence_ids = iter(counter.take("sentence", counts["sentence"]))
-        chunk_ids = counter.take("chunk", counts["chunk"])
-        ids["document"].append(doc_id)
-        ids["section"].extend(section_ids)
-        ids["chunk"].extend(chunk_ids)
-        rows["document"].append(
-            {
-                "doc_id": doc_id,
-                "version_id": version_id,
-                "external_id": doc.doc_id,
-                "title": doc.title,
-                "text": doc.text,
-                "metadata": dict(doc.metadata),
-            }
-        )
-        p_pos = s_pos = 0
-        for s_idx, section in enumerate(doc.sections):
-            rows["section"].append(
-                {
-                    "section_id": section_ids[s_idx],
-                    "version_id": version_id,
-                    "doc_id": doc_id,
-                    "position": s_idx,
-                    "title": section.title,
-                    "char_start": section.start,
-                    "char_end": section.end,
-                }
-            )
-            for paragraph in section.paragraphs:
-                paragraph_id = next(paragraph_ids)
-                ids["paragraph"].append(paragraph_id)
-                rows["paragraph"].append(
-                    {
-                        "paragraph_id": paragraph_id,
-                        "version_id": version_id,
-                        "doc_id": doc_id,
-                        "section_id": section_ids[s_idx],
-                        "position": p_pos,
-                        "char_start": paragraph.start,
-                        "char_end": paragraph.end,
-                        "page": page_at(doc.metadata.get("pages"), paragraph.start),
-                    }
-                )
-                p_pos += 1
-                for sentence in paragraph.sentences:
-                    sentence_id = next(sentence_ids)
-                    ids["sentence"].append(sentence_id)
-                    rows["sentence"].append(
-                        {
-                            "sentence_id": sentence_id,
-                            "version_id": version_id,
-                            "doc_id": doc_id,
-                            "paragraph_id": paragraph_id,
-                            "position": s_pos,
-                            "char_start": sentence.start,
-                            "char_end": sentence.end,
-                        }
-                    )
-                    s_pos += 1
-        for c_pos, chunk in enumerate(doc.chunks):
-            rows["chunk"].append(
-                {
-                    "chunk_id": chunk_ids[c_pos],
-                    "version_id": version_id,
-                    "doc_id": doc_id,
-                    "section_id": section_ids[chunk.section],
-                    "position": c_pos,
-                    "char_start": chunk.start,
-                    "char_end": chunk.end,
-                    "n_tokens": chunk.n_tokens,
-                }
-            )
-    # parents before children (foreign keys)
-    for table, level in (
-        (documents, "document"),
-        (sections, "section"),
-        (paragraphs, "paragraph"),
-        (sentences, "sentence"),
-        (chunks, "chunk"),
-    ):
+        doc_ids = take_ids(doc, counter)
+        for level, level_rows in document_rows(doc, version_id, doc_ids).items():
+            rows[level].extend(level_rows)
+            ids[level].extend(doc_ids[level])
+    for table, level in INSERT_ORDER:
         if rows[level]:
             conn.execute(insert(table), rows[level])
     return ids
+
+
+def take_ids(doc: Document, counter: UnitCounter) -> dict[str, list[int]]:
+    """The next ids of every level for the units of `doc`, in document order."""
+    counts = doc.counts()
+    return {level: counter.take(level, counts[level]) for level in LEVEL_TABLES}
+
+
+def document_rows(
+    doc: Document, version_id: int, ids: dict[str, list[int]]
+) -> dict[str, list[Row]]:
+    """The rows of every level of one document whose units get `ids` (from `take_ids`):
+    positions count within the document, each row names its parents."""
+    doc_id = ids["document"][0]
+    document: Row = {
+        "doc_id": doc_id,
+        "version_id": version_id,
+        "external_id": doc.doc_id,
+        "title": doc.title,
+        "text": doc.text,
+        "metadata": dict(doc.metadata),
+    }
+    paragraph_rows, sentence_rows = _paragraph_and_sentence_rows(doc, version_id, ids)
+    return {
+        "document": [document],
+        "section": [
+            {
+                "section_id": ids["section"][position],
+                "version_id": version_id,
+                "doc_id": doc_id,
+                "position": position,
+                "title": section.title,
+                "char_start": section.start,
+                "char_end": section.end,
+            }
+            for position, section in enumerate(doc.sections)
+        ],
+        "paragraph": paragraph_rows,
+        "sentence": sentence_rows,
+        "chunk": [
+            {
+                "chunk_id": ids["chunk"][position],
+                "version_id": version_id,
+                "doc_id": doc_id,
+                "section_id": ids["section"][chunk.section],
+                "position": position,
+                "char_start": chunk.start,
+                "char_end": chunk.end,
+                "n_tokens": chunk.n_tokens,
+            }
+            for position, chunk in enumerate(doc.chunks)
+        ],
+    }
+
+
+def _paragraph_and_sentence_rows(
+    doc: Document, version_id: int, ids: dict[str, list[int]]
+) -> tuple[list[Row], list[Row]]:
+    """The paragraph and sentence rows of one document: each paragraph in its section, each
+    sentence in its paragraph, with the page a paragraph starts on (PDFs)."""
+    doc_id = ids["document"][0]
+    paragraph_ids, sentence_ids = iter(ids["paragraph"]), iter(ids["sentence"])
+    paragraph_rows: list[Row] = []
+    sentence_rows: list[Row] = []
+    for section_id, section in zip(ids["section"], doc.sections, strict=True):
+        for paragraph in section.paragraphs:
+            paragraph_id = next(paragraph_ids)
+            paragraph_rows.append(
+                {
+                    "paragraph_id": paragraph_id,
+                    "version_id": version_id,
+                    "doc_id": doc_id,
+                    "section_id": section_id,
+                    "position": len(paragraph_rows),
+                    "char_start": paragraph.start,
+                    "char_end": paragraph.end,
+                    "page": page_at(doc.metadata.get("pages"), paragraph.start),
+                }
+            )
+            for sentence in paragraph.sentences:
+                sentence_rows.append(
+                    {
+                        "sentence_id": next(sentence_ids),
+                        "version_id": version_id,
+                        "doc_id": doc_id,
+                        "paragraph_id": paragraph_id,
+                        "position": len(sentence_rows),
+                        "char_start": sentence.start,
+                        "char_end": sentence.end,
+                    }
+                )
+    return paragraph_rows, sentence_rows
 
 
 def delete_version_rows(conn: Connection, version_id: int) -> None:
@@ -175,7 +200,8 @@ def pack_vectors(level_vectors: dict[str, tuple[list[int], np.ndarray]]) -> byte
     for level, (ids, vectors) in level_vectors.items():
         arrays[f"{level}_ids"] = np.asarray(ids, np.int64)
         arrays[f"{level}_vectors"] = np.asarray(vectors, np.float16)
-    np.savez(buffer, **arrays)
+    # numbers only; naming `allow_pickle` tells the type checker `**arrays` does not fill it
+    np.savez(buffer, allow_pickle=False, **arrays)
     return buffer.getvalue()
 
 

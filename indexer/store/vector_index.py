@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -68,10 +69,12 @@ class FaissIndex:
             is made again from it.
     """
 
-    def __init__(self, index: faiss.Index, factory: str, host: faiss.Index | None = None) -> None:
+    def __init__(
+        self, index: faiss.Index, factory: str, host: faiss.IndexIDMap | None = None
+    ) -> None:
         self.index = index
         self.factory = factory
-        self.host = host if host is not None else index
+        self.host = host if host is not None else _id_mapped(index)
 
     @property
     def on_gpu(self) -> bool:
@@ -131,10 +134,12 @@ class FaissIndex:
         else:
             selector = faiss.IDSelectorBatch(within)  # external ids: the IDMap translates
             ivf = faiss.try_extract_index_ivf(faiss.downcast_index(self.host.index))
+            # faiss's Python wrapper takes the fields as keywords (and keeps `sel` alive);
+            # its stubs only know the bare constructors
             params = (
-                faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nprobe)
+                faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nprobe)  # type: ignore[call-arg]
                 if ivf is not None
-                else faiss.SearchParameters(sel=selector)
+                else faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
             )
             scores, ids = self.host.search(queries, min(k, len(within)), params=params)
         keep = ids >= 0
@@ -142,19 +147,23 @@ class FaissIndex:
 
     def flat_storage(self) -> int | None:
         """The address of the vectors a CPU Flat index stores, or None for other indexes."""
+        inner = self._flat()
+        return int(inner.get_xb()) if inner is not None else None
+
+    def _flat(self) -> faiss.IndexFlat | None:
+        """The CPU Flat index inside the IDMap when it is one and holds vectors, else None."""
         inner = faiss.downcast_index(self.host.index)
         if not isinstance(inner, faiss.IndexFlat) or self.count == 0:
             return None
-        return int(inner.get_xb())
+        return inner
 
     def stored_vectors(self) -> np.ndarray | None:
         """The float32 vectors a Flat index stores `(n, d)`, in insertion order, as a view of
         the index's own memory (no copy), or None for other indexes. The view keeps this
         index's storage alive; it is valid until the index is changed (`add`, `remove`)."""
-        address = self.flat_storage()
-        if address is None:
+        inner = self._flat()
+        if inner is None:
             return None
-        inner = faiss.downcast_index(self.host.index)
         raw = faiss.rev_swig_ptr(inner.get_xb(), self.count * self.dim)  # (n * d,) a view
         return np.asarray(_Owned(raw.reshape(self.count, self.dim), self.host))
 
@@ -172,7 +181,7 @@ class FaissIndex:
 
     def copy(self) -> FaissIndex:
         """An independent copy (searches on the original may continue meanwhile)."""
-        host = faiss.clone_index(self.host)
+        host = _id_mapped(faiss.clone_index(self.host))
         return (
             FaissIndex(_to_gpu(host), self.factory, host)
             if self.on_gpu
@@ -200,7 +209,7 @@ class FaissIndex:
 
     def to_gpu(self) -> FaissIndex:
         """A copy on the GPU, or sharded over all visible GPUs when there are several."""
-        host = faiss.clone_index(self.host)
+        host = _id_mapped(faiss.clone_index(self.host))
         return FaissIndex(_to_gpu(host), self.factory, host)
 
     def save(self, path: Path) -> None:
@@ -210,6 +219,17 @@ class FaissIndex:
     def load(cls, path: Path, factory: str, *, mmap: bool = False) -> FaissIndex:
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         return cls(faiss.read_index(str(path), flags), factory)
+
+
+def _id_mapped(index: faiss.Index) -> faiss.IndexIDMap:
+    """`index` as the IDMap a `FaissIndex` holds on the CPU: its labels are the caller's ids.
+
+    Raises:
+        TypeError: `index` is not id-mapped.
+    """
+    if not isinstance(index, faiss.IndexIDMap):
+        raise TypeError(f"a FaissIndex holds an IDMap index, not {type(index).__name__}")
+    return index
 
 
 class _Owned:
@@ -225,13 +245,17 @@ class _Owned:
 _GPU_RESOURCES: dict[int, faiss.StandardGpuResources] = {}  # one per device, kept alive
 
 
-def _gpu_resources(device: int):  # noqa: ANN202
+def _gpu_resources(device: int) -> faiss.StandardGpuResources:
     if device not in _GPU_RESOURCES:
         _GPU_RESOURCES[device] = faiss.StandardGpuResources()
     return _GPU_RESOURCES[device]
 
 
-def shard(index: faiss.Index, n_shards: int, place=None) -> faiss.Index:  # noqa: ANN001
+def shard(
+    index: faiss.IndexIDMap,
+    n_shards: int,
+    place: Callable[[int, faiss.Index], faiss.Index] | None = None,
+) -> faiss.Index:
     """Split an id-mapped CPU `index` into `n_shards` disjoint parts (ids dealt round-robin)
     searched together as one `faiss.IndexShards`; `place(i, part)` puts part i on its device
     (the identity by default, which keeps them on the CPU).
@@ -239,15 +263,17 @@ def shard(index: faiss.Index, n_shards: int, place=None) -> faiss.Index:  # noqa
     IndexShards queries every part and merges their top k, so a sharded Flat index answers
     exactly as the whole one does."""
     ids = faiss.vector_to_array(index.id_map).astype(np.int64)
-    shards = faiss.IndexShards(index.d, True, False)  # threaded, keep each part's own ids
+    shards = faiss.IndexShards(index.d, True)  # threaded
+    shards.successive_ids = False  # keep each part's own ids
     for i in range(n_shards):
-        part, _ = _without(faiss.clone_index(index), np.delete(ids, np.s_[i::n_shards]))
-        part = place(i, part) if place is not None else part
-        shards.add_shard(part)  # faiss's wrapper keeps a reference to `part`
+        others = np.delete(ids, np.s_[i::n_shards])
+        part, _ = _without(_id_mapped(faiss.clone_index(index)), others)
+        placed = place(i, part) if place is not None else part
+        shards.add_shard(placed)  # faiss's wrapper keeps a reference to it
     return shards
 
 
-def _without(index: faiss.Index, ids: np.ndarray) -> tuple[faiss.Index, int]:
+def _without(index: faiss.IndexIDMap, ids: np.ndarray) -> tuple[faiss.IndexIDMap, int]:
     """The id-mapped CPU `index` without `ids` (in place when it can be), and how many of
     them it held.
 
@@ -258,7 +284,8 @@ def _without(index: faiss.Index, ids: np.ndarray) -> tuple[faiss.Index, int]:
     ids = np.ascontiguousarray(ids, dtype=np.int64)
     inner = faiss.downcast_index(index.index)
     if isinstance(inner, faiss.IndexFlat):
-        return index, int(index.remove_ids(ids))
+        # faiss's wrapper takes the ids as an array; its stub only knows an IDSelector
+        return index, int(index.remove_ids(ids))  # type: ignore[arg-type]
     stored = faiss.vector_to_array(index.id_map).astype(np.int64)
     gone = np.isin(stored, ids)
     if not gone.any():
@@ -275,7 +302,7 @@ def _without(index: faiss.Index, ids: np.ndarray) -> tuple[faiss.Index, int]:
     return rebuilt, int(gone.sum())
 
 
-def _to_gpu(index: faiss.Index) -> faiss.Index:
+def _to_gpu(index: faiss.IndexIDMap) -> faiss.Index:
     """`index` on the GPU (StandardGpuResources), or sharded over every GPU when there are
     several (IndexShards: each GPU holds a disjoint part and searches it)."""
     n = gpu_count()
