@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from indexer.text.corpus import CorpusFormat, Skipped, read_corpus
 from indexer.text.documents import Document
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import EmptyDocumentError, split_document
 from models import adapt, bregman, colde, graph, sdr
-from models.backbone import base_directory
-from models.composite import save_composite
+from models.backbone import base_directory, load_tokenizer
 from models.held_out import HeldOutPairs, held_out_pairs
+from models.tokens import TextTokenizer
 from models.training import TrainConfig, TrainingError, TrainResult, check_output, train
 from models.training_data import TrainingDocument, held_out_split
 
@@ -81,18 +82,23 @@ def run_training(
         )
     base = base_directory(config.base)
     check_output(out, kind, resume=resume, force=force)
+    tokenizer = load_tokenizer(base)
     options = config.options
     details: dict[str, Any] = {"base": str(config.base), "steps": config.steps}
     evaluate = None
     if config.eval_every:
         docs, held = held_out_split(docs, config.seed)
         pairs = held_out_pairs(held, options.get("pairs", "neighbours"))
-        evaluate = HeldOutPairs(pairs, float(options.get("temperature", adapt.TEMPERATURE)))
+        evaluate = HeldOutPairs(
+            pairs,
+            TextTokenizer(tokenizer, config.max_tokens),
+            float(options.get("temperature", adapt.TEMPERATURE)),
+        )
         logger.info("Holding out %d documents (%d pairs) for early stopping", len(held), len(pairs))
         details["held_out_documents"] = len(held)
     details["documents"] = len(docs)
     torch.manual_seed(config.seed)  # new heads start the same in every run of this config
-    model, sampler, save = _recipe(kind, docs, base, config, details)
+    model, sampler, save = _recipe(kind, docs, base, tokenizer, config, details)
     return train(
         model,
         config,
@@ -111,69 +117,69 @@ def _recipe(
     kind: str,
     docs: list[TrainingDocument],
     base: Path,
+    tokenizer: PreTrainedTokenizerBase,
     config: TrainConfig,
     details: dict[str, Any],
 ) -> tuple[torch.nn.Module, Callable[[random.Random], Any], Callable[[Any, Path], None]]:
-    """The model, batch sampler and encoder saver of `kind`."""
+    """The model, batch sampler and encoder saver of `kind`; the samplers tokenize."""
     options = config.options
-    save = lambda m, o: m.save(o, base, details)  # noqa: E731
+    tokens = TextTokenizer(tokenizer, config.max_tokens)
+    save = lambda m, o: m.save(o, tokenizer, base, details)  # noqa: E731
     if kind == "sdr":
-        sampler = sdr.SdrSampler(docs, config.batch_size, options.get("positives", "paragraph"))
+        positives = options.get("positives", "paragraph")
+        sampler = sdr.SdrSampler(docs, config.batch_size, positives, tokens)
         model = sdr.SdrModel.from_base(
             base,
-            config.max_tokens,
-            options.get("margin", 1.0),
-            float(options.get("mlm_weight", 1.0)),
+            tokenizer,
+            sdr.SdrConfig(
+                margin=options.get("margin", 1.0), mlm_weight=float(options.get("mlm_weight", 1.0))
+            ),
         )
     elif kind == "adapt":
-        sampler = adapt.PairSampler(docs, config.batch_size, options.get("pairs", "neighbours"))
+        pairs = options.get("pairs", "neighbours")
+        sampler = adapt.PairSampler(docs, config.batch_size, pairs, tokens)
         model = adapt.AdaptModel.from_base(
-            base, config.max_tokens, float(options.get("temperature", adapt.TEMPERATURE))
+            base, adapt.AdaptConfig(float(options.get("temperature", adapt.TEMPERATURE)))
         )
     elif kind == "bregman":
-        sampler = bregman.TextSampler(docs, config.batch_size, options.get("unit", "paragraph"))
+        unit = options.get("unit", "paragraph")
+        sampler = bregman.TextSampler(docs, config.batch_size, unit, tokens)
         model = bregman.BregmanModel.from_base(
             base,
-            config.max_tokens,
-            k=int(options.get("k", 8)),
-            weight=float(options.get("weight", 1.0)),
-            sigma=float(options.get("sigma", 2.0)),
+            bregman.BregmanConfig(
+                k=int(options.get("k", 8)),
+                weight=float(options.get("weight", 1.0)),
+                sigma=float(options.get("sigma", 2.0)),
+            ),
         )
     elif kind == "graph":
         model = graph.from_base(
             base,
-            dim=int(options.get("dim", 256)),
-            edges=options.get("edges", "neighbours"),
-            max_tokens=config.max_tokens,
-            temperature=float(options.get("temperature", 0.1)),
+            graph.GraphConfig(
+                dim=int(options.get("dim", 256)),
+                edges=options.get("edges", "neighbours"),
+                max_tokens=config.max_tokens,
+                temperature=float(options.get("temperature", 0.1)),
+            ),
         )
         sampler = graph.SubDocumentSampler.from_corpus(
-            docs, config.batch_size, model.passage_words, int(options.get("max_passages", 16))
+            docs,
+            tokens,
+            config.batch_size,
+            model.config.passage_words,
+            int(options.get("max_passages", 16)),
         )
-        save = _composite_saver("graph", details)
+        save = lambda m, o: m.save(o, tokenizer, details)  # noqa: E731
     else:
         model = colde.from_base(
-            base, dim=int(options.get("dim", 256)), max_tokens=config.max_tokens
+            base, colde.ColdeConfig(dim=int(options.get("dim", 256)), max_tokens=config.max_tokens)
         )
         sampler = colde.SectionSampler.from_corpus(
             docs,
+            colde.ChunkTokenizer(tokenizer, model.config),
             config.batch_size,
             int(options.get("views", 2)),
             use_labels=bool(options.get("use_labels", False)),
         )
-        save = _composite_saver("colde", details)
+        save = lambda m, o: m.save(o, tokenizer, details)  # noqa: E731
     return model, sampler, save
-
-
-def _composite_saver(kind: str, details: dict[str, Any]):  # noqa: ANN202
-    def save(model, out: Path) -> None:  # noqa: ANN001
-        save_composite(
-            model,
-            model.tokenizer,
-            out,
-            docsim_type=kind,
-            architecture=model.architecture(),
-            details=details,
-        )
-
-    return save

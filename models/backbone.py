@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,27 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from models.pooling import mean_pool
 from models.registry import LOAD_LOCK, EncoderNotFoundError, resolve_encoder_path
+from models.tokens import TokenBatch
 from models.training_data import TrainingError
 
 ST_FILES = ("sentence_bert_config.json",)
+
+
+@dataclass
+class EncoderOutput:
+    """The forward pass of a backbone with mean pooling. N texts, H hidden size."""
+
+    embeddings: torch.Tensor  # (N, H) float32, not normalised
+
+
+def mean_pooled(backbone: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
+    """`(N, H)` float32 mean of the backbone's last token states over each text's tokens."""
+    hidden = backbone(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask
+    ).last_hidden_state  # (N, T, H)
+    return mean_pool(hidden, batch.attention_mask)  # (N, H)
 
 
 def base_directory(base: str | Path) -> Path:
@@ -49,21 +67,8 @@ def load_backbone(base: Path, *, masked_lm: bool = False) -> PreTrainedModel:
             "--resume on its own output, or start from a transformer"
         )
     with LOAD_LOCK:
-        return loader.from_pretrained(base, local_files_only=True)
-
-
-def tokenize(
-    tokenizer: PreTrainedTokenizerBase, texts: list[str], max_tokens: int, device: torch.device
-) -> dict[str, torch.Tensor]:
-    encoded = tokenizer(
-        texts,
-        truncation=True,
-        max_length=max_tokens,
-        padding=True,
-        return_tensors="pt",
-        return_token_type_ids=False,
-    )
-    return {k: v.to(device) for k, v in encoded.items()}
+        model: PreTrainedModel = loader.from_pretrained(base, local_files_only=True)
+    return model
 
 
 def save_backbone_encoder(
@@ -90,4 +95,8 @@ def backbone_from_config(config: dict[str, Any]) -> PreTrainedModel:
     config = dict(config)
     model_type = config.pop("model_type")
     with LOAD_LOCK:
-        return AutoModel.from_config(AutoConfig.for_model(model_type, **config))
+        # transformers leaves `from_config` unannotated
+        model: PreTrainedModel = AutoModel.from_config(  # type: ignore[no-untyped-call]
+            AutoConfig.for_model(model_type, **config)
+        )
+    return model

@@ -11,17 +11,29 @@ the loss: the saved encoder is the pooled backbone.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.backbone import load_backbone, load_tokenizer, save_backbone_encoder, tokenize
+from models.backbone import EncoderOutput, load_backbone, mean_pooled, save_backbone_encoder
+from models.config import ModelConfig
 from models.losses import bregman_loss, in_batch_contrastive_loss
-from models.pooling import mean_pool
+from models.tokens import TextTokenizer, TokenBatch
 from models.training_data import TrainingDocument, require_documents
 
 SIMCSE_TEMPERATURE = 0.05
+UNITS = ("paragraph", "document")
+
+
+@dataclass(frozen=True)
+class BregmanConfig(ModelConfig):
+    k: int = 8  # sub-networks of the head
+    hidden: int = 128  # hidden size of each sub-network
+    weight: float = 1.0  # of the Bregman term; 0 leaves SimCSE alone
+    sigma: float = 2.0  # of the Gaussian kernel
 
 
 class BregmanHead(torch.nn.Module):
@@ -43,9 +55,11 @@ class TextSampler:
     """One text per document (a random paragraph, or the document's opening), no document
     twice in a batch (a repeated document would be a false negative)."""
 
-    def __init__(self, docs: list[TrainingDocument], batch_size: int, unit: str) -> None:
-        if unit not in ("paragraph", "document"):
-            raise ValueError("unit must be 'paragraph' or 'document'")
+    def __init__(
+        self, docs: list[TrainingDocument], batch_size: int, unit: str, tokens: TextTokenizer
+    ) -> None:
+        if unit not in UNITS:
+            raise ValueError(f"Invalid unit {unit!r}. Valid units are: {UNITS}.")
         self.units = [
             [" ".join(p) for p in d.paragraphs()] if unit == "paragraph" else [d.text()]
             for d in docs
@@ -53,57 +67,58 @@ class TextSampler:
         ]
         require_documents(len(self.units), batch_size, "SimCSE")
         self.batch_size = batch_size
+        self.tokens = tokens
 
-    def __call__(self, rng: random.Random) -> list[str]:
+    def draw(self, rng: random.Random) -> list[str]:
         picked = rng.sample(range(len(self.units)), self.batch_size)
         return [rng.choice(self.units[d]) for d in picked]
 
+    def __call__(self, rng: random.Random) -> TokenBatch:
+        return self.tokens(self.draw(rng))
+
 
 class BregmanModel(torch.nn.Module):
-    def __init__(
-        self,
-        backbone: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        max_tokens: int,
-        *,
-        k: int = 8,
-        weight: float = 1.0,
-        sigma: float = 2.0,
-    ) -> None:
+    """A backbone with mean pooling and, for the loss only, the Bregman head."""
+
+    def __init__(self, backbone: PreTrainedModel, config: BregmanConfig) -> None:
         super().__init__()
         self.backbone = backbone
-        self.tokenizer = tokenizer
-        self.max_tokens = max_tokens
-        self.head = BregmanHead(backbone.config.hidden_size, k)
-        self.weight = weight
-        self.sigma = sigma
+        self.config = config
+        self.head = BregmanHead(backbone.config.hidden_size, config.k, config.hidden)
 
     @classmethod
-    def from_base(cls, base: Path, max_tokens: int, **options: float) -> BregmanModel:
-        return cls(load_backbone(base), load_tokenizer(base), max_tokens, **options)
+    def from_base(cls, base: Path, config: BregmanConfig | None = None) -> BregmanModel:
+        return cls(load_backbone(base), config or BregmanConfig())
 
-    def embed(self, texts: list[str]) -> torch.Tensor:
-        """`(N, H)` float32 mean-pooled token states of the backbone, on the model's device."""
-        inputs = tokenize(self.tokenizer, texts, self.max_tokens, next(self.parameters()).device)
-        hidden = self.backbone(**inputs).last_hidden_state  # (N, T, H)
-        return mean_pool(hidden, inputs["attention_mask"])  # (N, H)
+    def forward(self, batch: TokenBatch) -> EncoderOutput:
+        return EncoderOutput(mean_pooled(self.backbone, batch))  # (N, H)
 
-    def loss(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        device = next(self.parameters()).device
-        inputs = tokenize(self.tokenizer, texts + texts, self.max_tokens, device)
-        hidden = self.backbone(**inputs).last_hidden_state  # dropout differs per row: 2 views
-        pooled = mean_pool(hidden, inputs["attention_mask"])  # (2N, H)
-        n = len(texts)
+    def embed(self, batch: TokenBatch) -> torch.Tensor:
+        """`(N, H)` float32 mean-pooled token states of the backbone."""
+        output: EncoderOutput = self(batch)
+        return output.embeddings
+
+    def loss(self, batch: TokenBatch) -> dict[str, torch.Tensor]:
+        """SimCSE's two dropout views of each of the N texts of `batch`, and the Bregman term."""
+        views = TokenBatch(
+            batch.input_ids.repeat(2, 1), batch.attention_mask.repeat(2, 1)
+        )  # (2N, T): every text twice, as tokenizing texts + texts gives
+        pooled = self.embed(views)  # (2N, H): dropout differs per row, so two views
+        n = len(batch.input_ids)
         terms = {
             "mnr": in_batch_contrastive_loss(
                 pooled[:n], pooled[n:], SIMCSE_TEMPERATURE, symmetric=False, normalize=True
             )
         }
-        if self.weight > 0:
-            terms["bregman"] = self.weight * bregman_loss(self.head(pooled), sigma=self.sigma)
+        if self.config.weight > 0:
+            terms["bregman"] = self.config.weight * bregman_loss(
+                self.head(pooled), sigma=self.config.sigma
+            )
         return terms
 
-    def save(self, out: Path, base: Path, details: dict) -> None:
+    def save(
+        self, out: Path, tokenizer: PreTrainedTokenizerBase, base: Path, details: dict[str, Any]
+    ) -> None:
         save_backbone_encoder(
-            self.backbone, self.tokenizer, out, docsim_type="bregman", base=base, details=details
+            self.backbone, tokenizer, out, docsim_type="bregman", base=base, details=details
         )

@@ -1,25 +1,43 @@
-"""Saving and loading the encoders that are more than a backbone (CoLDE, graph attention):
-`config.json` (docsim type, architecture, the backbone's config), `model.safetensors` (every
-weight) and the tokenizer files, all in one directory."""
+"""Saving and loading the encoders that are more than a backbone (CoLDE, graph attention).
+
+A directory holds `config.json`, `model.safetensors` (every weight) and the tokenizer files.
+`config.json` is `{"docsim_type", "architecture", "backbone", "details"}`: the model's
+architecture config (a `models.config.ModelConfig` as a dict), the backbone's Hugging Face
+config, and what the run recorded about itself. Directories saved before the architecture
+became a dataclass have the same layout and load as they are.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.backbone import backbone_from_config, load_tokenizer
+from models.backbone import backbone_from_config
 
 WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+
+
+@dataclass(frozen=True)
+class SavedComposite:
+    """What a composite directory holds, but the tokenizer (the encoder wrapper loads it)."""
+
+    docsim_type: str
+    architecture: dict[str, Any]  # the model's config, as saved
+    backbone: PreTrainedModel  # untrained: its weights are in `weights`
+    weights: dict[str, torch.Tensor]  # the whole model's state dict
 
 
 def save_composite(
     model: torch.nn.Module,
+    backbone: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     out: Path,
     *,
@@ -27,34 +45,41 @@ def save_composite(
     architecture: dict[str, Any],
     details: dict[str, Any],
 ) -> None:
-    backbone = model.backbone.config.to_dict()
+    """Save `model` (whose backbone is `backbone`) with its config and `tokenizer` to `out`."""
+    backbone_config = backbone.config.to_dict()
     for key in ("transformers_version", "_name_or_path", "architectures"):
-        backbone.pop(key, None)
+        backbone_config.pop(key, None)
     config = {
         "docsim_type": docsim_type,
         "architecture": architecture,
-        "backbone": backbone,
+        "backbone": backbone_config,
         "details": details,
     }
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(out / WEIGHTS))
     tokenizer.save_pretrained(out)
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    (out / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
-def load_composite(path: Path, build) -> tuple[torch.nn.Module, dict[str, Any]]:  # noqa: ANN001
-    """Rebuild the module (`build(backbone, tokenizer, **architecture)`) and its weights."""
-    config = json.loads((path / "config.json").read_text())
-    backbone = backbone_from_config(config["backbone"])
-    model = build(backbone, load_tokenizer(path), **config["architecture"])
-    model.load_state_dict(load_file(str(path / WEIGHTS)))
-    return model.eval(), config
+def read_composite(path: Path) -> SavedComposite:
+    """The config, an untrained backbone of the saved shape and the weights in `path`.
+
+    Raises:
+        KeyError: `config.json` lacks the docsim type, architecture or backbone.
+    """
+    config = json.loads((path / CONFIG).read_text())
+    return SavedComposite(
+        docsim_type=config["docsim_type"],
+        architecture=dict(config["architecture"]),
+        backbone=backbone_from_config(config["backbone"]),
+        weights=load_file(str(path / WEIGHTS)),
+    )
 
 
 def composite_identity(path: Path, name: str, dim: int, max_length: int) -> dict[str, Any]:
-    config_text = (path / "config.json").read_text()
-    config = json.loads(config_text)
+    """What an index manifest records of the composite encoder saved in `path`."""
+    config = json.loads((path / CONFIG).read_text())
     digest = hashlib.sha256()
     with (path / WEIGHTS).open("rb") as handle:
         while block := handle.read(1 << 20):

@@ -7,13 +7,15 @@ Dimensions: P pairs, H hidden size.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
+from models.early_stopping import Evaluation
 from models.losses import in_batch_contrastive_loss
-from models.training import Evaluation
+from models.tokens import HasParameters, TokenBatch, module_device
 from models.training_data import TrainingDocument, document_pairs, require
 
 MAX_PAIRS = 500
@@ -45,14 +47,24 @@ def partner_ranks(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
     return 1 + (sim > sim.diagonal()[:, None]).sum(dim=1)
 
 
+class PooledModel(HasParameters, Protocol):
+    """A module whose `embed` pools token batches into `(N, H)` vectors."""
+
+    def embed(self, batch: TokenBatch) -> torch.Tensor: ...
+
+
 class HeldOutPairs:
-    """Held-out pairs; called on a model (anything with `embed(texts) -> (N, H)`), it gives
-    the mean reciprocal rank of each side's partner among all held-out partners (both
-    directions; the score early stopping maximises), top-1 accuracy, and the symmetric
-    InfoNCE loss over the whole set at `temperature`."""
+    """Held-out pairs; called on a model, it gives the mean reciprocal rank of each side's
+    partner among all held-out partners (both directions; the score early stopping
+    maximises), top-1 accuracy, and the symmetric InfoNCE loss over the whole set at
+    `temperature`. `tokens` (a `TextTokenizer`) turns texts into the model's token batches."""
 
     def __init__(
-        self, pairs: list[tuple[str, str]], temperature: float = 0.05, batch_size: int = 64
+        self,
+        pairs: list[tuple[str, str]],
+        tokens: Callable[[Sequence[str]], TokenBatch],
+        temperature: float = 0.05,
+        batch_size: int = 64,
     ) -> None:
         require(
             len(pairs) >= 2,
@@ -60,13 +72,13 @@ class HeldOutPairs:
             "use --eval-every 0 or a corpus with longer documents",
         )
         self.pairs = pairs
+        self.tokens = tokens
         self.temperature = temperature
         self.batch_size = batch_size
 
-    def __call__(self, model: torch.nn.Module) -> Evaluation:
-        embed: Callable[[list[str]], torch.Tensor] = model.embed  # type: ignore[assignment]
-        first = self._embed(embed, [a for a, _ in self.pairs])  # (P, H)
-        second = self._embed(embed, [b for _, b in self.pairs])  # (P, H)
+    def __call__(self, model: PooledModel) -> Evaluation:
+        first = self._embed(model, [a for a, _ in self.pairs])  # (P, H)
+        second = self._embed(model, [b for _, b in self.pairs])  # (P, H)
         ranks = torch.cat([partner_ranks(first, second), partner_ranks(second, first)])  # (2P,)
         mrr = float((1.0 / ranks.float()).mean())
         loss = in_batch_contrastive_loss(first, second, self.temperature, normalize=True)
@@ -79,9 +91,10 @@ class HeldOutPairs:
             },
         )
 
-    def _embed(self, embed: Callable[[list[str]], torch.Tensor], texts: list[str]) -> torch.Tensor:
+    def _embed(self, model: PooledModel, texts: list[str]) -> torch.Tensor:
+        device = module_device(model)
         parts = [
-            embed(texts[i : i + self.batch_size]).float()
+            model.embed(self.tokens(texts[i : i + self.batch_size]).to(device)).float()
             for i in range(0, len(texts), self.batch_size)
         ]
         return torch.cat(parts)  # (N, H), on the model's device

@@ -29,7 +29,7 @@ import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -49,16 +49,24 @@ class BackendUnavailableError(RuntimeError):
 
 
 class PaddedBatch(Protocol):
-    input_ids: torch.Tensor  # (B, T) int64
-    attention_mask: torch.Tensor  # (B, T) int64
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """`(B, T)` int64."""
+        ...
+
+    @property
+    def attention_mask(self) -> torch.Tensor:
+        """`(B, T)` int64."""
+        ...
+
+
+BatchT = TypeVar("BatchT", bound=PaddedBatch)
 
 
 class ForwardBackend(Protocol):
     name: str
 
-    def hidden_states(
-        self, batches: Iterable[PaddedBatch]
-    ) -> Iterator[tuple[PaddedBatch, torch.Tensor]]:
+    def hidden_states(self, batches: Iterable[BatchT]) -> Iterator[tuple[BatchT, torch.Tensor]]:
         """Each batch, in order, with its `(B, T, H)` last hidden states."""
         ...
 
@@ -75,9 +83,7 @@ class TorchBackend:
         self.device = device
         self.amp_dtype = amp_dtype
 
-    def hidden_states(
-        self, batches: Iterable[PaddedBatch]
-    ) -> Iterator[tuple[PaddedBatch, torch.Tensor]]:
+    def hidden_states(self, batches: Iterable[BatchT]) -> Iterator[tuple[BatchT, torch.Tensor]]:
         for batch in batches:
             input_ids = batch.input_ids.to(self.device)
             mask = batch.attention_mask.to(self.device)
@@ -94,7 +100,10 @@ class LastHiddenState(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden: torch.Tensor = self.model(
+            input_ids=input_ids, attention_mask=attention_mask
+        ).last_hidden_state
+        return hidden
 
 
 class _LastHiddenFromEmbeddings(torch.nn.Module):
@@ -105,9 +114,10 @@ class _LastHiddenFromEmbeddings(torch.nn.Module):
         self.model = model
 
     def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(
+        hidden: torch.Tensor = self.model(
             inputs_embeds=inputs_embeds, attention_mask=attention_mask
         ).last_hidden_state
+        return hidden
 
 
 def _import_openvino() -> Any:
@@ -226,6 +236,20 @@ _COMPILED: dict[tuple[str, int, int], Any] = {}
 _COMPILED_LOCK = threading.Lock()
 
 
+def openvino_backend(device: torch.device, directory: Path, *, streams: int = 1) -> OpenVinoBackend:
+    """The OpenVINO backend for an encoder on `device`, from the export in `directory`.
+
+    Raises:
+        BackendUnavailableError: `device` is not the CPU (OpenVINO runs there), OpenVINO is
+            not installed, or `directory` holds no export.
+    """
+    if device.type != "cpu":
+        raise BackendUnavailableError(
+            f"the {OPENVINO_INT8} backend runs on the CPU, not {device} (use the {TORCH} backend)"
+        )
+    return OpenVinoBackend(directory, streams=streams)
+
+
 class OpenVinoBackend:
     """An exported OpenVINO model compiled for the CPU, at least two requests in flight.
 
@@ -293,13 +317,11 @@ class OpenVinoBackend:
         except queue.Empty:
             return self.compiled.create_infer_request()
 
-    def hidden_states(
-        self, batches: Iterable[PaddedBatch]
-    ) -> Iterator[tuple[PaddedBatch, torch.Tensor]]:
+    def hidden_states(self, batches: Iterable[BatchT]) -> Iterator[tuple[BatchT, torch.Tensor]]:
         idle = [self._request() for _ in range(max(2, self.streams))]
-        running: deque[tuple[Any, PaddedBatch]] = deque()
+        running: deque[tuple[Any, BatchT]] = deque()
 
-        def finish() -> tuple[PaddedBatch, torch.Tensor]:
+        def finish() -> tuple[BatchT, torch.Tensor]:
             request, batch = running.popleft()
             request.wait()
             hidden = torch.from_numpy(request.get_output_tensor(0).data.copy())  # (B, T, H)

@@ -9,8 +9,10 @@ from typing import Any
 
 from safetensors import SafetensorError
 
+from models.colde import ColdeEncoder, ColdeModel
 from models.encoder import Encoder
-from models.registry import (  # noqa: F401 - the loading API re-exports where encoders live
+from models.graph import GraphDocumentModel, GraphEncoder
+from models.registry import (
     BUILTIN_DISPLAY_NAMES,
     BUILTIN_ENCODERS,
     DEFAULT_ENCODER,
@@ -22,7 +24,23 @@ from models.registry import (  # noqa: F401 - the loading API re-exports where e
 )
 from models.transformer import WEIGHT_FILES, TransformerEncoder
 
+# the loading API re-exports where encoders live
+__all__ = [
+    "BACKBONE_TYPES",
+    "BUILTIN_DISPLAY_NAMES",
+    "BUILTIN_ENCODERS",
+    "DEFAULT_ENCODER",
+    "LOAD_LOCK",
+    "EncoderNotFoundError",
+    "_minilm_path",
+    "builtin_for_path",
+    "load_encoder",
+    "resolve_encoder_path",
+]
+
 logger = logging.getLogger(__name__)
+
+LoadedEncoder = TransformerEncoder | ColdeEncoder | GraphEncoder
 
 # docsim types saved as a plain backbone that mean pooling makes the encoder (`None`: a
 # Hugging Face / sentence-transformers directory)
@@ -38,7 +56,7 @@ def load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
     return encoder
 
 
-def _load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
+def _load_encoder(name_or_path: str | Path, **options: Any) -> LoadedEncoder:
     """Load an encoder by built-in name or from a local directory.
 
     Args:
@@ -96,22 +114,14 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 def _build_encoder(
     docsim_type: str | None, name: str, path: Path, options: dict[str, Any]
-) -> Encoder:
+) -> LoadedEncoder:
     if docsim_type in BACKBONE_TYPES:  # a backbone with mean pooling
         if name in BUILTIN_ENCODERS:  # found again by name, wherever its package lives
             options = {**options, "source": name, "display_name": BUILTIN_DISPLAY_NAMES[name]}
         return TransformerEncoder.from_directory(path, name=name, **options)
-    from models.composite import load_composite
-
     if docsim_type == "colde":
-        from models.colde import ColdeEncoder, ColdeModel
-
-        model, _ = load_composite(path, ColdeModel)
-        return ColdeEncoder(model, name=name, source_dir=path, **_runtime(options))
-    from models.graph import GraphDocumentModel, GraphEncoder
-
-    model, _ = load_composite(path, GraphDocumentModel)
-    return GraphEncoder(model, name=name, source_dir=path, **options)
+        return ColdeEncoder(ColdeModel.load(path), name=name, source_dir=path, **_runtime(options))
+    return GraphEncoder(GraphDocumentModel.load(path), name=name, source_dir=path, **options)
 
 
 # Files a loadable directory holds: a tokenizer (any of these) and weights.

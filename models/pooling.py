@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+POOLING_MODES = ("mean", "cls")
+
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of the token states that the attention mask keeps.
@@ -23,6 +25,24 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     summed = (hidden.to(torch.float32) * weights).sum(dim=1)  # (B, H)
     counts = weights.sum(dim=1).clamp(min=1.0)  # (B, 1)
     return summed / counts
+
+
+def pool_states(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """`mean` pooling (see `mean_pool`) or `cls` (the first token's state).
+
+    Args:
+        hidden: `(B, T, H)` token states.
+        mask: `(B, T)` attention mask.
+        mode: `mean` or `cls`.
+
+    Returns:
+        `(B, H)` float32.
+    """
+    if mode == "mean":
+        return mean_pool(hidden, mask)
+    if mode == "cls":
+        return hidden[:, 0].to(torch.float32)
+    raise ValueError(f"Invalid pooling mode {mode!r}. Valid pooling modes are: {POOLING_MODES}.")
 
 
 def segment_mean(

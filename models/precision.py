@@ -14,11 +14,11 @@ PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
 def bf16_supported(device: torch.device) -> bool:
     """Whether bf16 matrix products run natively on `device` (AVX512-BF16/AMX, or CUDA)."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return bool(torch.cuda.is_bf16_supported())
     if device.type == "cpu":
-        return bool(
-            torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-        )
+        # torch leaves `mkldnn.is_available` unannotated
+        mkldnn = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+        return bool(mkldnn and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     return False
 
 

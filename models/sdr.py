@@ -14,32 +14,75 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.backbone import load_backbone, load_tokenizer, save_backbone_encoder, tokenize
+from models.backbone import EncoderOutput, load_backbone, mean_pooled, save_backbone_encoder
+from models.config import ModelConfig
 from models.losses import mlm_loss, sdr_contrastive_loss
 from models.pooling import mean_pool
+from models.tokens import TextTokenizer, TokenBatch
 from models.training_data import TrainingDocument, require
 
 INTRA_PROBABILITY = 0.5
+POSITIVES = ("paragraph", "document")
 
 
-@dataclass
-class SdrBatch:
+@dataclass(frozen=True)
+class SdrConfig(ModelConfig):
+    margin: float = 1.0  # of the contrastive term
+    mlm_weight: float = 1.0  # 0: no MLM term and no masking
+
+
+@dataclass(frozen=True)
+class MaskTokens:
+    """The token ids BERT masking needs, read once from the tokenizer."""
+
+    mask_token_id: int | None
+    special_ids: tuple[int, ...]  # never masked
+    vocab_size: int  # random replacements are drawn from [0, vocab_size)
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase) -> MaskTokens:
+        return cls(tokenizer.mask_token_id, tuple(tokenizer.all_special_ids), len(tokenizer))
+
+
+@dataclass(frozen=True)
+class SdrPairs:
+    """The sentence pairs a sampler drew, as texts."""
+
     first: list[str]
     second: list[str]
+    positive: list[bool]
+
+
+@dataclass(frozen=True)
+class SdrBatch:
+    """B sentence pairs as one token batch: the B first sentences, then the B second ones."""
+
+    tokens: TokenBatch  # (2B, T)
     positive: torch.Tensor  # (B,) bool
+
+    def to(self, device: torch.device) -> SdrBatch:
+        return SdrBatch(self.tokens.to(device), self.positive.to(device))
 
 
 class SdrSampler:
     """Draws SDR sentence pairs from a corpus."""
 
-    def __init__(self, docs: list[TrainingDocument], batch_size: int, positives: str) -> None:
-        if positives not in ("paragraph", "document"):
-            raise ValueError("positives must be 'paragraph' or 'document'")
+    def __init__(
+        self,
+        docs: list[TrainingDocument],
+        batch_size: int,
+        positives: str,
+        tokens: TextTokenizer,
+    ) -> None:
+        if positives not in POSITIVES:
+            raise ValueError(f"Invalid positives {positives!r}. Valid values are: {POSITIVES}.")
         self.batch_size = batch_size
+        self.tokens = tokens
         self.docs = [d.sentences() for d in docs if d.sentences()]
         units = (
             [p for d in docs for p in d.paragraphs()]
@@ -54,7 +97,7 @@ class SdrSampler:
             "use --positives document or a corpus with longer paragraphs",
         )
 
-    def __call__(self, rng: random.Random) -> SdrBatch:
+    def draw(self, rng: random.Random) -> SdrPairs:
         first, second, positive = [], [], []
         for _ in range(self.batch_size):
             if rng.random() < INTRA_PROBABILITY:
@@ -66,84 +109,99 @@ class SdrSampler:
                 positive.append(False)
             first.append(a)
             second.append(b)
-        return SdrBatch(first, second, torch.tensor(positive))
+        return SdrPairs(first, second, positive)
+
+    def __call__(self, rng: random.Random) -> SdrBatch:
+        pairs = self.draw(rng)
+        return SdrBatch(self.tokens(pairs.first + pairs.second), torch.tensor(pairs.positive))
 
 
 def mask_tokens(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
-    tokenizer: PreTrainedTokenizerBase,
+    tokens: MaskTokens,
     probability: float = 0.15,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking: 15% of real, non-special tokens are predicted; of those 80% become
     [MASK], 10% a random token, 10% stay. Returns the masked ids and the labels (-100 where
-    nothing is predicted). Uses torch's global generator (seeded per step by the trainer)."""
+    nothing is predicted), both `(B, T)`. Uses torch's global generator on the ids' device
+    (seeded per step by the trainer).
+
+    Raises:
+        ValueError: the tokenizer has no mask token.
+    """
+    if tokens.mask_token_id is None:
+        raise ValueError("SDR's MLM term needs a tokenizer with a mask token; use mlm_weight 0")
     special = torch.zeros_like(input_ids, dtype=torch.bool)
-    for token_id in tokenizer.all_special_ids:
+    for token_id in tokens.special_ids:
         special |= input_ids == token_id
     candidates = attention_mask.bool() & ~special  # (B, T)
     chosen = (torch.rand(input_ids.shape, device=input_ids.device) < probability) & candidates
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
     draw = torch.rand(input_ids.shape, device=input_ids.device)
     masked = input_ids.clone()
-    masked[chosen & (draw < 0.8)] = tokenizer.mask_token_id
+    masked[chosen & (draw < 0.8)] = tokens.mask_token_id
     swap = chosen & (draw >= 0.8) & (draw < 0.9)
-    masked[swap] = torch.randint(len(tokenizer), input_ids.shape, device=input_ids.device)[swap]
+    masked[swap] = torch.randint(tokens.vocab_size, input_ids.shape, device=input_ids.device)[swap]
     return masked, labels
 
 
 class SdrModel(torch.nn.Module):
     """A masked-LM backbone; `loss` gives SDR's two terms for a batch of pairs."""
 
-    def __init__(
-        self,
-        mlm: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        max_tokens: int,
-        margin: float = 1.0,
-        mlm_weight: float = 1.0,
-    ) -> None:
+    def __init__(self, mlm: PreTrainedModel, masking: MaskTokens, config: SdrConfig) -> None:
         super().__init__()
         self.mlm = mlm
-        self.tokenizer = tokenizer
-        self.max_tokens = max_tokens
-        self.margin = margin
-        self.mlm_weight = mlm_weight
+        self.masking = masking
+        self.config = config
 
     @classmethod
     def from_base(
-        cls, base: Path, max_tokens: int, margin: float = 1.0, mlm_weight: float = 1.0
+        cls, base: Path, tokenizer: PreTrainedTokenizerBase, config: SdrConfig | None = None
     ) -> SdrModel:
+        """The base with a masked-LM head (a missing head starts random); `tokenizer` is the
+        base's, for the ids masking uses."""
         mlm = load_backbone(base, masked_lm=True)
-        return cls(mlm, load_tokenizer(base), max_tokens, margin, mlm_weight)
+        return cls(mlm, MaskTokens.of(tokenizer), config or SdrConfig())
 
-    def embed(self, texts: list[str]) -> torch.Tensor:
-        """`(N, H)` float32 mean-pooled token states of the backbone, on the model's device."""
-        inputs = tokenize(self.tokenizer, texts, self.max_tokens, next(self.parameters()).device)
-        hidden = self.mlm.base_model(**inputs).last_hidden_state  # (N, T, H)
-        return mean_pool(hidden, inputs["attention_mask"])  # (N, H)
+    @property
+    def backbone(self) -> PreTrainedModel:
+        """The encoder under the MLM head: what the saved SDR encoder is."""
+        base = self.mlm.base_model
+        if not isinstance(base, PreTrainedModel):
+            raise TypeError(f"the MLM model's base is a {type(base).__name__}, not a model")
+        return base
+
+    def forward(self, batch: TokenBatch) -> EncoderOutput:
+        return EncoderOutput(mean_pooled(self.mlm.base_model, batch))  # (N, H)
+
+    def embed(self, batch: TokenBatch) -> torch.Tensor:
+        """`(N, H)` float32 mean-pooled token states of the backbone."""
+        output: EncoderOutput = self(batch)
+        return output.embeddings
 
     def loss(self, batch: SdrBatch) -> dict[str, torch.Tensor]:
-        device = next(self.parameters()).device
-        n = len(batch.first)
-        positive = batch.positive.to(device)
-        if self.mlm_weight == 0:  # no MLM head, no masking
-            pooled = self.embed(batch.first + batch.second)  # (2B, H)
+        n = len(batch.positive)
+        margin = self.config.margin
+        if self.config.mlm_weight == 0:  # no MLM head, no masking
+            pooled = self.embed(batch.tokens)  # (2B, H)
             return {
-                "contrastive": sdr_contrastive_loss(pooled[:n], pooled[n:], positive, self.margin)
+                "contrastive": sdr_contrastive_loss(pooled[:n], pooled[n:], batch.positive, margin)
             }
-        inputs = tokenize(self.tokenizer, batch.first + batch.second, self.max_tokens, device)
-        masked, labels = mask_tokens(inputs["input_ids"], inputs["attention_mask"], self.tokenizer)
-        out = self.mlm(
-            input_ids=masked, attention_mask=inputs["attention_mask"], output_hidden_states=True
-        )
-        pooled = mean_pool(out.hidden_states[-1], inputs["attention_mask"])  # (2B, H)
-        terms = {"contrastive": sdr_contrastive_loss(pooled[:n], pooled[n:], positive, self.margin)}
+        mask = batch.tokens.attention_mask
+        masked, labels = mask_tokens(batch.tokens.input_ids, mask, self.masking)
+        out = self.mlm(input_ids=masked, attention_mask=mask, output_hidden_states=True)
+        pooled = mean_pool(out.hidden_states[-1], mask)  # (2B, H)
+        terms = {
+            "contrastive": sdr_contrastive_loss(pooled[:n], pooled[n:], batch.positive, margin)
+        }
         if bool((labels != -100).any()):
-            terms["mlm"] = self.mlm_weight * mlm_loss(out.logits.float(), labels)
+            terms["mlm"] = self.config.mlm_weight * mlm_loss(out.logits.float(), labels)
         return terms
 
-    def save(self, out: Path, base: Path, details: dict) -> None:
+    def save(
+        self, out: Path, tokenizer: PreTrainedTokenizerBase, base: Path, details: dict[str, Any]
+    ) -> None:
         save_backbone_encoder(
-            self.mlm.base_model, self.tokenizer, out, docsim_type="sdr", base=base, details=details
+            self.backbone, tokenizer, out, docsim_type="sdr", base=base, details=details
         )

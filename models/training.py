@@ -15,7 +15,6 @@ untrained base when nothing beat it), not the last.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import random
@@ -24,15 +23,28 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 from tqdm import tqdm
 
+from models.early_stopping import BestModel, Evaluation
 from models.precision import autocast, autocast_dtype
+from models.tokens import DeviceBatch
 from models.training_data import TrainingError
 
 logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CHECKPOINT",
+    "REPORT",
+    "Evaluation",
+    "TrainConfig",
+    "TrainResult",
+    "TrainingError",
+    "check_output",
+    "train",
+]
 
 CHECKPOINT = "checkpoint"
 REPORT = "training.json"
@@ -64,15 +76,6 @@ class TrainConfig:
         values.pop("patience")  # or to wait longer
         values.pop("checkpoint_every")
         return values
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """One held-out evaluation: `score` (higher is better) picks the best model; `metrics`
-    (such as the held-out loss) are logged and recorded beside it."""
-
-    score: float
-    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,163 +122,222 @@ def check_output(out: Path, kind: str, *, resume: bool, force: bool) -> None:
         raise TrainingError(f"output {str(out)!r} is not empty; pass --force to replace it")
 
 
+ModelT = TypeVar("ModelT", bound=torch.nn.Module)
+BatchT = TypeVar("BatchT", bound=DeviceBatch)
+
+
 def train(
-    model: torch.nn.Module,
+    model: ModelT,
     config: TrainConfig,
     out: Path,
     *,
-    draw_batch: Callable[[random.Random], Any],
-    batch_loss: Callable[[torch.nn.Module, Any], dict[str, torch.Tensor]],
-    save_encoder: Callable[[torch.nn.Module, Path], None],
+    draw_batch: Callable[[random.Random], BatchT],
+    batch_loss: Callable[[ModelT, BatchT], dict[str, torch.Tensor]],
+    save_encoder: Callable[[ModelT, Path], None],
     device: torch.device,
-    evaluate: Callable[[torch.nn.Module], Evaluation] | None = None,
+    evaluate: Callable[[ModelT], Evaluation] | None = None,
     resume: bool = False,
     show_progress: bool = True,
 ) -> TrainResult:
     """Run (or resume) `config.steps` optimisation steps and save the encoder to `out`.
 
-    `batch_loss` returns named loss terms; their sum is optimised, and each is logged. With
-    `evaluate`, the saved encoder is the best evaluated one (see the module docstring).
+    `draw_batch` gives the batch of a step (moved to `device` here); `batch_loss` returns
+    named loss terms; their sum is optimised, and each is logged. With `evaluate`, the saved
+    encoder is the best evaluated one (see the module docstring).
     """
     out.mkdir(parents=True, exist_ok=True)
-    model.to(device).train()
-    optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad],
-        lr=config.learning_rate,
-        weight_decay=config.weight_decay,
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda step: min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0,
-    )
-    start, losses, best = 0, [], BestModel(config.patience)
-    checkpoint = out / CHECKPOINT
-    _recover_checkpoint(checkpoint)
+    run = _Run(model, config, device, out / CHECKPOINT)
     if resume:
-        start, losses, best = _load_checkpoint(model, optimizer, schedule, config, checkpoint)
-        logger.info("Resuming %s training at step %d", config.kind, start)
-    amp = autocast_dtype(config.precision, device)
-    if evaluate is not None and start == 0:
-        _evaluate(model, evaluate, 0, best, autocast(device, amp))
-    started, step = time.perf_counter(), start
+        run.restore()
+        logger.info("Resuming %s training at step %d", config.kind, run.start)
+    if evaluate is not None and run.start == 0:
+        run.evaluate(evaluate)
+    started = time.perf_counter()
     with tqdm(
-        total=config.steps, initial=start, desc=f"train {config.kind}", disable=not show_progress
+        total=config.steps,
+        initial=run.start,
+        desc=f"train {config.kind}",
+        disable=not show_progress,
     ) as bar:
-        while step < config.steps and not best.exhausted:
-            torch.manual_seed(config.seed + step)  # dropout, masking: the same after a resume
-            batch = draw_batch(random.Random(config.seed * 1_000_003 + step))
-            with autocast(device, amp):
-                terms = batch_loss(model, batch)
-            loss = sum(terms.values())
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            losses.append(float(loss.detach()))
-            step += 1
+        while run.step < config.steps and not run.best.exhausted:
+            run.optimise(draw_batch, batch_loss)
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
-            if step % max(1, config.checkpoint_every // 10) == 0 or step == start + 1:
-                logger.info(
-                    "step %d/%d loss %.4f (%s)",
-                    step,
-                    config.steps,
-                    losses[-1],
-                    ", ".join(f"{k} {float(v.detach()):.4f}" for k, v in terms.items()),
-                )
+            bar.set_postfix(loss=f"{run.losses[-1]:.4f}")
+            step = run.step
             if evaluate is not None and (
                 step == config.steps or (config.eval_every and step % config.eval_every == 0)
             ):
-                _evaluate(model, evaluate, step, best, autocast(device, amp))
-            if step % config.checkpoint_every == 0 or step == config.steps or best.exhausted:
-                _save_checkpoint(model, optimizer, schedule, config, step, losses, best, checkpoint)
-    stopped_early = best.exhausted and step < config.steps
-    if stopped_early:
-        logger.info(
-            "Stopped early at step %d: %d evaluations without improvement", step, best.stale
-        )
-    if best.state is not None:
-        model.load_state_dict(best.state)
-        if best.best_step == 0:
-            logger.warning("No step beat the untrained base: the output is the base itself")
-        else:
-            logger.info("Keeping the best evaluated model, from step %d", best.best_step)
-    model.eval()
-    save_encoder(model, out)
-    result = TrainResult(
-        steps=step,
-        losses=losses,
-        seconds=time.perf_counter() - started,
-        resumed_from=start,
-        evaluations=best.history,
-        best_step=best.best_step,
-        stopped_early=stopped_early,
-    )
+                run.evaluate(evaluate)
+            if step % config.checkpoint_every == 0 or step == config.steps or run.best.exhausted:
+                run.save_checkpoint()
+    result = run.finish(save_encoder, out, started)
     _write_report(result, config, out / REPORT)
     logger.info("Saved the %s encoder to %s", config.kind, out)
     return result
 
 
-class BestModel:
-    """The evaluations of a run so far, and a CPU copy of the best-scoring model's weights."""
+class _Run(Generic[ModelT]):
+    """One training run's state: the model, its optimizer and schedule, the step, the losses
+    and the evaluations; it steps, evaluates, checkpoints and restores."""
 
     def __init__(
-        self,
-        patience: int,
-        history: list[dict[str, float]] | None = None,
-        state: dict[str, torch.Tensor] | None = None,
+        self, model: ModelT, config: TrainConfig, device: torch.device, checkpoint: Path
     ) -> None:
-        self.patience = patience
-        self.history = history or []  # {"step", "score", **metrics} per evaluation
-        self.state = state
+        model.to(device).train()
+        self.model, self.config, self.device, self.checkpoint = model, config, device, checkpoint
+        self.optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad],
+            lr=config.learning_rate,
+            weight_decay=config.weight_decay,
+        )
+        warmup = config.warmup_steps
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
+        )
+        self.start = self.step = 0
+        self.losses: list[float] = []
+        self.best = BestModel(config.patience)
+        _recover_checkpoint(checkpoint)
+        self.amp = autocast_dtype(config.precision, device)
 
-    @property
-    def best_step(self) -> int | None:
-        """The step of the best evaluation (the earliest among equals), or None."""
-        if not self.history:
-            return None
-        return int(max(self.history, key=lambda e: e["score"])["step"])
+    def optimise(
+        self,
+        draw_batch: Callable[[random.Random], BatchT],
+        batch_loss: Callable[[ModelT, BatchT], dict[str, torch.Tensor]],
+    ) -> None:
+        """One optimisation step on the step's batch; logs the loss now and then."""
+        seed, step = self.config.seed, self.step
+        torch.manual_seed(seed + step)  # dropout, masking: the same after a resume
+        batch = draw_batch(random.Random(seed * 1_000_003 + step)).to(self.device)
+        with autocast(self.device, self.amp):
+            terms = batch_loss(self.model, batch)
+        loss = _total(terms)
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(loss)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.schedule.step()
+        self.losses.append(float(loss.detach()))
+        self.step += 1
+        if (
+            self.step % max(1, self.config.checkpoint_every // 10) == 0
+            or self.step == self.start + 1
+        ):
+            logger.info(
+                "step %d/%d loss %.4f (%s)",
+                self.step,
+                self.config.steps,
+                self.losses[-1],
+                ", ".join(f"{k} {float(v.detach()):.4f}" for k, v in terms.items()),
+            )
 
-    @property
-    def stale(self) -> int:
-        """Evaluations since the best one."""
-        steps = [e["step"] for e in self.history]
-        return len(steps) - 1 - steps.index(self.best_step) if steps else 0
+    def evaluate(self, evaluate: Callable[[ModelT], Evaluation]) -> None:
+        """Evaluate in eval mode without gradients, record it, and log it."""
+        self.model.eval()
+        with torch.no_grad(), autocast(self.device, self.amp):
+            evaluation = evaluate(self.model)
+        self.model.train()
+        improved = self.best.record(self.step, evaluation, self.model)
+        logger.info(
+            "step %d held-out score %.4f (%s)%s",
+            self.step,
+            evaluation.score,
+            ", ".join(f"{k} {v:.4f}" for k, v in evaluation.metrics.items()),
+            " best so far" if improved else f", {self.best.stale} without improvement",
+        )
 
-    @property
-    def exhausted(self) -> bool:
-        return self.patience > 0 and self.stale >= self.patience
+    def finish(
+        self, save_encoder: Callable[[ModelT, Path], None], out: Path, started: float
+    ) -> TrainResult:
+        """Keep the best evaluated weights (if evaluated), save the encoder to `out`."""
+        best = self.best
+        stopped_early = best.exhausted and self.step < self.config.steps
+        if stopped_early:
+            logger.info(
+                "Stopped early at step %d: %d evaluations without improvement",
+                self.step,
+                best.stale,
+            )
+        if best.state is not None:
+            self.model.load_state_dict(best.state)
+            if best.best_step == 0:
+                logger.warning("No step beat the untrained base: the output is the base itself")
+            else:
+                logger.info("Keeping the best evaluated model, from step %d", best.best_step)
+        self.model.eval()
+        save_encoder(self.model, out)
+        return TrainResult(
+            steps=self.step,
+            losses=self.losses,
+            seconds=time.perf_counter() - started,
+            resumed_from=self.start,
+            evaluations=best.history,
+            best_step=best.best_step,
+            stopped_early=stopped_early,
+        )
 
-    def record(self, step: int, evaluation: Evaluation, model: torch.nn.Module) -> bool:
-        """Add an evaluation; keep the model's weights when it is the best so far."""
-        self.history.append({"step": step, "score": evaluation.score, **evaluation.metrics})
-        improved = self.stale == 0
-        if improved:
-            self.state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        return improved
+    def save_checkpoint(self) -> None:
+        """Write the checkpoint to a new folder, then swap it in (a kill never leaves half)."""
+        folder = self.checkpoint
+        partial = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        torch.save(self.model.state_dict(), partial / "model.pt")
+        torch.save(self.optimizer.state_dict(), partial / "optimizer.pt")
+        torch.save(self.schedule.state_dict(), partial / "schedule.pt")
+        if self.best.state is not None:
+            torch.save(self.best.state, partial / "best.pt")
+        state = {
+            "step": self.step,
+            "config": self.config.comparable(),
+            "losses": self.losses,
+            "evaluations": self.best.history,
+        }
+        (partial / "state.json").write_text(json.dumps(state, indent=1))
+        old = folder.with_name(folder.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            folder.rename(old)
+        partial.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def restore(self) -> None:
+        """Restore the checkpoint's states, step, losses and evaluations.
+
+        Raises:
+            TrainingError: the checkpoint was made with another configuration.
+        """
+        folder, config = self.checkpoint, self.config
+        state = json.loads((folder / "state.json").read_text())
+        if state["config"] != config.comparable():
+            changed = sorted(
+                k for k in config.comparable() if state["config"].get(k) != config.comparable()[k]
+            )
+            raise TrainingError(
+                f"the checkpoint in {str(folder.parent)!r} was made with another configuration "
+                f"(differs in: {', '.join(changed)}); use the same options, or --force"
+            )
+        device = next(self.model.parameters()).device
+        self.model.load_state_dict(torch.load(folder / "model.pt", map_location=device))
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device))
+        self.schedule.load_state_dict(torch.load(folder / "schedule.pt"))
+        best_file = folder / "best.pt"
+        self.best = BestModel(
+            config.patience,
+            list(state.get("evaluations", [])),
+            torch.load(best_file, map_location="cpu") if best_file.exists() else None,
+        )
+        self.start = self.step = int(state["step"])
+        self.losses = list(state["losses"])
 
 
-def _evaluate(
-    model: torch.nn.Module,
-    evaluate: Callable[[torch.nn.Module], Evaluation],
-    step: int,
-    best: BestModel,
-    context: contextlib.AbstractContextManager[Any],
-) -> None:
-    """Evaluate in eval mode without gradients, record it, and log it."""
-    model.eval()
-    with torch.no_grad(), context:
-        evaluation = evaluate(model)
-    model.train()
-    improved = best.record(step, evaluation, model)
-    logger.info(
-        "step %d held-out score %.4f (%s)%s",
-        step,
-        evaluation.score,
-        ", ".join(f"{k} {v:.4f}" for k, v in evaluation.metrics.items()),
-        " best so far" if improved else f", {best.stale} without improvement",
-    )
+def _total(terms: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The sum of the loss terms, added in order (as `sum` would, without its leading 0)."""
+    values = list(terms.values())
+    total = values[0]
+    for value in values[1:]:
+        total = total + value
+    return total
 
 
 def _write_report(result: TrainResult, config: TrainConfig, path: Path) -> None:
@@ -297,60 +359,3 @@ def _recover_checkpoint(folder: Path) -> None:
     old = folder.with_name(folder.name + ".old")
     if not folder.exists() and old.exists():
         old.rename(folder)
-
-
-def _save_checkpoint(  # noqa: ANN001
-    model, optimizer, schedule, config, step, losses, best: BestModel, folder: Path
-) -> None:
-    """Write the checkpoint to a new folder, then swap it in (a kill never leaves half)."""
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    torch.save(model.state_dict(), partial / "model.pt")
-    torch.save(optimizer.state_dict(), partial / "optimizer.pt")
-    torch.save(schedule.state_dict(), partial / "schedule.pt")
-    if best.state is not None:
-        torch.save(best.state, partial / "best.pt")
-    state = {
-        "step": step,
-        "config": config.comparable(),
-        "losses": losses,
-        "evaluations": best.history,
-    }
-    (partial / "state.json").write_text(json.dumps(state, indent=1))
-    old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        folder.rename(old)
-    partial.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _load_checkpoint(  # noqa: ANN001
-    model, optimizer, schedule, config: TrainConfig, folder: Path
-) -> tuple[int, list[float], BestModel]:
-    """Restore a checkpoint's states; returns its step, losses and evaluations.
-
-    Raises:
-        TrainingError: the checkpoint was made with another configuration.
-    """
-    state = json.loads((folder / "state.json").read_text())
-    if state["config"] != config.comparable():
-        changed = sorted(
-            k for k in config.comparable() if state["config"].get(k) != config.comparable()[k]
-        )
-        raise TrainingError(
-            f"the checkpoint in {str(folder.parent)!r} was made with another configuration "
-            f"(differs in: {', '.join(changed)}); use the same options, or --force"
-        )
-    device = next(model.parameters()).device
-    model.load_state_dict(torch.load(folder / "model.pt", map_location=device))
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device))
-    schedule.load_state_dict(torch.load(folder / "schedule.pt"))
-    best_file = folder / "best.pt"
-    best = BestModel(
-        config.patience,
-        list(state.get("evaluations", [])),
-        torch.load(best_file, map_location="cpu") if best_file.exists() else None,
-    )
-    return int(state["step"]), list(state["losses"]), best

@@ -14,38 +14,30 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from models.batching import Batch, plan_batches
 from models.encoder import DocumentInput, DocumentVectors
 from models.inference import (
-    OPENVINO_INT8,
     TORCH,
-    BackendUnavailableError,
     ForwardBackend,
-    OpenVinoBackend,
     TorchBackend,
     export_openvino_int8,
+    openvino_backend,
 )
-from models.pooling import mean_pool, segment_mean
+from models.levels import chunks_from_sentences, pool_levels
+from models.pooling import POOLING_MODES, mean_pool, pool_states
 from models.precision import autocast, autocast_dtype
+from models.tokens import content_offsets, truncated_ids
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
-
-@dataclass(frozen=True)
-class Batch:
-    """One padded batch: `rows` are positions in the caller's input list."""
-
-    rows: np.ndarray  # (B,) int64
-    input_ids: torch.Tensor  # (B, T) int64
-    attention_mask: torch.Tensor  # (B, T) int64
+CHUNK_VECTORS = ("encode", "sentences")
 
 
 def sha256_file(path: Path, block: int = 1 << 20) -> str:
@@ -78,9 +70,6 @@ class TransformerEncoder:
         display_name: what answers report (`all-MiniLM-L6-v2`); default: `name`.
     """
 
-    POOLING_MODES = ("mean", "cls")
-    CHUNK_VECTORS = ("encode", "sentences")
-
     def __init__(
         self,
         model: PreTrainedModel,
@@ -99,36 +88,22 @@ class TransformerEncoder:
         display_name: str | None = None,
         chunk_vectors: str = "encode",
     ) -> None:
-        if chunk_vectors not in self.CHUNK_VECTORS or (
-            chunk_vectors == "sentences" and pooling != "mean"
-        ):
-            raise ValueError(
-                f"Invalid chunk_vectors {chunk_vectors!r} for {pooling} pooling: `encode`, or "
-                "`sentences` with mean pooling."
-            )
-        if pooling not in self.POOLING_MODES:
-            raise ValueError(
-                f"Invalid pooling mode {pooling!r}. Valid pooling modes are: {self.POOLING_MODES}."
-            )
-        if not tokenizer.is_fast:
-            raise ValueError("TransformerEncoder needs a fast tokenizer (character offsets).")
+        _check_modes(pooling, chunk_vectors, tokenizer)
         self.device = torch.device(device)
-        self.model = model.to(self.device).eval()
+        module: torch.nn.Module = model  # nn.Module's signatures: transformers' are unannotated
+        module.to(self.device).eval()
+        self.model = model
         self.tokenizer = tokenizer
-        self.name = name
-        self.max_length = max_length
+        self.name, self.display_name = name, display_name or name
         self.source_dir = source_dir
         self.source = source  # how a loader finds it again (a built-in's name); default: its dir
-        self.display_name = display_name or name
-        self.pooling = pooling
-        self.chunk_vectors = chunk_vectors
+        self.max_length, self.pooling, self.chunk_vectors = max_length, pooling, chunk_vectors
         self.precision = precision
         self.amp_dtype = autocast_dtype(precision, self.device)
-        self.batch_tokens = batch_tokens
-        self.max_batch_size = max_batch_size
+        self.batch_tokens, self.max_batch_size = batch_tokens, max_batch_size
         self.head = head.to(self.device).eval() if head is not None else None
-        self.dim = int(head.out_features if head is not None else model.config.hidden_size)
-        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.dim = _output_dim(model, head)
+        self.load_options: dict[str, Any] | None = None  # set by `load_encoder`
         self._identity: dict[str, Any] | None = None
         self.backend: ForwardBackend = TorchBackend(self.model, self.device, self.amp_dtype)
         self.backend_record: dict[str, str] = {"name": TORCH}
@@ -147,15 +122,13 @@ class TransformerEncoder:
         `backend_dir`, on the OpenVINO int8 model exported there (`use_openvino`)."""
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
         model = AutoModel.from_pretrained(path, local_files_only=True)
-        max_length = _max_length(path, tokenizer, model)
-        pooling = _pooling_mode(path)
         encoder = cls(
             model,
             tokenizer,
             name=name or path.name,
-            max_length=max_length,
+            max_length=_max_length(path, tokenizer, model),
             source_dir=path,
-            pooling=pooling,
+            pooling=_pooling_mode(path),
             **options,
         )
         if backend_dir is not None:
@@ -169,78 +142,25 @@ class TransformerEncoder:
 
     def identity(self) -> dict[str, Any]:
         if self._identity is None:
-            config = self.model.config.to_dict()
-            config.pop("transformers_version", None)
-            config.pop("_name_or_path", None)
-            described = {"config": config, "pooling": self.pooling, "max_length": self.max_length}
-            if self.chunk_vectors != "encode":  # hashes of earlier indexes stay as they were
-                described["chunk_vectors"] = self.chunk_vectors
-            config_blob = json.dumps(described, sort_keys=True, default=str)
-            weights = next(
-                (
-                    self.source_dir / f
-                    for f in WEIGHT_FILES
-                    if self.source_dir is not None and (self.source_dir / f).exists()
-                ),
-                None,
-            )
-            self._identity = {
-                "name": self.name,
-                "type": getattr(self.model.config, "docsim_type", None) or "transformer",
-                "architecture": config.get("model_type"),
-                "dim": self.dim,
-                "max_length": self.max_length,
-                "pooling": self.pooling,
-                "config_hash": hashlib.sha256(config_blob.encode()).hexdigest(),
-                "checkpoint_sha256": sha256_file(weights) if weights else None,
-                "source": self.source or (str(self.source_dir) if self.source_dir else None),
-                "display_name": self.display_name,
-                "backend": dict(self.backend_record),
-                "chunk_vectors": self.chunk_vectors,
-            }
+            self._identity = _identity(self)
         return dict(self._identity)
 
     # --- tokens -----------------------------------------------------------------------------
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids with special tokens, truncated to `max_length`."""
-        encoded = self.tokenizer(
-            list(texts),
-            truncation=True,
-            max_length=self.max_length,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-        )
-        return encoded["input_ids"]
+        return truncated_ids(self.tokenizer, texts, self.max_length)
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
-        if not texts:
-            return []
-        encoded = self.tokenizer(
-            list(texts),
-            add_special_tokens=False,
-            return_offsets_mapping=True,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-        )
-        return [[(int(a), int(b)) for a, b in spans] for spans in encoded["offset_mapping"]]
+        return content_offsets(self.tokenizer, texts)
 
     def plan_batches(self, token_ids: Sequence[Sequence[int]]) -> Iterator[Batch]:
         """Length-sorted, padded batches whose padded size stays under the token budget."""
-        lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
-        order = np.argsort(-lengths, kind="stable")
-        start = 0
-        while start < len(order):
-            longest = int(lengths[order[start]])  # sorted descending: the first is the longest
-            size = max(1, min(self.max_batch_size, self.batch_tokens // max(longest, 1)))
-            rows = order[start : start + size]
-            input_ids = torch.full((len(rows), longest), self._pad_id, dtype=torch.long)  # (B, T)
-            attention_mask = torch.zeros((len(rows), longest), dtype=torch.long)  # (B, T)
-            for i, row in enumerate(rows):
-                ids = token_ids[row]
-                input_ids[i, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
-                attention_mask[i, : len(ids)] = 1
-            yield Batch(rows=rows, input_ids=input_ids, attention_mask=attention_mask)
-            start += size
+        return plan_batches(
+            token_ids,
+            pad_id=self.tokenizer.pad_token_id or 0,
+            batch_tokens=self.batch_tokens,
+            max_batch_size=self.max_batch_size,
+        )
 
     # --- vectors ----------------------------------------------------------------------------
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -256,54 +176,19 @@ class TransformerEncoder:
         `models.inference.export_openvino_int8`); identity and load options record it, so
         that manifests name the backend and another process loads the same one. A head
         (projection after pooling) stays on torch."""
-        if self.device.type != "cpu":
-            raise BackendUnavailableError(
-                f"the {OPENVINO_INT8} backend runs on the CPU, not {self.device} "
-                f"(use the {TORCH} backend)"
-            )
-        self.backend = OpenVinoBackend(directory, streams=streams)
+        self.backend = openvino_backend(self.device, directory, streams=streams)
         self.backend_record = self.backend.record()
         self._identity = None
-        if hasattr(self, "load_options"):  # set by `load_encoder`
+        if self.load_options is not None:
             self.load_options = {**self.load_options, "backend_dir": str(directory)}
 
     def _pooled(self, batch: Batch, hidden: torch.Tensor) -> torch.Tensor:
         """Pooled, normalised vectors of one batch from its `(B, T, H)` token states:
         `(B, dim)` float32 on the CPU."""
         with torch.inference_mode():
-            if self.pooling == "mean":
-                pooled = mean_pool(hidden, batch.attention_mask.to(hidden.device))  # (B, H)
-            else:
-                pooled = hidden[:, 0].to(torch.float32)  # (B, H)
+            mask = batch.attention_mask.to(hidden.device)
+            pooled = pool_states(hidden, mask, self.pooling)  # (B, H)
         return self._project(pooled)
-
-    def _sentences_and_pooled_chunks(
-        self, documents: Sequence[DocumentInput]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One forward pass over the sentences: their vectors `(ΣN, d)`, and each chunk's
-        vector `(ΣC, d)` as the token-weighted mean of its sentences' mean token states."""
-        token_ids = self.tokenize([s for doc in documents for s in doc.sentences])
-        means = torch.empty((len(token_ids), self.model.config.hidden_size))  # (ΣN, H)
-        counts = torch.empty(len(token_ids))  # (ΣN,) tokens, special tokens included
-        for batch, hidden in self.backend.hidden_states(self.plan_batches(token_ids)):
-            rows = torch.from_numpy(batch.rows)
-            means[rows] = mean_pool(hidden, batch.attention_mask.to(hidden.device)).cpu()
-            counts[rows] = batch.attention_mask.sum(dim=1).to(torch.float32)
-        members, owners, at = [], [], 0  # (sentence, chunk) pairs
-        chunk_at = 0
-        for doc in documents:
-            for c, (first, last) in enumerate(doc.chunk_sentences):
-                members.extend(range(at + first, at + last))
-                owners.extend([chunk_at + c] * (last - first))
-            at += len(doc.sentences)
-            chunk_at += len(doc.chunks)
-        member = torch.as_tensor(members, dtype=torch.long)
-        owner = torch.as_tensor(owners, dtype=torch.long)
-        summed = torch.zeros((chunk_at, means.shape[1]))  # (ΣC, H)
-        summed.index_add_(0, owner, means[member] * counts[member, None])
-        totals = torch.zeros(chunk_at).index_add_(0, owner, counts[member])  # (ΣC,)
-        pooled = summed / totals.clamp(min=1.0)[:, None]
-        return self._project(means), self._project(pooled)
 
     def _project(self, pooled: torch.Tensor) -> torch.Tensor:
         """The head (if any) and L2 normalisation of pooled states `(n, H)`: `(n, d)`."""
@@ -345,7 +230,7 @@ class TransformerEncoder:
             len(doc.chunk_sentences) == len(doc.chunks) for doc in documents
         )
         if one_pass:
-            sentences, chunks = self._sentences_and_pooled_chunks(documents)
+            sentences, chunks = _sentences_and_pooled_chunks(self, documents)
         else:
             sentences = (
                 self.encode([s for doc in documents for s in doc.sentences])
@@ -353,32 +238,65 @@ class TransformerEncoder:
                 else torch.cat(list(sentence_vectors))
             )  # (ΣN, d)
             chunks = self.encode([c for doc in documents for c in doc.chunks])  # (ΣC, d)
-        results: list[DocumentVectors] = []
-        s_at = c_at = 0
-        for doc in documents:
-            n, c = len(doc.sentences), len(doc.chunks)
-            doc_sentences = sentences[s_at : s_at + n]  # (N, d)
-            doc_chunks = chunks[c_at : c_at + c]  # (C, d)
-            s_at, c_at = s_at + n, c_at + c
-            weights = torch.as_tensor(doc.chunk_tokens, dtype=torch.float32)  # (C,)
-            paragraphs = segment_mean(
-                doc_sentences,
-                torch.as_tensor(doc.sentence_paragraph, dtype=torch.long),
-                doc.n_paragraphs,
-            )  # (P, d)
-            sections = segment_mean(
-                doc_chunks,
-                torch.as_tensor(doc.chunk_section, dtype=torch.long),
-                doc.n_sections,
-                weights,
-            )  # (S, d)
-            document = segment_mean(doc_chunks, torch.zeros(c, dtype=torch.long), 1, weights)[
-                0
-            ]  # (d,)
-            results.append(
-                DocumentVectors(document, sections, paragraphs, doc_sentences, doc_chunks)
-            )
-        return results
+        return pool_levels(documents, sentences, chunks)
+
+
+def _sentences_and_pooled_chunks(
+    encoder: TransformerEncoder, documents: Sequence[DocumentInput]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward pass over the sentences: their vectors `(ΣN, d)`, and each chunk's
+    vector `(ΣC, d)` as the token-weighted mean of its sentences' mean token states."""
+    token_ids = encoder.tokenize([s for doc in documents for s in doc.sentences])
+    means = torch.empty((len(token_ids), encoder.model.config.hidden_size))  # (ΣN, H)
+    counts = torch.empty(len(token_ids))  # (ΣN,) tokens, special tokens included
+    for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(token_ids)):
+        rows = torch.from_numpy(batch.rows)
+        means[rows] = mean_pool(hidden, batch.attention_mask.to(hidden.device)).cpu()
+        counts[rows] = batch.attention_mask.sum(dim=1).to(torch.float32)
+    pooled = chunks_from_sentences(documents, means, counts)  # (ΣC, H)
+    return encoder._project(means), encoder._project(pooled)
+
+
+def _check_modes(pooling: str, chunk_vectors: str, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raises ValueError for an unknown pooling or chunk_vectors mode, or a slow tokenizer."""
+    if chunk_vectors not in CHUNK_VECTORS or (chunk_vectors == "sentences" and pooling != "mean"):
+        raise ValueError(
+            f"Invalid chunk_vectors {chunk_vectors!r} for {pooling} pooling: `encode`, or "
+            "`sentences` with mean pooling."
+        )
+    if pooling not in POOLING_MODES:
+        raise ValueError(
+            f"Invalid pooling mode {pooling!r}. Valid pooling modes are: {POOLING_MODES}."
+        )
+    if not tokenizer.is_fast:
+        raise ValueError("TransformerEncoder needs a fast tokenizer (character offsets).")
+
+
+def _identity(encoder: TransformerEncoder) -> dict[str, Any]:
+    """What an index manifest records of `encoder`: its config's hash, its weights' sha256."""
+    config = encoder.model.config.to_dict()
+    config.pop("transformers_version", None)
+    config.pop("_name_or_path", None)
+    described = {"config": config, "pooling": encoder.pooling, "max_length": encoder.max_length}
+    if encoder.chunk_vectors != "encode":  # hashes of earlier indexes stay as they were
+        described["chunk_vectors"] = encoder.chunk_vectors
+    config_blob = json.dumps(described, sort_keys=True, default=str)
+    weights = _weights_file(encoder.source_dir)
+    source_dir = str(encoder.source_dir) if encoder.source_dir else None
+    return {
+        "name": encoder.name,
+        "type": getattr(encoder.model.config, "docsim_type", None) or "transformer",
+        "architecture": config.get("model_type"),
+        "dim": encoder.dim,
+        "max_length": encoder.max_length,
+        "pooling": encoder.pooling,
+        "config_hash": hashlib.sha256(config_blob.encode()).hexdigest(),
+        "checkpoint_sha256": sha256_file(weights) if weights else None,
+        "source": encoder.source or source_dir,
+        "display_name": encoder.display_name,
+        "backend": dict(encoder.backend_record),
+        "chunk_vectors": encoder.chunk_vectors,
+    }
 
 
 def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> int:
@@ -390,6 +308,23 @@ def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, model: PreTraine
     if tokenizer.model_max_length and tokenizer.model_max_length < 1_000_000:
         limits.append(int(tokenizer.model_max_length))
     return min(limits)
+
+
+def _output_dim(model: PreTrainedModel, head: torch.nn.Module | None) -> int:
+    """The vector size: the head's output, else the model's hidden size."""
+    if head is None:
+        return int(model.config.hidden_size)
+    out_features = getattr(head, "out_features", None)
+    if not isinstance(out_features, int):
+        raise ValueError(f"the head {type(head).__name__} does not declare its out_features")
+    return out_features
+
+
+def _weights_file(source_dir: Path | None) -> Path | None:
+    """The weights file in `source_dir` (the first of `WEIGHT_FILES` there), or None."""
+    if source_dir is None:
+        return None
+    return next((source_dir / f for f in WEIGHT_FILES if (source_dir / f).exists()), None)
 
 
 def _pooling_mode(path: Path) -> str:

@@ -11,8 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.adapt import AdaptModel, PairBatch, PairSampler
+from models.adapt import AdaptConfig, AdaptModel, PairBatch, PairSampler
+from models.backbone import load_tokenizer
 from models.held_out import HeldOutPairs, held_out_pairs, partner_ranks
+from models.tokens import TextTokenizer, TokenBatch
 from models.training_data import TrainingDocument, document_pairs, held_out_split
 from tests.utils.corpora import training_documents
 
@@ -46,13 +48,14 @@ def test_the_held_out_split_is_disjoint_by_document_and_seeded() -> None:
     assert len(held_out_split(training_documents(20), seed=0)[1]) == 4  # at least a few documents
 
 
-def test_batches_never_repeat_a_document_nor_draw_held_out_ones() -> None:
+def test_batches_never_repeat_a_document_nor_draw_held_out_ones(tiny_encoder_dir: Path) -> None:
     docs = training_documents(30)
     train, held = held_out_split(docs, seed=0)
     held_ids = {d.doc_id for d in held}
-    sampler = PairSampler(train, batch_size=8, source="neighbours")
+    tokens = TextTokenizer(load_tokenizer(tiny_encoder_dir), 32)
+    sampler = PairSampler(train, batch_size=8, source="neighbours", tokens=tokens)
     for step in range(200):
-        batch = sampler(random.Random(step))
+        batch = sampler.draw(random.Random(step))
         assert len(set(batch.doc_ids)) == len(batch.doc_ids) == 8
         assert not set(batch.doc_ids) & held_ids
         for doc_id, first in zip(batch.doc_ids, batch.first, strict=True):
@@ -81,15 +84,13 @@ def reference_symmetric_infonce(first: torch.Tensor, second: torch.Tensor, tau: 
 
 def test_the_loss_equals_a_plain_symmetric_infonce(tiny_encoder_dir: Path) -> None:
     torch.manual_seed(0)
-    model = AdaptModel.from_base(tiny_encoder_dir, max_tokens=32, temperature=0.05).eval()
-    batch = PairBatch(
-        first=["The bread rose.", "Stars are far away.", "The court held the appeal."],
-        second=["An oven was hot.", "A comet passed by tonight.", "The judges agreed."],
-        doc_ids=["a", "b", "c"],
-    )
+    model = AdaptModel.from_base(tiny_encoder_dir, AdaptConfig(temperature=0.05)).eval()
+    tokens = TextTokenizer(load_tokenizer(tiny_encoder_dir), 32)
+    first_texts = ["The bread rose.", "Stars are far away.", "The court held the appeal."]
+    second_texts = ["An oven was hot.", "A comet passed by tonight.", "The judges agreed."]
     with torch.no_grad():
-        terms = model.loss(batch)
-        first, second = model.embed(batch.first), model.embed(batch.second)
+        terms = model.loss(PairBatch(tokens(first_texts + second_texts)))
+        first, second = model.embed(tokens(first_texts)), model.embed(tokens(second_texts))
     assert set(terms) == {"infonce"}  # no MLM term
     expected = reference_symmetric_infonce(first, second, 0.05)
     assert terms["infonce"].item() == pytest.approx(expected, rel=1e-4)
@@ -102,12 +103,16 @@ def test_the_held_out_metric_by_hand() -> None:
     # (0.0995, 0.707); row 2's partner (cos 1) is first
     assert partner_ranks(first, second).tolist() == [1, 3, 1]
 
-    class Fixed(torch.nn.Module):  # embeds the texts "0", "1", ... as rows of a table
-        def embed(self, texts: list[str]) -> torch.Tensor:
-            return torch.cat([first, second])[[int(t) for t in texts]]
+    def tokens(texts: list[str]) -> TokenBatch:  # the text "3" is the one token 3
+        ids = torch.tensor([[int(t)] for t in texts])
+        return TokenBatch(ids, torch.ones_like(ids))
+
+    class Fixed(torch.nn.Module):  # embeds the tokens 0, 1, ... as rows of a table
+        def embed(self, batch: TokenBatch) -> torch.Tensor:
+            return torch.cat([first, second])[batch.input_ids[:, 0]]
 
     pairs = [("0", "3"), ("1", "4"), ("2", "5")]
-    got = HeldOutPairs(pairs, temperature=0.5, batch_size=2)(Fixed())
+    got = HeldOutPairs(pairs, tokens, temperature=0.5, batch_size=2)(Fixed())
     ranks = torch.cat([partner_ranks(first, second), partner_ranks(second, first)]).float()
     assert got.score == pytest.approx(float((1 / ranks).mean()))
     assert got.metrics["accuracy"] == pytest.approx(float((ranks == 1).float().mean()))

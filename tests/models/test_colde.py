@@ -6,14 +6,14 @@ from pathlib import Path
 
 import torch
 
-from models.colde import ColdeEncoder, from_base, normalized
+from models.colde import ColdeConfig, ColdeEncoder, from_base, normalized
 from models.encoder import DocumentInput
 from tests.models.test_transformer import TEXTS
 
 
 def colde(tiny_encoder_dir: Path) -> ColdeEncoder:
     torch.manual_seed(0)
-    model = from_base(tiny_encoder_dir, max_tokens=12, dim=16, lstm_hidden=8)
+    model = from_base(tiny_encoder_dir, ColdeConfig(max_tokens=12, dim=16, lstm_hidden=8))
     return ColdeEncoder(
         model, name="colde", source_dir=tiny_encoder_dir, precision="fp32", max_batch_size=3
     )
@@ -23,14 +23,15 @@ def test_batched_heads_equal_one_text_at_a_time(tiny_encoder_dir: Path) -> None:
     encoder = colde(tiny_encoder_dir)
     texts = TEXTS * 2 + ["x"]  # 1 to 4 chunks of 10 tokens each
     got = encoder.encode(texts)
-    model = encoder.model
+    model, chunker = encoder.model, encoder.chunker
     with torch.inference_mode():
         expected = []
         for text in texts:  # the definition: one text is a one-section document
-            chunks = model.chunk_ids(text)
-            vectors = model.encode_chunks(chunks, [0] * len(chunks), list(range(len(chunks))))
-            expected.append(normalized(model.sections([vectors]).sections[0]))
-    assert len({len(model.chunk_ids(t)) for t in texts}) >= 3  # groups of different sizes
+            chunks = chunker.section_chunks(text)
+            batch = chunker.batch(chunks, [0] * len(chunks), list(range(len(chunks))))
+            output = model(batch, [len(chunks)])
+            expected.append(normalized(output.sections[0]))
+    assert len({len(chunker.section_chunks(t)) for t in texts}) >= 3  # groups of several sizes
     torch.testing.assert_close(got, torch.stack(expected), atol=1e-5, rtol=1e-5)
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from models import colde, graph
-from models.composite import save_composite
+from models.backbone import load_tokenizer
 from models.encoder import DocumentInput
 from models.loading import load_encoder
 
@@ -30,8 +30,10 @@ DOCUMENT = DocumentInput(
     chunk_tokens=[8, 7],
 )
 BUILDERS = {
-    "colde": lambda base: colde.from_base(base, dim=16, lstm_hidden=16, max_tokens=32),
-    "graph": lambda base: graph.from_base(base, dim=16, max_tokens=32),
+    "colde": lambda base: colde.from_base(
+        base, colde.ColdeConfig(dim=16, lstm_hidden=16, max_tokens=32)
+    ),
+    "graph": lambda base: graph.from_base(base, graph.GraphConfig(dim=16, max_tokens=32)),
 }
 
 
@@ -43,13 +45,11 @@ def composite_dir(
     torch.manual_seed(0)
     model = BUILDERS[kind](tiny_encoder_dir)
     out = tmp_path_factory.mktemp(kind)
-    save_composite(
-        model, model.tokenizer, out, docsim_type=kind, architecture=model.architecture(), details={}
-    )
+    model.save(out, load_tokenizer(tiny_encoder_dir), details={})
     return kind, out
 
 
-def _devices(encoder) -> set[str]:  # noqa: ANN001
+def _devices(encoder) -> set[str]:
     return {p.device.type for p in encoder.model.parameters()}
 
 

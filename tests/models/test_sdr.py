@@ -7,31 +7,37 @@ from pathlib import Path
 import pytest
 import torch
 
+from models.backbone import load_tokenizer
 from models.losses import sdr_contrastive_loss
-from models.sdr import SdrBatch, SdrModel
+from models.sdr import SdrBatch, SdrConfig, SdrModel
+from models.tokens import TextTokenizer
 
-BATCH = SdrBatch(
-    first=["The bread rose in the oven.", "Stars are far away."],
-    second=["The dough was kneaded twice.", "The court dismissed the appeal."],
-    positive=torch.tensor([True, False]),
-)
+FIRST = ["The bread rose in the oven.", "Stars are far away."]
+SECOND = ["The dough was kneaded twice.", "The court dismissed the appeal."]
+POSITIVE = torch.tensor([True, False])
+
+
+def model_and_batch(base: Path, mlm_weight: float) -> tuple[SdrModel, SdrBatch]:
+    tokenizer = load_tokenizer(base)
+    model = SdrModel.from_base(base, tokenizer, SdrConfig(mlm_weight=mlm_weight)).eval()
+    return model, SdrBatch(TextTokenizer(tokenizer, 32)(FIRST + SECOND), POSITIVE)
 
 
 def terms(base: Path, mlm_weight: float) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)  # the new MLM head's initialisation, then the masking
-    model = SdrModel.from_base(base, max_tokens=32, mlm_weight=mlm_weight).eval()
+    model, batch = model_and_batch(base, mlm_weight)
     torch.manual_seed(1)
     with torch.no_grad():
-        return model.loss(BATCH)
+        return model.loss(batch)
 
 
 def test_mlm_weight_zero_gives_no_mlm_term(tiny_encoder_dir: Path) -> None:
-    model = SdrModel.from_base(tiny_encoder_dir, max_tokens=32, mlm_weight=0.0).eval()
+    model, batch = model_and_batch(tiny_encoder_dir, 0.0)
     with torch.no_grad():
-        got = model.loss(BATCH)
-        pooled = model.embed(BATCH.first + BATCH.second)  # (4, H), nothing masked
+        got = model.loss(batch)
+        pooled = model.embed(batch.tokens)  # (4, H), nothing masked
     assert set(got) == {"contrastive"}
-    expected = sdr_contrastive_loss(pooled[:2], pooled[2:], BATCH.positive)
+    expected = sdr_contrastive_loss(pooled[:2], pooled[2:], POSITIVE)
     assert got["contrastive"].item() == pytest.approx(expected.item(), rel=1e-5)
 
 

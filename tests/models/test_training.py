@@ -11,9 +11,11 @@ import pytest
 import torch
 
 from models.adapt import AdaptModel, PairSampler
+from models.backbone import load_tokenizer
 from models.held_out import HeldOutPairs, held_out_pairs
 from models.loading import load_encoder
 from models.tiny import write_tiny_encoder
+from models.tokens import TextTokenizer
 from models.training import Evaluation, TrainConfig, train
 from models.training_data import held_out_split
 from tests.utils.corpora import training_documents
@@ -32,7 +34,7 @@ class Scripted:
         return Evaluation(score=score, metrics={"loss": -score})
 
 
-def run(out: Path, scores: list[float], *, steps: int = 20, resume: bool = False, **config):  # noqa: ANN003, ANN201
+def run(out: Path, scores: list[float], *, steps: int = 20, resume: bool = False, **config):
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)
     evaluate = Scripted(scores)
@@ -103,17 +105,19 @@ def test_adapt_trains_and_evaluates_on_cuda_under_autocast(tmp_path: Path) -> No
     autocast, and the best model is saved and loads like the base."""
     base = write_tiny_encoder(tmp_path / "tiny")
     train_docs, held = held_out_split(training_documents(24), seed=0)
-    model = AdaptModel.from_base(base, max_tokens=32)
+    model = AdaptModel.from_base(base)
+    tokenizer = load_tokenizer(base)
+    tokens = TextTokenizer(tokenizer, 32)
     out = tmp_path / "out"
     result = train(
         model,
         TrainConfig(kind="adapt", base=str(base), steps=4, batch_size=4, eval_every=2),
         out,
-        draw_batch=PairSampler(train_docs, 4, "neighbours"),
+        draw_batch=PairSampler(train_docs, 4, "neighbours", tokens),
         batch_loss=lambda m, batch: m.loss(batch),
-        save_encoder=lambda m, o: m.save(o, base, {}),
+        save_encoder=lambda m, o: m.save(o, tokenizer, base, {}),
         device=torch.device("cuda"),
-        evaluate=HeldOutPairs(held_out_pairs(held, "neighbours")),
+        evaluate=HeldOutPairs(held_out_pairs(held, "neighbours"), tokens),
         show_progress=False,
     )
     assert [e["step"] for e in result.evaluations] == [0, 2, 4]

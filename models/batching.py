@@ -1,0 +1,47 @@
+"""Length-sorted, padded batches of token ids under a token budget.
+
+Sorting by length keeps padding small; the budget (batch size x longest input) keeps every
+batch's memory about the same. Rows remember their place in the caller's list, so results
+go back in input order.
+
+Dimensions: B batch, T tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One padded batch: `rows` are positions in the caller's input list."""
+
+    rows: np.ndarray  # (B,) int64
+    input_ids: torch.Tensor  # (B, T) int64
+    attention_mask: torch.Tensor  # (B, T) int64
+
+
+def plan_batches(
+    token_ids: Sequence[Sequence[int]], *, pad_id: int, batch_tokens: int, max_batch_size: int
+) -> Iterator[Batch]:
+    """Length-sorted (longest first), padded batches whose padded size stays under
+    `batch_tokens`, of at most `max_batch_size` inputs (at least one)."""
+    lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
+    order = np.argsort(-lengths, kind="stable")
+    start = 0
+    while start < len(order):
+        longest = int(lengths[order[start]])  # sorted descending: the first is the longest
+        size = max(1, min(max_batch_size, batch_tokens // max(longest, 1)))
+        rows = order[start : start + size]
+        input_ids = torch.full((len(rows), longest), pad_id, dtype=torch.long)  # (B, T)
+        attention_mask = torch.zeros((len(rows), longest), dtype=torch.long)  # (B, T)
+        for i, row in enumerate(rows):
+            ids = token_ids[row]
+            input_ids[i, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+            attention_mask[i, : len(ids)] = 1
+        yield Batch(rows=rows, input_ids=input_ids, attention_mask=attention_mask)
+        start += size

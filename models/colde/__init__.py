@@ -1,0 +1,31 @@
+"""CoLDE (Jha et al.): the model (`model`), its tokenizer side (`chunks`), its training
+batches (`sampler`) and its `Encoder` wrapper (`encoder`)."""
+
+from __future__ import annotations
+
+from models.colde.chunks import ChunkTokenizer, with_special_tokens
+from models.colde.encoder import ColdeEncoder, normalized
+from models.colde.model import (
+    ChunkBatch,
+    ColdeConfig,
+    ColdeModel,
+    ColdeOutput,
+    SectionBatch,
+    from_base,
+)
+from models.colde.sampler import TRAIN_CHUNKS, SectionSampler
+
+__all__ = [
+    "TRAIN_CHUNKS",
+    "ChunkBatch",
+    "ChunkTokenizer",
+    "ColdeConfig",
+    "ColdeEncoder",
+    "ColdeModel",
+    "ColdeOutput",
+    "SectionBatch",
+    "SectionSampler",
+    "from_base",
+    "normalized",
+    "with_special_tokens",
+]
