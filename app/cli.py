@@ -6,11 +6,9 @@ from typing import Annotated
 
 import typer
 
-from indexer.cli.common import DataDir
-from indexer.cli.main import cli  # importing main registers every indexer command
+from indexer.api import DataDir, command_line
 
 
-@cli.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (DOCSIM_API__HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (DOCSIM_API__PORT).")] = None,
@@ -43,5 +41,13 @@ def serve(
     )
 
 
+def docsim() -> typer.Typer:
+    """The indexer's command line with `serve` added."""
+    cli = command_line()
+    if all(c.callback is not serve for c in cli.registered_commands):
+        cli.command()(serve)
+    return cli
+
+
 def main() -> None:
-    cli()
+    docsim()()

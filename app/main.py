@@ -21,7 +21,7 @@ from app.schemas.similar import SimilarRequest, SimilarUpload
 from app.services.metrics import Metrics
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
-from indexer.store.db import make_engine, upgrade
+from indexer.api import make_engine, upgrade
 
 logger = logging.getLogger(__name__)
 

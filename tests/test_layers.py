@@ -215,3 +215,46 @@ def test_the_room_check_finds_a_reversed_import() -> None:
         "indexer.builder.pipeline"
     }
     assert room_violations(graph) == ["indexer.search.searcher -> indexer.builder.pipeline"]
+
+
+# What `app` may import of `indexer`: its one surface, and the errors it maps to HTTP codes.
+APP_SURFACE = {"indexer.api", "indexer.errors"}
+
+
+def surface_violations(graph: dict[str, set[str]]) -> list[str]:
+    """`app` imports of an indexer module other than the surface, and indexer modules that
+    import the surface (it is the app's door, not a shortcut inside the indexer)."""
+    found = []
+    for module, targets in graph.items():
+        for target in targets:
+            if within(module, "app") and within(target, "indexer") and target not in APP_SURFACE:
+                found.append(f"{module} -> {target}")
+            if within(module, "indexer") and target == "indexer.api":
+                found.append(f"{module} -> {target}")
+    return sorted(found)
+
+
+def test_app_reaches_the_indexer_through_its_surface_only() -> None:
+    assert surface_violations(module_graph()) == []
+
+
+def test_the_surface_check_finds_an_internal_import() -> None:
+    """The check above can fail: a service importing the searcher's module is reported, as
+    is an indexer module importing the surface."""
+    graph = module_graph()
+    graph["app.services.similar"] = graph["app.services.similar"] | {"indexer.search.searcher"}
+    graph["indexer.search.sdr"] = graph["indexer.search.sdr"] | {"indexer.api"}
+    assert surface_violations(graph) == [
+        "app.services.similar -> indexer.search.searcher",
+        "indexer.search.sdr -> indexer.api",
+    ]
+
+
+def test_the_surface_names_what_it_exports() -> None:
+    """Every name `indexer.api` and `indexer.errors` list in `__all__` exists there."""
+    import indexer.api
+    import indexer.errors
+
+    for module in (indexer.api, indexer.errors):
+        missing = [name for name in module.__all__ if not hasattr(module, name)]
+        assert missing == [], module.__name__

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, Field, SecretStr
 
-from indexer.config import Settings
+from indexer.api import Settings
 
 
 class ApiSettings(BaseModel):

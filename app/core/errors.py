@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -11,16 +12,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 
-from indexer.builder.pipeline import BuildBusyError
-from indexer.jobs.queue import JobNotFoundError, JobStateError
-from indexer.jobs.updates import IndexChangedError
-from indexer.search.explain import PairTooLargeError
-from indexer.search.shards import ShardUnavailableError
-from indexer.search.types import DocumentNotFoundError, QueryError
-from indexer.store.data_lock import BuildRunningError, ChangesQueuedError, DataDirBusyError
-from indexer.store.reader import RowsPurgedError
-from indexer.store.versions import NoActiveIndexError
-from indexer.text.split import EmptyDocumentError
+from indexer.errors import (
+    BuildBusyError,
+    BuildRunningError,
+    ChangesQueuedError,
+    DataDirBusyError,
+    DocumentNotFoundError,
+    EmptyDocumentError,
+    IndexChangedError,
+    JobNotFoundError,
+    JobStateError,
+    NoActiveIndexError,
+    PairTooLargeError,
+    QueryError,
+    RowsPurgedError,
+    ShardUnavailableError,
+)
 
 
 class IndexNotReadyError(RuntimeError):
@@ -33,6 +40,10 @@ class DocumentTooLargeError(ValueError):
 
 class UnreadableFileError(ValueError):
     """An uploaded file docsim cannot read (encrypted, scanned, corrupt, of no known format)."""
+
+
+class MissingPathError(ValueError):
+    """A path named in a request (a corpus, an encoder) that does not exist on the server."""
 
 
 class PathNotAllowedError(PermissionError):
@@ -56,7 +67,7 @@ RETRY_AFTER_SECONDS = 5  # what a 503 (nothing served yet or now) asks clients t
 STATUS = {
     ApiKeyError: 401,
     PathNotAllowedError: 403,
-    FileNotFoundError: 422,
+    MissingPathError: 422,
     JobNotFoundError: 404,
     JobStateError: 409,
     BuildBusyError: 409,
@@ -75,6 +86,8 @@ STATUS = {
     ShardUnavailableError: 503,
     NoActiveIndexError: 503,
     RowsPurgedError: 503,
+    # a file of the served version gone from disk: the server's fault, never the client's
+    FileNotFoundError: 503,
     # the driver's own error when the database is down or the connection dropped; the pool
     # reconnects (pre-ping) once it is back, so the service recovers by itself
     OperationalError: 503,
@@ -107,6 +120,12 @@ async def _invalid_request(_request: Request, error: RequestValidationError) -> 
     return JSONResponse(status_code=422, content={"detail": detail})
 
 
+def missing_file_detail(error: FileNotFoundError) -> str:
+    """What a client is told of a server file gone missing: its name, never its path."""
+    name = Path(str(error.filename)).name if error.filename else "a file"
+    return f"{name} of the served index is missing on the server; reindex, or retry later"
+
+
 def register_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     for error_type, status in STATUS.items():
@@ -117,6 +136,8 @@ def register_error_handlers(app: FastAPI) -> None:
             detail = error.args[0] if error.args else type(error).__name__
             if isinstance(error, OperationalError):  # its text names hosts and SQL: not shown
                 detail = "the database is unavailable; the service reconnects by itself: retry"
+            elif isinstance(error, FileNotFoundError):  # its text is the server's path
+                detail = missing_file_detail(error)
             headers = None
             if isinstance(error, DataDirBusyError):
                 headers = {"Retry-After": str(max(1, round(error.retry_after)))}

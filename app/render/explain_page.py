@@ -12,7 +12,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from app.render.grids import explanation_maps
-from indexer.search.explain import Explanation, Side
+from indexer.api import Explanation, Side
 
 _templates = Environment(loader=PackageLoader("app", "web"), autoescape=select_autoescape(["html"]))
 

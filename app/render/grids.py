@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from indexer.search.explain import Explanation
+from indexer.api import Explanation
 from models.explain import Grid, display_grid
 
 

@@ -7,8 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
-from indexer.jobs.updates import DocumentChange
-from indexer.text.documents import SourceDocument
+from indexer.api import DocumentChange, SourceDocument
 
 
 class IndexedDocumentIn(DocumentIn):

@@ -8,7 +8,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from app.schemas.common import took_ms
-from indexer.search.explain import Explanation, Side
+from indexer.api import Explanation, Side
 
 DECIMALS = 5  # of the scores and matrices /explain returns
 

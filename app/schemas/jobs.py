@@ -8,9 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from app.schemas.common import RequestModel
-from indexer.builder.engines import EngineName
-from indexer.jobs.queue import JobRow
-from indexer.text.corpus import CorpusFormat
+from indexer.api import CorpusFormat, EngineName, JobRow
 
 # an absolute path at the start of a text or after a space, quote, bracket or '='
 _SERVER_PATH = re.compile(r"""(?:(?<=^)|(?<=[\s'"(\[=]))/[^\s'"()\[\],;]+""")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, model_validator
 
 from app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
-from indexer.search.types import DocumentHit, Granularity, Method, ScoringMode, SearchResult
+from indexer.api import DocumentHit, Granularity, Method, ScoringMode, SearchResult
 
 
 class SimilarOptions(RequestModel):

@@ -10,13 +10,17 @@ from app.services.limits import posted_document, split_within_limits
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
 from app.services.uploads import UploadedFile, read_upload
-from indexer.jobs.updates import DocumentChange, apply_change
-from indexer.store.data_lock import hold_data_dir
-from indexer.store.reader import stored_document_by_id
-from indexer.text.corpus import FileLimits
-from indexer.text.documents import Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import EmptyDocumentError
+from indexer.api import (
+    Document,
+    DocumentChange,
+    FileLimits,
+    SentenceSplitter,
+    SourceDocument,
+    apply_change,
+    hold_data_dir,
+    stored_document_by_id,
+)
+from indexer.errors import EmptyDocumentError
 
 
 def _sources(

@@ -9,9 +9,8 @@ from app.core.config import ApiSettings
 from app.core.errors import SourceNotFoundError
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
-from indexer.search.explain import Explanation, explain_pair
-from indexer.search.searcher import Searcher
-from indexer.search.types import DocumentNotFoundError, ParagraphStats, Query
+from indexer.api import Explanation, ParagraphStats, Query, Searcher, explain_pair
+from indexer.errors import DocumentNotFoundError
 
 
 def resolve_source(

@@ -8,11 +8,9 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
-from app.core.errors import PathNotAllowedError
+from app.core.errors import MissingPathError, PathNotAllowedError
 from app.schemas.jobs import ReindexRequest
-from indexer.jobs.queue import JobRow, create_job
-from indexer.jobs.worker import CURRENT, ReindexParameters
-from indexer.text.corpus import SAMPLE_CORPUS
+from indexer.api import CURRENT, SAMPLE_CORPUS, JobRow, ReindexParameters, create_job
 from models.registry import BUILTIN_ENCODERS
 
 
@@ -26,7 +24,7 @@ def confined(value: str, what: str, settings: ServiceSettings) -> Path:
     Raises:
         PathNotAllowedError: relative, or outside every allowed root (after resolving `..`
             and symbolic links).
-        FileNotFoundError: inside a root but missing.
+        MissingPathError: inside a root but missing.
     """
     if "\x00" in value:
         raise PathNotAllowedError(f"the {what} path contains a NUL byte")
@@ -42,7 +40,7 @@ def confined(value: str, what: str, settings: ServiceSettings) -> Path:
             "(DOCSIM_JOBS__ALLOWED_ROOTS)"
         )
     if not resolved.exists():
-        raise FileNotFoundError(f"the {what} path {value!r} does not exist")
+        raise MissingPathError(f"the {what} path {value!r} does not exist")
     return resolved
 
 
@@ -61,7 +59,7 @@ def checked_encoder(encoder: str | None, settings: ServiceSettings) -> str | Non
         return encoder
     resolved = confined(encoder, "encoder", settings)
     if not resolved.is_dir():
-        raise FileNotFoundError(f"the encoder path {encoder!r} is not a model directory")
+        raise MissingPathError(f"the encoder path {encoder!r} is not a model directory")
     return str(resolved)
 
 

@@ -8,10 +8,8 @@ from typing import Any
 
 from app.core.config import ApiSettings
 from app.core.errors import DocumentTooLargeError
-from indexer.text.corpus import json_document
-from indexer.text.documents import Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import EmptyDocumentError, split_document
+from indexer.api import Document, SentenceSplitter, SourceDocument, json_document, split_document
+from indexer.errors import EmptyDocumentError
 
 
 def posted_document(

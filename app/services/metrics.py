@@ -18,15 +18,13 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
 
 from app.services.state import ServiceState
-from indexer.jobs.queue import FINISHED
-from indexer.search.mapped_rows import MappedRows
-from indexer.store.tables import JobStatus, as_utc, jobs
+from indexer.api import job_figures
 
 logger = logging.getLogger(__name__)
 
@@ -71,14 +69,9 @@ class ServiceCollector(Collector):
             index = state.searcher.index
             version.add_metric([], state.version_id)
             documents.add_metric([], index.n_documents)
-            for level, held in index.vectors.items():
-                vectors.add_metric([level], int(held.shape[0]))
-                nbytes.add_metric(
-                    [level],
-                    held.memory_bytes()  # a sharded coordinator's: the file stays mapped
-                    if isinstance(held, MappedRows)
-                    else held.element_size() * held.numel(),
-                )
+            for level, (count, held_bytes) in index.vector_sizes().items():
+                vectors.add_metric([level], count)
+                nbytes.add_metric([level], held_bytes)
             cache.add_metric([], state.queries.used_bytes)
         yield from (version, documents, vectors, nbytes, cache)
 
@@ -90,26 +83,11 @@ class ServiceCollector(Collector):
             "Run time (start to finish) of finished jobs.",
             labels=["status"],
         )
-        with engine.connect() as conn:
-            by_status = dict(
-                conn.execute(select(jobs.c.status, func.count()).group_by(jobs.c.status)).all()
-            )
-            finished = conn.execute(
-                select(jobs.c.status, jobs.c.started_at, jobs.c.finished_at).where(
-                    jobs.c.status.in_(FINISHED), jobs.c.started_at.is_not(None)
-                )
-            ).all()
-        for status in (JobStatus.queued, JobStatus.running, *FINISHED):
-            counts.add_metric([status], by_status.get(status, 0))
-        totals: dict[str, list[float]] = {status: [0, 0.0] for status in FINISHED}
-        for status, started, ended in finished:
-            if ended is None:
-                continue
-            seconds = (as_utc(ended) - as_utc(started)).total_seconds()
-            totals[status][0] += 1
-            totals[status][1] += max(seconds, 0.0)
-        for status, (count, total) in totals.items():
-            durations.add_metric([status], count_value=count, sum_value=total)
+        figures = job_figures(engine)
+        for status, count in figures.counts.items():
+            counts.add_metric([status], count)
+        for status, (finished, total) in figures.run_seconds.items():
+            durations.add_metric([status], count_value=finished, sum_value=total)
         yield from (counts, durations)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from cachetools import TTLCache
 
-from indexer.search.types import ParagraphStats, Query
+from indexer.api import ParagraphStats, Population, Query
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class CachedQuery:
     stats: ParagraphStats | None  # the statistics the ranking normalised with
     normalize: bool
     document_id: str | None = None
-    population: str | None = None  # what `stats` were over: collection, sample or pool
+    population: Population | None = None  # what `stats` were over
     candidates: tuple[str, ...] | None = None  # the pool, when the ranking had one
 
     @property

@@ -28,11 +28,8 @@ from app.core.config import ServiceSettings
 from app.core.errors import IndexNotReadyError
 from app.services.query_cache import QueryCache
 from app.services.state import ServiceState, load_state, on_shards
-from indexer.builder.pipeline import IndexBuildError, prepare_data_dir
-from indexer.jobs.updates import DocumentChange
-from indexer.jobs.worker import Worker
-from indexer.store.generations import purge_retired
-from indexer.store.versions import NoActiveIndexError, active_version
+from indexer.api import DocumentChange, Worker, active_version, prepare_data_dir, purge_retired
+from indexer.errors import IndexBuildError, NoActiveIndexError
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,10 @@ from app.services.limits import posted_document, split_within_limits
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
 from app.services.uploads import UploadedFile, read_upload
-from indexer.search.types import Query, SearchOptions, SearchResult
-from indexer.text.corpus import FileLimits
+from indexer.api import FileLimits, Query, SearchOptions, SearchResult
+from indexer.errors import QueryError
+
+NO_QUERY = "a query needs a `document`, a `document_id` or an uploaded file"
 
 
 def build_query(
@@ -26,10 +28,12 @@ def build_query(
         return searcher.encode_document(
             split_within_limits(source, searcher.splitter, limits, what)
         )
-    assert isinstance(request, SimilarRequest)  # without a file, the JSON body
+    if not isinstance(request, SimilarRequest):  # an upload's options without its file
+        raise QueryError(NO_QUERY)
     if request.document_id is not None:
         return searcher.query_from_index(request.document_id)
-    assert request.document is not None  # the schema guarantees one of the two
+    if request.document is None:  # the schema refuses such a body; a caller may not
+        raise QueryError(NO_QUERY)
     posted = request.document.model_dump(exclude_none=True)
     posted["id"] = posted.get("id") or "query"
     _, document = posted_document(posted, searcher.splitter, limits, "document")

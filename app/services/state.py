@@ -10,8 +10,7 @@ from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
 from app.services.query_cache import QueryCache
-from indexer.search.searcher import Searcher
-from indexer.serving import open_searcher
+from indexer.api import Searcher, open_searcher, serve_on_shards
 
 
 @dataclass
@@ -47,6 +46,4 @@ def on_shards(
     `make_room` closes the serving shards, for a cluster without room for two versions'."""
     if settings.shards.count == 0:
         return None
-    from indexer.serving import serve_on_shards
-
     return serve_on_shards(settings, searcher, make_room)

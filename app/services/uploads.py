@@ -8,8 +8,7 @@ from pathlib import PurePosixPath
 
 from app.core.errors import DocumentTooLargeError, UnreadableFileError
 from app.schemas.common import has_control_characters
-from indexer.text.corpus import FileLimits, read_document
-from indexer.text.documents import SourceDocument
+from indexer.api import FileLimits, SourceDocument, read_document
 
 MAX_ID_CHARACTERS = 512  # as for ids posted in JSON
 

@@ -1,9 +1,13 @@
-"""The `docsim` command line: `index`, `info`, `reindex`, `worker`, `train-splitter`.
+"""The `docsim` command line: `index`, `info`, `train-splitter`, `evaluate`, `reindex`, `worker`,
+`train`.
 
-Importing this module registers every command on `cli`; the command modules are imported
-in the order `docsim --help` lists them."""
+`command_line()` returns the Typer application with every indexer command registered, in the
+order `docsim --help` lists them (each command module registers its commands on `cli` when
+imported); the app adds `serve` to it (`app.cli`)."""
 
 from __future__ import annotations
+
+import typer
 
 # isort: off
 import indexer.cli.index  # noqa: F401  index, info, train-splitter
@@ -14,11 +18,16 @@ import indexer.cli.train  # noqa: F401  train
 # isort: on
 from indexer.cli.common import cli
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "command_line", "main"]
+
+
+def command_line() -> typer.Typer:
+    """The indexer's command line, every command registered."""
+    return cli
 
 
 def main() -> None:
-    cli()
+    command_line()()
 
 
 if __name__ == "__main__":

@@ -165,6 +165,19 @@ class LoadedIndex:
         )
         return replace(changed, mapped_levels=self.mapped_levels)
 
+    def vector_sizes(self) -> dict[str, tuple[int, int]]:
+        """Per level, how many vectors it holds and the bytes they take in this process's
+        memory (a mapped level: its row map; the file's pages are the page cache's)."""
+        return {
+            level: (
+                int(held.shape[0]),
+                held.memory_bytes()
+                if isinstance(held, MappedRows)
+                else held.element_size() * held.numel(),
+            )
+            for level, held in self.vectors.items()
+        }
+
     @property
     def dim(self) -> int:
         return int(self.manifest["dim"])

@@ -186,3 +186,41 @@ def test_jobs_need_the_key_and_show_no_server_paths(fresh_settings) -> None:
         == "cannot read '<path>': no such file; see <path>"
     )
     assert without_server_paths("3/4 blocks done") == "3/4 blocks done"
+
+
+def test_a_server_file_gone_missing_is_a_503_naming_no_server_path(tmp_path: Path) -> None:
+    """A file of the server's own that is missing is the server's fault (503 with a retry
+    hint), not the client's bad input; the answer names the file, never where it lives."""
+    from fastapi import FastAPI
+
+    from app.core.errors import register_error_handlers
+
+    gone = tmp_path / "secret-root" / "sentence.f16.npy"
+    app = FastAPI()
+    register_error_handlers(app)
+
+    @app.get("/read")
+    def read() -> str:
+        return gone.read_text()  # the operating system's own FileNotFoundError
+
+    response = TestClient(app).get("/read")
+    assert response.status_code == 503, response.text
+    detail = response.json()["detail"]
+    assert "sentence.f16.npy" in detail and "secret-root" not in detail
+    assert response.headers["Retry-After"]
+
+
+def test_a_query_without_a_document_is_a_query_error(client: TestClient) -> None:
+    """What the request schema guarantees is still checked, as an error, not an assert: an
+    upload's options without the file, or a body naming no document."""
+    from app.schemas.similar import SimilarRequest, SimilarUpload
+    from app.services.similar import build_query
+    from indexer.search.types import QueryError
+
+    state, settings = client.app.state.service, client.app.state.runtime.settings
+    for options in (
+        SimilarUpload.model_construct(top_k=3),
+        SimilarRequest.model_construct(document=None, document_id=None),
+    ):
+        with pytest.raises(QueryError, match="a query needs a `document`"):
+            build_query(state, options, settings)

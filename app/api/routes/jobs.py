@@ -8,7 +8,7 @@ from app.api.bodies import json_body, json_request_body
 from app.api.deps import ApiKey, EngineDep, SettingsDep
 from app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
 from app.services import jobs as service
-from indexer.jobs.queue import get_job, list_jobs, request_cancel, retry_job
+from indexer.api import get_job, list_jobs, request_cancel, retry_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]

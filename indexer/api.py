@@ -1,0 +1,113 @@
+"""The indexer's one surface for the app: everything `app` may use of `indexer`, by purpose.
+`tests/test_layers.py` refuses an `app` import of any other indexer module (errors come from
+`indexer.errors`); what is named here is public, and changes to it are changes of interface.
+
+- **Configuration**: `Settings`, the one settings object (the app extends it).
+- **Database**: `make_engine`, `upgrade` (Alembic migrations).
+- **The served version's lifecycle**: `active_version`, `open_searcher` (load a version with
+  its encoder), `serve_on_shards` (score on Ray actors), `Searcher.with_changes` (follow
+  document changes), `purge_retired` (drop rows no reader can see), `prepare_data_dir`.
+- **Search and explain**: `Searcher` with its options, query and result types;
+  `explain_pair` and `Explanation`.
+- **Documents and their changes**: reading and splitting posted documents, `DocumentChange`,
+  `apply_change` under `hold_data_dir` (the one-writer lock), `stored_document_by_id`.
+- **Jobs**: create, list, cancel and retry reindex jobs, the in-process `Worker`, and
+  `job_figures` for monitoring.
+- **Command line**: `cli`, the indexer's commands, to which the app adds `serve`.
+"""
+
+from __future__ import annotations
+
+from indexer.builder.engines import EngineName
+from indexer.builder.pipeline import prepare_data_dir
+from indexer.cli.common import DataDir
+from indexer.cli.main import command_line
+from indexer.config import Settings
+from indexer.jobs.figures import JobFigures, job_figures
+from indexer.jobs.queue import JobRow, create_job, get_job, list_jobs, request_cancel, retry_job
+from indexer.jobs.updates import DocumentChange, apply_change
+from indexer.jobs.worker import CURRENT, ReindexParameters, Worker
+from indexer.search.explain import Explanation, Side, explain_pair
+from indexer.search.searcher import Searcher
+from indexer.search.types import (
+    DocumentHit,
+    Granularity,
+    Method,
+    ParagraphStats,
+    Population,
+    Query,
+    ScoringMode,
+    SearchOptions,
+    SearchResult,
+    UnitHit,
+)
+from indexer.serving import open_searcher, serve_on_shards
+from indexer.store.data_lock import hold_data_dir
+from indexer.store.db import make_engine, upgrade
+from indexer.store.generations import purge_retired
+from indexer.store.reader import stored_document_by_id
+from indexer.store.versions import active_version
+from indexer.text.corpus import (
+    SAMPLE_CORPUS,
+    CorpusFormat,
+    FileLimits,
+    has_nul,
+    json_document,
+    read_document,
+)
+from indexer.text.documents import Document, SourceDocument
+from indexer.text.sentences import SentenceSplitter
+from indexer.text.split import split_document
+
+__all__ = [
+    "CURRENT",
+    "SAMPLE_CORPUS",
+    "CorpusFormat",
+    "DataDir",
+    "Document",
+    "DocumentChange",
+    "DocumentHit",
+    "EngineName",
+    "Explanation",
+    "FileLimits",
+    "Granularity",
+    "JobFigures",
+    "JobRow",
+    "Method",
+    "ParagraphStats",
+    "Population",
+    "Query",
+    "ReindexParameters",
+    "ScoringMode",
+    "SearchOptions",
+    "SearchResult",
+    "Searcher",
+    "SentenceSplitter",
+    "Settings",
+    "Side",
+    "SourceDocument",
+    "UnitHit",
+    "Worker",
+    "active_version",
+    "apply_change",
+    "command_line",
+    "create_job",
+    "explain_pair",
+    "get_job",
+    "has_nul",
+    "hold_data_dir",
+    "job_figures",
+    "json_document",
+    "list_jobs",
+    "make_engine",
+    "open_searcher",
+    "prepare_data_dir",
+    "purge_retired",
+    "read_document",
+    "request_cancel",
+    "retry_job",
+    "serve_on_shards",
+    "split_document",
+    "stored_document_by_id",
+    "upgrade",
+]
