@@ -6,101 +6,124 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from indexer.cli.common import cli, fail
+from indexer.cli.common import FormatOption, cli, fail
 from indexer.config import get_settings
 from indexer.text.corpus import CorpusError, CorpusFormat
 from indexer.text.sentences import load_splitter
 from models.precision import resolve_device
 
+if TYPE_CHECKING:  # training code is imported when the command runs
+    from models.training import TrainConfig, TrainResult
+
 # adapt nudges a good encoder towards the corpus: a low rate, a warmup, early stopping
 DEFAULTS = {"learning_rate": 2e-5, "warmup": 0.0, "eval_every": 0}
 ADAPT_DEFAULTS = {"learning_rate": 1e-5, "warmup": 0.1, "eval_every": 50}
 
+# The options of `docsim train`, in the order `--help` lists them.
+KindArgument = Annotated[str, typer.Argument(help="sdr, colde, graph, bregman or adapt.")]
+CorpusOption = Annotated[Path, typer.Option(help="The corpus to train on (any docsim format).")]
+OutOption = Annotated[Path, typer.Option(help="Where the trained encoder (and checkpoints) go.")]
+BaseOption = Annotated[str, typer.Option(help="The starting encoder: minilm or a directory.")]
+StepsOption = Annotated[int, typer.Option(min=1, help="Optimisation steps.")]
+BatchSizeOption = Annotated[int, typer.Option(min=2)]
+LearningRateOption = Annotated[
+    float | None, typer.Option(min=0.0, help="Default: 1e-5 for adapt, 2e-5 otherwise.")
+]
+WarmupOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        max=1.0,
+        help="Share of the steps with a linear learning-rate warmup (default: 0.1 for "
+        "adapt, 0 otherwise).",
+    ),
+]
+EvalEveryOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="sdr, bregman, adapt: hold a few documents out, score the model on their "
+        "pairs every N steps and save the best one; 0: no held-out evaluation (default: "
+        "50 for adapt, 0 otherwise).",
+    ),
+]
+PatienceOption = Annotated[
+    int, typer.Option(min=0, help="Stop after N evaluations without improvement; 0: never.")
+]
+MaxTokensOption = Annotated[int, typer.Option(min=8, help="Tokens per text / chunk.")]
+CheckpointEveryOption = Annotated[int, typer.Option(min=1)]
+PositivesOption = Annotated[
+    str, typer.Option(help="sdr: positive pairs from the same paragraph or document.")
+]
+MlmWeightOption = Annotated[
+    float, typer.Option(min=0.0, help="sdr: weight of the MLM term; 0 leaves it out.")
+]
+PairsOption = Annotated[
+    str,
+    typer.Option(
+        help="adapt: positive pairs of neighbours (consecutive sentence windows of a "
+        "paragraph) or halves (of a section)."
+    ),
+]
+TemperatureOption = Annotated[float, typer.Option(min=1e-4, help="adapt: InfoNCE temperature.")]
+ViewsOption = Annotated[int, typer.Option(min=2, max=5, help="colde: sections per document.")]
+LabelFieldOption = Annotated[
+    str | None, typer.Option(help="colde: metadata field with class labels.")
+]
+EdgesOption = Annotated[str, typer.Option(help="graph: neighbours or full.")]
+BregmanWeightOption = Annotated[float, typer.Option(help="bregman: lambda.")]
+SubnetworksOption = Annotated[int, typer.Option(min=1, help="bregman: k.")]
+SigmaOption = Annotated[float, typer.Option(help="bregman: Gaussian kernel width.")]
+ResumeOption = Annotated[bool, typer.Option(help="Continue the checkpoint in --out.")]
+ForceOption = Annotated[bool, typer.Option(help="Replace what --out holds.")]
+ProgressBarOption = Annotated[bool, typer.Option(help="Show a progress bar.")]
+
 
 @cli.command()
 def train(
-    kind: Annotated[str, typer.Argument(help="sdr, colde, graph, bregman or adapt.")],
-    corpus: Annotated[Path, typer.Option(help="The corpus to train on (any docsim format).")],
-    out: Annotated[Path, typer.Option(help="Where the trained encoder (and checkpoints) go.")],
-    base: Annotated[str, typer.Option(help="The starting encoder: minilm or a directory.")] = (
-        "minilm"
-    ),
-    steps: Annotated[int, typer.Option(min=1, help="Optimisation steps.")] = 1000,
-    batch_size: Annotated[int, typer.Option(min=2)] = 16,
-    learning_rate: Annotated[
-        float | None, typer.Option(min=0.0, help="Default: 1e-5 for adapt, 2e-5 otherwise.")
-    ] = None,
-    warmup: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            max=1.0,
-            help="Share of the steps with a linear learning-rate warmup (default: 0.1 for "
-            "adapt, 0 otherwise).",
-        ),
-    ] = None,
-    eval_every: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="sdr, bregman, adapt: hold a few documents out, score the model on their "
-            "pairs every N steps and save the best one; 0: no held-out evaluation (default: "
-            "50 for adapt, 0 otherwise).",
-        ),
-    ] = None,
-    patience: Annotated[
-        int, typer.Option(min=0, help="Stop after N evaluations without improvement; 0: never.")
-    ] = 5,
-    max_tokens: Annotated[int, typer.Option(min=8, help="Tokens per text / chunk.")] = 128,
+    kind: KindArgument,
+    corpus: CorpusOption,
+    out: OutOption,
+    base: BaseOption = "minilm",
+    steps: StepsOption = 1000,
+    batch_size: BatchSizeOption = 16,
+    learning_rate: LearningRateOption = None,
+    warmup: WarmupOption = None,
+    eval_every: EvalEveryOption = None,
+    patience: PatienceOption = 5,
+    max_tokens: MaxTokensOption = 128,
     seed: int = 0,
-    checkpoint_every: Annotated[int, typer.Option(min=1)] = 100,
-    fmt: Annotated[
-        CorpusFormat, typer.Option("--format", help="Corpus format.")
-    ] = CorpusFormat.auto,
-    positives: Annotated[
-        str, typer.Option(help="sdr: positive pairs from the same paragraph or document.")
-    ] = "paragraph",
-    mlm_weight: Annotated[
-        float, typer.Option(min=0.0, help="sdr: weight of the MLM term; 0 leaves it out.")
-    ] = 1.0,
-    pairs: Annotated[
-        str,
-        typer.Option(
-            help="adapt: positive pairs of neighbours (consecutive sentence windows of a "
-            "paragraph) or halves (of a section)."
-        ),
-    ] = "neighbours",
-    temperature: Annotated[
-        float, typer.Option(min=1e-4, help="adapt: InfoNCE temperature.")
-    ] = 0.05,
-    views: Annotated[int, typer.Option(min=2, max=5, help="colde: sections per document.")] = 2,
-    label_field: Annotated[
-        str | None, typer.Option(help="colde: metadata field with class labels.")
-    ] = None,
-    edges: Annotated[str, typer.Option(help="graph: neighbours or full.")] = "neighbours",
-    bregman_weight: Annotated[float, typer.Option(help="bregman: lambda.")] = 1.0,
-    subnetworks: Annotated[int, typer.Option(min=1, help="bregman: k.")] = 8,
-    sigma: Annotated[float, typer.Option(help="bregman: Gaussian kernel width.")] = 2.0,
-    resume: Annotated[bool, typer.Option(help="Continue the checkpoint in --out.")] = False,
-    force: Annotated[bool, typer.Option(help="Replace what --out holds.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    checkpoint_every: CheckpointEveryOption = 100,
+    fmt: FormatOption = CorpusFormat.auto,
+    positives: PositivesOption = "paragraph",
+    mlm_weight: MlmWeightOption = 1.0,
+    pairs: PairsOption = "neighbours",
+    temperature: TemperatureOption = 0.05,
+    views: ViewsOption = 2,
+    label_field: LabelFieldOption = None,
+    edges: EdgesOption = "neighbours",
+    bregman_weight: BregmanWeightOption = 1.0,
+    subnetworks: SubnetworksOption = 8,
+    sigma: SigmaOption = 2.0,
+    resume: ResumeOption = False,
+    force: ForceOption = False,
+    progress: ProgressBarOption = True,
 ) -> None:
     """Train an encoder on a corpus; `docsim index --encoder OUT` uses it."""
-    from indexer.train import run_training, training_documents
-    from models.training import TrainConfig, TrainingError
+    from models.training import TrainConfig
 
     settings = get_settings()
-    options: dict[str, Any] = {
+    per_kind: dict[str, dict[str, Any]] = {
         "sdr": {"positives": positives, "mlm_weight": mlm_weight},
         "adapt": {"pairs": pairs, "temperature": temperature},
         "colde": {"views": views, "use_labels": label_field is not None},
         "graph": {"edges": edges},
         "bregman": {"weight": bregman_weight, "k": subnetworks, "sigma": sigma},
-    }.get(kind, {})
+    }
     defaults = ADAPT_DEFAULTS if kind == "adapt" else DEFAULTS
     warmup = defaults["warmup"] if warmup is None else warmup
     config = TrainConfig(
@@ -116,14 +139,38 @@ def train(
         checkpoint_every=checkpoint_every,
         max_tokens=max_tokens,
         precision=settings.encoder.precision,
-        options=options,
+        options=per_kind.get(kind, {}),
     )
+    result = train_on_corpus(
+        config, corpus, fmt, label_field, out, resume=resume, force=force, progress=progress
+    )
+    typer.echo(json.dumps(training_summary(kind, out, result)))
+
+
+def train_on_corpus(
+    config: TrainConfig,
+    corpus: Path,
+    fmt: CorpusFormat,
+    label_field: str | None,
+    out: Path,
+    *,
+    resume: bool,
+    force: bool,
+    progress: bool,
+) -> TrainResult:
+    """Read and split `corpus`, then train `config` on it into `out` (checkpoints, then the
+    encoder). A user's error (a bad corpus, option or output folder) or an interrupt ends
+    the command with its message."""
+    from indexer.train import run_training, training_documents
+    from models.training_data import TrainingError
+
+    settings = get_settings()
     try:
         if not corpus.exists():
             raise CorpusError(f"corpus path {str(corpus)!r} does not exist")
         docs = training_documents(corpus, fmt, load_splitter(settings.punkt_params), label_field)
-        result = run_training(
-            kind,
+        return run_training(
+            config.kind,
             docs,
             out,
             config,
@@ -135,23 +182,27 @@ def train(
     except (TrainingError, CorpusError, ValueError) as error:
         fail(str(error))
     except KeyboardInterrupt:
-        fail(f"interrupted: `docsim train {kind} ... --resume` continues from the checkpoint", 130)
+        fail(
+            f"interrupted: `docsim train {config.kind} ... --resume` continues from the checkpoint",
+            130,
+        )
+
+
+def training_summary(kind: str, out: Path, result: TrainResult) -> dict[str, Any]:
+    """What `docsim train` prints: the run, its loss over the first and the last ten steps,
+    and the held-out scores when there were any."""
     first = sum(result.losses[:10]) / max(1, len(result.losses[:10]))
     last = sum(result.losses[-10:]) / max(1, len(result.losses[-10:]))
-    typer.echo(
-        json.dumps(
-            {
-                "kind": kind,
-                "out": str(out),
-                "steps": result.steps,
-                "resumed_from": result.resumed_from,
-                "seconds": round(result.seconds, 1),
-                "loss_first_10": round(first, 4),
-                "loss_last_10": round(last, 4),
-                **_held_out_summary(result.evaluations, result.best_step, result.stopped_early),
-            }
-        )
-    )
+    return {
+        "kind": kind,
+        "out": str(out),
+        "steps": result.steps,
+        "resumed_from": result.resumed_from,
+        "seconds": round(result.seconds, 1),
+        "loss_first_10": round(first, 4),
+        "loss_last_10": round(last, 4),
+        **_held_out_summary(result.evaluations, result.best_step, result.stopped_early),
+    }
 
 
 def _held_out_summary(
