@@ -16,6 +16,7 @@ from indexer.api import (
     FileLimits,
     SentenceSplitter,
     SourceDocument,
+    active_version,
     apply_change,
     hold_data_dir,
     stored_document_by_id,
@@ -40,6 +41,30 @@ def _sources(
     return sources
 
 
+def newest_state(runtime: Runtime) -> ServiceState:
+    """The served state, brought up to what SQL holds first when another process changed
+    it: a change applies to the newest revision. The caller is the data directory's writer,
+    so nothing in this process moves it meanwhile.
+
+    Raises:
+        NoActiveIndexError: nothing is published.
+        IndexNotReadyError: the newest revision cannot be loaded (`failure` says why).
+    """
+    active_version(runtime.engine)  # NoActiveIndexError before anything else
+    try:
+        runtime.refresh()  # loads only when the served state is behind SQL
+    except Exception as error:  # recorded in `failure`
+        raise IndexNotReadyError(
+            f"the active index could not be loaded ({runtime.failure}); retry later"
+        ) from error
+    state = runtime.state
+    if state is None:
+        raise IndexNotReadyError(
+            f"the active index could not be loaded ({runtime.failure}); retry later"
+        )
+    return state
+
+
 def _change(runtime: Runtime, upserts: list[Document], deletes: list[str]) -> DocumentChange:
     """Apply one change as the data directory's writer (changes of this process and of
     others queue for up to `change_wait_seconds`), to the newest revision, and serve it
@@ -47,7 +72,7 @@ def _change(runtime: Runtime, upserts: list[Document], deletes: list[str]) -> Do
     if runtime.unwritable is not None:
         raise IndexNotReadyError(f"document changes cannot be written here: {runtime.unwritable}")
     with hold_data_dir(runtime.indexes_dir, "change", runtime.settings.api.change_wait_seconds):
-        state = runtime.state_for_change()
+        state = newest_state(runtime)
         searcher = state.searcher
         change = apply_change(
             runtime.engine,

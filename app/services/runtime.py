@@ -18,16 +18,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
-from app.core.errors import IndexNotReadyError
-from app.services.query_cache import QueryCache
-from app.services.state import ServiceState, load_state, on_shards
+from app.services.pins import RevisionPins
+from app.services.retirement import ShardRetirement
+from app.services.state import ServiceState, load_state, with_change
+from app.services.watcher import Watcher
 from indexer.api import DocumentChange, Worker, active_version, prepare_data_dir, purge_retired
 from indexer.errors import IndexBuildError, NoActiveIndexError
 
@@ -37,8 +37,6 @@ LOAD_ATTEMPTS = 3  # loads in a row while document changes keep committing
 
 
 class Runtime:
-    RETRY_MAX_SECONDS = 30.0
-
     def __init__(
         self,
         settings: ServiceSettings,
@@ -51,50 +49,31 @@ class Runtime:
         self.state: ServiceState | None = None
         self.failure: str | None = None  # why nothing is served although a version is active
         self._reload_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._watcher = Watcher(self.refresh, self.purge, settings.api.swap_poll_seconds)
         self.worker: Worker | None = None
-        self._retiring: dict[int, tuple[threading.Timer, Any]] = {}  # shards closing later
-        self._retiring_lock = threading.Lock()
-        # (version, revision) -> requests answering from it: their rows are not purged
-        self._pins: dict[tuple[int, int], int] = {}
-        self._pins_lock = threading.Lock()
+        self._worker_thread: threading.Thread | None = None
+        self._retiring = ShardRetirement()  # shards of swapped-out states, closing later
+        self._pins = RevisionPins()  # what requests read: its rows are not purged
         self.indexes_dir: Path = settings.data_dir / "indexes"
         self.unwritable: str | None = None  # why document changes cannot be written here
 
     # --- readers -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def pinned(self) -> Iterator[ServiceState | None]:
+    def pinned(self) -> contextlib.AbstractContextManager[ServiceState | None]:
         """The served state (None: nothing is served), held for the block: the rows of its
         revision stay in SQL until the block ends (`purge`)."""
-        with self._pins_lock:
-            state = self.state
-            key = (state.version_id, state.revision) if state is not None else None
-            if key is not None:
-                self._pins[key] = self._pins.get(key, 0) + 1
-        try:
-            yield state
-        finally:
-            if key is not None:
-                with self._pins_lock:
-                    self._pins[key] -= 1
-                    if not self._pins[key]:
-                        del self._pins[key]
+        return self._pins.hold(lambda: self.state)
 
     def purge(self) -> None:
         """Delete the retired rows of the served version that no request of this process can
         read any more, and that readers elsewhere had the grace period to finish with."""
-        with self._pins_lock:
-            state = self.state
-            if state is None or state.revision == 0:  # no change yet: nothing was retired
-                return
-            revisions = [r for (v, r) in self._pins if v == state.version_id]
-            up_to = min([state.revision, *revisions])
+        oldest = self._pins.oldest(lambda: self.state)
+        if oldest is None:  # nothing served, or no change yet: nothing was retired
+            return
+        version_id, up_to = oldest
         try:
             purge_retired(
                 self.engine,
-                state.version_id,
+                version_id,
                 up_to_revision=up_to,
                 grace_seconds=self.settings.jobs.retire_grace_seconds,
             )
@@ -108,34 +87,15 @@ class Runtime:
         previous, self.state = self.state, state
         self._publish(state)
         if previous is not None and previous is not state and previous.shards is not None:
-            self._retire(previous.shards, self.settings.jobs.retire_grace_seconds)
-
-    def _retire(self, shards: Any, after_seconds: float) -> None:
-        """Close a swapped-out state's shard actors once the requests holding it are done
-        (after `after_seconds`); `stop` closes those still waiting at once."""
-        timer = threading.Timer(after_seconds, self._close_retired, args=(shards,))
-        timer.daemon = True
-        with self._retiring_lock:
-            self._retiring[id(shards)] = (timer, shards)
-        timer.start()
+            self._retiring.retire(previous.shards, self.settings.jobs.retire_grace_seconds)
 
     def _close_all_shards(self) -> None:
         """Close the shard actors of retired states at once, and those of the served state:
         on stopping, and on a cluster without room for two versions' shards, where a swap
         then goes on with a gap (requests get 503 with a retry hint) rather than failing."""
-        with self._retiring_lock:
-            retiring, self._retiring = list(self._retiring.values()), {}
-        for timer, shards in retiring:
-            timer.cancel()
-            shards.close()
+        self._retiring.close_all()
         if self.state is not None and self.state.shards is not None:
             self.state.shards.close()
-
-    def _close_retired(self, shards: Any) -> None:
-        with self._retiring_lock:
-            if self._retiring.pop(id(shards), None) is None:
-                return  # `stop` closed them
-        shards.close()
 
     def refresh(self) -> bool:
         """Load and swap in the active version if it differs from the served one (version
@@ -221,24 +181,9 @@ class Runtime:
         that fail too, nothing is served (`fail`) until the watcher manages to load it."""
         with self._reload_lock:
             try:
-                searcher = state.searcher
-                index = searcher.index.with_changes(
-                    self.engine, change.removed_ids, change.added_units, change.revision
+                self.swap(
+                    with_change(self.settings, state, change, self.engine, self._close_all_shards)
                 )
-                changed_searcher = searcher.with_changes(index)
-                changed = ServiceState(
-                    searcher=changed_searcher,
-                    shards=on_shards(self.settings, changed_searcher, self._close_all_shards),
-                    version_id=state.version_id,
-                    encoder_name=state.encoder_name,
-                    queries=QueryCache(
-                        self.settings.api.query_cache_bytes,
-                        self.settings.api.query_cache_ttl_seconds,
-                    ),
-                    revision=change.revision,
-                )
-                changed.queries.adopt(state.queries, same_encoder=True)
-                self.swap(changed)
                 return
             except Exception:
                 logger.exception("Applying the change in memory failed; loading it from SQL")
@@ -248,41 +193,14 @@ class Runtime:
                 self.fail(error)
 
     def wake(self, _version_id: int | None = None) -> None:
-        self._wake.set()
+        """Poll SQL now rather than at the next tick."""
+        self._watcher.wake()
 
     def serve_published(self, _version_id: int) -> None:
         """The embedded worker's hook once it has published a version: load and swap it in
         now, in the worker's thread, so that the job turns succeeded only once this process
         answers from it. Raises what the load raised (`fail` recorded it; the watcher retries)."""
         self.refresh()
-
-    def state_for_change(self) -> ServiceState:
-        """The served state, brought up to what SQL holds first when another process changed
-        it: a change applies to the newest revision. The caller is the data directory's
-        writer, so nothing in this process moves it meanwhile.
-
-        Raises:
-            NoActiveIndexError: nothing is published.
-            IndexNotReadyError: the newest revision cannot be loaded (`failure` says why).
-        """
-        active = active_version(self.engine)
-        state = self.state
-        if state is None or (state.version_id, state.revision) != (
-            active.version_id,
-            active.revision,
-        ):
-            try:
-                self.refresh()
-            except Exception as error:  # recorded in `failure`
-                raise IndexNotReadyError(
-                    f"the active index could not be loaded ({self.failure}); retry later"
-                ) from error
-            state = self.state
-        if state is None:
-            raise IndexNotReadyError(
-                f"the active index could not be loaded ({self.failure}); retry later"
-            )
-        return state
 
     # --- threads -------------------------------------------------------------------------
     def start(self) -> None:
@@ -291,37 +209,20 @@ class Runtime:
         except IndexBuildError as error:
             self.unwritable = str(error)
             logger.warning("Document changes are refused: %s", error)
-        watcher = threading.Thread(target=self._watch, name="docsim-swap", daemon=True)
-        watcher.start()
-        self._threads.append(watcher)
+        self._watcher.start()
         if self.settings.jobs.embedded_worker:
             self.worker = Worker(self.settings, self.engine, on_published=self.serve_published)
-            thread = threading.Thread(target=self.worker.run, name="docsim-worker", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def _watch(self) -> None:
-        poll = self.settings.api.swap_poll_seconds
-        delay = poll
-        while not self._stop.is_set():
-            self._wake.wait(delay)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            try:
-                self.refresh()
-                self.purge()
-                delay = poll
-            except Exception:  # recorded by `fail`; try again, less and less often
-                delay = min(max(2 * delay, poll), max(poll, self.RETRY_MAX_SECONDS))
+            self._worker_thread = threading.Thread(
+                target=self.worker.run, name="docsim-worker", daemon=True
+            )
+            self._worker_thread.start()
 
     def stop(self, timeout: float = 600.0) -> None:
         """Stop the watcher, and the worker after its current block (its job then fails with
         its build kept; a retry resumes it)."""
-        self._stop.set()
-        self._wake.set()
+        self._watcher.stop(timeout)
         self._close_all_shards()
         if self.worker is not None:
             self.worker.stop.set()  # a running job is suspended; a retry resumes it
-        for thread in self._threads:
-            thread.join(timeout)
+        if self._worker_thread is not None:
+            self._worker_thread.join(timeout)

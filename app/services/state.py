@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
 from app.services.query_cache import QueryCache
-from indexer.api import Searcher, open_searcher, serve_on_shards
+from indexer.api import DocumentChange, Searcher, open_searcher, serve_on_shards
 
 
 @dataclass
@@ -47,3 +47,29 @@ def on_shards(
     if settings.shards.count == 0:
         return None
     return serve_on_shards(settings, searcher, make_room)
+
+
+def with_change(
+    settings: ServiceSettings,
+    state: ServiceState,
+    change: DocumentChange,
+    engine: Engine,
+    make_room: Callable[[], None] | None = None,
+) -> ServiceState:
+    """`state` with a committed document change applied, copy on write: the index and the
+    searcher carry over what the change did not touch (`LoadedIndex.with_changes`,
+    `Searcher.with_changes`), on new shards when sharded; the recent queries carry over."""
+    index = state.searcher.index.with_changes(
+        engine, change.removed_ids, change.added_units, change.revision
+    )
+    searcher = state.searcher.with_changes(index)
+    changed = ServiceState(
+        searcher=searcher,
+        shards=on_shards(settings, searcher, make_room),
+        version_id=state.version_id,
+        encoder_name=state.encoder_name,
+        queries=QueryCache(settings.api.query_cache_bytes, settings.api.query_cache_ttl_seconds),
+        revision=change.revision,
+    )
+    changed.queries.adopt(state.queries, same_encoder=True)
+    return changed
