@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -15,10 +16,28 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET = ("transformers", "httpx", "alembic.runtime.migration", "bm25s", "filelock")
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each record to `sys.stderr` as it is when the record is written. A handler
+    bound to the stream of its creation keeps writing to it after whoever set `sys.stderr`
+    (a test runner, Typer's `CliRunner`) has closed it, and every later record from a worker
+    thread then prints a "Logging error" traceback instead of the message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        """Ignored: the stream is always the current `sys.stderr`."""
+
+
 def configure_logging(settings: LogSettings, verbose: bool = False) -> None:
     """Send every logger's records to stderr in the configured format (replacing handlers
     set before, so that uvicorn's and ours share one format)."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     if settings.format == "json":
         handler.setFormatter(
             JsonFormatter(

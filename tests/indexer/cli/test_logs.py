@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import io
 import json
 import logging
+import sys
+import threading
 
 import pytest
 
@@ -40,3 +43,21 @@ def test_text_logs_stay_plain(restore_logging, capsys: pytest.CaptureFixture) ->
     err = capsys.readouterr().err
     assert "hidden" not in err
     assert err.strip().endswith("WARNING docsim.test: careful")
+
+
+def test_logs_follow_stderr_after_it_is_replaced(
+    restore_logging, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread that logs after the stderr of configuration time was closed (a CLI test's
+    runner, a test's capture) still writes its message, to the stderr of now."""
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure_logging(LogSettings(format="text", level="INFO"))
+    first.close()
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", second)
+    done = threading.Thread(target=logging.getLogger("docsim.test").warning, args=("late",))
+    done.start()
+    done.join()
+    assert second.getvalue().strip().endswith("WARNING docsim.test: late")
+    assert "Logging error" not in second.getvalue()
