@@ -172,7 +172,7 @@ def run_queries(
     depth: int,
 ) -> dict[str, list[tuple[str, float]]]:
     """`{qid: [(doc_id, score), ...]}` best first, through the API's code path."""
-    runs = {}
+    runs: dict[str, list[tuple[str, float]]] = {}
     for query in tqdm(queries, desc=spec.name, unit="query"):
         candidates = pools.get(query.qid) if pools is not None else None
         if pools is not None and candidates is None:
@@ -195,5 +195,5 @@ def run_queries(
             )
             runs[query.qid] = []
             continue
-        runs[query.qid] = [(hit.document_id, hit.score) for hit in result.results]  # type: ignore[union-attr]
+        runs[query.qid] = [(hit.document_id, hit.score) for hit in result.results]
     return runs
