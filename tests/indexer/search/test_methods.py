@@ -251,3 +251,21 @@ def test_stemming_is_turned_off_by_none_and_a_wrong_language_is_named() -> None:
     assert SearchSettings(bm25_stemmer="none").bm25_stemmer is None
     with pytest.raises(ValueError, match="no Snowball stemmer for 'klingon'"):
         SearchSettings(bm25_stemmer="klingon")
+
+
+def test_every_method_has_a_scorer_or_an_sdr_ranking() -> None:
+    """A method is ranked by its registered scorer, or by one of SDR's rankings; a sharded
+    scorer is a second implementation of a registered method, never the only one."""
+    from indexer.search.scorers import ON_SHARDS, REGISTRY
+    from indexer.search.sdr_ranking import SDR_RANKED
+
+    assert set(REGISTRY) | SDR_RANKED == set(Method)
+    assert not set(REGISTRY) & SDR_RANKED
+    assert set(ON_SHARDS) <= set(REGISTRY)
+
+
+def test_a_scorer_registered_twice_is_refused() -> None:
+    from indexer.search.scorers import REGISTRY, register
+
+    with pytest.raises(ValueError, match="'bm25' already scored by Bm25"):
+        register(Method.bm25)(REGISTRY[Method.document])
