@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -62,7 +62,7 @@ def read_corpus(
     if fmt is CorpusFormat.auto:
         fmt = detect_format(path)
     logger.info("Reading %s as a %s corpus", path, fmt.value)
-    readers = {
+    readers: dict[CorpusFormat, Callable[[Path], Iterator[SourceDocument | Skipped]]] = {
         CorpusFormat.text: partial(_read_text_dir, limits=limits),
         CorpusFormat.jsonl: _read_jsonl,
         CorpusFormat.aila: partial(_read_aila_dir, limits=limits),

@@ -6,10 +6,13 @@ that follows a block inside the same container (a `tail`) is not kept."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexer.text.documents import Skipped, SourceDocument
 from indexer.text.readers.structured import clean, structured_document
+
+if TYPE_CHECKING:  # lxml is imported when a page is read
+    from lxml.html import HtmlElement
 
 HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 DROPPED = {"script", "style", "noscript", "template", "nav", "aside", "form", "svg", "iframe"}
@@ -51,7 +54,7 @@ def html_document(doc_id: str, raw: bytes, metadata: dict[str, Any]) -> SourceDo
     return structured_document(doc_id, title, sections, metadata)
 
 
-def _holds_blocks(element) -> bool:  # noqa: ANN001
+def _holds_blocks(element: HtmlElement) -> bool:
     """Whether a block, heading or table row lies inside `element` (then they are the
     paragraphs)."""
     return any(
@@ -61,5 +64,5 @@ def _holds_blocks(element) -> bool:  # noqa: ANN001
     )
 
 
-def _inside_row(element) -> bool:  # noqa: ANN001
+def _inside_row(element: HtmlElement) -> bool:
     return any(parent.tag == "tr" for parent in element.iterancestors())

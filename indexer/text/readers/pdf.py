@@ -24,10 +24,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexer.text.documents import Skipped, SourceDocument
 from indexer.text.readers.structured import clean, structured_document
+
+if TYPE_CHECKING:  # pdfminer is imported when a PDF is read
+    from pdfminer.layout import LTChar
 
 HEADING_RATIO = 1.15  # a heading's font is this much larger than the body's
 REPEATED_SHARE = 0.5  # a line on at least this share of the pages (and >= 2) is furniture
@@ -184,9 +187,10 @@ def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[
     return boxes, pages, title, outline
 
 
-def _first_word_width(line: Any, char_type: type) -> float:
-    """The width in points of the line's first word (up to its first space)."""
-    chars = []
+def _first_word_width(line: Any, char_type: type[LTChar]) -> float:
+    """The width in points of the line's first word (up to its first space). `char_type` is
+    pdfminer's `LTChar`, which the reader imports when it runs."""
+    chars: list[LTChar] = []
     for item in line:
         if not isinstance(item, char_type) or not item.get_text().strip():
             if chars:
