@@ -36,10 +36,14 @@ run: setup
 	$(BIN)/docsim serve
 
 # The whole suite twice: on SQLite (the embedded default), then on a real PostgreSQL.
-test: setup browser postgres
-	$(BIN)/ruff check .
+test: setup browser postgres lint
 	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db sqlite
 	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db postgresql
+
+# Style and types: ruff, and mypy (strict on `models` and `indexer.search`; see pyproject.toml).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # The sharded service's slow tests run in a process of their own: one slow run crashed without
 # a report (exit 1) after several Ray sessions had started and stopped in one process.
