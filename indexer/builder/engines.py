@@ -20,7 +20,7 @@ import logging
 import pickle
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from enum import Enum
 from typing import Any, Protocol
 
@@ -48,10 +48,13 @@ class EngineError(RuntimeError):
     """The engine cannot run here (Ray missing, a bad address, a path too long)."""
 
 
+# Each block with its documents' vectors, in order: a generator, which the build closes
+# (`contextlib.closing`) to free the engine's resources as soon as its loop ends or fails.
+EncodedBlocks = Generator[tuple[list[Document], list[DocumentVectors]], None, None]
+
+
 class EncodeEngine(Protocol):
-    def encode_blocks(
-        self, blocks: Iterable[list[Document]]
-    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]: ...
+    def encode_blocks(self, blocks: Iterable[list[Document]]) -> EncodedBlocks: ...
 
 
 class LocalEngine:
@@ -63,15 +66,11 @@ class LocalEngine:
         self.encoder = encoder
         self.ahead = ahead
 
-    def _encoded(
-        self, blocks: Iterable[list[Document]]
-    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+    def _encoded(self, blocks: Iterable[list[Document]]) -> EncodedBlocks:
         for block in blocks:
             yield block, self.encoder.encode_documents([doc.encoder_input() for doc in block])
 
-    def encode_blocks(
-        self, blocks: Iterable[list[Document]]
-    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+    def encode_blocks(self, blocks: Iterable[list[Document]]) -> EncodedBlocks:
         if not self.ahead:
             yield from self._encoded(blocks)
             return
@@ -142,9 +141,7 @@ class RayEngine:
             }
         )
 
-    def encode_blocks(
-        self, blocks: Iterable[list[Document]]
-    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+    def encode_blocks(self, blocks: Iterable[list[Document]]) -> EncodedBlocks:
         blocks = list(blocks)
         if not blocks:
             return
@@ -158,9 +155,7 @@ class RayEngine:
             if started_here:
                 ray.shutdown()
 
-    def _run(
-        self, ray: Any, blocks: list[list[Document]]
-    ) -> Iterator[tuple[list[Document], list[DocumentVectors]]]:
+    def _run(self, ray: Any, blocks: list[list[Document]]) -> EncodedBlocks:
         options = self.settings.ray
         gpus = int(ray.cluster_resources().get("GPU", 0))
         actors = options.actors or max(1, gpus)

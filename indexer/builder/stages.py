@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
@@ -40,6 +41,8 @@ from indexer.text.split import EmptyDocumentError, split_document
 from models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
+
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None  # from `signal.getsignal`
 
 
 @dataclass
@@ -103,7 +106,9 @@ def interrupts_held() -> Iterator[None]:
         yield
         return
     held: list[tuple[int, FrameType | None]] = []
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous: dict[int, SignalHandler] = {
+        s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)
+    }
     for signum in previous:
         signal.signal(signum, lambda number, frame: held.append((number, frame)))
     try:
@@ -179,8 +184,10 @@ def encode_and_store(
                 ids = insert_documents(conn, version_id, block, counter)
                 target = _block_file(folder, b)
                 partial = target.with_suffix(".partial.npz")
+                # numbers only; naming `allow_pickle` tells the type checker `**` does not fill it
                 np.savez(
                     partial,
+                    allow_pickle=False,
                     **{f"{lv}_vectors": arrays[lv] for lv in LEVELS},
                     **{f"{lv}_ids": np.asarray(ids[lv], np.int64) for lv in LEVELS},
                 )
@@ -224,19 +231,18 @@ def write_vector_indexes(
         index = FaissIndex.build(
             matrix, ids, factory, nprobe=settings.index.nprobe, use_gpu=use_gpu
         )
-        files = {
-            "index_file": f"{level}.faiss",
-            "vectors_file": f"{level}.f16.npy",
-            "ids_file": f"{level}.ids.npy",
-        }
-        index.save(folder / files["index_file"])
-        np.save(folder / files["vectors_file"], matrix.astype(np.float16))
-        np.save(folder / files["ids_file"], ids)
+        names = (f"{level}.faiss", f"{level}.f16.npy", f"{level}.ids.npy")
+        index_file, vectors_file, ids_file = names
+        index.save(folder / index_file)
+        np.save(folder / vectors_file, matrix.astype(np.float16))
+        np.save(folder / ids_file, ids)
         levels[level] = {
             "count": int(len(ids)),
             "factory": factory,
-            **files,
-            "bytes": sum((folder / name).stat().st_size for name in files.values()),
-            "sha256": {name: file_sha256(folder / name) for name in files.values()},
+            "index_file": index_file,
+            "vectors_file": vectors_file,
+            "ids_file": ids_file,
+            "bytes": sum((folder / name).stat().st_size for name in names),
+            "sha256": {name: file_sha256(folder / name) for name in names},
         }
     return levels
