@@ -21,7 +21,7 @@ from indexer.search.loaded_index import SEARCHED_ON_SHARDS, IndexMismatchError, 
 from indexer.search.searcher import Searcher
 from indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
 from indexer.search.shards import ShardedLevel, ShardedSdr
-from indexer.store.vector_index import gpu_count
+from indexer.store.vector_index import FaissIndex, gpu_count
 from indexer.store.versions import active_version
 from indexer.text.sentences import load_splitter
 from models.inference import TORCH, BackendUnavailableError
@@ -40,7 +40,11 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
     version = active_version(engine)
     index = LoadedIndex.load(engine, version, sharded=sharded)
     if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU
-        index = replace(index, indices={k: v.to_gpu() for k, v in index.indices.items()})
+        on_gpu = {  # every level's search is its FAISS index yet: shards come later
+            level: held.to_gpu() if isinstance(held, FaissIndex) else held
+            for level, held in index.indices.items()
+        }
+        index = replace(index, indices=on_gpu)
     recorded = index.manifest["encoder"]
     source = recorded.get("source") or recorded["name"]
     backend = index.manifest.get("backend") or {"name": TORCH}  # older versions: torch

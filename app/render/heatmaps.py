@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import io
 import textwrap
+from collections.abc import Iterator
 
 import matplotlib
+import torch
 
 matplotlib.use("Agg")
 
 from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.colors import Normalize  # noqa: E402
+from matplotlib.figure import Figure, FigureBase, SubFigure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
@@ -29,7 +32,7 @@ def _label(text: str, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _draw(axes: Axes, figure: Figure, item: Map, explanation: Explanation) -> None:
+def _draw(axes: Axes, figure: FigureBase, item: Map, explanation: Explanation) -> None:
     grid = item.grid
     image = axes.imshow(
         grid.values.numpy(),
@@ -91,13 +94,15 @@ def _draw(axes: Axes, figure: Figure, item: Map, explanation: Explanation) -> No
             fontsize=8,
             color="red",
         )
-    if max(item.rows, item.columns) <= 12 and not grid.pooled:
+    scale = image.norm  # imshow's own: a linear `Normalize` of the values' range
+    if max(item.rows, item.columns) <= 12 and not grid.pooled and isinstance(scale, Normalize):
         for (i, j), value in _cells(grid.values):
-            shade = "black" if image.norm(value) > 0.6 else "white"
+            shade = "black" if scale(value) > 0.6 else "white"
             axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color=shade)
 
 
-def _cells(values):  # noqa: ANN001, ANN202 - a small tensor
+def _cells(values: torch.Tensor) -> Iterator[tuple[tuple[int, int], float]]:
+    """Each cell of a small `(rows, columns)` map: its place and its value."""
     for i, row in enumerate(values.tolist()):
         for j, value in enumerate(row):
             yield (i, j), value
@@ -109,7 +114,9 @@ def render_png(explanation: Explanation, max_per_axis: int) -> bytes:
     figure = Figure(figsize=(15, 15), dpi=100, layout="constrained")
     # a paragraph map of a few rows (a one-paragraph query) gets a low panel, not tall bars
     bottom_height = 1.6 if paragraph.grid.values.shape[0] >= 8 else 0.7
-    top, bottom = figure.subfigures(2, 1, height_ratios=[1, bottom_height])
+    panels = figure.subfigures(2, 1, squeeze=False, height_ratios=[1, bottom_height])  # (2, 1)
+    top: SubFigure = panels[0, 0]
+    bottom: SubFigure = panels[1, 0]
     left, right = top.subplots(1, 2)
     _draw(left, top, section, explanation)
     _draw(right, top, chunk, explanation)

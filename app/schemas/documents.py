@@ -70,7 +70,8 @@ class StoredDocument(BaseModel):
             text=source.text,
             metadata=dict(source.metadata),
             sections=[
-                SectionText(title=s.title, start=s.start, end=s.end) for s in source.sections
+                SectionText(title=s.title, start=s.start, end=s.end)
+                for s in source.sections or ()  # a stored document's layout is always given
             ],
             index_version=index_version,
         )

@@ -129,6 +129,9 @@ class SimilarResponse(BaseModel):
             ]
         else:
             results = [UnitResult(**vars(h)) for h in result.results]
+        method = result.method or request.method
+        if method is None:  # `Searcher.similar` names the method it ranked by, always
+            raise ValueError("a search result names no method")
         return cls(
             query_id=query_id,
             index_version=index_version,
@@ -136,7 +139,7 @@ class SimilarResponse(BaseModel):
             encoder=encoder,
             took_ms=took_ms(started),
             mode=result.mode,
-            method=result.method or request.method,
+            method=method,
             granularity=request.granularity,
             normalize=request.normalize,
             scored_documents=result.scored_documents,

@@ -20,13 +20,15 @@ def resolve_source(
     searcher = state.searcher
     cached = state.queries.get(source)
     if cached is not None:
-        query = cached.query
+        query, document_id = cached.query, cached.document_id
         if query is None:  # a query by document id carried over from an older version
+            if document_id is None:
+                raise ValueError(f"query {source!r} was cached with neither vectors nor an id")
             try:
-                query = searcher.query_from_index(cached.document_id)
+                query = searcher.query_from_index(document_id)
             except DocumentNotFoundError:
                 raise SourceNotFoundError(
-                    f"query {source!r} was for document {cached.document_id!r}, which the "
+                    f"query {source!r} was for document {document_id!r}, which the "
                     "active index no longer has"
                 ) from None
         stats = cached.stats if cached.normalize else None

@@ -13,4 +13,5 @@ def concatenated_ranges(starts: Positions, ends: Positions) -> Positions:
     """The concatenation of `arange(start, end)` for each pair, without a Python loop."""
     lengths = ends - starts
     offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return np.arange(int(lengths.sum())) + offsets
+    rows: Positions = np.arange(int(lengths.sum())) + offsets
+    return rows

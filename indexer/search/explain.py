@@ -124,7 +124,8 @@ def _side(query: Query, ref: str, kind: str, searcher: Searcher) -> Side:
 def _parents(parent_starts: np.ndarray, children: list[Span]) -> list[int]:
     """The parent of each child span, by the last parent starting at or before it."""
     at = np.searchsorted(parent_starts, [c.start for c in children], side="right") - 1
-    return np.maximum(at, 0).tolist()
+    parents: list[int] = np.maximum(at, 0).tolist()
+    return parents
 
 
 def explain_pair(
@@ -186,15 +187,19 @@ def explain_pair(
     return explanation
 
 
-def _chunk_attention(searcher: Searcher, source: Side, target: Side) -> dict | None:
+def _chunk_attention(
+    searcher: Searcher, source: Side, target: Side
+) -> dict[str, torch.Tensor] | None:
     """The encoder's chunkwise attention of both documents (CoLDE), by encoding them again:
     attention weights are not stored in the index."""
     if searcher.encoder.identity().get("type") != "colde":
         return None
     maps = {}
     for key, side in (("source", source), ("target", target)):
-        vectors = searcher.encoder.encode_documents([_encoder_input(side)])[0]
-        maps[key] = vectors.chunk_attention
+        attention = searcher.encoder.encode_documents([_encoder_input(side)])[0].chunk_attention
+        if attention is None:  # CoLDE always reports it; an encoder that does not has none
+            return None
+        maps[key] = attention
     return maps
 
 

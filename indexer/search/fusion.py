@@ -13,10 +13,12 @@ ones.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 import numpy as np
 
 NORMALISERS = ("zscore", "minmax")
+Name = TypeVar("Name", bound=str)  # a method's name: a plain string or a `Method`
 
 
 def normalise(scores: np.ndarray, ranked: np.ndarray, how: str = "zscore") -> np.ndarray:
@@ -42,8 +44,8 @@ def normalise(scores: np.ndarray, ranked: np.ndarray, how: str = "zscore") -> np
 
 
 def fuse(
-    scores: Mapping[str, np.ndarray],
-    weights: Mapping[str, float],
+    scores: Mapping[Name, np.ndarray],
+    weights: Mapping[Name, float],
     ranked: np.ndarray,
     how: str = "zscore",
 ) -> np.ndarray:

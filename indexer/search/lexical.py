@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -32,13 +33,20 @@ K1 = 1.5
 B = 0.75
 
 
-def stemmer_for(language: str | None):  # noqa: ANN201
+class WordStemmer(Protocol):
+    """What bm25s asks of a stemmer: PyStemmer's `Stemmer.Stemmer`."""
+
+    def stemWords(self, words: Sequence[str]) -> list[str]: ...
+
+
+def stemmer_for(language: str | None) -> WordStemmer | None:
     """PyStemmer's Snowball stemmer for `language`, or None for no stemming."""
     if language is None:
         return None
     import Stemmer
 
-    return Stemmer.Stemmer(language)
+    stemmer: WordStemmer = Stemmer.Stemmer(language)  # PyStemmer is untyped
+    return stemmer
 
 
 def tokenize(texts: Sequence[str], stemmer: str | None = None) -> list[list[str]]:
@@ -48,13 +56,14 @@ def tokenize(texts: Sequence[str], stemmer: str | None = None) -> list[list[str]
 
     if not texts:
         return []
-    return bm25s.tokenize(
+    tokens: list[list[str]] = bm25s.tokenize(  # bm25s is untyped: its strings, per text
         list(texts),
         stopwords="en",
         stemmer=stemmer_for(stemmer),
         return_ids=False,
         show_progress=False,
     )
+    return tokens
 
 
 @dataclass(frozen=True)
@@ -294,7 +303,7 @@ def rm3_weights(
     if not query:
         return {}
     total = sum(max(s, 0.0) for s in feedback_scores)
-    relevance: Counter[str] = Counter()
+    relevance: defaultdict[str, float] = defaultdict(float)
     for counts, score in zip(feedback, feedback_scores, strict=True):
         length = sum(counts.values())
         if length and total > 0 and score > 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ from indexer.store.generations import live_documents
 from indexer.store.manifest import CorruptFileError, check_files
 from indexer.store.tables import chunks, documents, index_versions, paragraphs, sections, sentences
 from indexer.store.units import level_ids, stored_additions
-from indexer.store.vector_index import FaissIndex
+from indexer.store.vector_index import FaissIndex, VectorIndex
 from indexer.store.versions import VersionRow
 from indexer.text.documents import LEVELS
 from models.scoring import RaggedCollection
@@ -45,7 +45,8 @@ class LoadedIndex:
     Attributes:
         version_id: the version.
         manifest: its manifest.
-        indices: the FAISS index of each level.
+        indices: the search of each level: its FAISS index, or (`Searcher.use_shards`) the
+            shards' search of a level they hold (`ShardedLevel`).
         vectors: float32 unit vectors of each level `(n, d)`, row-aligned with `ids` (float16
             `MappedRows` for the `mapped_levels`).
         ids: int64 ids of each level `(n,)`, ascending.
@@ -65,7 +66,7 @@ class LoadedIndex:
     version_id: int
     path: Path
     manifest: dict[str, Any]
-    indices: dict[str, FaissIndex]
+    indices: dict[str, VectorIndex]
     vectors: dict[str, torch.Tensor | MappedRows]
     ids: dict[str, np.ndarray]
     collection: RaggedCollection
@@ -96,7 +97,9 @@ class LoadedIndex:
             raise IndexMismatchError(f"version {version.version_id} has no manifest")
         manifest, path = version.manifest, Path(version.path)
         mapped = MAPPED_WHEN_SHARDED if sharded else ()
-        indices, vectors, ids = {}, {}, {}
+        indices: dict[str, VectorIndex] = {}
+        vectors: dict[str, torch.Tensor | MappedRows] = {}
+        ids: dict[str, np.ndarray] = {}
         for level in LEVELS:
             info = manifest["levels"][level]
             try:  # a flipped bit is refused here, naming the file, not served
@@ -109,12 +112,11 @@ class LoadedIndex:
             if level in mapped:
                 vectors[level] = MappedRows.of_file(path / info["vectors_file"])
             else:
-                indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
-                vectors[level] = one_copy(indices[level], ids[level])
-            if vectors[level] is None:  # not Flat: the index keeps its vectors its own way
-                vectors[level] = torch.from_numpy(
-                    np.load(path / info["vectors_file"]).astype(np.float32)
-                )
+                index = indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
+                held = one_copy(index, ids[level])
+                if held is None:  # not Flat: the index keeps its vectors its own way
+                    held = torch.from_numpy(np.load(path / info["vectors_file"]).astype(np.float32))
+                vectors[level] = held
             counts = {len(ids[level]), len(vectors[level])}
             counts |= {indices[level].count} if level in indices else set()
             if counts != {info["count"]}:
@@ -189,7 +191,7 @@ class LoadedIndex:
         vid: int,
         manifest: dict[str, Any],
         path: Path,
-        indices: dict[str, FaissIndex],
+        indices: dict[str, VectorIndex],
         vectors: dict[str, torch.Tensor | MappedRows],
         ids: dict[str, np.ndarray],
         revision: int,
@@ -206,14 +208,14 @@ class LoadedIndex:
                 .where(paragraphs.c.doc_id.in_(live))
                 .order_by(paragraphs.c.paragraph_id)
             ).all()
-            sentence_counts = dict(
+            sentence_counts: dict[int, int] = dict(
                 conn.execute(
                     select(sentences.c.paragraph_id, func.count())
                     .where(sentences.c.doc_id.in_(live))
                     .group_by(sentences.c.paragraph_id)
                 ).all()
             )
-            per_document = {
+            per_document: dict[str, dict[int, int]] = {
                 level: dict(
                     conn.execute(
                         select(table.c.doc_id, func.count())
@@ -252,7 +254,9 @@ class LoadedIndex:
         if any(int(start[-1]) != len(ids[level]) for level, start in doc_unit_start.items()):
             raise IndexMismatchError(f"SQL units and vectors of version {vid} disagree")
         collection = RaggedCollection(
-            sentences=vectors["sentence"],
+            # a mapped level's rows stand in for the tensor: the coordinator only takes rows
+            # of it and reads its shape and dtype (`MappedRows`), and the shards score it
+            sentences=cast(torch.Tensor, vectors["sentence"]),
             paragraph_lengths=torch.from_numpy(paragraph_lengths),
             document_lengths=torch.from_numpy(document_lengths),
         )
@@ -283,8 +287,8 @@ class LoadedIndex:
 
 
 def _apply_level(
-    indices: dict[str, FaissIndex],
-    vectors: dict[str, torch.Tensor],
+    indices: dict[str, VectorIndex],
+    vectors: dict[str, torch.Tensor | MappedRows],
     ids: dict[str, np.ndarray],
     level: str,
     removed: np.ndarray,
@@ -304,14 +308,15 @@ def _apply_level(
     added_ids = np.asarray(added_ids, np.int64).reshape(-1)  # (a,)
     if not len(removed) and not len(added_ids):
         return
-    dim = vectors[level].shape[1]
+    held = vectors[level]
+    dim = held.shape[1]
     keep = ~np.isin(ids[level], removed)  # (n,)
     if int((~keep).sum()) != len(np.unique(removed)):
         raise IndexMismatchError(f"{level} ids to remove are not all in the index")
     new_ids = np.concatenate([ids[level][keep], added_ids])
     if len(new_ids) > 1 and not np.all(np.diff(new_ids) > 0):
         raise IndexMismatchError(f"added {level} ids are not above the existing ones")
-    dtype = vectors[level].dtype
+    dtype = held.dtype
     if len(added_ids):
         added = torch.from_numpy(np.asarray(added_vectors, np.float32)).to(dtype)  # (a, d)
         if tuple(added.shape) != (len(added_ids), dim):
@@ -320,15 +325,16 @@ def _apply_level(
             )
     else:
         added = torch.empty(0, dim, dtype=dtype)
-    if isinstance(vectors[level], MappedRows):
-        vectors[level] = vectors[level].changed(keep, added.numpy())
+    if isinstance(held, MappedRows):
+        vectors[level] = held.changed(keep, added.numpy())
     else:
-        vectors[level] = torch.cat([vectors[level][torch.from_numpy(keep)], added])
+        vectors[level] = torch.cat([held[torch.from_numpy(keep)], added])
     ids[level] = new_ids
-    if not isinstance(indices.get(level), FaissIndex):  # searched elsewhere (shards)
+    searched = indices.get(level)
+    if not isinstance(searched, FaissIndex):  # searched elsewhere (shards)
         indices.pop(level, None)
         return
-    index = indices[level].copy() if copy else indices[level]
+    index = searched.copy() if copy else searched
     if index.remove(removed) != len(np.unique(removed)):
         raise IndexMismatchError(f"{level} ids to remove are not all in the FAISS index")
     index.add(added.numpy(), added_ids)

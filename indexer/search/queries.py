@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from sqlalchemy import Engine
@@ -44,7 +46,9 @@ def encode_document(encoder: Encoder, document: Document) -> Query:
     )
 
 
-def _pages(pages: list | None, paragraphs: list[Paragraph]) -> list[int | None]:
+def _pages(
+    pages: Sequence[Sequence[int]] | None, paragraphs: list[Paragraph]
+) -> list[int | None]:
     """Each paragraph's page in a paged (PDF) source; [] for one without pages."""
     return [page_at(pages, p.start) for p in paragraphs] if pages else []
 

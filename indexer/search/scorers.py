@@ -129,6 +129,8 @@ class DocumentCosine(Scorer):
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
         document = self.context.level_vectors(query, "document")[0]  # (d,)
         vectors = self.context.index.vectors["document"]  # (D, d)
+        if not isinstance(vectors, torch.Tensor):  # one row a document: never mapped
+            raise ValueError("the document level's vectors are mapped, not in memory")
         return (vectors @ document).numpy().astype(np.float64)
 
 
@@ -201,8 +203,8 @@ class SentenceSets(Scorer):
                 iterations=settings.ot_iterations,
             )
         else:
-            best = scratch.best_matches
-            if best is None or not np.array_equal(scratch.best_docs, docs):
+            best, best_docs = scratch.best_matches, scratch.best_docs
+            if best is None or best_docs is None or not np.array_equal(best_docs, docs):
                 best = sentence_best(query.sentence_vectors, collection)  # (k, n)
                 scratch.best_docs, scratch.best_matches = docs, best
             reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores

@@ -156,11 +156,12 @@ class SdrRanker:
     ) -> list[DocumentHit]:
         sdr_scorer = self.context.sdr
         shown = np.sort(ranked) if matches_per_result > 0 else ranked[:0]
-        explaining = sdr
         if sdr is None or method is Method.sdr_window:  # pairs of real paragraphs: raw P
             explaining = sdr_scorer.explain_columns(query, shown, None)
         elif sdr.pmatrix is None:  # scored on shards: the ranked documents' columns here
             explaining = sdr_scorer.explain_columns(query, shown, sdr.stats)
+        else:
+            explaining = sdr
         return document_hits(
             self.context.index,
             self.engine,

@@ -176,7 +176,7 @@ class ShardActor:
     def top(self, key: str, stats: Any, k: int | None) -> Any:
         return self.shard.top(key, stats, k)
 
-    def sentence_scores(self, query: Any, method: str, *options: float) -> Any:
+    def sentence_scores(self, query: Any, method: str, *options: Any) -> Any:
         return self.shard.sentence_scores(query, method, *options)
 
     def nearest(self, level: str, vectors: Any, k: int, within: Any = None) -> Any:
@@ -225,7 +225,8 @@ class RayShards:
         from ray.exceptions import GetTimeoutError, RayActorError
 
         need = {"CPU": len(specs) * num_cpus} | ({"GPU": len(specs) * num_gpus} if num_gpus else {})
-        short = missing_resources(ray.cluster_resources(), need)
+        # the ignores: Ray leaves its resource queries untyped
+        short = missing_resources(ray.cluster_resources(), need)  # type: ignore[no-untyped-call]
         if short:
             raise ShardPlacementError(
                 f"the Ray cluster cannot hold {len(specs)} shard actors of {num_cpus:g} CPUs "
@@ -233,7 +234,7 @@ class RayShards:
                 busy=False,
             )
         deadline = time.monotonic() + wait_for_room
-        while short := missing_resources(ray.available_resources(), need):
+        while short := missing_resources(ray.available_resources(), need):  # type: ignore[no-untyped-call]
             if time.monotonic() >= deadline:
                 raise ShardPlacementError(
                     f"no room for {len(specs)} shard actors of {num_cpus:g} CPUs and "
@@ -245,14 +246,19 @@ class RayShards:
         self.actors = [remote.remote(spec) for spec in specs]
         self.timeout = timeout
         try:
-            ray.get([a.ping.remote() for a in self.actors], timeout=timeout)  # loaded, ready
+            ray.get(self._pings(), timeout=timeout)  # loaded, ready
         except (RayActorError, GetTimeoutError) as error:
             self.close()
             raise ShardUnavailableError(
                 f"the shard actors did not load within {timeout:g} s ({type(error).__name__})"
             ) from error
 
-    def call(self, method: str, args: Sequence[tuple]) -> list:
+    def _pings(self) -> list[Any]:
+        """A ping of every actor, one object ref each (the ignore: Ray's stubs type the
+        `.remote` of a `ray.method`-decorated method only)."""
+        return [a.ping.remote() for a in self.actors]  # type: ignore[attr-defined]
+
+    def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
@@ -276,7 +282,7 @@ class RayShards:
         from ray.exceptions import GetTimeoutError, RayActorError
 
         try:
-            ray.get([a.ping.remote() for a in self.actors], timeout=timeout)
+            ray.get(self._pings(), timeout=timeout)
         except (RayActorError, GetTimeoutError) as error:
             raise ShardUnavailableError(
                 f"a shard does not answer ({type(error).__name__}); it is restarting: retry"
@@ -288,7 +294,7 @@ class RayShards:
         if not ray.is_initialized():  # Ray was shut down: its actors are gone with it
             return
         for actor in self.actors:
-            try:
-                ray.kill(actor, no_restart=True)
+            try:  # the ignore: Ray types a started actor as its handle or its class
+                ray.kill(actor, no_restart=True)  # type: ignore[arg-type]
             except Exception:  # noqa: BLE001 - already gone, or Ray is shutting down
                 logger.debug("A shard actor could not be killed", exc_info=True)

@@ -17,6 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import numpy as np
 import torch
@@ -40,6 +41,10 @@ from models.sharding import (
 
 PENDING_SECONDS = 300.0  # how long a shard keeps a query's round-one result for round two
 GPU_BLOCK_SENTENCES = 1 << 20  # a GPU shard's product block: (r, n) float32 is r * n * 4 bytes
+
+# `call(method, args)`: `method` of every shard run with its own tuple of `args` (one a shard,
+# in shard order), their answers in shard order: in this process or on Ray actors
+ShardCall: TypeAlias = Callable[[str, Sequence[tuple[Any, ...]]], list[Any]]
 
 
 class ShardUnavailableError(RuntimeError):
@@ -203,8 +208,8 @@ class SdrShard:
         if within is None:
             local = None
         else:
-            rows = np.asarray(within, dtype=np.int64) - first_row
-            local = np.unique(rows[(rows >= 0) & (rows < n)])
+            wanted = np.asarray(within, dtype=np.int64) - first_row
+            local = np.unique(wanted[(wanted >= 0) & (wanted < n)])
         size = n if local is None else len(local)
         m = vectors.shape[0]
         if not size or k <= 0:
@@ -254,7 +259,7 @@ class ShardedSdr:
     raising `ShardUnavailableError` when one cannot answer."""
 
     def __init__(
-        self, call: Callable[[str, Sequence[tuple]], list], n_shards: int, tiebreak: np.ndarray
+        self, call: ShardCall, n_shards: int, tiebreak: np.ndarray
     ) -> None:
         self.call = call
         self.n_shards = n_shards
@@ -297,7 +302,7 @@ class ShardedLevel:
 
     def __init__(
         self,
-        call: Callable[[str, Sequence[tuple]], list],
+        call: ShardCall,
         n_shards: int,
         level: str,
         ids: np.ndarray,
@@ -333,7 +338,7 @@ class ShardedLevel:
 
 
 def sentence_method_scores(
-    call: Callable[[str, Sequence[tuple]], list],
+    call: ShardCall,
     n_shards: int,
     query: ShardQuery,
     method: str,
@@ -405,10 +410,10 @@ def shards_of(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[SdrShard
     return shards
 
 
-def in_process(shards: Sequence[SdrShard]) -> Callable[[str, Sequence[tuple]], list]:
+def in_process(shards: Sequence[SdrShard]) -> ShardCall:
     """`ShardedSdr`'s `call` over shards in this process, one after the other."""
 
-    def call(method: str, args: Sequence[tuple]) -> list:
+    def call(method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [getattr(shard, method)(*a) for shard, a in zip(shards, args, strict=True)]
 
     return call
