@@ -13,13 +13,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.backbone import backbone_from_config
+from models.config import ModelConfig
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -75,6 +76,43 @@ def read_composite(path: Path) -> SavedComposite:
         backbone=backbone_from_config(config["backbone"]),
         weights=load_file(str(path / WEIGHTS)),
     )
+
+
+ConfigT = TypeVar("ConfigT", bound=ModelConfig)
+
+
+class CompositeModel(torch.nn.Module, Generic[ConfigT]):
+    """A network over a backbone, saved as a composite directory. A subclass names its
+    `docsim_type` and `config_class`, and builds its layers in `__init__` after this one's."""
+
+    docsim_type: ClassVar[str]
+    config_class: ClassVar[type[ModelConfig]]
+
+    def __init__(self, backbone: PreTrainedModel, config: ConfigT) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.config = config
+
+    @classmethod
+    def load(cls, path: Path) -> Self:
+        """The model saved in `path` by `save`, in eval mode."""
+        saved = read_composite(path)
+        config = cls.config_class.from_dict(saved.architecture)
+        model = cls(saved.backbone, config)  # type: ignore[arg-type]  # config_class is ConfigT
+        model.load_state_dict(saved.weights)
+        return model.eval()
+
+    def save(self, out: Path, tokenizer: PreTrainedTokenizerBase, details: dict[str, Any]) -> None:
+        """Weights, config and `tokenizer` into `out` (`save_composite`)."""
+        save_composite(
+            self,
+            self.backbone,
+            tokenizer,
+            out,
+            docsim_type=self.docsim_type,
+            architecture=self.config.to_dict(),
+            details=details,
+        )
 
 
 def composite_identity(path: Path, name: str, dim: int, max_length: int) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.backbone import load_backbone, load_tokenizer, mean_pooled
-from models.composite import composite_identity, read_composite, save_composite
+from models.composite import CompositeModel, composite_identity
 from models.config import ModelConfig
 from models.encoder import DocumentInput, DocumentVectors
 from models.losses import in_batch_contrastive_loss
@@ -136,38 +136,17 @@ class SubDocumentBatch:
         return SubDocumentBatch(self.passages.to(device), self.sizes)
 
 
-class GraphDocumentModel(torch.nn.Module):
+class GraphDocumentModel(CompositeModel[GraphConfig]):
     """Passage encoder (backbone, mean pooling, projection) and the passage graph."""
 
     docsim_type = "graph"
+    config_class = GraphConfig
 
     def __init__(self, backbone: PreTrainedModel, config: GraphConfig) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.config = config
+        super().__init__(backbone, config)
         self.projection = torch.nn.Linear(backbone.config.hidden_size, config.dim)
         self.layers = torch.nn.ModuleList(
             GraphAttentionLayer(config.dim, config.heads) for _ in range(config.layers)
-        )
-
-    @classmethod
-    def load(cls, path: Path) -> GraphDocumentModel:
-        """The model saved in `path` by `save`, in eval mode."""
-        saved = read_composite(path)
-        model = cls(saved.backbone, GraphConfig.from_dict(saved.architecture))
-        model.load_state_dict(saved.weights)
-        return model.eval()
-
-    def save(self, out: Path, tokenizer: PreTrainedTokenizerBase, details: dict[str, Any]) -> None:
-        """Weights, config and `tokenizer` into `out` (`models.composite`)."""
-        save_composite(
-            self,
-            self.backbone,
-            tokenizer,
-            out,
-            docsim_type=self.docsim_type,
-            architecture=self.config.to_dict(),
-            details=details,
         )
 
     def encode_passages(self, batch: TokenBatch) -> torch.Tensor:

@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 
 from models.backbone import load_backbone
-from models.composite import read_composite, save_composite
+from models.composite import CompositeModel
 from models.config import ModelConfig
 from models.losses import supervised_contrastive_loss
 from models.pooling import mean_pool
@@ -89,20 +88,19 @@ class ColdeOutput:
     attention: list[torch.Tensor]  # per section (C_p, C_q): weights over the keyed section
 
 
-class ColdeModel(torch.nn.Module):
+class ColdeModel(CompositeModel[ColdeConfig]):
     """The CoLDE network over a backbone; it takes token ids (`ChunkBatch`), not texts."""
 
     docsim_type = "colde"
+    config_class = ColdeConfig
 
     def __init__(self, backbone: PreTrainedModel, config: ColdeConfig) -> None:
-        super().__init__()
         hidden = backbone.config.hidden_size
         if hidden % config.heads:
             raise ValueError(
                 f"the backbone's hidden size {hidden} is not divisible by {config.heads}"
             )
-        self.backbone = backbone
-        self.config = config
+        super().__init__(backbone, config)
         self.section_embeddings = torch.nn.Embedding(config.max_sections, hidden)
         self.chunk_embeddings = torch.nn.Embedding(config.max_chunks, hidden)
         for table in (self.section_embeddings, self.chunk_embeddings):
@@ -112,26 +110,6 @@ class ColdeModel(torch.nn.Module):
             2 * hidden, config.lstm_hidden, batch_first=True, bidirectional=True
         )
         self.projection = torch.nn.Linear(2 * config.lstm_hidden, config.dim)
-
-    @classmethod
-    def load(cls, path: Path) -> ColdeModel:
-        """The model saved in `path` by `save`, in eval mode."""
-        saved = read_composite(path)
-        model = cls(saved.backbone, ColdeConfig.from_dict(saved.architecture))
-        model.load_state_dict(saved.weights)
-        return model.eval()
-
-    def save(self, out: Path, tokenizer: PreTrainedTokenizerBase, details: dict[str, Any]) -> None:
-        """Weights, config and `tokenizer` into `out` (`models.composite`)."""
-        save_composite(
-            self,
-            self.backbone,
-            tokenizer,
-            out,
-            docsim_type=self.docsim_type,
-            architecture=self.config.to_dict(),
-            details=details,
-        )
 
     # --- chunks -----------------------------------------------------------------------------
     def embed_chunks(self, chunks: ChunkBatch) -> torch.Tensor:
