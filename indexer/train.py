@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,18 @@ from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import EmptyDocumentError, split_document
 from models import adapt, bregman, colde, graph, sdr
 from models.backbone import base_directory, load_tokenizer
+from models.early_stopping import Evaluation
 from models.held_out import HeldOutPairs, held_out_pairs
 from models.tokens import TextTokenizer
-from models.training import TrainConfig, TrainingError, TrainResult, check_output, train
+from models.training import (
+    BatchT,
+    ModelT,
+    TrainConfig,
+    TrainingError,
+    TrainResult,
+    check_output,
+    train,
+)
 from models.training_data import TrainingDocument, held_out_split
 
 logger = logging.getLogger(__name__)
@@ -98,88 +108,173 @@ def run_training(
         details["held_out_documents"] = len(held)
     details["documents"] = len(docs)
     torch.manual_seed(config.seed)  # new heads start the same in every run of this config
-    model, sampler, save = _recipe(kind, docs, base, tokenizer, config, details)
-    return train(
-        model,
-        config,
-        out,
-        draw_batch=sampler,
-        batch_loss=lambda m, batch: m.loss(batch),
-        save_encoder=save,
+    job = _TrainingJob(
+        base=base,
+        tokenizer=tokenizer,
+        config=config,
+        details=details,
+        out=out,
         device=device,
         evaluate=evaluate,
         resume=resume,
         show_progress=show_progress,
     )
+    return RECIPES[kind](docs, job)
 
 
-def _recipe(
-    kind: str,
-    docs: list[TrainingDocument],
-    base: Path,
-    tokenizer: PreTrainedTokenizerBase,
-    config: TrainConfig,
-    details: dict[str, Any],
-) -> tuple[torch.nn.Module, Callable[[random.Random], Any], Callable[[Any, Path], None]]:
-    """The model, batch sampler and encoder saver of `kind`; the samplers tokenize."""
-    options = config.options
-    tokens = TextTokenizer(tokenizer, config.max_tokens)
-    save = lambda m, o: m.save(o, tokenizer, base, details)  # noqa: E731
-    if kind == "sdr":
-        positives = options.get("positives", "paragraph")
-        sampler = sdr.SdrSampler(docs, config.batch_size, positives, tokens)
-        model = sdr.SdrModel.from_base(
-            base,
-            tokenizer,
-            sdr.SdrConfig(
-                margin=options.get("margin", 1.0), mlm_weight=float(options.get("mlm_weight", 1.0))
-            ),
+@dataclass(frozen=True)
+class _TrainingJob:
+    """What every recipe shares: the base encoder and its tokenizer, the configuration, the
+    details saved with the encoder, and how `models.training.train` runs (the held-out
+    evaluation goes to the kinds in `EVALUATED` only)."""
+
+    base: Path
+    tokenizer: PreTrainedTokenizerBase
+    config: TrainConfig
+    details: dict[str, Any]
+    out: Path
+    device: torch.device
+    evaluate: HeldOutPairs | None
+    resume: bool
+    show_progress: bool
+
+    @property
+    def tokens(self) -> TextTokenizer:
+        return TextTokenizer(self.tokenizer, self.config.max_tokens)
+
+    def train(
+        self,
+        model: ModelT,
+        sampler: Callable[[random.Random], BatchT],
+        loss: Callable[[ModelT, BatchT], dict[str, torch.Tensor]],
+        save: Callable[[ModelT, Path], None],
+        evaluate: Callable[[ModelT], Evaluation] | None = None,
+    ) -> TrainResult:
+        """`models.training.train` on `model`, drawing batches from `sampler`."""
+        return train(
+            model,
+            self.config,
+            self.out,
+            draw_batch=sampler,
+            batch_loss=loss,
+            save_encoder=save,
+            device=self.device,
+            evaluate=evaluate,
+            resume=self.resume,
+            show_progress=self.show_progress,
         )
-    elif kind == "adapt":
-        pairs = options.get("pairs", "neighbours")
-        sampler = adapt.PairSampler(docs, config.batch_size, pairs, tokens)
-        model = adapt.AdaptModel.from_base(
-            base, adapt.AdaptConfig(float(options.get("temperature", adapt.TEMPERATURE)))
-        )
-    elif kind == "bregman":
-        unit = options.get("unit", "paragraph")
-        sampler = bregman.TextSampler(docs, config.batch_size, unit, tokens)
-        model = bregman.BregmanModel.from_base(
-            base,
-            bregman.BregmanConfig(
-                k=int(options.get("k", 8)),
-                weight=float(options.get("weight", 1.0)),
-                sigma=float(options.get("sigma", 2.0)),
-            ),
-        )
-    elif kind == "graph":
-        model = graph.from_base(
-            base,
-            graph.GraphConfig(
-                dim=int(options.get("dim", 256)),
-                edges=options.get("edges", "neighbours"),
-                max_tokens=config.max_tokens,
-                temperature=float(options.get("temperature", 0.1)),
-            ),
-        )
-        sampler = graph.SubDocumentSampler.from_corpus(
-            docs,
-            tokens,
-            config.batch_size,
-            model.config.passage_words,
-            int(options.get("max_passages", 16)),
-        )
-        save = lambda m, o: m.save(o, tokenizer, details)  # noqa: E731
-    else:
-        model = colde.from_base(
-            base, colde.ColdeConfig(dim=int(options.get("dim", 256)), max_tokens=config.max_tokens)
-        )
-        sampler = colde.SectionSampler.from_corpus(
-            docs,
-            colde.ChunkTokenizer(tokenizer, model.config),
-            config.batch_size,
-            int(options.get("views", 2)),
-            use_labels=bool(options.get("use_labels", False)),
-        )
-        save = lambda m, o: m.save(o, tokenizer, details)  # noqa: E731
-    return model, sampler, save
+
+
+def _train_sdr(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult:
+    options = job.config.options
+    positives = options.get("positives", "paragraph")
+    sampler = sdr.SdrSampler(docs, job.config.batch_size, positives, job.tokens)
+    model = sdr.SdrModel.from_base(
+        job.base,
+        job.tokenizer,
+        sdr.SdrConfig(
+            margin=options.get("margin", 1.0), mlm_weight=float(options.get("mlm_weight", 1.0))
+        ),
+    )
+    return job.train(
+        model,
+        sampler,
+        sdr.SdrModel.loss,
+        lambda m, o: m.save(o, job.tokenizer, job.base, job.details),
+        job.evaluate,
+    )
+
+
+def _train_adapt(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult:
+    options = job.config.options
+    pairs = options.get("pairs", "neighbours")
+    sampler = adapt.PairSampler(docs, job.config.batch_size, pairs, job.tokens)
+    model = adapt.AdaptModel.from_base(
+        job.base, adapt.AdaptConfig(float(options.get("temperature", adapt.TEMPERATURE)))
+    )
+    return job.train(
+        model,
+        sampler,
+        adapt.AdaptModel.loss,
+        lambda m, o: m.save(o, job.tokenizer, job.base, job.details),
+        job.evaluate,
+    )
+
+
+def _train_bregman(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult:
+    options = job.config.options
+    unit = options.get("unit", "paragraph")
+    sampler = bregman.TextSampler(docs, job.config.batch_size, unit, job.tokens)
+    model = bregman.BregmanModel.from_base(
+        job.base,
+        bregman.BregmanConfig(
+            k=int(options.get("k", 8)),
+            weight=float(options.get("weight", 1.0)),
+            sigma=float(options.get("sigma", 2.0)),
+        ),
+    )
+    return job.train(
+        model,
+        sampler,
+        bregman.BregmanModel.loss,
+        lambda m, o: m.save(o, job.tokenizer, job.base, job.details),
+        job.evaluate,
+    )
+
+
+def _train_graph(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult:
+    options = job.config.options
+    model = graph.from_base(
+        job.base,
+        graph.GraphConfig(
+            dim=int(options.get("dim", 256)),
+            edges=options.get("edges", "neighbours"),
+            max_tokens=job.config.max_tokens,
+            temperature=float(options.get("temperature", 0.1)),
+        ),
+    )
+    sampler = graph.SubDocumentSampler.from_corpus(
+        docs,
+        job.tokens,
+        job.config.batch_size,
+        model.config.passage_words,
+        int(options.get("max_passages", 16)),
+    )
+    return job.train(
+        model,
+        sampler,
+        graph.GraphDocumentModel.loss,
+        lambda m, o: m.save(o, job.tokenizer, job.details),
+    )
+
+
+def _train_colde(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult:
+    options = job.config.options
+    model = colde.from_base(
+        job.base,
+        colde.ColdeConfig(dim=int(options.get("dim", 256)), max_tokens=job.config.max_tokens),
+    )
+    sampler = colde.SectionSampler.from_corpus(
+        docs,
+        colde.ChunkTokenizer(job.tokenizer, model.config),
+        job.config.batch_size,
+        int(options.get("views", 2)),
+        use_labels=bool(options.get("use_labels", False)),
+    )
+    return job.train(
+        model,
+        sampler,
+        colde.ColdeModel.loss,
+        lambda m, o: m.save(o, job.tokenizer, job.details),
+    )
+
+
+# Each kind's recipe: its model, batch sampler, loss and saver, trained (the papers' defaults
+# where `config.options` gives no value).
+RECIPES: dict[str, Callable[[list[TrainingDocument], _TrainingJob], TrainResult]] = {
+    "sdr": _train_sdr,
+    "adapt": _train_adapt,
+    "bregman": _train_bregman,
+    "graph": _train_graph,
+    "colde": _train_colde,
+}
