@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexer.search.settings import SearchSettings
+
+if TYPE_CHECKING:  # the encoders are imported when one is loaded
+    from models.encoder import Encoder
 
 
 class DatabaseSettings(BaseModel):
@@ -179,12 +182,12 @@ def get_settings() -> Settings:
     return Settings()
 
 
-def load_configured_encoder(  # noqa: ANN201
+def load_configured_encoder(
     settings: Settings,
     name_or_path: str | Path | None = None,
     backend_dir: Path | None = None,
     chunk_vectors: str | None = None,
-):
+) -> Encoder:
     """The encoder `name_or_path` (default: the configured one) with the configured device,
     precision and batching; on the OpenVINO export in `backend_dir` when given (on the CPU,
     whatever the device setting: a version's vectors came from that model); with
@@ -192,7 +195,7 @@ def load_configured_encoder(  # noqa: ANN201
     from models.loading import load_encoder
     from models.precision import resolve_device
 
-    options: dict = {}
+    options: dict[str, Any] = {}
     if backend_dir is not None:
         options.update(backend_dir=backend_dir, streams=settings.encoder.streams)
     chunk_vectors = chunk_vectors or settings.encoder.chunk_vectors

@@ -23,7 +23,7 @@ class JobFigures:
 def job_figures(engine: Engine) -> JobFigures:
     """Jobs per status and the run times of finished ones, read in one connection."""
     with engine.connect() as conn:
-        by_status = dict(
+        by_status: dict[str, int] = dict(  # the status column is a plain string
             conn.execute(select(jobs.c.status, func.count()).group_by(jobs.c.status)).all()
         )
         finished = conn.execute(
