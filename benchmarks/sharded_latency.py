@@ -37,7 +37,8 @@ import psutil
 import torch
 
 from indexer.search.shard_actors import LevelRows, RayShards, ShardSpec
-from indexer.search.shards import ShardedSdr, ShardQuery, shard_ranges
+from indexer.search.sharded import ShardedSdr
+from indexer.search.shards import ShardQuery, shard_ranges
 
 logger = logging.getLogger("benchmarks.sharded_latency")
 DIM, SENTENCES_PER_PARAGRAPH, PARAGRAPHS_PER_DOCUMENT = 384, 5, 20

@@ -20,7 +20,7 @@ from indexer.ray_session import connect_ray
 from indexer.search.loaded_index import SEARCHED_ON_SHARDS, IndexMismatchError, LoadedIndex
 from indexer.search.searcher import Searcher
 from indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
-from indexer.search.shards import ShardedLevel, ShardedSdr
+from indexer.search.sharded import ShardedLevel, ShardedSdr
 from indexer.store.vector_index import FaissIndex, gpu_count
 from indexer.store.versions import active_version
 from indexer.text.sentences import load_splitter

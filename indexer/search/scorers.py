@@ -37,7 +37,8 @@ from indexer.search.postings import Postings
 from indexer.search.ranking import top_k
 from indexer.search.sdr import SdrScorer
 from indexer.search.settings import SearchSettings
-from indexer.search.shards import ShardedSdr, query_on_shards
+from indexer.search.sharded import ShardedSdr
+from indexer.search.shards import query_on_shards
 from indexer.search.types import Method, Query
 from models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
 

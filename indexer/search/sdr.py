@@ -16,7 +16,8 @@ from cachetools import LRUCache
 
 from indexer.search.arrays import Positions, Scores, concatenated_ranges
 from indexer.search.loaded_index import LoadedIndex
-from indexer.search.shards import ShardedSdr, query_on_shards
+from indexer.search.sharded import ShardedSdr
+from indexer.search.shards import query_on_shards
 from indexer.search.types import ParagraphStats, Population, Query, ScoringMode
 from models.scoring import (
     RaggedCollection,

@@ -27,7 +27,7 @@ from indexer.search.scorers import QueryScratch, Scorer, ScoringContext, scorers
 from indexer.search.sdr import SdrScorer, ShardedSdrScorer, carry_rows
 from indexer.search.sdr_ranking import SDR_RANKED, SdrRanker
 from indexer.search.settings import SearchSettings
-from indexer.search.shards import ShardedLevel, ShardedSdr
+from indexer.search.sharded import ShardedLevel, ShardedSdr
 from indexer.search.types import (
     WHOLE_DOCUMENT_ONLY,
     DocumentNotFoundError,

@@ -9,9 +9,8 @@ import pytest
 from indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from indexer.search.scorers import QueryScratch
 from indexer.search.searcher import Searcher
+from indexer.search.sharded import ShardedLevel, ShardedSdr
 from indexer.search.shards import (
-    ShardedLevel,
-    ShardedSdr,
     ShardQuery,
     ShardUnavailableError,
     in_process,
@@ -118,7 +117,7 @@ def test_ranges_hold_about_equal_sentences() -> None:
 def test_sentence_methods_on_shards_equal_in_process(
     searcher: Searcher, method: Method, source: str, pool: list[str] | None
 ) -> None:
-    from indexer.search.shards import sentence_method_scores
+    from indexer.search.sharded import sentence_method_scores
 
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
     tiebreak = searcher.tiebreak
