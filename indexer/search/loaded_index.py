@@ -2,7 +2,8 @@
 
 `LoadedIndex.load` reads the manifest, the FAISS index and float16 vectors of every level, and
 the structure (which sentences make which paragraph, which paragraphs which document) from
-SQL. Texts stay in SQL and are fetched per result (`indexer.store.reader`).
+SQL (`indexer.search.structure`), and lays the vectors out by it. Texts stay in SQL and are
+fetched per result (`indexer.store.reader`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from typing import Any, cast
 
 import numpy as np
 import torch
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, select
 
 from indexer.search.mapped_rows import MappedRows
-from indexer.store.db import connected, snapshot
-from indexer.store.generations import live_documents
+from indexer.search.structure import StoredStructure, read_structure
+from indexer.store.db import snapshot
 from indexer.store.manifest import CorruptFileError, check_files
-from indexer.store.tables import chunks, documents, index_versions, paragraphs, sections, sentences
+from indexer.store.tables import index_versions
 from indexer.store.units import level_ids, stored_additions
 from indexer.store.vector_index import FaissIndex, VectorIndex
 from indexer.store.versions import VersionRow
@@ -138,7 +139,7 @@ class LoadedIndex:
                     current = np.asarray(level_ids(conn, vid, level), np.int64)
                     gone = ids[level][~np.isin(ids[level], current)]
                     _apply_level(indices, vectors, ids, level, gone, *added[level], copy=False)
-            loaded = cls._assemble(conn, vid, manifest, path, indices, vectors, ids, revision)
+            loaded = _assemble(conn, vid, manifest, path, indices, vectors, ids, revision)
         return replace(loaded, mapped_levels=mapped)
 
     def with_changes(
@@ -162,7 +163,7 @@ class LoadedIndex:
                 *added.get(level, (np.empty(0, np.int64), np.empty((0, self.dim), np.float32))),
                 copy=True,
             )
-        changed = self._assemble(
+        changed = _assemble(
             engine, self.version_id, self.manifest, self.path, indices, vectors, ids, revision
         )
         return replace(changed, mapped_levels=self.mapped_levels)
@@ -184,106 +185,102 @@ class LoadedIndex:
     def dim(self) -> int:
         return int(self.manifest["dim"])
 
-    @classmethod
-    def _assemble(
-        cls,
-        bind: Engine | Connection,
-        vid: int,
-        manifest: dict[str, Any],
-        path: Path,
-        indices: dict[str, VectorIndex],
-        vectors: dict[str, torch.Tensor | MappedRows],
-        ids: dict[str, np.ndarray],
-        revision: int,
-    ) -> LoadedIndex:
-        live = live_documents(vid)  # retired documents stay for earlier readers only
-        with connected(bind) as conn:
-            docs = conn.execute(
-                select(documents.c.doc_id, documents.c.external_id, documents.c.title)
-                .where(documents.c.doc_id.in_(live))
-                .order_by(documents.c.doc_id)
-            ).all()
-            para_rows = conn.execute(
-                select(paragraphs.c.paragraph_id, paragraphs.c.doc_id)
-                .where(paragraphs.c.doc_id.in_(live))
-                .order_by(paragraphs.c.paragraph_id)
-            ).all()
-            sentence_counts: dict[int, int] = dict(
-                conn.execute(
-                    select(sentences.c.paragraph_id, func.count())
-                    .where(sentences.c.doc_id.in_(live))
-                    .group_by(sentences.c.paragraph_id)
-                ).all()
-            )
-            per_document: dict[str, dict[int, int]] = {
-                level: dict(
-                    conn.execute(
-                        select(table.c.doc_id, func.count())
-                        .where(table.c.doc_id.in_(live))
-                        .group_by(table.c.doc_id)
-                    ).all()
-                )
-                for level, table in (("section", sections), ("chunk", chunks))
-            }
-        doc_ids = np.array([d.doc_id for d in docs], dtype=np.int64)
-        paragraph_ids = np.array([p[0] for p in para_rows], dtype=np.int64)
-        paragraph_docs = np.array([p[1] for p in para_rows], dtype=np.int64)
-        paragraph_lengths = np.array(
-            [sentence_counts.get(p[0], 0) for p in para_rows], dtype=np.int64
-        )
-        document_lengths = np.searchsorted(paragraph_docs, doc_ids, side="right") - np.searchsorted(
-            paragraph_docs, doc_ids, side="left"
-        )
-        if (
-            not np.array_equal(paragraph_ids, ids["paragraph"])
-            or not np.array_equal(doc_ids, ids["document"])
-            or int(paragraph_lengths.sum()) != len(ids["sentence"])
-            or any(indices[lv].count != len(ids[lv]) for lv in LEVELS if lv in indices)
-        ):
-            raise IndexMismatchError(f"SQL rows and vectors of version {vid} disagree")
-        doc_paragraph_start = np.concatenate([[0], np.cumsum(document_lengths)])  # (D + 1,)
-        paragraph_sentence_start = np.concatenate([[0], np.cumsum(paragraph_lengths)])  # (J + 1,)
-        doc_unit_start = {
-            "paragraph": doc_paragraph_start,
-            "sentence": paragraph_sentence_start[doc_paragraph_start],
-            **{
-                level: np.concatenate([[0], np.cumsum([counts.get(d, 0) for d in doc_ids])])
-                for level, counts in per_document.items()
-            },
-        }
-        if any(int(start[-1]) != len(ids[level]) for level, start in doc_unit_start.items()):
-            raise IndexMismatchError(f"SQL units and vectors of version {vid} disagree")
-        collection = RaggedCollection(
-            # a mapped level's rows stand in for the tensor: the coordinator only takes rows
-            # of it and reads its shape and dtype (`MappedRows`), and the shards score it
-            sentences=cast(torch.Tensor, vectors["sentence"]),
-            paragraph_lengths=torch.from_numpy(paragraph_lengths),
-            document_lengths=torch.from_numpy(document_lengths),
-        )
-        logger.info(
-            "Loaded version %d (revision %d): %d documents, %d sentences",
-            vid,
-            revision,
-            len(doc_ids),
-            len(ids["sentence"]),
-        )
-        return cls(
-            version_id=vid,
-            path=path,
-            manifest=manifest,
-            indices=indices,
-            vectors=vectors,
-            ids=ids,
-            collection=collection,
-            doc_ids=doc_ids,
-            external_ids=[d.external_id for d in docs],
-            titles=[d.title for d in docs],
-            paragraph_ids=paragraph_ids,
-            doc_paragraph_start=doc_paragraph_start,
-            paragraph_sentence_start=paragraph_sentence_start,
-            doc_unit_start=doc_unit_start,
-            revision=revision,
-        )
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each document's units are among the rows of each level."""
+
+    document_lengths: np.ndarray  # (D,) paragraphs per document
+    doc_paragraph_start: np.ndarray  # (D + 1,)
+    paragraph_sentence_start: np.ndarray  # (J + 1,)
+    doc_unit_start: dict[str, np.ndarray]  # each level's (D + 1,)
+
+
+def _lay_out(
+    stored: StoredStructure,
+    indices: dict[str, VectorIndex],
+    ids: dict[str, np.ndarray],
+    vid: int,
+) -> _Layout:
+    """Reads the stored structure and the ids (and searches) of each level. Builds each
+    document's first row at each level (`_Layout`), a document's units being one run of rows.
+
+    Raises:
+        IndexMismatchError: SQL's rows or units and the vectors' ids disagree.
+    """
+    doc_ids, paragraph_lengths = stored.doc_ids, stored.paragraph_lengths
+    paragraph_docs = stored.paragraph_docs
+    document_lengths = np.searchsorted(paragraph_docs, doc_ids, side="right") - np.searchsorted(
+        paragraph_docs, doc_ids, side="left"
+    )
+    if (
+        not np.array_equal(stored.paragraph_ids, ids["paragraph"])
+        or not np.array_equal(doc_ids, ids["document"])
+        or int(paragraph_lengths.sum()) != len(ids["sentence"])
+        or any(indices[lv].count != len(ids[lv]) for lv in LEVELS if lv in indices)
+    ):
+        raise IndexMismatchError(f"SQL rows and vectors of version {vid} disagree")
+    doc_paragraph_start = np.concatenate([[0], np.cumsum(document_lengths)])  # (D + 1,)
+    paragraph_sentence_start = np.concatenate([[0], np.cumsum(paragraph_lengths)])  # (J + 1,)
+    doc_unit_start = {
+        "paragraph": doc_paragraph_start,
+        "sentence": paragraph_sentence_start[doc_paragraph_start],
+        **{
+            level: np.concatenate([[0], np.cumsum([counts.get(d, 0) for d in doc_ids])])
+            for level, counts in stored.per_document.items()
+        },
+    }
+    if any(int(start[-1]) != len(ids[level]) for level, start in doc_unit_start.items()):
+        raise IndexMismatchError(f"SQL units and vectors of version {vid} disagree")
+    return _Layout(document_lengths, doc_paragraph_start, paragraph_sentence_start, doc_unit_start)
+
+
+def _assemble(
+    bind: Engine | Connection,
+    vid: int,
+    manifest: dict[str, Any],
+    path: Path,
+    indices: dict[str, VectorIndex],
+    vectors: dict[str, torch.Tensor | MappedRows],
+    ids: dict[str, np.ndarray],
+    revision: int,
+) -> LoadedIndex:
+    """Reads the structure of the version's live documents from SQL (with `bind`). Builds the
+    index of its levels' searches, vectors and ids with that structure, checked to agree
+    (`IndexMismatchError` otherwise)."""
+    stored = read_structure(bind, vid)
+    layout = _lay_out(stored, indices, ids, vid)
+    collection = RaggedCollection(
+        # a mapped level's rows stand in for the tensor: the coordinator only takes rows
+        # of it and reads its shape and dtype (`MappedRows`), and the shards score it
+        sentences=cast(torch.Tensor, vectors["sentence"]),
+        paragraph_lengths=torch.from_numpy(stored.paragraph_lengths),
+        document_lengths=torch.from_numpy(layout.document_lengths),
+    )
+    logger.info(
+        "Loaded version %d (revision %d): %d documents, %d sentences",
+        vid,
+        revision,
+        len(stored.doc_ids),
+        len(ids["sentence"]),
+    )
+    return LoadedIndex(
+        version_id=vid,
+        path=path,
+        manifest=manifest,
+        indices=indices,
+        vectors=vectors,
+        ids=ids,
+        collection=collection,
+        doc_ids=stored.doc_ids,
+        external_ids=stored.external_ids,
+        titles=stored.titles,
+        paragraph_ids=stored.paragraph_ids,
+        doc_paragraph_start=layout.doc_paragraph_start,
+        paragraph_sentence_start=layout.paragraph_sentence_start,
+        doc_unit_start=layout.doc_unit_start,
+        revision=revision,
+    )
 
 
 def _apply_level(

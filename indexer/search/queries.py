@@ -46,9 +46,7 @@ def encode_document(encoder: Encoder, document: Document) -> Query:
     )
 
 
-def _pages(
-    pages: Sequence[Sequence[int]] | None, paragraphs: list[Paragraph]
-) -> list[int | None]:
+def _pages(pages: Sequence[Sequence[int]] | None, paragraphs: list[Paragraph]) -> list[int | None]:
     """Each paragraph's page in a paged (PDF) source; [] for one without pages."""
     return [page_at(pages, p.start) for p in paragraphs] if pages else []
 

@@ -27,9 +27,7 @@ class ShardedSdr:
     every shard and returns their answers in shard order (in this process, or on Ray actors),
     raising `ShardUnavailableError` when one cannot answer."""
 
-    def __init__(
-        self, call: ShardCall, n_shards: int, tiebreak: np.ndarray
-    ) -> None:
+    def __init__(self, call: ShardCall, n_shards: int, tiebreak: np.ndarray) -> None:
         self.call = call
         self.n_shards = n_shards
         self.tiebreak = tiebreak
