@@ -112,6 +112,19 @@ class SdrScorer:
             with self._lock:
                 self._source_stats[query.source_index] = stats
 
+    def default_stats(self, query: Query) -> ParagraphStats:
+        """The statistics the default ranking (normalised, mode `auto`, no pool) uses for
+        `query`; remembered per indexed source, as they hold for the whole version."""
+        cached = self.cached_stats(query)
+        if cached is not None:
+            return cached
+        if self.default_population is Population.sample:
+            found = self.sample_stats(query)
+        else:
+            found = self.collection_stats(query)
+        self.remember(query, found)
+        return found
+
     def collection_stats(self, query: Query) -> ParagraphStats:
         """The statistics over every other document of the collection."""
         p = paragraph_similarity(

@@ -81,7 +81,8 @@ class Searcher:
             replace=False,
         )
         self._position = {external: i for i, external in enumerate(index.external_ids)}
-        candidate = self._mode(SearchOptions()) is ScoringMode.candidate
+        n_sentences = len(index.ids["sentence"])
+        candidate = scoring_mode(SearchOptions(), n_sentences, settings) is ScoringMode.candidate
         sdr = SdrScorer(
             index,
             resolve_device(device),
@@ -189,7 +190,8 @@ class Searcher:
             return replace(self._similar_units(query, options), method=method)
         allowed = self._allowed(query, options.candidates)
         if method in SDR_RANKED:
-            result = self.sdr_ranker.rank(query, options, allowed, self._mode(options))
+            mode = scoring_mode(options, len(self.index.ids["sentence"]), self.settings)
+            result = self.sdr_ranker.rank(query, options, allowed, mode)
         else:
             scores = self.scorers[method].scores(query, allowed, QueryScratch())
             ranked = self.context.top(scores, allowed, options.top_k)
@@ -199,17 +201,8 @@ class Searcher:
 
     def ranking_stats(self, query: Query) -> ParagraphStats:
         """The statistics a default `/similar` (normalised, mode `auto`, no pool) uses for this
-        query; remembered per indexed source, as they hold for the whole version."""
-        sdr = self.context.sdr
-        cached = sdr.cached_stats(query)
-        if cached is not None:
-            return cached
-        if sdr.default_population is Population.sample:
-            found = sdr.sample_stats(query)
-        else:
-            found = sdr.collection_stats(query)
-        sdr.remember(query, found)
-        return found
+        query (`SdrScorer.default_stats`)."""
+        return self.context.sdr.default_stats(query)
 
     def population_stats(
         self, query: Query, population: Population, candidates: Sequence[str] | None = None
@@ -236,36 +229,8 @@ class Searcher:
         return sdr.stats_over(query, docs, population)
 
     # --- helpers ----------------------------------------------------------------------------
-    def _mode(self, options: SearchOptions) -> ScoringMode:
-        """`options.mode`, with `auto` resolved: exhaustive over a pool or a collection of at
-        most `exhaustive_max_sentences` sentences, else candidate."""
-        if options.mode is not ScoringMode.auto:
-            return options.mode
-        if options.candidates is not None:
-            return ScoringMode.exhaustive
-        n = len(self.index.ids["sentence"])
-        if n <= self.settings.exhaustive_max_sentences:
-            return ScoringMode.exhaustive
-        return ScoringMode.candidate
-
     def _allowed(self, query: Query, candidates: Sequence[str] | None) -> Positions:
-        """Document positions that may be ranked (all, or the given pool), minus the source.
-
-        Raises:
-            DocumentNotFoundError: a candidate is not in this version.
-        """
-        if candidates is None:
-            allowed = np.arange(self.index.n_documents)
-        else:
-            missing = [c for c in candidates if c not in self._position]
-            if missing:
-                raise DocumentNotFoundError(
-                    f"{len(missing)} candidate(s) not in the active index, e.g. {missing[:3]}"
-                )
-            allowed = np.unique(np.array([self._position[c] for c in candidates], dtype=np.int64))
-        if query.source_index is not None:
-            allowed = allowed[allowed != query.source_index]
-        return allowed
+        return allowed_positions(self._position, self.index.n_documents, query, candidates)
 
     def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
         index = self.index
@@ -283,3 +248,41 @@ class Searcher:
             top_k=options.top_k,
             seed=self.settings.seed,
         )
+
+
+def scoring_mode(options: SearchOptions, n_sentences: int, settings: SearchSettings) -> ScoringMode:
+    """`options.mode`, with `auto` resolved: exhaustive over a pool or a collection of at
+    most `exhaustive_max_sentences` sentences (it holds `n_sentences`), else candidate."""
+    if options.mode is not ScoringMode.auto:
+        return options.mode
+    if options.candidates is not None:
+        return ScoringMode.exhaustive
+    if n_sentences <= settings.exhaustive_max_sentences:
+        return ScoringMode.exhaustive
+    return ScoringMode.candidate
+
+
+def allowed_positions(
+    positions: Mapping[str, int],
+    n_documents: int,
+    query: Query,
+    candidates: Sequence[str] | None,
+) -> Positions:
+    """Document positions that may be ranked (all `n_documents`, or the pool of `candidates`,
+    placed by `positions`), minus the query's source.
+
+    Raises:
+        DocumentNotFoundError: a candidate is not in this version.
+    """
+    if candidates is None:
+        allowed = np.arange(n_documents)
+    else:
+        missing = [c for c in candidates if c not in positions]
+        if missing:
+            raise DocumentNotFoundError(
+                f"{len(missing)} candidate(s) not in the active index, e.g. {missing[:3]}"
+            )
+        allowed = np.unique(np.array([positions[c] for c in candidates], dtype=np.int64))
+    if query.source_index is not None:
+        allowed = allowed[allowed != query.source_index]
+    return allowed
