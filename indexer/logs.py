@@ -16,7 +16,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET = ("transformers", "httpx", "alembic.runtime.migration", "bm25s", "filelock")
 
 
-class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class StderrHandler(logging.StreamHandler):
     """Writes each record to `sys.stderr` as it is when the record is written. A handler
     bound to the stream of its creation keeps writing to it after whoever set `sys.stderr`
     (a test runner, Typer's `CliRunner`) has closed it, and every later record from a worker
@@ -25,7 +25,7 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__()
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stderr
 
