@@ -262,12 +262,12 @@ def test_a_stored_document_of_stop_words_is_a_bm25_query(fresh_settings) -> None
 
 def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
     """bm25s cannot index a collection in which no document has a word: every score is 0."""
-    import indexer.search.searcher
+    import indexer.search.postings
 
     base: Searcher = app.state.service.searcher
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     monkeypatch.setattr(
-        indexer.search.searcher,
+        indexer.search.postings,  # where the BM25 postings read the texts
         "document_texts",
         lambda engine, ids: {int(d): "The of and." for d in ids},
     )
