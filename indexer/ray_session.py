@@ -8,6 +8,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from indexer.config import Settings
@@ -76,7 +77,12 @@ def private_cluster_environment() -> None:
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 
-def import_ray(data: bool = False):  # noqa: ANN202
+def import_ray(data: bool = False) -> ModuleType:
+    """The `ray` module (with `ray.data` when `data`).
+
+    Raises:
+        RaySessionError: Ray is not installed.
+    """
     try:
         import ray
 

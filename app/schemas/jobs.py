@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -82,7 +83,7 @@ class JobOut(BaseModel):
     def from_row(cls, job: JobRow, served_version: int | None) -> JobOut:
         """The job as the API shows it; `served_version` is the version this process serves."""
 
-        def iso(moment):  # noqa: ANN001, ANN202 - datetime or None
+        def iso(moment: datetime | None) -> str | None:
             return moment.isoformat() if moment is not None else None
 
         return cls(

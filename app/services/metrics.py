@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -107,7 +107,9 @@ class Metrics:
         )
         self.registry.register(ServiceCollector(state, engine))
 
-    async def middleware(self, request: Request, call_next) -> Response:  # noqa: ANN001
+    async def middleware(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         started = time.perf_counter()
         status = 500
         try:
