@@ -12,7 +12,8 @@ the memory bandwidth. This measures, on the version's real sentence vectors:
 - **today**: `paragraph_similarity` on the float32 level (what the service runs);
 - **float32 / bfloat16 / int8** passes written the same way (blocks of whole paragraphs,
   products, segment max, paragraph average), the int8 one with a scale per row and per query
-  sentence and int32 accumulation (`torch._int_mm`);
+  sentence and int32 accumulation (`torch._int_mm`), and int8 through oneDNN's dynamically
+  quantised linear layer (`int8-onednn`: u8 x s8 on VNNI, the rows prepacked per block);
 
 each as p50 milliseconds per query over real indexed documents as queries, its ratio to today,
 how far it is from its format's read floor, the products' share of it (and their GFLOP/s at
@@ -51,7 +52,49 @@ def quantise_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return codes, scale
 
 
-def formats(sentences: torch.Tensor) -> dict[str, tuple[torch.Tensor, Sims]]:
+def paragraph_blocks(lengths: torch.Tensor) -> list[tuple[int, int, int, int]]:
+    """`(j0, j1, r0, r1)`: the blocks of whole paragraphs the passes walk, about
+    `BLOCK_SENTENCES` sentences each."""
+    ends = torch.cumsum(lengths, 0)
+    blocks, j0 = [], 0
+    while j0 < len(lengths):
+        r0 = int(ends[j0 - 1]) if j0 else 0
+        j1 = max(int(torch.searchsorted(ends, r0 + BLOCK_SENTENCES, right=True)), j0 + 1)
+        blocks.append((j0, j1, r0, int(ends[j1 - 1])))
+        j0 = j1
+    return blocks
+
+
+def onednn_int8(sentences: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, Sims]:
+    """int8 rows prepacked per block for oneDNN's dynamically quantised linear layer (the
+    query quantised to uint8 on the fly, u8 x s8 products on VNNI). torch marks its quantised
+    tensor API deprecated: measured here as a candidate, not a dependency."""
+    import warnings
+
+    torch.backends.quantized.engine = "onednn"
+    layers = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for _, _, r0, r1 in paragraph_blocks(lengths):
+            rows = sentences[r0:r1]
+            scale = rows.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+            zero = torch.zeros(len(rows), dtype=torch.long)
+            layer = torch.ao.nn.quantized.dynamic.Linear(
+                rows.shape[1], len(rows), bias_=False, dtype=torch.qint8
+            )
+            layer.set_weight_bias(
+                torch.quantize_per_channel(rows, scale, zero, 0, torch.qint8), None
+            )
+            layers[(r0, r1)] = layer
+    codes = quantise_rows(sentences)[0]  # what the prepacked layers hold, for the byte count
+
+    def int8(r0: int, r1: int, query: torch.Tensor) -> torch.Tensor:
+        return layers[(r0, r1)](query).T  # (r, n)
+
+    return codes, int8
+
+
+def formats(sentences: torch.Tensor, lengths: torch.Tensor) -> dict[str, tuple[torch.Tensor, Sims]]:
     """Each format's stored level and its block product."""
     as_bf16 = sentences.to(torch.bfloat16)
     codes, scale = quantise_rows(sentences)
@@ -71,7 +114,12 @@ def formats(sentences: torch.Tensor) -> dict[str, tuple[torch.Tensor, Sims]]:
         products = torch._int_mm(codes[r0:r1], q_codes.T.contiguous())[:, :n]  # (r, n) int32
         return products.float() * scale[r0:r1, None] * q_scale[None, :]
 
-    return {"float32": (sentences, fp32), "bfloat16": (as_bf16, bf16), "int8": (codes, int8)}
+    return {
+        "float32": (sentences, fp32),
+        "bfloat16": (as_bf16, bf16),
+        "int8": (codes, int8),
+        "int8-onednn": onednn_int8(sentences, lengths),
+    }
 
 
 def blocked_pass(
@@ -79,24 +127,18 @@ def blocked_pass(
 ) -> torch.Tensor:
     """`P` `(I, J)` as `paragraph_similarity` computes it, with `sims` for the products."""
     average = averaging_matrix(query_lengths, torch.float32)  # (I, n)
-    ends = torch.cumsum(lengths, 0)
     out = torch.empty(average.shape[0], len(lengths))
-    j0 = 0
-    while j0 < len(lengths):
-        r0 = int(ends[j0 - 1]) if j0 else 0
-        j1 = max(int(torch.searchsorted(ends, r0 + BLOCK_SENTENCES, right=True)), j0 + 1)
-        r1 = int(ends[j1 - 1])
+    for j0, j1, r0, r1 in paragraph_blocks(lengths):
         best = torch.segment_reduce(sims(r0, r1, query), "max", lengths=lengths[j0:j1], axis=0)
         out[:, j0:j1] = average @ best.T
-        j0 = j1
     return out
 
 
-def products_only(sims: Sims, query: torch.Tensor, n_rows: int) -> torch.Tensor:
+def products_only(sims: Sims, query: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The products of every block and nothing else (their part of the pass's time)."""
     last = query.new_empty(0)
-    for r0 in range(0, n_rows, BLOCK_SENTENCES):
-        last = sims(r0, min(r0 + BLOCK_SENTENCES, n_rows), query)
+    for _, _, r0, r1 in paragraph_blocks(lengths):
+        last = sims(r0, r1, query)
     return last
 
 
@@ -136,7 +178,7 @@ def main() -> None:
         query_lengths = lengths[int(p_start[d]) : int(p_start[d + 1])]
         queries.append((rows, query_lengths))
 
-    stored = formats(sentences)
+    stored = formats(sentences, lengths)
     bandwidth = {name: level.numel() * level.element_size() / read_seconds(level) / 1e9
                  for name, (level, _) in stored.items()}  # fmt: skip
     peak = max(bandwidth.values())
@@ -166,7 +208,7 @@ def main() -> None:
         level_bytes = level.numel() * level.element_size()
         floor_ms = 1000 * level_bytes / (peak * 1e9)
         error = max(float((f - t).abs().max()) for f, t in zip(found, today, strict=True))
-        products_ms, _ = timed(lambda q, ql, sims=sims: products_only(sims, q, len(sentences)))
+        products_ms, _ = timed(lambda q, ql, sims=sims: products_only(sims, q, lengths))
         flops = 2 * len(sentences) * report["query_sentences_median"] * sentences.shape[1]
         report["formats"][name] = {
             "bytes_per_sentence": level_bytes / len(sentences),
