@@ -22,9 +22,6 @@ class StderrHandler(logging.StreamHandler):
     (a test runner, Typer's `CliRunner`) has closed it, and every later record from a worker
     thread then prints a "Logging error" traceback instead of the message."""
 
-    def __init__(self) -> None:
-        super().__init__()
-
     @property
     def stream(self) -> TextIO:
         return sys.stderr
