@@ -19,12 +19,14 @@ from indexer.config import Settings, load_configured_encoder
 from indexer.ray_session import connect_ray
 from indexer.search.loaded_index import SEARCHED_ON_SHARDS, IndexMismatchError, LoadedIndex
 from indexer.search.searcher import Searcher
+from indexer.search.sentence_scan import ScanShape, SentenceScan
 from indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
 from indexer.search.sharded import ShardedLevel, ShardedSdr
 from indexer.store.vector_index import FaissIndex, gpu_count
 from indexer.store.versions import active_version
 from indexer.text.sentences import load_splitter
 from models.inference import TORCH, BackendUnavailableError
+from models.precision import resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,8 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
         IndexMismatchError: the encoder found now is not the one the index was built with.
     """
     version = active_version(engine)
-    index = LoadedIndex.load(engine, version, sharded=sharded)
+    compressed = sentences_compressed(settings, sharded=sharded)
+    index = LoadedIndex.load(engine, version, sharded=sharded, map_sentences=compressed)
     if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU
         on_gpu = {  # every level's search is its FAISS index yet: shards come later
             level: held.to_gpu() if isinstance(held, FaissIndex) else held
@@ -62,14 +65,35 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
     splitter = load_splitter(settings.punkt_params)
     if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
         logger.warning("The sentence splitter differs from the one the index was built with")
+    search = settings.search
+    scan = (
+        SentenceScan.of_index(
+            index, ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+        )
+        if compressed
+        else None
+    )
     return Searcher(
         index,
         encoder,
         splitter,
         engine,
-        settings.search,
+        search,
         device=settings.encoder.device,  # SDR scoring beside the encoder
+        scan=scan,
     )
+
+
+def sentences_compressed(settings: Settings, *, sharded: bool) -> bool:
+    """Whether the served sentence level is compressed (`SearchSettings.sentence_store`):
+    `auto` compresses it on a CPU service that is not sharded."""
+    store = settings.search.sentence_store
+    if store == "auto":
+        on_cpu = resolve_device(settings.encoder.device).type == "cpu"
+        return on_cpu and not sharded
+    if store == "compressed" and sharded:
+        raise ValueError("the sentence store cannot be compressed on a sharded service yet")
+    return store == "compressed"
 
 
 def check_encoder(

@@ -90,14 +90,23 @@ class LoadedIndex:
         return len(self.doc_ids)
 
     @classmethod
-    def load(cls, engine: Engine, version: VersionRow, *, sharded: bool = False) -> LoadedIndex:
+    def load(
+        cls,
+        engine: Engine,
+        version: VersionRow,
+        *,
+        sharded: bool = False,
+        map_sentences: bool = False,
+    ) -> LoadedIndex:
         """The version's files, plus the document changes committed to SQL since its build
         (added documents' vectors from `document_vectors`, deleted ones left out). `sharded`:
-        as a sharded service's coordinator, every unit level mapped (`mapped_levels`)."""
+        as a sharded service's coordinator, every unit level mapped (`mapped_levels`);
+        `map_sentences`: the sentence level mapped, searched and scored through a
+        `SentenceScan` (`indexer.search.sentence_scan`)."""
         if version.manifest is None:
             raise IndexMismatchError(f"version {version.version_id} has no manifest")
         manifest, path = version.manifest, Path(version.path)
-        mapped = MAPPED_WHEN_SHARDED if sharded else ()
+        mapped = MAPPED_WHEN_SHARDED if sharded else ("sentence",) if map_sentences else ()
         indices: dict[str, VectorIndex] = {}
         vectors: dict[str, torch.Tensor | MappedRows] = {}
         ids: dict[str, np.ndarray] = {}

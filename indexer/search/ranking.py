@@ -12,7 +12,8 @@ def top_k(scores: np.ndarray, allowed: np.ndarray, k: int, tiebreak: np.ndarray)
     `(D,)` (a fixed random order of the documents, never their ids or file order)."""
     allowed = np.asarray(allowed, dtype=np.int64)
     order = np.lexsort((tiebreak[allowed], -scores[allowed]))
-    return allowed[order[:k]]
+    best: np.ndarray = allowed[order[:k]]
+    return best
 
 
 def reciprocal_rank_fusion(rankings: list[np.ndarray], n: int, k: int = RRF_K) -> np.ndarray:

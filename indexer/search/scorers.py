@@ -36,6 +36,7 @@ from indexer.search.loaded_index import LoadedIndex
 from indexer.search.postings import Postings
 from indexer.search.ranking import top_k
 from indexer.search.sdr import SdrScorer
+from indexer.search.sentence_scan import SentenceScan
 from indexer.search.settings import SearchSettings
 from indexer.search.sharded import ShardedSdr
 from indexer.search.shards import query_on_shards
@@ -49,6 +50,7 @@ class QueryScratch:
 
     best_docs: Positions | None = None  # (k,) the documents `best_matches` covers
     best_matches: torch.Tensor | None = None  # (k, n) each query sentence's best match in each
+    approximate: torch.Tensor | None = None  # (D, n) the same by the compressed level, in each
 
 
 @dataclass
@@ -62,6 +64,7 @@ class ScoringContext:
     sdr: SdrScorer  # the collection's sentences, and sub-collections of them
     level_vectors: Callable[[Query, str], torch.Tensor]  # a query's (m, d) vectors at a level
     shards: ShardedSdr | None = None  # the shard actors, on a sharded service
+    scan: SentenceScan | None = None  # the compressed sentence level, when it is compressed
 
     def top(self, scores: Scores, allowed: Positions, k: int) -> Positions:
         return top_k(scores, allowed, k, self.tiebreak)
@@ -88,6 +91,15 @@ class Scorer(ABC):
     @abstractmethod
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
         """`(D,)` the score of each document; the positions `docs` must be scored."""
+
+    def refine(
+        self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
+    ) -> Scores:
+        """`scores` (from `scores`) with the documents `docs` scored exactly, for a method
+        that estimates most documents' scores (the compressed sentence level): the fusions
+        refine their own best documents this way before ranking them. Exact methods return
+        `scores` as they are."""
+        return scores
 
 
 ScorerClass = type[Scorer]
@@ -191,6 +203,9 @@ class SentenceSets(Scorer):
         docs = np.sort(docs)
         if not len(docs):
             return out
+        scan, rescored = self.context.scan, self.context.settings.scan_rescore
+        if scan is not None and self.method is not Method.ot and len(docs) > rescored:
+            return self._two_passes(query, docs, scan, scratch)
         sdr = self.context.sdr
         collection = (
             sdr.collection if len(docs) == len(out) else sdr.sub_collection(docs)[0]
@@ -211,6 +226,38 @@ class SentenceSets(Scorer):
             reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
             found = reduce(best)
         out[docs] = found.float().numpy()
+        return out
+
+    def _two_passes(
+        self, query: Query, docs: Positions, scan: SentenceScan, scratch: QueryScratch
+    ) -> Scores:
+        """Every document of `docs` scored from the compressed level, then the
+        `scan_rescore` best of them again, exactly, from the stored vectors. A document the
+        first pass ranked below those is taken to rank below them exactly too: its estimate
+        is capped at their lowest exact score, so that the rescored documents come first."""
+        out = np.full(self.context.index.n_documents, -np.inf)
+        if scratch.approximate is None:
+            scratch.approximate = scan.best(query.sentence_vectors)  # (D, n)
+        reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
+        out[docs] = reduce(scratch.approximate[torch.from_numpy(docs)]).numpy()
+        best = self.context.top(out, docs, self.context.settings.scan_rescore)
+        rescored = np.sort(best)
+        exact = sentence_best(query.sentence_vectors, self.context.sdr.sub_collection(rescored)[0])
+        exact_scores = reduce(exact).numpy()
+        out[docs] = np.minimum(out[docs], np.nextafter(exact_scores.min(), -np.inf))
+        out[rescored] = exact_scores
+        return out
+
+    def refine(
+        self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
+    ) -> Scores:
+        if self.context.scan is None or self.method is Method.ot or not len(docs):
+            return scores  # scored exactly already
+        rescored = np.sort(docs)
+        exact = sentence_best(query.sentence_vectors, self.context.sdr.sub_collection(rescored)[0])
+        reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
+        out = scores.copy()
+        out[rescored] = reduce(exact).numpy()
         return out
 
 

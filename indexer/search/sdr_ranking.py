@@ -99,6 +99,11 @@ class SdrRanker:
                 if w
             }
             scores = fuse(components, fusion, pool, settings.fusion_normaliser)
+            best = context.top(scores, pool, settings.scan_rescore)  # refined, then ranked
+            for m in components:
+                if m is not Method.sdr:
+                    components[m] = self.scorers[m].refine(query, best, components[m], scratch)
+            scores = fuse(components, fusion, pool, settings.fusion_normaliser)
         else:
             scores = _sdr(sdr)
         ranked = context.top(scores, pool, options.top_k)

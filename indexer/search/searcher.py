@@ -26,6 +26,7 @@ from indexer.search.queries import encode_document, encode_levels, indexed_query
 from indexer.search.scorers import QueryScratch, Scorer, ScoringContext, scorers_for
 from indexer.search.sdr import SdrScorer, ShardedSdrScorer, carry_rows
 from indexer.search.sdr_ranking import SDR_RANKED, SdrRanker
+from indexer.search.sentence_scan import SentenceScan
 from indexer.search.settings import SearchSettings
 from indexer.search.sharded import ShardedLevel, ShardedSdr
 from indexer.search.types import (
@@ -66,8 +67,11 @@ class Searcher:
         device: str = "cpu",
         sentences_on_device: torch.Tensor | None = None,
         postings: Postings | None = None,
+        scan: SentenceScan | None = None,
     ) -> None:
         self.index = index
+        if scan is not None:  # it searches the sentence level, whose FAISS index is not loaded
+            index.indices["sentence"] = scan
         self.encoder = encoder
         self.splitter = splitter
         self.engine = engine
@@ -97,6 +101,7 @@ class Searcher:
             postings=postings or Postings(index, engine, settings.bm25_stemmer),
             sdr=sdr,
             level_vectors=self.level_vectors,
+            scan=scan,
         )
         self._score_with(self.context)
 
@@ -128,8 +133,10 @@ class Searcher:
         (`LoadedIndex.with_changes`). What follows one document is carried over and changed for
         the changed documents only: the BM25 postings, and the copy of the sentence vectors on
         the device (only added sentences are copied). The z-score statistics depend on every
-        document, so the new searcher computes them afresh; this one keeps serving unchanged."""
+        document, so the new searcher computes them afresh; this one keeps serving unchanged.
+        A compressed sentence level projects the added sentences only."""
         old = self.index
+        scan = self.context.scan
         return Searcher(
             index,
             self.encoder,
@@ -144,6 +151,7 @@ class Searcher:
                 index.collection.sentences,
             ),
             postings=self.context.postings.with_changes(index),
+            scan=scan.changed(old, index) if scan is not None else None,
         )
 
     # --- queries --------------------------------------------------------------------------

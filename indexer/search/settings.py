@@ -63,6 +63,24 @@ class SearchSettings(BaseModel):
         default=256, ge=1, description="Candidate mode: documents the z-score statistics use."
     )
     seed: int = Field(default=0, description="Seeds the tie-break order and the sample.")
+    sentence_store: Literal["auto", "float32", "compressed"] = Field(
+        default="auto",
+        description="How the served sentence level is held: `float32` in memory; "
+        "`compressed`, a bfloat16 projection in memory (`scan_dimensions`) for a first pass "
+        "and the float16 file, memory-mapped, for exact scores; `auto`: compressed on a CPU "
+        "service that is not sharded.",
+    )
+    scan_dimensions: int = Field(
+        default=96, ge=1, description="`compressed`: dimensions kept in memory per sentence."
+    )
+    scan_group: int = Field(
+        default=8, ge=1, description="`compressed`: each document padded to a multiple of it."
+    )
+    scan_rescore: int = Field(
+        default=100,
+        ge=1,
+        description="`compressed`: documents scored exactly after the approximate pass.",
+    )
 
     @field_validator("bm25_stemmer")
     @classmethod

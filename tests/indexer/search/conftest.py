@@ -9,6 +9,7 @@ import pytest
 
 from indexer.config import DatabaseSettings, Settings
 from indexer.search.searcher import Searcher
+from indexer.search.settings import SearchSettings
 from indexer.serving import open_searcher
 from indexer.store.db import make_engine
 from tests.utils.indexes import publish
@@ -22,9 +23,15 @@ def searcher(
     _postgres,  # noqa: ANN001 - the run's PostgreSQL server, if any
 ) -> Iterator[Searcher]:
     """A searcher over one published version of the 48-document sample corpus; on PostgreSQL
-    in a database of its own, so that no other module's index sees this version."""
+    in a database of its own, so that no other module's index sees this version. Its sentence
+    level is float32 in memory, the reference the compressed level is tested against
+    (`test_sentence_scan.py`)."""
     database = DatabaseSettings(url=_postgres.database() if _postgres is not None else None)
-    settings = Settings(data_dir=tmp_path_factory.mktemp("search"), db=database)
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("search"),
+        db=database,
+        search=SearchSettings(sentence_store="float32"),
+    )
     publish(sample_corpus, settings, tiny_encoder_dir)
     engine = make_engine(settings.database_url)
     yield open_searcher(settings, engine)

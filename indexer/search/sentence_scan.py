@@ -1,0 +1,194 @@
+"""The served sentence level, compressed: `models.scan`'s projected bfloat16 rows in memory
+for the first pass, the version's float16 file (memory-mapped) for exact scores.
+
+With `SearchSettings.sentence_store` `compressed`, a version's sentence vectors are not read
+into memory (`LoadedIndex.mapped_levels`), and neither is their FAISS index. A `SentenceScan`
+stands in for both:
+
+- the sentence-set methods (`maxsim`, `best-sentence`) take every document's approximate
+  best matches from `best`, then score the `scan_rescore` best documents exactly from the
+  file (`indexer.search.scorers.SentenceSets`);
+- it answers the sentence level's searches (`search`: the `VectorIndex` protocol), for
+  candidate mode and sentence-granularity results, approximate first and exact at the end.
+
+Its basis is fitted once per loaded version, on a fixed sample of the version's sentences,
+and kept through document changes (`changed`), which project only the added sentences.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from indexer.search.loaded_index import LoadedIndex
+from indexer.search.mapped_rows import MappedRows
+from indexer.store.vector_index import Hits
+from models.scan import ScanRows, approximate_best, changed, compress, fit_basis, project
+
+logger = logging.getLogger(__name__)
+
+FIT_SAMPLE_ROWS = 65536  # sentences the basis is fitted on
+BLOCK_ROWS = 65536  # sentences projected at a time
+SEARCH_DEPTH = 256  # a search's approximate nearest sentences, at least, scored exactly
+
+
+@dataclass(frozen=True)
+class ScanShape:
+    """How the scan is laid out: kept dimensions, rows per group and the sample's seed."""
+
+    dimensions: int
+    group: int
+    seed: int
+
+
+class SentenceScan:
+    """The compressed sentence level of one loaded index (see the module docstring).
+
+    Args:
+        scan: the compressed rows, document by document in the index's document order.
+        exact: `(R, d)` the level's stored vectors (float16 `MappedRows`, or a tensor).
+        ids: `(R,)` the sentence ids, ascending (rows in document order).
+        document_start: `(D + 1,)` each document's first sentence row.
+    """
+
+    def __init__(
+        self,
+        scan: ScanRows,
+        exact: torch.Tensor | MappedRows,
+        ids: np.ndarray,
+        document_start: np.ndarray,
+    ) -> None:
+        self.scan = scan
+        self.exact = exact
+        self.ids = ids
+        self.document_start = document_start
+
+    @classmethod
+    def of_index(cls, index: LoadedIndex, shape: ScanShape) -> SentenceScan:
+        """Fit a basis on a fixed sample of `index`'s sentences and compress them all."""
+        started = time.perf_counter()
+        rows = index.vectors["sentence"]
+        n = len(rows)
+        rng = np.random.default_rng(shape.seed)
+        sample = np.sort(rng.choice(n, size=min(n, FIT_SAMPLE_ROWS), replace=False))
+        dimensions = min(shape.dimensions, index.dim)
+        basis = fit_basis(rows[torch.from_numpy(sample)].float(), dimensions)  # (d, k)
+        found = cls.compressing(index, basis, shape.group)
+        logger.info(
+            "Compressed %d sentences to %d dimensions in %.1f s (%.0f bytes a sentence)",
+            n,
+            dimensions,
+            time.perf_counter() - started,
+            found.memory_bytes() / max(1, n),
+        )
+        return found
+
+    @classmethod
+    def compressing(cls, index: LoadedIndex, basis: torch.Tensor, group: int) -> SentenceScan:
+        """Every sentence of `index` projected on `basis`."""
+        rows = index.vectors["sentence"]
+        projected = torch.cat(
+            [
+                project(rows[i : i + BLOCK_ROWS], basis)
+                for i in range(0, max(1, len(rows)), BLOCK_ROWS)
+            ]
+        )[: len(rows)]  # (R, k)
+        start = index.doc_unit_start["sentence"]
+        lengths = torch.from_numpy(np.diff(start))
+        return cls(compress(projected, lengths, basis, group), rows, index.ids["sentence"], start)
+
+    def changed(self, old: LoadedIndex, new: LoadedIndex) -> SentenceScan:
+        """This scan for `new`, `old` with a document change applied: kept documents' rows
+        are copied, only the added documents' sentences are projected (same basis)."""
+        keep = np.isin(old.doc_ids, new.doc_ids)  # (D_old,)
+        n_kept = int(keep.sum())
+        if not np.array_equal(new.doc_ids[:n_kept], old.doc_ids[keep]):
+            return SentenceScan.compressing(new, self.scan.basis, self.scan.group)
+        start = new.doc_unit_start["sentence"]
+        rows = new.vectors["sentence"]
+        added = rows[start[n_kept] : start[-1]]  # (a, d)
+        scan = changed(
+            self.scan,
+            torch.from_numpy(keep),
+            project(added, self.scan.basis),
+            torch.from_numpy(np.diff(start[n_kept:])),
+        )
+        return SentenceScan(scan, rows, new.ids["sentence"], start)
+
+    def memory_bytes(self) -> int:
+        """The compressed rows, and the exact rows' bookkeeping held in memory."""
+        exact = self.exact
+        held = (
+            exact.memory_bytes()
+            if isinstance(exact, MappedRows)
+            else exact.element_size() * exact.numel()
+        )
+        return self.scan.memory_bytes() + held + self.ids.nbytes + self.document_start.nbytes
+
+    def best(self, query: torch.Tensor) -> torch.Tensor:
+        """`(D, n)` the approximate best cosine of each query sentence `(n, d)` in each
+        document."""
+        return approximate_best(query, self.scan)
+
+    def exact_rows(self, rows: np.ndarray) -> torch.Tensor:
+        """`(m, d)` float32 stored vectors of sentence rows `(m,)`."""
+        return self.exact[torch.from_numpy(rows)].float()
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
+        """The `k` sentences nearest each row of `queries` `(m, d)` (only among the ids
+        `within` when given), by exact cosine among the `max(8k, 256)` nearest by the scan."""
+        queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        empty = Hits(np.empty(0, np.float32), np.empty(0, np.int64))
+        if not self.count or k <= 0 or (within is not None and not len(within)):
+            return [empty for _ in queries]
+        allowed = None
+        if within is not None:
+            allowed = torch.from_numpy(np.isin(self.ids, within))  # (R,)
+        wanted = min(max(8 * k, SEARCH_DEPTH), self.count)
+        rows = self._nearest_rows(torch.from_numpy(queries), wanted, allowed)  # (m, w)
+        out = []
+        for query, found in zip(queries, rows, strict=True):
+            found = found[found >= 0].numpy()
+            exact = self.exact_rows(found) @ torch.from_numpy(query)  # (w,)
+            order = torch.argsort(exact, descending=True, stable=True)[:k].numpy()
+            out.append(Hits(exact.numpy()[order], self.ids[found[order]]))
+        return out
+
+    def _nearest_rows(
+        self, queries: torch.Tensor, wanted: int, allowed: torch.Tensor | None
+    ) -> torch.Tensor:
+        """`(m, wanted)` the sentence rows with the best approximate cosines to each query
+        row (-1 where fewer are allowed), over the padded rows' first copies only."""
+        scan = self.scan
+        q = project(queries, scan.basis)  # (m, k)
+        lengths = torch.from_numpy(np.diff(self.document_start))  # (D,)
+        padded = scan.group_counts * scan.group  # (D,)
+        within = torch.arange(int(padded.sum())) - torch.repeat_interleave(
+            torch.cumsum(padded, 0) - padded, padded
+        )  # (P,) row within its padded document
+        real = within < torch.repeat_interleave(lengths, padded)  # (P,) not a repeat
+        row_of = torch.full((len(real),), -1, dtype=torch.long)
+        row_of[real] = torch.arange(int(real.sum()))
+        if allowed is not None:
+            row_of[real] = torch.where(allowed, row_of[real], -1)
+        best_scores = torch.full((len(q), 0), -torch.inf)
+        best_rows = torch.full((len(q), 0), -1, dtype=torch.long)
+        for p0 in range(0, len(real), BLOCK_ROWS):
+            p1 = min(p0 + BLOCK_ROWS, len(real))
+            scores = (q @ scan.rows[p0:p1].T).float()  # (m, r)
+            scores[:, row_of[p0:p1] < 0] = -torch.inf
+            top = torch.topk(scores, min(wanted, p1 - p0), dim=1)
+            best_scores = torch.cat([best_scores, top.values], dim=1)
+            best_rows = torch.cat([best_rows, row_of[p0:p1][top.indices]], dim=1)
+            keep = torch.topk(best_scores, min(wanted, best_scores.shape[1]), dim=1).indices
+            best_scores = best_scores.gather(1, keep)
+            best_rows = best_rows.gather(1, keep)
+        return torch.where(torch.isfinite(best_scores), best_rows, -1)

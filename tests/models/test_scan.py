@@ -1,0 +1,121 @@
+"""`models.scan` against plain references: the padding, the per-document best matches of the
+compressed rows against `sentence_best` on the float32 rows, and a change against compressing
+the changed collection afresh."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.alignment import sentence_best
+from models.scan import (
+    approximate_best,
+    changed,
+    compress,
+    fit_basis,
+    padded_positions,
+    project,
+)
+from models.scoring import RaggedCollection
+
+BF16_PRODUCT_ERROR = 0.02  # a cosine from bfloat16 rows and queries (8 significant bits)
+
+
+def ragged(lengths: list[int], d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    rows = F.normalize(torch.randn(sum(lengths), d, generator=generator), dim=1)
+    return rows, torch.tensor(lengths)
+
+
+def as_collection(rows: torch.Tensor, lengths: torch.Tensor) -> RaggedCollection:
+    """One paragraph per document: `sentence_best` ignores paragraphs."""
+    return RaggedCollection(rows, lengths, torch.ones(len(lengths), dtype=torch.long))
+
+
+def test_padding_repeats_each_documents_last_row() -> None:
+    lengths, group = torch.tensor([1, 3, 8, 9]), 4
+    expected = []
+    start = 0
+    for n in lengths.tolist():
+        padded = -(-n // group) * group
+        expected += [start + min(i, n - 1) for i in range(padded)]
+        start += n
+    assert padded_positions(lengths, group).tolist() == expected
+
+
+def test_a_document_without_sentences_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one sentence"):
+        padded_positions(torch.tensor([2, 0]), 4)
+
+
+@pytest.mark.parametrize("group", [1, 4, 8])
+@pytest.mark.parametrize("block_rows", [8, 16384])
+def test_full_basis_best_matches_equal_the_float32_reference(group: int, block_rows: int) -> None:
+    rows, lengths = ragged([1, 7, 8, 9, 30, 2, 64, 3], 48, seed=1)
+    query = F.normalize(torch.randn(11, 48, generator=torch.Generator().manual_seed(2)), dim=1)
+    basis = fit_basis(rows, 48)  # every dimension kept: only bfloat16's rounding is left
+    scan = compress(project(rows, basis), lengths, basis, group)
+    found = approximate_best(query, scan, block_rows=block_rows)  # (D, n)
+    reference = sentence_best(query, as_collection(rows, lengths))  # (D, n)
+    assert found.shape == reference.shape
+    assert (found - reference).abs().max() < BF16_PRODUCT_ERROR
+
+
+def test_a_basis_spanning_the_data_keeps_its_dot_products() -> None:
+    generator = torch.Generator().manual_seed(3)
+    span = torch.linalg.qr(torch.randn(64, 8, generator=generator)).Q  # (d, 8)
+    rows = F.normalize(torch.randn(200, 8, generator=generator) @ span.T, dim=1)  # (200, 64)
+    basis = fit_basis(rows, 8)
+    assert torch.allclose(basis.T @ basis, torch.eye(8), atol=1e-5)
+    projected = project(rows, basis).float()
+    assert (projected @ projected.T - rows @ rows.T).abs().max() < BF16_PRODUCT_ERROR
+
+
+def test_fewer_dimensions_approximate_within_the_dropped_energy() -> None:
+    """Rows with most of their energy in 16 of 64 directions: keeping those 16 errs by about
+    the rest's share, far less than keeping 16 random directions does."""
+    generator = torch.Generator().manual_seed(4)
+    scale = torch.cat([torch.ones(16), torch.full((48,), 0.1)])
+    rows = F.normalize(torch.randn(500, 64, generator=generator) * scale, dim=1)
+    lengths = torch.full((50,), 10)
+    query = rows[:20]
+    reference = sentence_best(query, as_collection(rows, lengths))
+    fitted = fit_basis(rows, 16)
+    random = torch.linalg.qr(torch.randn(64, 16, generator=generator)).Q
+    errors = {}
+    for name, basis in (("fitted", fitted), ("random", random)):
+        scan = compress(project(rows, basis), lengths, basis, 8)
+        errors[name] = (approximate_best(query, scan) - reference).abs().mean().item()
+    assert errors["fitted"] < 0.1 < errors["random"]
+
+
+def test_a_change_equals_compressing_the_changed_collection() -> None:
+    rows, lengths = ragged([5, 1, 9, 16, 3], 32, seed=5)
+    added, added_lengths = ragged([2, 11], 32, seed=6)
+    basis = fit_basis(rows, 12)
+    scan = compress(project(rows, basis), lengths, basis, 4)
+    keep = torch.tensor([True, False, True, False, True])
+    starts = torch.cumsum(lengths, 0) - lengths
+    kept_rows = torch.cat(
+        [rows[s : s + n] for s, n, k in zip(starts, lengths, keep, strict=True) if k]
+    )
+    expected = compress(
+        project(torch.cat([kept_rows, added]), basis),
+        torch.cat([lengths[keep], added_lengths]),
+        basis,
+        4,
+    )
+    found = changed(scan, keep, project(added, basis), added_lengths)
+    assert torch.equal(found.rows, expected.rows)
+    assert torch.equal(found.group_counts, expected.group_counts)
+    only_removed = changed(scan, keep, project(added[:0], basis), added_lengths[:0])
+    assert only_removed.n_documents == 3
+
+
+def test_bytes_per_sentence_follow_the_kept_dimensions() -> None:
+    rows, lengths = ragged([8] * 100, 384, seed=7)
+    basis = fit_basis(rows, 96)
+    scan = compress(project(rows, basis), lengths, basis, 8)
+    per_sentence = (scan.rows.element_size() * scan.rows.numel()) / len(rows)
+    assert per_sentence == 2 * 96  # no padding: every document a multiple of the group
