@@ -1,20 +1,19 @@
-"""POST /similar latency on a real index, the scoring step against a bare matrix product,
-candidate-mode fidelity, and a synthetic scale run.
+"""POST /similar latency on a real index with the float32 sentence level (the code before issue
+28) and with the compressed one, in one run, and how far their rankings agree.
 
-    python benchmarks/query_latency.py --data-dir DIR [--queries FILE] [--scale-sentences N]
-        [--out benchmarks/results/query_latency.json]
+    python benchmarks/query_latency.py --data-dir DIR [--queries FILE] [--by-id 40]
+        [--repeats 2] [--scale-sentences N] [--out benchmarks/results/query_latency.json]
 
 (default queries: the AILA 2019 development queries in ../shared/data)
 
-Parts (all in one run, figures printed and saved as JSON):
-1. p50/p95 of POST /similar (in-process ASGI, query encoding included) over the queries: `sdr`
-   in exhaustive and in candidate mode, and the service's default method (`auto` mode) with
-   its ratio to exhaustive `sdr`.
-2. The SDR scoring step (`models.scoring.sdr_scores`) against the bare `(R, d) @ (d, n)`
-   product of the same shapes: the ratio is the cost of the hierarchy on top of the matmul.
-3. Candidate-mode fidelity: overlap@10 of candidate against exhaustive rankings.
-4. Synthetic scale: a ragged collection of `--scale-sentences` random unit vectors with an
-   IVF sentence index; candidate-mode latency and resident memory.
+For each store (`DOCSIM_SEARCH__SENTENCE_STORE` `float32`, then `compressed`), an in-process
+service (ASGI, query encoding included) answers: the posted queries with the default method,
+`--by-id` indexed documents (a seeded choice) as queries with the default method, the posted
+queries with `maxsim` and with exhaustive `sdr`. Reported per store: p50/p95 of each, the
+encoding alone, the sentence level's bytes per sentence held in memory, and the peak RSS; then
+the compressed store's p50 ratios and the top-10 overlap of its rankings with float32's.
+`--scale-sentences N` adds the older synthetic run (random vectors, candidate mode):
+`benchmarks/growth.py` measures growth on real vectors.
 """
 
 from __future__ import annotations
@@ -192,6 +191,77 @@ def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
     }
 
 
+def indexed_latency(client: TestClient, ids: list[str], method: str | None) -> tuple[dict, list]:
+    """p50/p95 of POST /similar with indexed documents as queries (`document_id`)."""
+    latencies, rankings = [], []
+    body = {"top_k": 10} | ({"method": method} if method else {})
+    for document_id in ids:
+        started = time.perf_counter()
+        response = client.post("/similar", json={"document_id": document_id, **body})
+        latencies.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        rankings.append([r["document_id"] for r in response.json()["results"]])
+    return {
+        "p50_ms": percentile(latencies, 50),
+        "p95_ms": percentile(latencies, 95),
+        "requests": len(latencies),
+    }, rankings
+
+
+def encoding_latency(searcher: Searcher, texts: list[str]) -> dict:
+    """p50 of encoding a posted query as the default method needs it: its sentences, and its
+    chunks for the document vector."""
+    from indexer.text.corpus import json_document
+
+    latencies = []
+    for i, text in enumerate(texts):
+        started = time.perf_counter()
+        query = searcher.query_from_source(json_document({"id": f"q{i}", "text": text}))
+        searcher.level_vectors(query, "document")
+        latencies.append((time.perf_counter() - started) * 1000)
+    return {"p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95)}
+
+
+def overlap(a: list[list[str]], b: list[list[str]]) -> dict:
+    found = [len(set(x) & set(y)) / max(1, len(x)) for x, y in zip(a, b, strict=True)]
+    return {"mean": statistics.mean(found), "min": min(found)}
+
+
+def measure_store(data_dir: Path, store: str, texts: list[str], by_id: int, repeats: int):  # noqa: ANN201
+    """One sentence store's figures, and its rankings (compared across stores); `by_id`
+    indexed documents (a seeded choice) as queries too."""
+    settings = ServiceSettings(data_dir=data_dir, search=SearchSettings(sentence_store=store))
+    app = create_app(settings)
+    out: dict = {}
+    rankings: dict = {}
+    with TestClient(app) as client:
+        searcher: Searcher = app.state.service.searcher
+        out["index"] = {
+            "documents": searcher.index.n_documents,
+            "sentences": len(searcher.index.ids["sentence"]),
+        }
+        every = searcher.index.external_ids
+        chosen = np.random.default_rng(0).choice(len(every), min(by_id, len(every)), replace=False)
+        ids = [every[i] for i in sorted(chosen.tolist())]
+        scan = searcher.context.scan
+        held = searcher.index.vector_sizes()["sentence"][1]
+        if scan is not None:
+            held = scan.memory_bytes()
+        out["sentence_level_bytes_per_sentence"] = held / out["index"]["sentences"]
+        for method in ("sdr", None):  # warm-up (the first default request builds BM25)
+            api_latency(client, texts[:1], "auto", 1, method)
+        out["encoding"] = encoding_latency(searcher, texts)
+        out["default_method"], rankings["default"] = api_latency(
+            client, texts, "auto", repeats, None
+        )
+        out["default_method"]["method"] = searcher.settings.default_method.value
+        out["default_by_id"], rankings["default_by_id"] = indexed_latency(client, ids, None)
+        out["maxsim"], rankings["maxsim"] = api_latency(client, texts, "auto", repeats, "maxsim")
+        out["sdr_exhaustive"], rankings["sdr"] = api_latency(client, texts, "exhaustive", 1, "sdr")
+        out["rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return out, rankings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -199,7 +269,8 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--queries", type=Path, default=AILA_QUERIES)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--scale-sentences", type=int, default=2_000_000)
+    parser.add_argument("--by-id", type=int, default=40, help="indexed documents as queries")
+    parser.add_argument("--scale-sentences", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/query_latency.json"))
     args = parser.parse_args()
     logging.basicConfig(
@@ -208,34 +279,24 @@ def main() -> None:
     texts = [
         line.split("||", 1)[1] for line in args.queries.read_text().splitlines() if "||" in line
     ]
-
     result: dict = {"queries": len(texts), "threads": torch.get_num_threads()}
-    app = create_app(ServiceSettings(data_dir=args.data_dir))
-    with TestClient(app) as client:
-        searcher: Searcher = app.state.service.searcher
-        result["index"] = {
-            "documents": searcher.index.n_documents,
-            "sentences": len(searcher.index.ids["sentence"]),
-        }
-        for method in ("sdr", None):  # warm-up (the first default request builds BM25)
-            api_latency(client, texts[:1], "auto", 1, method)
-        result["exhaustive"], exhaustive = api_latency(
-            client, texts, "exhaustive", args.repeats, "sdr"
+    rankings = {}
+    for store in ("float32", "compressed"):  # float32: the sentence level before issue 28
+        result[store], rankings[store] = measure_store(
+            args.data_dir, store, texts, args.by_id, args.repeats
         )
-        default = api_latency(client, texts, "auto", args.repeats, None)[0]
-        result["default_method"] = {
-            "method": searcher.settings.default_method.value,
-            **default,
-            "p50_vs_sdr": default["p50_ms"] / result["exhaustive"]["p50_ms"],
-            "p95_vs_sdr": default["p95_ms"] / result["exhaustive"]["p95_ms"],
-        }
-        result["candidate"], candidate = api_latency(
-            client, texts, "candidate", args.repeats, "sdr"
-        )
-        overlap = [len(set(a) & set(b)) / 10 for a, b in zip(exhaustive, candidate, strict=True)]
-        result["candidate_overlap_at_10"] = {"mean": statistics.mean(overlap), "min": min(overlap)}
-        result["scoring_vs_matmul"] = scoring_vs_matmul(searcher, texts)
-    logger.info("real index: %s", json.dumps(result))
+        logger.info("%s: %s", store, json.dumps(result[store]))
+    result["compressed_vs_float32"] = {
+        "top10_overlap": {
+            name: overlap(rankings["float32"][name], rankings["compressed"][name])
+            for name in rankings["float32"]
+        },
+        **{
+            f"{name}_p50_ratio": result["compressed"][name]["p50_ms"]
+            / result["float32"][name]["p50_ms"]
+            for name in ("default_method", "default_by_id", "maxsim", "sdr_exhaustive")
+        },
+    }
     if args.scale_sentences:
         result["synthetic_scale"] = synthetic_scale(args.scale_sentences, 384)
     print(json.dumps(result, indent=2))

@@ -59,7 +59,8 @@ class ServiceCollector(Collector):
         )
         nbytes = GaugeMetricFamily(
             "docsim_index_vector_bytes",
-            "Bytes of vectors held in memory per level (a mapped level: its row map).",
+            "Bytes of vectors held in memory per level (a mapped level: its row map; the "
+            "compressed sentence level: its compressed rows).",
             labels=["level"],
         )
         cache = GaugeMetricFamily("docsim_query_cache_bytes", "Bytes held by the query cache.")
@@ -69,7 +70,7 @@ class ServiceCollector(Collector):
             index = state.searcher.index
             version.add_metric([], state.version_id)
             documents.add_metric([], index.n_documents)
-            for level, (count, held_bytes) in index.vector_sizes().items():
+            for level, (count, held_bytes) in state.searcher.vector_sizes().items():
                 vectors.add_metric([level], count)
                 nbytes.add_metric([level], held_bytes)
             cache.add_metric([], state.queries.used_bytes)

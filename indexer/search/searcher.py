@@ -154,6 +154,14 @@ class Searcher:
             scan=scan.changed(old, index) if scan is not None else None,
         )
 
+    def vector_sizes(self) -> dict[str, tuple[int, int]]:
+        """`LoadedIndex.vector_sizes`, with a compressed sentence level's own bytes."""
+        sizes = self.index.vector_sizes()
+        scan = self.context.scan
+        if scan is not None:
+            sizes["sentence"] = (scan.count, scan.memory_bytes())
+        return sizes
+
     # --- queries --------------------------------------------------------------------------
     def position(self, external_id: str) -> int:
         try:

@@ -64,7 +64,7 @@ class SentenceScan:
     ) -> None:
         self.scan = scan
         self.exact = exact
-        self.ids = ids
+        self.sentence_ids = ids
         self.document_start = document_start
 
     @classmethod
@@ -127,7 +127,9 @@ class SentenceScan:
             if isinstance(exact, MappedRows)
             else exact.element_size() * exact.numel()
         )
-        return self.scan.memory_bytes() + held + self.ids.nbytes + self.document_start.nbytes
+        return (
+            self.scan.memory_bytes() + held + self.sentence_ids.nbytes + self.document_start.nbytes
+        )
 
     def best(self, query: torch.Tensor) -> torch.Tensor:
         """`(D, n)` the approximate best cosine of each query sentence `(n, d)` in each
@@ -140,7 +142,11 @@ class SentenceScan:
 
     @property
     def count(self) -> int:
-        return len(self.ids)
+        return len(self.sentence_ids)
+
+    def ids(self) -> np.ndarray:
+        """`(R,)` the sentence ids, ascending (as `FaissIndex.ids`)."""
+        return self.sentence_ids
 
     def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
         """The `k` sentences nearest each row of `queries` `(m, d)` (only among the ids
@@ -151,7 +157,7 @@ class SentenceScan:
             return [empty for _ in queries]
         allowed = None
         if within is not None:
-            allowed = torch.from_numpy(np.isin(self.ids, within))  # (R,)
+            allowed = torch.from_numpy(np.isin(self.sentence_ids, within))  # (R,)
         wanted = min(max(8 * k, SEARCH_DEPTH), self.count)
         rows = self._nearest_rows(torch.from_numpy(queries), wanted, allowed)  # (m, w)
         out = []
@@ -159,7 +165,7 @@ class SentenceScan:
             found = found[found >= 0].numpy()
             exact = self.exact_rows(found) @ torch.from_numpy(query)  # (w,)
             order = torch.argsort(exact, descending=True, stable=True)[:k].numpy()
-            out.append(Hits(exact.numpy()[order], self.ids[found[order]]))
+            out.append(Hits(exact.numpy()[order], self.sentence_ids[found[order]]))
         return out
 
     def _nearest_rows(

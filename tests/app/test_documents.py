@@ -14,6 +14,8 @@ from app.main import create_app
 from indexer.builder.pipeline import build_lock, prepare_data_dir
 from indexer.jobs.updates import change_documents
 from indexer.search.loaded_index import LoadedIndex
+from indexer.search.mapped_rows import MappedRows
+from indexer.search.sentence_scan import SentenceScan
 from indexer.store.units import level_ids
 from indexer.store.versions import active_version
 from indexer.text.corpus import json_document
@@ -49,19 +51,29 @@ def ranked(client: TestClient, body: dict, **options) -> list[str]:
     return [r["document_id"] for r in response.json()["results"]]
 
 
+def as_tensor(vectors: torch.Tensor | MappedRows) -> torch.Tensor:
+    """A level's vectors as float32, read from the file where it is mapped."""
+    return vectors[0 : len(vectors)].float() if isinstance(vectors, MappedRows) else vectors
+
+
 def assert_consistent(client: TestClient) -> None:
     """The served index equals what a fresh load from SQL gives, and SQL and FAISS agree."""
     served = client.app.state.service.searcher.index
     engine = client.app.state.runtime.engine
     version = active_version(engine)
     assert served.revision == version.revision
-    reloaded = LoadedIndex.load(engine, version)
+    reloaded = LoadedIndex.load(engine, version, map_sentences=served.sentences_mapped)
     for level in served.ids:
         sql = np.asarray(level_ids(engine, version.version_id, level))
         np.testing.assert_array_equal(served.ids[level], sql)
         np.testing.assert_array_equal(reloaded.ids[level], sql)
         np.testing.assert_array_equal(np.sort(served.indices[level].ids()), sql)
-        assert torch.equal(served.vectors[level], reloaded.vectors[level]), level
+        assert torch.equal(as_tensor(served.vectors[level]), as_tensor(reloaded.vectors[level]))
+    scan = served.indices["sentence"]
+    if isinstance(scan, SentenceScan):  # the compressed level: as compressing afresh gives
+        afresh = SentenceScan.compressing(reloaded, scan.scan.basis, scan.scan.group)
+        assert torch.equal(scan.scan.rows, afresh.scan.rows)
+        assert torch.equal(scan.scan.group_counts, afresh.scan.group_counts)
     assert served.external_ids == reloaded.external_ids
 
 

@@ -88,7 +88,7 @@ def all_other_paragraphs(searcher: Searcher, exclude: str | None) -> list[torch.
             continue
         for p in range(index.doc_paragraph_start[d], index.doc_paragraph_start[d + 1]):
             s0, s1 = index.paragraph_sentence_start[p], index.paragraph_sentence_start[p + 1]
-            out.append(index.vectors["sentence"][s0:s1])
+            out.append(index.vectors["sentence"][s0:s1].float())  # mapped: float16
     return out
 
 

@@ -52,10 +52,11 @@ def test_metrics_count_requests_index_sizes_and_jobs(
         assert seen[("docsim_index_documents", ())] == counts["document"] == 48
         for level in ("document", "section", "paragraph", "sentence", "chunk"):
             assert seen[("docsim_index_vectors", (("level", level),))] == counts[level]
-        dim = client.app.state.service.searcher.encoder.dim
-        assert seen[("docsim_index_vector_bytes", (("level", "sentence"),))] == (
-            counts["sentence"] * dim * 4
-        )
+        searcher = client.app.state.service.searcher
+        scan = searcher.context.scan  # the service's default: the compressed sentence level
+        held = seen[("docsim_index_vector_bytes", (("level", "sentence"),))]
+        assert scan is not None and held == scan.memory_bytes()
+        assert held < counts["sentence"] * searcher.encoder.dim * 4  # less than float32
         assert seen[("docsim_query_cache_bytes", ())] > 0  # the two queries are kept
         assert seen[("docsim_jobs", (("status", "succeeded"),))] == 0
 

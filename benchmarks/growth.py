@@ -1,0 +1,212 @@
+"""The sentence-vector part of the default ranking as the collection grows: the float32 level
+in memory (the code before issue 28) against the compressed level, at 1x, 3x and 10x AILA.
+
+    python benchmarks/growth.py --data-dir DIR [--factors 1 3 10] [--noise 0.35]
+        [--queries FILE] [--out benchmarks/results/growth.json]
+
+The collection is the version's real sentence vectors (AILA's), then `factor - 1` perturbed
+copies of every document, with the same lengths: a copy of a sentence x is
+`normalise(x + noise * g / sqrt(d))` with g standard normal, so that cos(x, copy) is about
+`1 / sqrt(1 + noise^2)` (0.94 at 0.35). The grown level is written once per factor as a
+float16 `.npy`, as a version stores it.
+
+The queries are the AILA development queries, encoded once by the version's encoder. Each
+store and factor runs in a process of its own (so that its resident memory is its own): it
+holds the level as the service does (`float32`: all of it as a tensor; `compressed`: the
+projected bfloat16 rows in memory, the float16 file memory-mapped), then scores `maxsim` over
+every document for each query (`compressed`: the approximate pass, then `scan_rescore`
+documents exactly from the file, as `SentenceSets` does). Reported: p50 and p95, the resident
+set after loading and its peak, the bytes per sentence held, and the top-10 overlap of the
+compressed ranking with the float32 one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+from indexer.config import Settings
+from indexer.search.settings import SearchSettings
+from indexer.serving import open_searcher
+from indexer.store.db import make_engine
+from indexer.text.corpus import json_document
+from models.alignment import maxsim_scores, sentence_best
+from models.scan import approximate_best, compress, fit_basis, project
+from models.scoring import RaggedCollection
+
+logger = logging.getLogger("benchmarks.growth")
+AILA_QUERIES = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "queries_dev.txt"
+)
+BLOCK = 65536
+
+
+def grow(data_dir: Path, queries_file: Path, factors: list[int], noise: float, work: Path) -> dict:
+    """Writes `grown_{f}.npy` (float16), `lengths_{f}.npy` and `queries.pt`; returns facts."""
+    settings = Settings(data_dir=data_dir, search=SearchSettings(sentence_store="float32"))
+    searcher = open_searcher(settings, make_engine(settings.database_url))
+    index = searcher.index
+    texts = [
+        line.split("||", 1)[1] for line in queries_file.read_text().splitlines() if "||" in line
+    ]
+    queries = [
+        searcher.query_from_source(json_document({"id": f"q{i}", "text": t})).sentence_vectors
+        for i, t in enumerate(texts)
+    ]
+    torch.save(queries, work / "queries.pt")
+    base = index.vectors["sentence"].numpy().astype(np.float16)  # (R, d) the file's values
+    lengths = np.diff(index.doc_unit_start["sentence"])  # (D,)
+    d = base.shape[1]
+    for factor in factors:
+        rng = np.random.default_rng(factor)
+        out = np.lib.format.open_memmap(
+            work / f"grown_{factor}.npy", mode="w+", dtype=np.float16, shape=(len(base) * factor, d)
+        )
+        out[: len(base)] = base
+        for copy in range(1, factor):
+            for r0 in range(0, len(base), BLOCK):
+                x = base[r0 : r0 + BLOCK].astype(np.float32)
+                x += noise * rng.standard_normal(x.shape, dtype=np.float32) / np.sqrt(d)
+                x /= np.linalg.norm(x, axis=1, keepdims=True)
+                out[copy * len(base) + r0 : copy * len(base) + r0 + len(x)] = x
+        out.flush()
+        del out
+        np.save(work / f"lengths_{factor}.npy", np.tile(lengths, factor))
+    return {"sentences": len(base), "documents": len(lengths), "queries": len(queries)}
+
+
+def rss() -> int:
+    return int(psutil.Process().memory_info().rss)
+
+
+def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> dict:
+    """One store at one factor, in this process (see the module docstring)."""
+    torch.set_num_threads(2)
+    queries = torch.load(work / "queries.pt")
+    lengths = torch.from_numpy(np.load(work / f"lengths_{factor}.npy"))
+    before = rss()
+    mapped = np.load(work / f"grown_{factor}.npy", mmap_mode="r")  # (R, d) float16
+    ones = torch.ones(len(lengths), dtype=torch.long)
+    if store == "float32":
+        rows = torch.from_numpy(np.asarray(mapped, dtype=np.float32))  # (R, d) read in
+        collection = RaggedCollection(rows, lengths, ones)  # one paragraph per document
+        held = rows.element_size() * rows.numel()
+
+        def rank(query: torch.Tensor) -> np.ndarray:
+            return maxsim_scores(sentence_best(query, collection)).numpy()
+
+    else:
+        sample = np.sort(np.random.default_rng(search.seed).choice(len(mapped), 65536, False))
+        basis = fit_basis(
+            torch.from_numpy(mapped[sample].astype(np.float32)), search.scan_dimensions
+        )
+        projected = torch.cat(
+            [
+                project(torch.from_numpy(mapped[r : r + BLOCK]), basis)
+                for r in range(0, len(mapped), BLOCK)
+            ]
+        )
+        scan = compress(projected, lengths, basis, search.scan_group)
+        del projected
+        held = scan.memory_bytes()
+        starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
+
+        def rank(query: torch.Tensor) -> np.ndarray:
+            scores = maxsim_scores(approximate_best(query, scan)).numpy().astype(np.float64)
+            best = np.sort(np.argsort(-scores, kind="stable")[: search.scan_rescore])
+            rows = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in best])
+            exact_rows = torch.from_numpy(mapped[rows].astype(np.float32))
+            sub = RaggedCollection(
+                exact_rows, lengths[best], torch.ones(len(best), dtype=torch.long)
+            )
+            exact = maxsim_scores(sentence_best(query, sub)).numpy()
+            scores = np.minimum(scores, np.nextafter(exact.min(), -np.inf))
+            scores[best] = exact
+            return scores
+
+    loaded = rss()
+    rank(queries[0])  # warm-up
+    latencies, tops = [], []
+    for query in queries:
+        started = time.perf_counter()
+        scores = rank(query)
+        latencies.append((time.perf_counter() - started) * 1000)
+        tops.append(np.argsort(-scores, kind="stable")[:10].tolist())
+    return {
+        "p50_ms": float(np.percentile(latencies, 50)),
+        "p95_ms": float(np.percentile(latencies, 95)),
+        "mean_ms": statistics.mean(latencies),
+        "held_bytes_per_sentence": held / len(mapped),
+        "rss_loaded_gib": loaded / 2**30,
+        "rss_growth_gib": (loaded - before) / 2**30,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "rss_after_queries_gib": rss() / 2**30,
+        "tops": tops,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--factors", type=int, nargs="+", default=[1, 3, 10])
+    parser.add_argument("--noise", type=float, default=0.35)
+    parser.add_argument("--queries", type=Path, default=AILA_QUERIES)
+    parser.add_argument("--work", type=Path, default=None, help="where the grown files go")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/growth.json"))
+    parser.add_argument("--child", nargs=2, metavar=("FACTOR", "STORE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    search = SearchSettings()
+    if args.child:
+        print(json.dumps(run_store(args.work, int(args.child[0]), args.child[1], search)))
+        return
+    with tempfile.TemporaryDirectory(dir=args.work) as scratch:
+        work = Path(scratch)
+        result: dict = {
+            "collection": grow(args.data_dir, args.queries, args.factors, args.noise, work),
+            "noise": args.noise,
+            "scan_dimensions": search.scan_dimensions,
+            "scan_rescore": search.scan_rescore,
+            "factors": {},
+        }
+        for factor in args.factors:
+            row = {}
+            for store in ("float32", "compressed"):
+                logger.info("factor %d, %s", factor, store)
+                child = [sys.executable, __file__, "--child", str(factor), store]
+                child += ["--work", str(work), "--data-dir", str(args.data_dir)]
+                found = subprocess.run(child, check=True, capture_output=True, text=True)
+                row[store] = json.loads(found.stdout.strip().splitlines()[-1])
+            overlaps = [
+                len(set(a) & set(b)) / 10
+                for a, b in zip(
+                    row["float32"].pop("tops"), row["compressed"].pop("tops"), strict=True
+                )
+            ]
+            row["top10_overlap"] = {"mean": statistics.mean(overlaps), "min": min(overlaps)}
+            row["p50_ratio"] = row["compressed"]["p50_ms"] / row["float32"]["p50_ms"]
+            result["factors"][str(factor)] = row
+            logger.info("factor %d: %s", factor, json.dumps(row))
+    print(json.dumps(result, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
