@@ -13,7 +13,11 @@ otherwise), so the first pass reads 2k bytes a sentence and multiplies at bfloat
 
 Each document's rows are padded to a multiple of `group` rows by repeating its last row
 (which leaves every maximum unchanged), so the per-document maximum is a fixed-stride maximum
-over groups of `group` rows, then a segment maximum over a `group`-th as many rows.
+over groups of `group` rows, then a segment maximum over a `group`-th as many rows. The rows
+are stored in blocks of whole documents (about `block_rows` rows, so that a block's products
+stay in cache), and inside a block member-major: member m of every group, then member m + 1.
+A block's products `(g * G, n)` are then `g` contiguous slabs `(G, n)` whose elementwise
+maximum is each group's (four times faster than reducing the middle axis of `(G, g, n)`).
 
 The pass is approximate by design: `approximate_best` finds what deserves exact scoring, and
 the caller scores those few documents exactly from the stored vectors
@@ -42,6 +46,7 @@ class ScanRows:
 
     rows: torch.Tensor
     group_counts: torch.Tensor
+    block_documents: torch.Tensor
     basis: torch.Tensor
     group: int
 
@@ -51,13 +56,47 @@ class ScanRows:
 
     def memory_bytes(self) -> int:
         """What the compressed rows and their bookkeeping take in memory."""
-        return sum(t.element_size() * t.numel() for t in (self.rows, self.group_counts, self.basis))
+        held = (self.rows, self.group_counts, self.block_documents, self.basis)
+        return sum(t.element_size() * t.numel() for t in held)
 
-    def document_rows(self, documents: torch.Tensor) -> torch.Tensor:
-        """`(p,)` the padded rows of `documents` `(m,)` (positions), in that order."""
+    def blocks(self) -> list[tuple[int, int, int, int]]:
+        """`(d0, d1, g0, g1)` per block: its documents and its groups."""
+        group_ends = torch.cumsum(self.group_counts, 0).tolist()  # (D,)
+        bounds = self.block_documents.tolist()
+        return [
+            (d0, d1, group_ends[d0 - 1] if d0 else 0, group_ends[d1 - 1])
+            for d0, d1 in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+
+    def stored_positions(self) -> torch.Tensor:
+        """`(P,)` where each padded row (document by document) is stored."""
+        g = self.group
+        place = torch.empty(int(self.group_counts.sum()) * g, dtype=torch.long)  # (P,)
+        for _, _, g0, g1 in self.blocks():  # padded row g0*g + j*g + m sits at g0*g + m*G + j
+            member_major = torch.arange((g1 - g0) * g).view(g, g1 - g0).T.reshape(-1)
+            place[g0 * g : g1 * g] = g0 * g + member_major
+        return place
+
+    def padded_rows(self, documents: torch.Tensor) -> torch.Tensor:
+        """`(p, k)` the padded rows of `documents` `(m,)` (ascending positions), document by
+        document (the layout `compress` starts from)."""
         ends = torch.cumsum(self.group_counts, 0) * self.group  # (D,)
         starts = ends - self.group_counts * self.group
-        return _ranges(starts[documents], ends[documents])
+        return self.rows[self.stored_positions()[_ranges(starts[documents], ends[documents])]]
+
+    def sentence_rows(self, document_lengths: torch.Tensor) -> torch.Tensor:
+        """`(P,)` the sentence each stored row holds, -1 for a padding copy; the documents
+        hold `document_lengths` `(D,)` sentences."""
+        padded = self.group_counts * self.group  # (D,)
+        within = torch.arange(int(padded.sum())) - torch.repeat_interleave(
+            torch.cumsum(padded, 0) - padded, padded
+        )  # (P,) row within its padded document
+        real = within < torch.repeat_interleave(document_lengths, padded)  # (P,)
+        canonical = torch.full((len(real),), -1, dtype=torch.long)
+        canonical[real] = torch.arange(int(real.sum()))
+        out = torch.empty_like(canonical)
+        out[self.stored_positions()] = canonical
+        return out
 
 
 def fit_basis(sample: torch.Tensor, k: int) -> torch.Tensor:
@@ -91,15 +130,48 @@ def padded_positions(lengths: torch.Tensor, group: int) -> torch.Tensor:
 
 
 def compress(
-    projected: torch.Tensor, document_lengths: torch.Tensor, basis: torch.Tensor, group: int = 8
+    projected: torch.Tensor,
+    document_lengths: torch.Tensor,
+    basis: torch.Tensor,
+    group: int = 8,
+    *,
+    block_rows: int = 32768,
 ) -> ScanRows:
     """`ScanRows` from the projected sentences `(R, k)` (`project`) and the sentences per
     document `(D,)`, summing to R."""
     if int(document_lengths.sum()) != projected.shape[0]:
         raise ValueError("document lengths do not add up to the sentences")
-    rows = projected[padded_positions(document_lengths, group)]  # (P, k)
-    counts = (document_lengths + group - 1) // group  # (D,)
-    return ScanRows(rows=rows.contiguous(), group_counts=counts, basis=basis, group=group)
+    return laid_out(
+        projected[padded_positions(document_lengths, group)],
+        document_lengths,
+        basis,
+        group,
+        block_rows,
+    )
+
+
+def laid_out(
+    padded: torch.Tensor,
+    document_lengths: torch.Tensor,
+    basis: torch.Tensor,
+    group: int,
+    block_rows: int = 32768,
+) -> ScanRows:
+    """`ScanRows` of rows already padded, document by document `(P, k)`, in blocks of whole
+    documents of about `block_rows` rows, member-major inside each block."""
+    counts = (document_lengths + group - 1) // group  # (D,) groups per document
+    ends = torch.cumsum(counts, 0)  # (D,)
+    bounds, d0, block_groups = [0], 0, max(1, block_rows // group)
+    while d0 < len(counts):
+        g0 = int(ends[d0 - 1]) if d0 else 0
+        d0 = max(int(torch.searchsorted(ends, g0 + block_groups, right=True)), d0 + 1)
+        bounds.append(d0)
+    rows = torch.empty_like(padded)
+    scan = ScanRows(rows, counts, torch.tensor(bounds), basis, group)
+    for _, _, g0, g1 in scan.blocks():  # (G, g, k) -> (g, G, k)
+        block = padded[g0 * group : g1 * group].view(g1 - g0, group, -1)
+        rows[g0 * group : g1 * group] = block.transpose(0, 1).reshape(-1, padded.shape[1])
+    return scan
 
 
 def changed(
@@ -107,39 +179,25 @@ def changed(
 ) -> ScanRows:
     """The documents where `keep` `(D,)` is true, in order, then documents of the projected
     rows `added` `(a, k)`, `added_lengths` `(D_a,)` rows each; the same basis."""
-    kept = scan.rows[scan.document_rows(torch.nonzero(keep).flatten())]  # (p, k)
-    new = compress(added, added_lengths, scan.basis, scan.group) if len(added_lengths) else None
-    return ScanRows(
-        rows=torch.cat([kept, new.rows]) if new is not None else kept,
-        group_counts=torch.cat([scan.group_counts[keep], new.group_counts])
-        if new is not None
-        else scan.group_counts[keep],
-        basis=scan.basis,
-        group=scan.group,
-    )
+    g = scan.group
+    kept = scan.padded_rows(torch.nonzero(keep).flatten())  # (p, k)
+    new = added[padded_positions(added_lengths, g)] if len(added_lengths) else added[:0]
+    lengths = torch.cat([scan.group_counts[keep] * g, added_lengths])  # padded kept: same groups
+    return laid_out(torch.cat([kept, new]), lengths, scan.basis, g)
 
 
-def approximate_best(
-    query: torch.Tensor, scan: ScanRows, *, block_rows: int = 16384
-) -> torch.Tensor:
+def approximate_best(query: torch.Tensor, scan: ScanRows) -> torch.Tensor:
     """`(D, n)` each query sentence's best approximate cosine in each document: the query
-    `(n, d)` projected, multiplied with blocks of whole documents (about `block_rows` padded
-    rows, so that the `(r, n)` products stay in cache), reduced per group of rows, then per
-    document."""
+    `(n, d)` projected, multiplied with each block of whole documents, reduced per group of
+    rows, then per document."""
     q = project(query, scan.basis)  # (n, k)
     n, g = q.shape[0], scan.group
     counts = scan.group_counts
-    ends = torch.cumsum(counts, 0)  # (D,) in groups
     out = torch.empty(len(counts), n)  # (D, n)
-    d0, block_groups = 0, max(1, block_rows // g)
-    while d0 < len(counts):
-        g0 = int(ends[d0 - 1]) if d0 else 0
-        d1 = max(int(torch.searchsorted(ends, g0 + block_groups, right=True)), d0 + 1)
-        g1 = int(ends[d1 - 1])
-        products = scan.rows[g0 * g : g1 * g] @ q.T  # (r, n) bfloat16
-        groups = products.view(-1, g, n).amax(dim=1).float()  # (r / g, n)
+    for d0, d1, g0, g1 in scan.blocks():
+        products = scan.rows[g0 * g : g1 * g] @ q.T  # (g * G, n) bfloat16, member-major
+        groups = products.view(g, g1 - g0, n).amax(dim=0).float()  # (G, n)
         out[d0:d1] = torch.segment_reduce(groups, "max", lengths=counts[d0:d1], axis=0)
-        d0 = d1
     return out
 
 

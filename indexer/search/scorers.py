@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -51,6 +51,7 @@ class QueryScratch:
     best_docs: Positions | None = None  # (k,) the documents `best_matches` covers
     best_matches: torch.Tensor | None = None  # (k, n) each query sentence's best match in each
     approximate: torch.Tensor | None = None  # (D, n) the same by the compressed level, in each
+    exact: dict[int, torch.Tensor] = field(default_factory=dict)  # document -> (n,) exact ones
 
 
 @dataclass
@@ -240,10 +241,8 @@ class SentenceSets(Scorer):
             scratch.approximate = scan.best(query.sentence_vectors)  # (D, n)
         reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
         out[docs] = reduce(scratch.approximate[torch.from_numpy(docs)]).numpy()
-        best = self.context.top(out, docs, self.context.settings.scan_rescore)
-        rescored = np.sort(best)
-        exact = sentence_best(query.sentence_vectors, self.context.sdr.sub_collection(rescored)[0])
-        exact_scores = reduce(exact).numpy()
+        rescored = np.sort(self.context.top(out, docs, self.context.settings.scan_rescore))
+        exact_scores = reduce(self._exact_best(query, rescored, scratch)).numpy()
         out[docs] = np.minimum(out[docs], np.nextafter(exact_scores.min(), -np.inf))
         out[rescored] = exact_scores
         return out
@@ -254,11 +253,19 @@ class SentenceSets(Scorer):
         if self.context.scan is None or self.method is Method.ot or not len(docs):
             return scores  # scored exactly already
         rescored = np.sort(docs)
-        exact = sentence_best(query.sentence_vectors, self.context.sdr.sub_collection(rescored)[0])
         reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
         out = scores.copy()
-        out[rescored] = reduce(exact).numpy()
+        out[rescored] = reduce(self._exact_best(query, rescored, scratch)).numpy()
         return out
+
+    def _exact_best(self, query: Query, docs: Positions, scratch: QueryScratch) -> torch.Tensor:
+        """`(len(docs), n)` the exact best matches in `docs` (ascending), from the stored
+        vectors; each document's computed once per query (`scratch.exact`)."""
+        new = np.array([d for d in docs.tolist() if d not in scratch.exact], dtype=np.int64)
+        if len(new):
+            found = sentence_best(query.sentence_vectors, self.context.sdr.sub_collection(new)[0])
+            scratch.exact.update(zip(new.tolist(), found, strict=True))
+        return torch.stack([scratch.exact[d] for d in docs.tolist()])
 
 
 @register(Method.maxsim, Method.best_sentence, Method.ot, on_shards=True)

@@ -45,6 +45,16 @@ class ScanShape:
     seed: int
 
 
+def padding_group(lengths: np.ndarray, most: float = 0.1) -> int:
+    """The largest group of 16, 8, 4, 2 and 1 rows to whose multiples padding documents of
+    `lengths` sentences `(D,)` adds at most `most` of the rows."""
+    for group in (16, 8, 4, 2):
+        padded = (lengths + group - 1) // group * group
+        if padded.sum() <= (1 + most) * lengths.sum():
+            return group
+    return 1
+
+
 class SentenceScan:
     """The compressed sentence level of one loaded index (see the module docstring).
 
@@ -77,7 +87,8 @@ class SentenceScan:
         sample = np.sort(rng.choice(n, size=min(n, FIT_SAMPLE_ROWS), replace=False))
         dimensions = min(shape.dimensions, index.dim)
         basis = fit_basis(rows[torch.from_numpy(sample)].float(), dimensions)  # (d, k)
-        found = cls.compressing(index, basis, shape.group)
+        lengths = np.diff(index.doc_unit_start["sentence"])
+        found = cls.compressing(index, basis, shape.group or padding_group(lengths))
         logger.info(
             "Compressed %d sentences to %d dimensions in %.1f s (%.0f bytes a sentence)",
             n,
@@ -176,19 +187,14 @@ class SentenceScan:
         scan = self.scan
         q = project(queries, scan.basis)  # (m, k)
         lengths = torch.from_numpy(np.diff(self.document_start))  # (D,)
-        padded = scan.group_counts * scan.group  # (D,)
-        within = torch.arange(int(padded.sum())) - torch.repeat_interleave(
-            torch.cumsum(padded, 0) - padded, padded
-        )  # (P,) row within its padded document
-        real = within < torch.repeat_interleave(lengths, padded)  # (P,) not a repeat
-        row_of = torch.full((len(real),), -1, dtype=torch.long)
-        row_of[real] = torch.arange(int(real.sum()))
+        row_of = scan.sentence_rows(lengths)  # (P,) -1: a padding copy
         if allowed is not None:
-            row_of[real] = torch.where(allowed, row_of[real], -1)
+            refused = (row_of >= 0) & ~allowed[row_of.clamp(min=0)]  # (P,)
+            row_of = torch.where(refused, -1, row_of)
         best_scores = torch.full((len(q), 0), -torch.inf)
         best_rows = torch.full((len(q), 0), -1, dtype=torch.long)
-        for p0 in range(0, len(real), BLOCK_ROWS):
-            p1 = min(p0 + BLOCK_ROWS, len(real))
+        for p0 in range(0, len(row_of), BLOCK_ROWS):
+            p1 = min(p0 + BLOCK_ROWS, len(row_of))
             scores = (q @ scan.rows[p0:p1].T).float()  # (m, r)
             scores[:, row_of[p0:p1] < 0] = -torch.inf
             top = torch.topk(scores, min(wanted, p1 - p0), dim=1)

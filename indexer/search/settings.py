@@ -71,10 +71,13 @@ class SearchSettings(BaseModel):
         "service that is not sharded.",
     )
     scan_dimensions: int = Field(
-        default=96, ge=1, description="`compressed`: dimensions kept in memory per sentence."
+        default=64, ge=1, description="`compressed`: dimensions kept in memory per sentence."
     )
     scan_group: int = Field(
-        default=8, ge=1, description="`compressed`: each document padded to a multiple of it."
+        default=0,
+        ge=0,
+        description="`compressed`: each document padded to a multiple of this many rows; 0: "
+        "the largest of 16, 8, 4, 2 and 1 that adds at most a tenth of the rows.",
     )
     scan_rescore: int = Field(
         default=100,

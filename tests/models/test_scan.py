@@ -55,8 +55,8 @@ def test_full_basis_best_matches_equal_the_float32_reference(group: int, block_r
     rows, lengths = ragged([1, 7, 8, 9, 30, 2, 64, 3], 48, seed=1)
     query = F.normalize(torch.randn(11, 48, generator=torch.Generator().manual_seed(2)), dim=1)
     basis = fit_basis(rows, 48)  # every dimension kept: only bfloat16's rounding is left
-    scan = compress(project(rows, basis), lengths, basis, group)
-    found = approximate_best(query, scan, block_rows=block_rows)  # (D, n)
+    scan = compress(project(rows, basis), lengths, basis, group, block_rows=block_rows)
+    found = approximate_best(query, scan)  # (D, n)
     reference = sentence_best(query, as_collection(rows, lengths))  # (D, n)
     assert found.shape == reference.shape
     assert (found - reference).abs().max() < BF16_PRODUCT_ERROR
@@ -88,6 +88,23 @@ def test_fewer_dimensions_approximate_within_the_dropped_energy() -> None:
         scan = compress(project(rows, basis), lengths, basis, 8)
         errors[name] = (approximate_best(query, scan) - reference).abs().mean().item()
     assert errors["fitted"] < 0.1 < errors["random"]
+
+
+def test_rows_are_stored_member_major_in_blocks_and_read_back() -> None:
+    rows, lengths = ragged([3, 9, 1, 16, 5, 2], 8, seed=8)
+    basis = fit_basis(rows, 8)
+    projected = project(rows, basis)
+    scan = compress(projected, lengths, basis, 4, block_rows=12)
+    padded = projected[padded_positions(lengths, 4)]
+    assert len(scan.blocks()) > 2  # 12 rows a block: several
+    for _, _, g0, g1 in scan.blocks():
+        stored = scan.rows[g0 * 4 : g1 * 4].view(4, g1 - g0, 8)  # (member, group, k)
+        assert torch.equal(stored, padded[g0 * 4 : g1 * 4].view(g1 - g0, 4, 8).transpose(0, 1))
+    everything = torch.arange(len(lengths))
+    assert torch.equal(scan.padded_rows(everything), padded)
+    held = scan.sentence_rows(lengths)  # each sentence once, padding copies -1
+    assert sorted(held[held >= 0].tolist()) == list(range(len(rows)))
+    assert torch.equal(scan.rows[held >= 0][torch.argsort(held[held >= 0])], projected)
 
 
 def test_a_change_equals_compressing_the_changed_collection() -> None:
