@@ -1,7 +1,7 @@
 """Resident memory of one loaded version, per level: the vectors the searcher holds and the
 FAISS index beside them, and whether they share one copy.
 
-    python benchmarks/index_memory.py --data-dir DIR [--sharded]
+    python benchmarks/index_memory.py --data-dir DIR [--sharded | --compressed]
         [--out benchmarks/results/index_memory.json]
 
 Loads the active version of `DIR` (`LoadedIndex.load`) in this process and reports the growth
@@ -9,6 +9,8 @@ of its resident set (RSS) and of its unique set (USS), and per level the bytes o
 vectors and whether the FAISS index holds the same memory or a copy of its own.
 `--sharded` loads it as a sharded service's coordinator does: the unit levels memory-mapped
 from the version's float16 files, with no FAISS index of them (the shards search them).
+`--compressed` loads it as a CPU service does by default since issue 28: the sentence level
+mapped, and compressed in memory (`SentenceScan`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import psutil
 
 from indexer.config import Settings
 from indexer.search.loaded_index import LoadedIndex
+from indexer.search.sentence_scan import ScanShape, SentenceScan
 from indexer.store.db import make_engine
 from indexer.store.versions import active_version
 
@@ -40,6 +43,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/index_memory.json"))
     parser.add_argument("--label", default="", help="what this run measures (kept in the JSON)")
     parser.add_argument("--sharded", action="store_true", help="as a sharded coordinator")
+    parser.add_argument(
+        "--compressed", action="store_true", help="the sentence level compressed (issue 28)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings(data_dir=args.data_dir)
@@ -47,7 +53,12 @@ def main() -> None:
     version = active_version(engine)
     gc.collect()
     rss0, uss0 = memory()
-    index = LoadedIndex.load(engine, version, sharded=args.sharded)
+    index = LoadedIndex.load(engine, version, sharded=args.sharded, map_sentences=args.compressed)
+    scan = None
+    if args.compressed:
+        search = settings.search
+        shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+        scan = SentenceScan.of_index(index, shape)
     gc.collect()
     rss1, uss1 = memory()
     levels = {}
@@ -63,6 +74,13 @@ def main() -> None:
         levels[level] |= {
             "factory": index.indices[level].factory,
             "one_copy": storage is not None and storage == vectors.data_ptr(),
+        }
+    if scan is not None:
+        levels["sentence"] |= {
+            "compressed_bytes": scan.memory_bytes(),
+            "compressed_bytes_per_sentence": scan.memory_bytes() / max(1, scan.count),
+            "dimensions": int(scan.scan.rows.shape[1]),
+            "group": scan.scan.group,
         }
     result = {
         "label": args.label,

@@ -2,7 +2,8 @@
 server's memory over the run.
 
     python benchmarks/load.py --data-dir DIR [--clients 16] [--seconds 120] [--port 8766]
-        [--queries FILE] [--writers 0] [--out benchmarks/results/load.json]
+        [--queries FILE] [--writers 0] [--sentence-store auto|float32|compressed]
+        [--out benchmarks/results/load.json]
 
 Starts `docsim serve` on DIR (a separate process, no job worker) and runs `--clients`
 concurrent clients (asyncio, httpx) for `--seconds`. Each client posts, in turn, a query
@@ -207,6 +208,12 @@ def main() -> None:
     parser.add_argument(
         "--writers", type=int, default=0, help="clients adding and deleting documents meanwhile"
     )
+    parser.add_argument(
+        "--sentence-store",
+        choices=["auto", "float32", "compressed"],
+        default="auto",
+        help="DOCSIM_SEARCH__SENTENCE_STORE of the server (float32: before issue 28)",
+    )
     parser.add_argument("--label", default="in-process")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
     args = parser.parse_args()
@@ -218,6 +225,7 @@ def main() -> None:
         "DOCSIM_DATA_DIR": str(args.data_dir),
         "DOCSIM_JOBS__EMBEDDED_WORKER": "false",
         "DOCSIM_LOG__LEVEL": "WARNING",
+        "DOCSIM_SEARCH__SENTENCE_STORE": args.sentence_store,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{args.port}"
@@ -235,7 +243,12 @@ def main() -> None:
             args.seconds,
         )
         result = asyncio.run(run_load(base, texts, ids, args, server))
-    result = {"label": args.label, "data_dir": str(args.data_dir), **result}
+    result = {
+        "label": args.label,
+        "data_dir": str(args.data_dir),
+        "sentence_store": args.sentence_store,
+        **result,
+    }
     logger.info(
         "%s: %.2f queries/s, p50 %s ms, p99 %s ms, %d errors; %.2f changes/s, %d change "
         "errors; server RSS %.0f -> %.0f MiB",

@@ -70,6 +70,12 @@ class MappedRows:
         if isinstance(rows, np.ndarray) and rows.dtype == np.bool_:
             raise TypeError("MappedRows takes positions or a slice, not a mask")
         place = self.place[rows]  # (...) or (k,)
+        if isinstance(rows, slice) and len(place) and place[0] >= 0:
+            first, last = int(place[0]), int(place[-1])
+            if last - first == len(place) - 1 and np.array_equal(
+                place, np.arange(first, last + 1)
+            ):  # a run of the file's rows (what a scoring pass reads): one copy of its pages
+                return torch.from_numpy(np.array(self.file[first : last + 1]))
         flat = place.reshape(-1)
         out = np.empty((len(flat), self.shape[1]), dtype=np.float16)
         in_file = flat >= 0
