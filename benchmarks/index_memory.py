@@ -37,6 +37,15 @@ def memory() -> tuple[int, int]:
     return int(info.rss), int(info.uss)
 
 
+def rss_parts() -> dict[str, int]:
+    """This process's resident set in parts (Linux): anonymous memory, and the pages of
+    mapped files (the page cache's, shared and reclaimable)."""
+    lines = Path("/proc/self/status").read_text().splitlines()
+    found = {k: int(v.split()[0]) * 1024 for k, v in (x.split(":", 1) for x in lines)
+             if k in ("RssAnon", "RssFile")}  # fmt: skip
+    return {"anon": found.get("RssAnon", 0), "file": found.get("RssFile", 0)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, required=True)
@@ -53,6 +62,7 @@ def main() -> None:
     version = active_version(engine)
     gc.collect()
     rss0, uss0 = memory()
+    parts0 = rss_parts()
     index = LoadedIndex.load(engine, version, sharded=args.sharded, map_sentences=args.compressed)
     scan = None
     if args.compressed:
@@ -61,6 +71,7 @@ def main() -> None:
         scan = SentenceScan.of_index(index, shape)
     gc.collect()
     rss1, uss1 = memory()
+    parts1 = rss_parts()
     levels = {}
     for level, vectors in index.vectors.items():
         levels[level] = {
@@ -88,12 +99,15 @@ def main() -> None:
         "version": version.version_id,
         "rss_growth_bytes": rss1 - rss0,
         "uss_growth_bytes": uss1 - uss0,
+        "anon_growth_bytes": parts1["anon"] - parts0["anon"],
+        "file_growth_bytes": parts1["file"] - parts0["file"],
         "levels": levels,
     }
     logger.info(
-        "Loaded version %d: RSS +%.0f MiB, USS +%.0f MiB; one copy: %s",
+        "Loaded version %d: RSS +%.0f MiB (anonymous +%.0f MiB), USS +%.0f MiB; one copy: %s",
         version.version_id,
         (rss1 - rss0) / 2**20,
+        (parts1["anon"] - parts0["anon"]) / 2**20,
         (uss1 - uss0) / 2**20,
         {k: v["one_copy"] for k, v in levels.items()},
     )

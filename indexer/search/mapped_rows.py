@@ -9,6 +9,7 @@ row map (8 bytes a row) and its added rows.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -74,14 +75,37 @@ class MappedRows:
             first, last = int(place[0]), int(place[-1])
             if last - first == len(place) - 1 and np.array_equal(
                 place, np.arange(first, last + 1)
-            ):  # a run of the file's rows (what a scoring pass reads): one copy of its pages
-                return torch.from_numpy(np.array(self.file[first : last + 1]))
+            ):  # a run of the file's rows (what a scoring pass reads): read, not mapped
+                return torch.from_numpy(self.read_run(first, last + 1))
         flat = place.reshape(-1)
         out = np.empty((len(flat), self.shape[1]), dtype=np.float16)
         in_file = flat >= 0
         out[in_file] = self.file[flat[in_file]]
         out[~in_file] = self.added[-1 - flat[~in_file]]
         return torch.from_numpy(out.reshape(*place.shape, self.shape[1]))
+
+    def read_run(self, start: int, stop: int) -> np.ndarray:
+        """`(stop - start, d)` float16: rows `start:stop` of the file, read with `pread`
+        instead of through the map, so that a pass over the whole level leaves its pages in
+        the page cache (shared, reclaimable) and out of this process's resident set."""
+        file = self.file
+        width = file.shape[1] * file.dtype.itemsize
+        out = np.empty((stop - start, file.shape[1]), dtype=file.dtype)
+        if isinstance(file, np.memmap) and file.filename is not None:
+            view = memoryview(out.data).cast("B")
+            fd = os.open(file.filename, os.O_RDONLY)
+            try:
+                done, offset = 0, file.offset + start * width
+                while done < len(view):
+                    got = os.preadv(fd, [view[done:]], offset + done)
+                    if got <= 0:
+                        raise OSError(f"{file.filename}: short read at row {start}")
+                    done += got
+            finally:
+                os.close(fd)
+        else:
+            out[:] = file[start:stop]
+        return out
 
     def changed(self, keep: np.ndarray, added: np.ndarray) -> MappedRows:
         """These rows where `keep` `(R,)` is true, then `added` `(a, d)`: the file stays

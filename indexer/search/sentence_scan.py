@@ -32,6 +32,7 @@ from models.scan import ScanRows, approximate_best, changed, compress, fit_basis
 logger = logging.getLogger(__name__)
 
 FIT_SAMPLE_ROWS = 65536  # sentences the basis is fitted on
+SAMPLE_RUN = 1024  # consecutive sentences a run of the sample
 BLOCK_ROWS = 65536  # sentences projected at a time
 SEARCH_DEPTH = 256  # a search's approximate nearest sentences, at least, scored exactly
 
@@ -43,6 +44,18 @@ class ScanShape:
     dimensions: int
     group: int
     seed: int
+
+
+def fit_sample(rows: torch.Tensor | MappedRows, seed: int) -> torch.Tensor:
+    """`(m, d)` float32: at most `FIT_SAMPLE_ROWS` rows to fit the basis on, in runs of
+    `SAMPLE_RUN` consecutive rows at seeded places (a run of a mapped file is read, not
+    mapped: a sample of single rows would touch nearly every page of the file)."""
+    n = len(rows)
+    if n <= FIT_SAMPLE_ROWS:
+        return rows[0:n].float()
+    runs = FIT_SAMPLE_ROWS // SAMPLE_RUN
+    starts = np.random.default_rng(seed).choice(n // SAMPLE_RUN, size=runs, replace=False)
+    return torch.cat([rows[s * SAMPLE_RUN : (s + 1) * SAMPLE_RUN] for s in np.sort(starts)]).float()
 
 
 def padding_group(lengths: np.ndarray, most: float = 0.1) -> int:
@@ -83,10 +96,8 @@ class SentenceScan:
         started = time.perf_counter()
         rows = index.vectors["sentence"]
         n = len(rows)
-        rng = np.random.default_rng(shape.seed)
-        sample = np.sort(rng.choice(n, size=min(n, FIT_SAMPLE_ROWS), replace=False))
         dimensions = min(shape.dimensions, index.dim)
-        basis = fit_basis(rows[torch.from_numpy(sample)].float(), dimensions)  # (d, k)
+        basis = fit_basis(fit_sample(rows, shape.seed), dimensions)  # (d, k)
         lengths = np.diff(index.doc_unit_start["sentence"])
         found = cls.compressing(index, basis, shape.group or padding_group(lengths))
         logger.info(
