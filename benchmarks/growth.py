@@ -10,7 +10,8 @@ copies of every document, with the same lengths: a copy of a sentence x is
 `1 / sqrt(1 + noise^2)` (0.94 at 0.35). The grown level is written once per factor as a
 float16 `.npy`, as a version stores it.
 
-The queries are the AILA development queries, encoded once by the version's encoder. Each
+The queries are the AILA development queries (or `--queries` CSFCube's JSONL: each query's
+facet text), encoded once by the version's encoder. Each
 store and factor runs in a process of its own (so that its resident memory is its own): it
 holds the level as the service does (`float32`: all of it as a tensor; `compressed`: the
 projected bfloat16 rows in memory, the float16 file memory-mapped), then scores `maxsim` over
@@ -58,9 +59,7 @@ def grow(data_dir: Path, queries_file: Path, factors: list[int], noise: float, w
     settings = Settings(data_dir=data_dir, search=SearchSettings(sentence_store="float32"))
     searcher = open_searcher(settings, make_engine(settings.database_url))
     index = searcher.index
-    texts = [
-        line.split("||", 1)[1] for line in queries_file.read_text().splitlines() if "||" in line
-    ]
+    texts = query_texts(queries_file)
     queries = [
         searcher.query_from_source(json_document({"id": f"q{i}", "text": t})).sentence_vectors
         for i, t in enumerate(texts)
@@ -85,6 +84,15 @@ def grow(data_dir: Path, queries_file: Path, factors: list[int], noise: float, w
         del out
         np.save(work / f"lengths_{factor}.npy", np.tile(lengths, factor))
     return {"sentences": len(base), "documents": len(lengths), "queries": len(queries)}
+
+
+def query_texts(path: Path) -> list[str]:
+    """AILA's `id||text` lines, or a JSONL file's `facet_text` (CSFCube's query facet) or
+    `text` per line."""
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [row.get("facet_text") or row["text"] for row in rows]
+    return [line.split("||", 1)[1] for line in path.read_text().splitlines() if "||" in line]
 
 
 def rss() -> int:

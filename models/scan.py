@@ -31,15 +31,21 @@ from dataclasses import dataclass
 
 import torch
 
+QUERY_ROWS = 32  # a query's rows are padded to a multiple of this
+
 
 @dataclass(frozen=True)
 class ScanRows:
     """The compressed sentences of a collection, document by document.
 
     Attributes:
-        rows: `(P, k)` bfloat16 projected sentences, each document's padded to a multiple of
-            `group` rows by repeating its last one.
+        rows: `(S, k)` bfloat16 projected sentences, each document's padded to a multiple of
+            `group` rows by repeating its last one, stored in blocks of whole documents,
+            member-major inside each block, each block `block_groups` groups (or a multiple,
+            for a document longer than that), its unused tail zero.
         group_counts: `(D,)` int64 groups of `group` rows per document (all >= 1).
+        block_documents: `(B + 1,)` the first document of each block, then D.
+        block_starts: `(B + 1,)` the first stored row of each block, then S.
         basis: `(d, k)` float32 orthonormal projection.
         group: rows per group.
     """
@@ -47,6 +53,7 @@ class ScanRows:
     rows: torch.Tensor
     group_counts: torch.Tensor
     block_documents: torch.Tensor
+    block_starts: torch.Tensor
     basis: torch.Tensor
     group: int
 
@@ -56,25 +63,28 @@ class ScanRows:
 
     def memory_bytes(self) -> int:
         """What the compressed rows and their bookkeeping take in memory."""
-        held = (self.rows, self.group_counts, self.block_documents, self.basis)
+        held = (self.rows, self.group_counts, self.block_documents, self.block_starts, self.basis)
         return sum(t.element_size() * t.numel() for t in held)
 
-    def blocks(self) -> list[tuple[int, int, int, int]]:
-        """`(d0, d1, g0, g1)` per block: its documents and its groups."""
+    def blocks(self) -> list[tuple[int, int, int, int, int, int]]:
+        """`(d0, d1, g0, g1, r0, r1)` per block: its documents, its groups (of all the
+        documents' groups) and its stored rows."""
         group_ends = torch.cumsum(self.group_counts, 0).tolist()  # (D,)
-        bounds = self.block_documents.tolist()
+        bounds, starts = self.block_documents.tolist(), self.block_starts.tolist()
         return [
-            (d0, d1, group_ends[d0 - 1] if d0 else 0, group_ends[d1 - 1])
-            for d0, d1 in zip(bounds[:-1], bounds[1:], strict=True)
+            (d0, d1, group_ends[d0 - 1] if d0 else 0, group_ends[d1 - 1], r0, r1)
+            for d0, d1, r0, r1 in zip(bounds[:-1], bounds[1:], starts[:-1], starts[1:], strict=True)
         ]
 
     def stored_positions(self) -> torch.Tensor:
         """`(P,)` where each padded row (document by document) is stored."""
         g = self.group
         place = torch.empty(int(self.group_counts.sum()) * g, dtype=torch.long)  # (P,)
-        for _, _, g0, g1 in self.blocks():  # padded row g0*g + j*g + m sits at g0*g + m*G + j
-            member_major = torch.arange((g1 - g0) * g).view(g, g1 - g0).T.reshape(-1)
-            place[g0 * g : g1 * g] = g0 * g + member_major
+        for _, _, g0, g1, r0, r1 in self.blocks():
+            # padded row g0*g + j*g + m (group j of the block, member m) sits at r0 + m*G + j
+            width = (r1 - r0) // g  # G: the block's groups, its unused tail included
+            member_major = torch.arange(g)[None, :] * width + torch.arange(g1 - g0)[:, None]
+            place[g0 * g : g1 * g] = r0 + member_major.reshape(-1)
         return place
 
     def padded_rows(self, documents: torch.Tensor) -> torch.Tensor:
@@ -85,8 +95,8 @@ class ScanRows:
         return self.rows[self.stored_positions()[_ranges(starts[documents], ends[documents])]]
 
     def sentence_rows(self, document_lengths: torch.Tensor) -> torch.Tensor:
-        """`(P,)` the sentence each stored row holds, -1 for a padding copy; the documents
-        hold `document_lengths` `(D,)` sentences."""
+        """`(S,)` the sentence each stored row holds, -1 for a padding copy or an unused row;
+        the documents hold `document_lengths` `(D,)` sentences."""
         padded = self.group_counts * self.group  # (D,)
         within = torch.arange(int(padded.sum())) - torch.repeat_interleave(
             torch.cumsum(padded, 0) - padded, padded
@@ -94,7 +104,7 @@ class ScanRows:
         real = within < torch.repeat_interleave(document_lengths, padded)  # (P,)
         canonical = torch.full((len(real),), -1, dtype=torch.long)
         canonical[real] = torch.arange(int(real.sum()))
-        out = torch.empty_like(canonical)
+        out = torch.full((len(self.rows),), -1, dtype=torch.long)
         out[self.stored_positions()] = canonical
         return out
 
@@ -158,19 +168,26 @@ def laid_out(
     block_rows: int = 32768,
 ) -> ScanRows:
     """`ScanRows` of rows already padded, document by document `(P, k)`, in blocks of whole
-    documents of about `block_rows` rows, member-major inside each block."""
+    documents of `block_rows` stored rows (a multiple of them for a longer document), member-
+    major inside each block. Blocks of one size give the products few shapes: oneDNN keeps a
+    compiled kernel per shape, and a shape per block and query would grow without bound."""
     counts = (document_lengths + group - 1) // group  # (D,) groups per document
-    ends = torch.cumsum(counts, 0)  # (D,)
-    bounds, d0, block_groups = [0], 0, max(1, block_rows // group)
-    while d0 < len(counts):
-        g0 = int(ends[d0 - 1]) if d0 else 0
-        d0 = max(int(torch.searchsorted(ends, g0 + block_groups, right=True)), d0 + 1)
-        bounds.append(d0)
-    rows = torch.empty_like(padded)
-    scan = ScanRows(rows, counts, torch.tensor(bounds), basis, group)
-    for _, _, g0, g1 in scan.blocks():  # (G, g, k) -> (g, G, k)
-        block = padded[g0 * group : g1 * group].view(g1 - g0, group, -1)
-        rows[g0 * group : g1 * group] = block.transpose(0, 1).reshape(-1, padded.shape[1])
+    ends = torch.cumsum(counts, 0).tolist()  # (D,)
+    total = ends[-1] if ends else 0
+    width = max(1, min(block_rows // group, total))  # groups a block holds: a small level, all
+    bounds, starts, d0 = [0], [0], 0
+    while d0 < len(ends):
+        g0 = ends[d0 - 1] if d0 else 0
+        d1 = d0 + 1
+        while d1 < len(ends) and ends[d1] - g0 <= width:
+            d1 += 1
+        blocks = -(-(ends[d1 - 1] - g0) // width)  # 1, or more for one long document
+        bounds.append(d1)
+        starts.append(starts[-1] + blocks * width * group)
+        d0 = d1
+    rows = torch.zeros(starts[-1], padded.shape[1], dtype=padded.dtype)
+    scan = ScanRows(rows, counts, torch.tensor(bounds), torch.tensor(starts), basis, group)
+    rows[scan.stored_positions()] = padded
     return scan
 
 
@@ -192,11 +209,13 @@ def approximate_best(query: torch.Tensor, scan: ScanRows) -> torch.Tensor:
     rows, then per document."""
     q = project(query, scan.basis)  # (n, k)
     n, g = q.shape[0], scan.group
+    padded_n = -(-n // QUERY_ROWS) * QUERY_ROWS  # few shapes (see `laid_out`)
+    q = torch.cat([q, q.new_zeros(padded_n - n, q.shape[1])])  # (n', k)
     counts = scan.group_counts
     out = torch.empty(len(counts), n)  # (D, n)
-    for d0, d1, g0, g1 in scan.blocks():
-        products = scan.rows[g0 * g : g1 * g] @ q.T  # (g * G, n) bfloat16, member-major
-        groups = products.view(g, g1 - g0, n).amax(dim=0).float()  # (G, n)
+    for d0, d1, g0, g1, r0, r1 in scan.blocks():
+        products = scan.rows[r0:r1] @ q.T  # (g * G, n') bfloat16, member-major
+        groups = products.view(g, -1, padded_n).amax(dim=0)[: g1 - g0, :n].float()  # (G, n)
         out[d0:d1] = torch.segment_reduce(groups, "max", lengths=counts[d0:d1], axis=0)
     return out
 
