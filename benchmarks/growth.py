@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,8 @@ import psutil
 import torch
 
 from indexer.config import Settings
+from indexer.search.mapped_rows import MappedRows
+from indexer.search.sentence_scan import fit_sample, padding_group
 from indexer.search.settings import SearchSettings
 from indexer.serving import open_searcher
 from indexer.store.db import make_engine
@@ -99,16 +100,26 @@ def rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def status_bytes(field: str) -> int:
+    """A field of /proc/self/status in bytes (Linux): `RssAnon`, `RssFile` or `VmHWM` (the
+    peak resident set of this process since it started, unlike `ru_maxrss`, which a child
+    inherits from the process that forked it)."""
+    text = Path("/proc/self/status").read_text()
+    return int(text.split(f"{field}:")[1].split()[0]) * 1024
+
+
 def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> dict:
     """One store at one factor, in this process (see the module docstring)."""
     torch.set_num_threads(2)
     queries = torch.load(work / "queries.pt")
     lengths = torch.from_numpy(np.load(work / f"lengths_{factor}.npy"))
     before = rss()
-    mapped = np.load(work / f"grown_{factor}.npy", mmap_mode="r")  # (R, d) float16
+    mapped = MappedRows.of_file(work / f"grown_{factor}.npy")  # (R, d) float16, as served
     ones = torch.ones(len(lengths), dtype=torch.long)
     if store == "float32":
-        rows = torch.from_numpy(np.asarray(mapped, dtype=np.float32))  # (R, d) read in
+        rows = torch.cat(
+            [mapped[r : r + BLOCK].float() for r in range(0, len(mapped), BLOCK)]
+        )  # (R, d) read in, as a version's Flat index holds it
         collection = RaggedCollection(rows, lengths, ones)  # one paragraph per document
         held = rows.element_size() * rows.numel()
 
@@ -116,17 +127,12 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
             return maxsim_scores(sentence_best(query, collection)).numpy()
 
     else:
-        sample = np.sort(np.random.default_rng(search.seed).choice(len(mapped), 65536, False))
-        basis = fit_basis(
-            torch.from_numpy(mapped[sample].astype(np.float32)), search.scan_dimensions
-        )
+        basis = fit_basis(fit_sample(mapped, search.seed), search.scan_dimensions)
         projected = torch.cat(
-            [
-                project(torch.from_numpy(mapped[r : r + BLOCK]), basis)
-                for r in range(0, len(mapped), BLOCK)
-            ]
+            [project(mapped[r : r + BLOCK], basis) for r in range(0, len(mapped), BLOCK)]
         )
-        scan = compress(projected, lengths, basis, search.scan_group)
+        group = search.scan_group or padding_group(lengths.numpy())
+        scan = compress(projected, lengths, basis, group)
         del projected
         held = scan.memory_bytes()
         starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
@@ -135,7 +141,7 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
             scores = maxsim_scores(approximate_best(query, scan)).numpy().astype(np.float64)
             best = np.sort(np.argsort(-scores, kind="stable")[: search.scan_rescore])
             rows = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in best])
-            exact_rows = torch.from_numpy(mapped[rows].astype(np.float32))
+            exact_rows = mapped[torch.from_numpy(rows)].float()
             sub = RaggedCollection(
                 exact_rows, lengths[best], torch.ones(len(best), dtype=torch.long)
             )
@@ -159,8 +165,10 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         "held_bytes_per_sentence": held / len(mapped),
         "rss_loaded_gib": loaded / 2**30,
         "rss_growth_gib": (loaded - before) / 2**30,
-        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "anonymous_after_queries_gib": status_bytes("RssAnon") / 2**30,
+        "file_pages_after_queries_gib": status_bytes("RssFile") / 2**30,
         "rss_after_queries_gib": rss() / 2**30,
+        "peak_rss_gib": status_bytes("VmHWM") / 2**30,
         "tops": tops,
     }
 
@@ -199,7 +207,9 @@ def main() -> None:
                 logger.info("factor %d, %s", factor, store)
                 child = [sys.executable, __file__, "--child", str(factor), store]
                 child += ["--work", str(work), "--data-dir", str(args.data_dir)]
-                found = subprocess.run(child, check=True, capture_output=True, text=True)
+                found = subprocess.run(child, capture_output=True, text=True)
+                if found.returncode:
+                    raise RuntimeError(f"{' '.join(child)} failed:\n{found.stderr[-3000:]}")
                 row[store] = json.loads(found.stdout.strip().splitlines()[-1])
             overlaps = [
                 len(set(a) & set(b)) / 10

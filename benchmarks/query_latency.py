@@ -250,6 +250,7 @@ def measure_store(data_dir: Path, store: str, texts: list[str], by_id: int, repe
         out["sentence_level_bytes_per_sentence"] = held / out["index"]["sentences"]
         for method in ("sdr", None):  # warm-up (the first default request builds BM25)
             api_latency(client, texts[:1], "auto", 1, method)
+        encoding_latency(searcher, texts)  # warm: the encoder compiles each new shape once
         out["encoding"] = encoding_latency(searcher, texts)
         out["default_method"], rankings["default"] = api_latency(
             client, texts, "auto", repeats, None
