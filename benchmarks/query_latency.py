@@ -50,17 +50,15 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def api_latency(
-    client: TestClient, texts: list[str], mode: str, repeats: int, method: str | None
-) -> dict:
-    """p50/p95 of POST /similar over `texts` with `method` (None: the service's default)."""
+def timed_requests(client: TestClient, bodies: list[dict], repeats: int = 1) -> tuple[dict, list]:
+    """p50/p95 of POST /similar with each of `bodies`, `repeats` times, and the last round's
+    top document ids per body."""
     latencies, rankings = [], []
-    body = {"top_k": 10, "mode": mode} | ({"method": method} if method else {})
     for _ in range(repeats):
         rankings = []
-        for text in texts:
+        for body in bodies:
             started = time.perf_counter()
-            response = client.post("/similar", json={"document": {"text": text}, **body})
+            response = client.post("/similar", json=body)
             latencies.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
             rankings.append([r["document_id"] for r in response.json()["results"]])
@@ -70,6 +68,14 @@ def api_latency(
         "mean_ms": statistics.mean(latencies),
         "requests": len(latencies),
     }, rankings
+
+
+def api_latency(
+    client: TestClient, texts: list[str], mode: str, repeats: int, method: str | None
+) -> tuple[dict, list]:
+    """Posted `texts` with `method` (None: the service's default), in `mode`."""
+    body = {"top_k": 10, "mode": mode} | ({"method": method} if method else {})
+    return timed_requests(client, [{"document": {"text": t}, **body} for t in texts], repeats)
 
 
 def scoring_vs_matmul(searcher: Searcher, texts: list[str]) -> dict:
@@ -192,20 +198,9 @@ def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
 
 
 def indexed_latency(client: TestClient, ids: list[str], method: str | None) -> tuple[dict, list]:
-    """p50/p95 of POST /similar with indexed documents as queries (`document_id`)."""
-    latencies, rankings = [], []
+    """Indexed documents as queries (`document_id`)."""
     body = {"top_k": 10} | ({"method": method} if method else {})
-    for document_id in ids:
-        started = time.perf_counter()
-        response = client.post("/similar", json={"document_id": document_id, **body})
-        latencies.append((time.perf_counter() - started) * 1000)
-        response.raise_for_status()
-        rankings.append([r["document_id"] for r in response.json()["results"]])
-    return {
-        "p50_ms": percentile(latencies, 50),
-        "p95_ms": percentile(latencies, 95),
-        "requests": len(latencies),
-    }, rankings
+    return timed_requests(client, [{"document_id": d, **body} for d in ids])
 
 
 def encoding_latency(searcher: Searcher, texts: list[str]) -> dict:
