@@ -27,6 +27,9 @@ from models.scoring import (
     row_stats,
 )
 
+BLOCK_SENTENCES = 65536  # rows a block of the pass, in memory as float32
+MAPPED_BLOCK_SENTENCES = 8192  # the same, read from the float16 file (see `paragraphs`)
+
 
 @dataclass
 class SdrScores:
@@ -87,6 +90,19 @@ class SdrScorer:
         lengths = p_start[docs + 1] - p_start[docs]
         return collection, np.concatenate([[0], np.cumsum(lengths)[:-1]])
 
+    def paragraphs(self, query: Query, collection: RaggedCollection) -> torch.Tensor:
+        """`P` `(I, J)` of `query` over `collection` (`models.scoring.paragraph_similarity`).
+        Float16 rows read from the version's file are cast per block: blocks of 8,192 rows
+        keep the cast's buffers in the allocator's reused memory (a 65,536-row block is a
+        fresh mapping each time, whose page faults doubled the pass)."""
+        mapped = collection.sentences.dtype != query.sentence_vectors.dtype
+        return paragraph_similarity(
+            query.sentence_vectors,
+            query.paragraph_lengths,
+            collection,
+            block_sentences=MAPPED_BLOCK_SENTENCES if mapped else BLOCK_SENTENCES,
+        )
+
     def sample_stats(self, query: Query) -> ParagraphStats:
         """Candidate mode's statistics: P over the fixed random sample of the collection
         (without the source)."""
@@ -97,7 +113,7 @@ class SdrScorer:
             if self._sample_cache is None:
                 self._sample_cache = self.sub_collection(self.stats_sample)[0]
             sample = self._sample_cache
-        p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, sample)
+        p = self.paragraphs(query, sample)
         return ParagraphStats(row_stats(p), Population.sample, sample.n_documents)
 
     def cached_stats(self, query: Query) -> ParagraphStats | None:
@@ -127,9 +143,7 @@ class SdrScorer:
 
     def collection_stats(self, query: Query) -> ParagraphStats:
         """The statistics over every other document of the collection."""
-        p = paragraph_similarity(
-            query.sentence_vectors, query.paragraph_lengths, self.collection
-        )  # (I, J) over every document
+        p = self.paragraphs(query, self.collection)  # (I, J) over every document
         n_docs, source = self.index.n_documents, query.source_index
         if source is not None:  # the source never counts among its own candidates
             p0, p1 = self.index.doc_paragraph_start[source : source + 2]
@@ -139,7 +153,7 @@ class SdrScorer:
 
     def stats_over(self, query: Query, docs: Positions, population: Population) -> ParagraphStats:
         collection = self.sub_collection(docs)[0]
-        p = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, collection)
+        p = self.paragraphs(query, collection)
         return ParagraphStats(row_stats(p), population, len(docs))
 
     def score(
@@ -165,9 +179,7 @@ class SdrScorer:
         else:
             collection, starts = self.sub_collection(docs)
         first_column[docs] = starts
-        pmatrix = paragraph_similarity(
-            query.sentence_vectors, query.paragraph_lengths, collection
-        )  # (I, J)
+        pmatrix = self.paragraphs(query, collection)  # (I, J)
         used = None
         if normalize:
             if mode is ScoringMode.candidate:
@@ -192,7 +204,7 @@ class SdrScorer:
             return SdrScores(np.full(n, -np.inf), torch.empty(0, 0), first_column, stats)
         collection, starts = self.sub_collection(docs)
         first_column[docs] = starts
-        pmatrix = paragraph_similarity(query.sentence_vectors, query.paragraph_lengths, collection)
+        pmatrix = self.paragraphs(query, collection)
         if stats is not None:
             pmatrix = normalize_rows(pmatrix, stats.stats)
         return SdrScores(np.full(n, -np.inf), pmatrix, first_column, stats)

@@ -166,3 +166,18 @@ def test_a_fitted_scan_is_the_same_for_the_same_seed(both: tuple[Searcher, Searc
     first = SentenceScan.of_index(compressed.index, shape)
     again = SentenceScan.of_index(compressed.index, shape)
     assert torch.equal(first.scan.basis, again.scan.basis)
+
+
+@pytest.mark.parametrize("method", [Method.sdr, Method.sdr_window, Method.ot])
+def test_exact_methods_rank_as_float32_does(
+    both: tuple[Searcher, Searcher], method: Method
+) -> None:
+    """The methods that read the exact rows (the float16 file, cast per block) give the
+    float32 level's ranking: the same order, scores to 1e-5 (z-scores divide the products'
+    last-bit differences by each row's spread)."""
+    exact, compressed = both
+    for document_id in exact.index.external_ids[::8]:
+        reference = ranking(exact, document_id, method)
+        found = ranking(compressed, document_id, method)
+        assert list(found) == list(reference), document_id
+        assert np.allclose(list(found.values()), list(reference.values()), rtol=0, atol=1e-5)
