@@ -30,6 +30,7 @@ from models.inference import (
     export_openvino_int8,
     openvino_backend,
 )
+from models.late import add_token_states, chunk_tokens, sentence_means, token_owners
 from models.levels import chunks_from_sentences, pool_levels
 from models.pooling import POOLING_MODES, mean_pool, pool_states
 from models.precision import autocast, autocast_dtype
@@ -37,7 +38,7 @@ from models.tokens import content_offsets, truncated_ids
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
-CHUNK_VECTORS = ("encode", "sentences")
+CHUNK_VECTORS = ("encode", "sentences", "late")
 
 
 def sha256_file(path: Path, block: int = 1 << 20) -> str:
@@ -65,8 +66,11 @@ class TransformerEncoder:
         head: an optional projection after pooling.
         source: how a loader finds the encoder again, recorded in manifests (a built-in's name,
             such as `minilm`); default: `source_dir`.
-        chunk_vectors: `encode` (each chunk through the model) or `sentences` (one pass: a
-            chunk is the token-weighted mean of its sentences' pooled token states).
+        chunk_vectors: how the sentence and chunk levels are encoded: `encode` (each
+            sentence and each chunk through the model on its own: two passes), `sentences`
+            (one pass over the sentences: a chunk is the token-weighted mean of its
+            sentences' pooled token states) or `late` (one pass over the chunks: a sentence
+            is the mean of its tokens' states in its chunk, `models.late`).
         display_name: what answers report (`all-MiniLM-L6-v2`); default: `name`.
     """
 
@@ -105,6 +109,7 @@ class TransformerEncoder:
         self.dim = _output_dim(model, head)
         self.load_options: dict[str, Any] | None = None  # set by `load_encoder`
         self._identity: dict[str, Any] | None = None
+        self._special: tuple[list[int], list[int]] | None = None
         self.backend: ForwardBackend = TorchBackend(self.model, self.device, self.amp_dtype)
         self.backend_record: dict[str, str] = {"name": TORCH}
 
@@ -215,21 +220,28 @@ class TransformerEncoder:
         documents: Sequence[DocumentInput],
         sentence_vectors: Sequence[torch.Tensor] | None = None,
     ) -> list[DocumentVectors]:
-        """Encode sentences and chunks of all documents in one pass each, then pool.
+        """Encode sentences and chunks of all documents, then pool.
 
         Paragraph vectors are the mean of their sentences' vectors; section and document
         vectors are the token-weighted mean of their chunks' vectors (chunks cover the whole
-        text without truncation, sentences may be truncated at `max_length`).
+        text without truncation).
 
-        With `chunk_vectors="sentences"` the chunks are not encoded: a chunk's vector is the
-        token-weighted mean of the pooled token states of the sentences it holds, from the
-        sentence pass (which then always runs here, `sentence_vectors` notwithstanding: it
-        needs the states before normalisation).
+        - `encode`: one pass over the sentences (each alone, truncated at `max_length`;
+          `sentence_vectors` from `encode` are used as they are instead), one over the chunks.
+        - `sentences`: the chunks are not encoded: a chunk's vector is the token-weighted mean
+          of the pooled token states of the sentences it holds, from the sentence pass.
+        - `late`: the sentences are not encoded alone: a sentence's vector is the mean of its
+          tokens' states in the chunk pass (late chunking), so it carries its context.
+
+        The one-pass modes always run their pass (`sentence_vectors` notwithstanding: it
+        needs the states before normalisation). `sentences` falls back to two passes for
+        documents without `chunk_sentences`; `late` needs them (ValueError).
         """
-        one_pass = self.chunk_vectors == "sentences" and all(
+        if self.chunk_vectors == "late":
+            sentences, chunks = _late_chunked(self, documents)
+        elif self.chunk_vectors == "sentences" and all(
             len(doc.chunk_sentences) == len(doc.chunks) for doc in documents
-        )
-        if one_pass:
+        ):
             sentences, chunks = _sentences_and_pooled_chunks(self, documents)
         else:
             sentences = (
@@ -239,6 +251,15 @@ class TransformerEncoder:
             )  # (ΣN, d)
             chunks = self.encode([c for doc in documents for c in doc.chunks])  # (ΣC, d)
         return pool_levels(documents, sentences, chunks)
+
+    def special_tokens(self) -> tuple[list[int], list[int]]:
+        """The ids the tokenizer puts before and after a text's content tokens."""
+        if self._special is None:
+            content = self.tokenizer("a", add_special_tokens=False)["input_ids"]
+            full = self.tokenizer("a", add_special_tokens=True)["input_ids"]
+            at = next(i for i in range(len(full)) if full[i : i + len(content)] == content)
+            self._special = (list(full[:at]), list(full[at + len(content) :]))
+        return self._special
 
 
 def _sentences_and_pooled_chunks(
@@ -257,12 +278,47 @@ def _sentences_and_pooled_chunks(
     return encoder._project(means), encoder._project(pooled)
 
 
+def _late_chunked(
+    encoder: TransformerEncoder, documents: Sequence[DocumentInput]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward pass over the chunks (late chunking, `models.late`): each chunk's vector
+    `(ΣC, d)`, pooled as `encode` pools a text, and each sentence's `(ΣN, d)` as the mean of
+    its tokens' states there. A sentence without a content token is encoded alone."""
+    texts = [s for doc in documents for s in doc.sentences]
+    sentence_ids = (
+        encoder.tokenizer(
+            texts, add_special_tokens=False, return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        if texts else []
+    )  # fmt: skip
+    plan = chunk_tokens(documents, sentence_ids)
+    before, after = encoder.special_tokens()
+    inputs = [before + ids + after for ids in plan.ids]
+    chunks = torch.empty((len(inputs), encoder.dim))  # (ΣC, d)
+    sums = torch.zeros((len(texts), encoder.model.config.hidden_size))  # (ΣN, H)
+    counts = torch.zeros(len(texts))  # (ΣN,)
+    for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(inputs)):
+        chunks[torch.from_numpy(batch.rows)] = encoder._pooled(batch, hidden)
+        owners = [plan.owners[r] for r in batch.rows]
+        owner = token_owners(owners, len(before), hidden.shape[1])  # (B, T)
+        with torch.inference_mode():
+            add_token_states(sums, counts, hidden, owner)
+    means, covered = sentence_means(sums, counts)
+    sentences = torch.empty((len(texts), encoder.dim))  # (ΣN, d)
+    sentences[covered] = encoder._project(means[covered])
+    if not bool(covered.all()):
+        alone = torch.nonzero(~covered).flatten()
+        sentences[alone] = encoder.encode([texts[int(i)] for i in alone])
+    return sentences, chunks
+
+
 def _check_modes(pooling: str, chunk_vectors: str, tokenizer: PreTrainedTokenizerBase) -> None:
     """Raises ValueError for an unknown pooling or chunk_vectors mode, or a slow tokenizer."""
-    if chunk_vectors not in CHUNK_VECTORS or (chunk_vectors == "sentences" and pooling != "mean"):
+    if chunk_vectors not in CHUNK_VECTORS or (chunk_vectors != "encode" and pooling != "mean"):
         raise ValueError(
             f"Invalid chunk_vectors {chunk_vectors!r} for {pooling} pooling: `encode`, or "
-            "`sentences` with mean pooling."
+            "`sentences` or `late` with mean pooling."
         )
     if pooling not in POOLING_MODES:
         raise ValueError(

@@ -21,15 +21,22 @@ from indexer.text.documents import Document, Paragraph, page_at
 from models.encoder import Encoder
 
 
-def encode_document(encoder: Encoder, document: Document) -> Query:
+def encode_document(encoder: Encoder, document: Document, chunk_tokens: int) -> Query:
     """A posted (not indexed) document as a query. Only its sentences are encoded now: that
-    is all exhaustive SDR scoring needs; `encode_levels` adds the rest when first needed."""
+    is all exhaustive SDR scoring needs; `encode_levels` adds the rest when first needed.
+    An encoder whose sentence vectors come from the chunk pass (late chunking) encodes every
+    level now, in that one pass."""
     paragraphs = list(document.paragraphs())
     sentences = list(document.sentences())
-    return Query(
+    late = sentences_from_chunks(encoder)
+    query = Query(
         text=document.text,
         paragraphs=[(p.start, p.end) for p in paragraphs],
-        sentence_vectors=encoder.encode([document.text[s.start : s.end] for s in sentences]),
+        sentence_vectors=(
+            torch.empty(0)
+            if late
+            else encoder.encode([document.text[s.start : s.end] for s in sentences])
+        ),
         paragraph_lengths=torch.tensor([len(p.sentences) for p in paragraphs], dtype=torch.long),
         level_vectors={},
         level_spans={
@@ -44,6 +51,16 @@ def encode_document(encoder: Encoder, document: Document) -> Query:
         section_titles=[s.title for s in document.sections],
         paragraph_pages=_pages(document.metadata.get("pages"), paragraphs),
     )
+    if late:
+        encode_levels(encoder, query, chunk_tokens)
+        query.sentence_vectors = query.level_vectors["sentence"]
+    return query
+
+
+def sentences_from_chunks(encoder: Encoder) -> bool:
+    """Whether `encoder`'s sentence vectors come from its chunk pass (late chunking), so
+    that a sentence is not encoded alone."""
+    return getattr(encoder, "chunk_vectors", "encode") == "late"
 
 
 def _pages(pages: Sequence[Sequence[int]] | None, paragraphs: list[Paragraph]) -> list[int | None]:
@@ -53,7 +70,8 @@ def _pages(pages: Sequence[Sequence[int]] | None, paragraphs: list[Paragraph]) -
 
 def encode_levels(encoder: Encoder, query: Query, chunk_tokens: int) -> None:
     """Fill in a posted query's document, section, paragraph and chunk vectors: only the
-    chunks are new work, the sentence vectors are reused."""
+    chunks are new work, the sentence vectors are reused (but for late chunking, where the
+    one pass gives them)."""
     if query.document is None:
         raise ValueError("the query has no document to encode")
     doc = add_chunks([query.document], encoder, chunk_tokens)[0]

@@ -172,7 +172,7 @@ class Searcher:
             ) from None
 
     def encode_document(self, document: Document) -> Query:
-        return encode_document(self.encoder, document)
+        return encode_document(self.encoder, document, int(self.index.manifest["chunk_tokens"]))
 
     def query_from_source(self, source: SourceDocument) -> Query:
         return self.encode_document(split_document(source, self.splitter))

@@ -181,3 +181,31 @@ def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
     np.testing.assert_allclose(vector.numpy(), stored[np.argmin(ids)], atol=4e-3)
     two_pass = load_configured_encoder(settings).encode_documents([doc.encoder_input()])[0]
     assert not np.allclose(two_pass.document.numpy(), stored[np.argmin(ids)], atol=4e-3)
+
+
+def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
+    sample_corpus: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder_dir: Path,
+    splitter: SentenceSplitter,
+) -> None:
+    settings.encoder.name = str(tiny_encoder_dir)
+    settings.encoder.chunk_vectors = "late"
+    result = build(sample_corpus, settings, engine, load_configured_encoder(settings), splitter)
+    assert result.manifest["encoder"]["chunk_vectors"] == "late"
+    settings.encoder.chunk_vectors = "encode"
+    searcher = open_searcher(settings, engine)
+    assert searcher.encoder.chunk_vectors == "late"
+    # posted, an indexed document is encoded as the build encoded it: in one chunk pass
+    query = searcher.query_from_source(next(iter(read_corpus(sample_corpus))))
+    n = len(query.sentence_vectors)
+    stored = np.load(result.path / "sentence.f16.npy").astype(np.float32)
+    ids = np.load(result.path / "sentence.ids.npy")
+    np.testing.assert_allclose(
+        query.sentence_vectors.numpy(), stored[np.argsort(ids)[:n]], atol=4e-3
+    )
+    alone = searcher.encoder.encode([query.text[a:b] for a, b in query.level_spans["sentence"]])
+    assert not np.allclose(alone.numpy(), stored[np.argsort(ids)[:n]], atol=4e-3)
+    for level in ("document", "chunk", "paragraph"):
+        assert level in query.level_vectors  # every level came from the one pass
