@@ -10,6 +10,9 @@ Configurations:
   docsim did before the int8 backend);
 - `int8_two_pass`, `int8_one_pass`: the OpenVINO int8 backend, with chunk vectors encoded or
   pooled from the sentence pass (`DOCSIM_ENCODER__CHUNK_VECTORS=sentences`);
+- `int8_late`: the int8 backend, one pass over the chunks, sentence vectors pooled from their
+  tokens' states there (late chunking, `DOCSIM_ENCODER__CHUNK_VECTORS=late`); its agreement
+  with `int8_two_pass` per level says what changes (the chunks should not);
 - `colde_per_text`, `colde_batched`, `colde_batched_int8`: CoLDE (built from MiniLM,
   untrained: the rate depends on the architecture, not the weights) with its head run one
   text at a time as before, batched per chunk count as now, and batched with its backbone on
@@ -139,6 +142,9 @@ def main() -> None:
         one_pass: TransformerEncoder = load_encoder(  # type: ignore[assignment]
             "minilm", backend_dir=Path(workdir) / "ov", chunk_vectors="sentences"
         )
+        late: TransformerEncoder = load_encoder(  # type: ignore[assignment]
+            "minilm", backend_dir=Path(workdir) / "ov", chunk_vectors="late"
+        )
         torch.manual_seed(0)
         colde_encoder = colde.ColdeEncoder(
             colde.from_base(resolve_encoder_path("minilm")[1]),
@@ -153,11 +159,12 @@ def main() -> None:
             "torch_bf16_two_pass": lambda: bf16.encode_documents(inputs),
             "int8_two_pass": lambda: two_pass.encode_documents(inputs),
             "int8_one_pass": lambda: one_pass.encode_documents(inputs),
+            "int8_late": lambda: late.encode_documents(inputs),
             "colde_per_text": lambda: colde_per_text(colde_encoder, inputs),
             "colde_batched": lambda: colde_encoder.encode_documents(inputs),
             "colde_batched_int8": lambda: colde_int8.encode_documents(inputs),
         }
-        for encoder in (bf16, two_pass, one_pass, colde_encoder, colde_int8):  # warm-up
+        for encoder in (bf16, two_pass, one_pass, late, colde_encoder, colde_int8):  # warm-up
             encoder.encode_documents(inputs[:1])
         seconds: dict[str, list[float]] = {name: [] for name in runs}
         outputs: dict[str, list[DocumentVectors]] = {}
@@ -197,6 +204,8 @@ def main() -> None:
             for name, reference in (
                 ("int8_two_pass", "torch_bf16_two_pass"),
                 ("int8_one_pass", "torch_bf16_two_pass"),
+                ("int8_late", "int8_two_pass"),
+                ("int8_late", "torch_bf16_two_pass"),
                 ("colde_batched_int8", "colde_batched"),
             )
         },

@@ -288,7 +288,7 @@ def _late_chunked(
     sentence_ids = (
         encoder.tokenizer(
             texts, add_special_tokens=False, return_attention_mask=False,
-            return_token_type_ids=False,
+            return_token_type_ids=False, verbose=False,
         )["input_ids"]
         if texts else []
     )  # fmt: skip

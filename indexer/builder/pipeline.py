@@ -38,7 +38,6 @@ from indexer.builder.lifecycle import VersionTarget, abandon, open_version, publ
 from indexer.builder.manifest import build_entry, build_manifest, corpus_entry
 from indexer.builder.stages import (
     encode_and_store,
-    load_blocks,
     plan,
     plan_fingerprint,
     write_vector_indexes,
@@ -315,11 +314,10 @@ def encode_version(
 
 
 def index_version(ctx: BuildContext, target: VersionTarget, n_blocks: int) -> dict[str, LevelEntry]:
-    """Stage 3 (`write_vector_indexes`): read the `n_blocks` block files, write every
+    """Stage 3 (`write_vector_indexes`): from the `n_blocks` block files, write every
     level's FAISS index, float16 vectors and ids into `<version>.tmp/`, then remove
     `<version>.tmp/blocks/`. Returns the manifest's `levels`."""
-    vectors = load_blocks(target.tmp, n_blocks, ctx.encoder.dim)
-    levels = write_vector_indexes(target.tmp, vectors, ctx.encoder.dim, ctx.settings)
+    levels = write_vector_indexes(target.tmp, n_blocks, ctx.encoder.dim, ctx.settings)
     shutil.rmtree(target.tmp / "blocks")
     return levels
 

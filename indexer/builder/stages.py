@@ -18,7 +18,6 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -43,19 +42,6 @@ from models.encoder import Encoder
 logger = logging.getLogger(__name__)
 
 SignalHandler = Callable[[int, FrameType | None], Any] | int | None  # from `signal.getsignal`
-
-
-@dataclass
-class LevelVectors:
-    """Vectors and ids of every level, in insertion order."""
-
-    vectors: dict[str, list[np.ndarray]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
-    ids: dict[str, list[int]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
-
-    def stacked(self, level: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        parts = self.vectors[level]
-        vectors = np.concatenate(parts) if parts else np.empty((0, dim), np.float32)
-        return vectors, np.asarray(self.ids[level], dtype=np.int64)
 
 
 def plan(
@@ -203,38 +189,73 @@ def encode_and_store(
     return len(starts)
 
 
-def load_blocks(folder: Path, n_blocks: int, dim: int) -> LevelVectors:
-    """Every level's vectors and ids from the block files, in block order."""
-    out = LevelVectors()
-    for b in range(n_blocks):
-        with np.load(_block_file(folder, b)) as block:
-            for level in LEVELS:
-                out.vectors[level].append(block[f"{level}_vectors"].reshape(-1, dim))
-                out.ids[level].extend(block[f"{level}_ids"].tolist())
-    return out
+class LevelBlocks:
+    """One level's vectors and ids in the block files, read a block at a time."""
+
+    def __init__(self, folder: Path, n_blocks: int, level: str, dim: int) -> None:
+        self.files = [_block_file(folder, b) for b in range(n_blocks)]
+        self.level, self.dim = level, dim
+        parts = []
+        for file in self.files:
+            with np.load(file) as block:
+                parts.append(block[f"{level}_ids"])
+        self.ids = np.concatenate(parts) if parts else np.empty(0, np.int64)  # (n,) int64
+        self.starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])])  # (B + 1,)
+
+    def vectors(self) -> Iterator[np.ndarray]:
+        """Each block's `(n_b, d)` float32 vectors, in order."""
+        for file in self.files:
+            with np.load(file) as block:
+                yield block[f"{self.level}_vectors"].reshape(-1, self.dim)
+
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """`(len(positions), d)` float16 (as stored): the vectors at `positions`, in their
+        order."""
+        out = np.empty((len(positions), self.dim), dtype=np.float16)
+        block_of = np.searchsorted(self.starts, positions, side="right") - 1
+        for b, part in enumerate(self.vectors()):
+            wanted = np.flatnonzero(block_of == b)
+            out[wanted] = part[positions[wanted] - self.starts[b]]
+        return out
 
 
 def write_vector_indexes(
-    folder: Path, vectors: LevelVectors, dim: int, settings: Settings
+    folder: Path, n_blocks: int, dim: int, settings: Settings
 ) -> dict[str, LevelEntry]:
-    """Stage 3: one FAISS index plus float16 vectors and ids per level."""
+    """Stage 3: one FAISS index plus float16 vectors and ids per level, from the block files,
+    a level at a time and a block at a time: a build holds what FAISS keeps of one level and
+    one block's vectors, never every level's vectors at once."""
     use_gpu = settings.index.use_gpu == "auto" and gpu_count() > 0
     levels: dict[str, LevelEntry] = {}
     for level in LEVELS:
-        matrix, ids = vectors.stacked(level, dim)
-        # FAISS holds the vectors as they are stored and served (float16-rounded), so that unit
-        # search, SDR scoring and documents added later all score with the same numbers
-        matrix = matrix.astype(np.float16).astype(np.float32)  # (n, d)
+        blocks = LevelBlocks(folder, n_blocks, level, dim)
+        ids = blocks.ids
         factory = choose_factory(
             len(ids), settings.index.flat_max_vectors, settings.index.large_factory
         )
-        index = FaissIndex.build(
-            matrix, ids, factory, nprobe=settings.index.nprobe, use_gpu=use_gpu
+        index = FaissIndex.trained(
+            dim,
+            factory,
+            blocks.rows,
+            len(ids),
+            nprobe=settings.index.nprobe,
+            use_gpu=use_gpu,
         )
         names = (f"{level}.faiss", f"{level}.f16.npy", f"{level}.ids.npy")
         index_file, vectors_file, ids_file = names
+        with (folder / vectors_file).open("wb") as out:
+            header = {"descr": "<f2", "fortran_order": False, "shape": (len(ids), dim)}
+            np.lib.format.write_array_header_1_0(out, header)
+            at = 0
+            for part in blocks.vectors():
+                # FAISS holds the vectors as they are stored and served (float16-rounded), so
+                # that unit search, SDR scoring and documents added later all score with the
+                # same numbers
+                half = part.astype(np.float16)  # (n_b, d)
+                out.write(half.tobytes())
+                index.add(half, ids[at : at + len(half)])
+                at += len(half)
         index.save(folder / index_file)
-        np.save(folder / vectors_file, matrix.astype(np.float16))
         np.save(folder / ids_file, ids)
         levels[level] = {
             "count": int(len(ids)),
@@ -245,4 +266,5 @@ def write_vector_indexes(
             "bytes": sum((folder / name).stat().st_size for name in names),
             "sha256": {name: file_sha256(folder / name) for name in names},
         }
+        del index
     return levels

@@ -20,6 +20,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 METRIC = "inner_product"
+ADD_ROWS = 65_536  # vectors cast to float32 and added at a time
 
 
 @dataclass(frozen=True)
@@ -91,27 +92,50 @@ class FaissIndex:
         use_gpu: bool = False,
         seed: int = 0,
     ) -> FaissIndex:
-        """Build an index over `vectors` `(n, d)` labelled by `ids` `(n,)` int64."""
-        vectors = _as_float32(vectors)
+        """Build an index over `vectors` `(n, d)` (float32, or float16 cast a block at a
+        time) labelled by `ids` `(n,)` int64."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if vectors.ndim != 2 or vectors.shape[0] != ids.shape[0]:
             raise ValueError(f"vectors {vectors.shape} and ids {ids.shape} do not match")
-        dim = vectors.shape[1]
+        index = cls.trained(
+            vectors.shape[1],
+            factory,
+            lambda rows: vectors[rows],
+            len(ids),
+            nprobe=nprobe,
+            use_gpu=use_gpu,
+            seed=seed,
+        )
+        for r0 in range(0, len(ids), ADD_ROWS):
+            index.add(vectors[r0 : r0 + ADD_ROWS], ids[r0 : r0 + ADD_ROWS])
+        return index
+
+    @classmethod
+    def trained(
+        cls,
+        dim: int,
+        factory: str,
+        rows: Callable[[np.ndarray], np.ndarray],
+        n: int,
+        *,
+        nprobe: int = 32,
+        use_gpu: bool = False,
+        seed: int = 0,
+    ) -> FaissIndex:
+        """An empty index of `factory`, trained (when it needs it) on a fixed random sample
+        of at most 100,000 of the `n` vectors to come, so that a rebuild gives the same
+        index; `rows(positions)` gives the vectors at those positions, in their order. The
+        caller then `add`s the vectors, as few at a time as it likes."""
         inner = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
         if not inner.is_trained:
-            # Train on a fixed random sample, so that a rebuild gives the same index.
             rng = np.random.default_rng(seed)
-            sample = vectors[
-                rng.choice(len(vectors), size=min(len(vectors), 100_000), replace=False)
-            ]
+            sample = _as_float32(rows(rng.choice(n, size=min(n, 100_000), replace=False)))
             trainer = faiss.index_cpu_to_gpu(_gpu_resources(0), 0, inner) if use_gpu else inner
             trainer.train(sample)
             inner = faiss.index_gpu_to_cpu(trainer) if use_gpu else trainer
         if hasattr(inner, "nprobe"):
             inner.nprobe = nprobe
-        index = faiss.IndexIDMap2(inner)
-        index.add_with_ids(vectors, ids)
-        return cls(index, factory)
+        return cls(faiss.IndexIDMap2(inner), factory)
 
     @property
     def count(self) -> int:

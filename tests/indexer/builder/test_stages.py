@@ -2,10 +2,15 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from indexer.builder.stages import interrupts_held
+from indexer.builder.stages import interrupts_held, write_vector_indexes
+from indexer.config import Settings
+from indexer.store.vector_index import FaissIndex
+from indexer.text.documents import LEVELS
 
 
 @pytest.fixture()
@@ -42,3 +47,41 @@ def test_an_ignored_interrupt_stays_ignored() -> None:
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.parametrize("flat_max_vectors", [1_000_000, 300])  # Flat, and IVF for large levels
+def test_vector_files_written_a_block_at_a_time_equal_those_of_the_whole_matrix(
+    tmp_path: Path, flat_max_vectors: int
+) -> None:
+    """Stage 3 reads the block files a level and a block at a time; what it writes equals
+    what the whole float16-rounded matrix gives at once (the reference), byte for byte."""
+    dim, rng = 16, np.random.default_rng(0)
+    (tmp_path / "blocks").mkdir()
+    sizes = {"document": 3, "section": 7, "paragraph": 40, "sentence": 150, "chunk": 12}
+    whole: dict[str, list[np.ndarray]] = {level: [] for level in LEVELS}
+    for b in range(4):
+        arrays = {}
+        for level in LEVELS:
+            n = sizes[level] + b  # blocks of different sizes
+            vectors = rng.standard_normal((n, dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            arrays[f"{level}_vectors"] = vectors
+            arrays[f"{level}_ids"] = np.arange(n, dtype=np.int64) + 1000 * b
+            whole[level].append(vectors)
+        np.savez(tmp_path / "blocks" / f"{b:06d}.npz", **arrays)
+    settings = Settings(data_dir=tmp_path, index={"flat_max_vectors": flat_max_vectors})
+    levels = write_vector_indexes(tmp_path, 4, dim, settings)
+    assert levels["sentence"]["factory"] == ("Flat" if flat_max_vectors > 1000 else "IVF15,Flat")
+    for level in LEVELS:
+        matrix = np.concatenate(whole[level]).astype(np.float16)
+        ids = np.concatenate([np.arange(sizes[level] + b) + 1000 * b for b in range(4)])
+        np.testing.assert_array_equal(np.load(tmp_path / f"{level}.f16.npy"), matrix)
+        np.testing.assert_array_equal(np.load(tmp_path / f"{level}.ids.npy"), ids)
+        reference = FaissIndex.build(
+            matrix.astype(np.float32), ids, levels[level]["factory"], nprobe=32
+        )
+        reference.save(tmp_path / "reference.faiss")
+        written = (tmp_path / f"{level}.faiss").read_bytes()
+        assert written == (tmp_path / "reference.faiss").read_bytes(), level
+        loaded = FaissIndex.load(tmp_path / f"{level}.faiss", levels[level]["factory"])
+        assert loaded.count == len(ids)
