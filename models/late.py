@@ -97,11 +97,23 @@ def add_token_states(
     sums: torch.Tensor, counts: torch.Tensor, hidden: torch.Tensor, owner: torch.Tensor
 ) -> None:
     """Add a batch's token states `hidden` `(B, T, H)` into their sentences' `sums` `(N, H)`
-    and `counts` `(N,)`, by `owner` `(B, T)` (-1: no sentence), in place."""
-    kept = owner >= 0  # (B, T)
-    rows = owner[kept]  # (K,)
-    sums.index_add_(0, rows, hidden[kept.to(hidden.device)].to(sums))
-    counts.index_add_(0, rows, torch.ones(len(rows), dtype=counts.dtype))
+    and `counts` `(N,)`, by `owner` `(B, T)` (-1: no sentence), in place.
+
+    A chunk's tokens come in runs of one sentence each: every run is summed at once (a
+    segmented sum over contiguous rows), then added to its sentence."""
+    kept = (owner >= 0).reshape(-1)  # (B*T,)
+    rows = owner.reshape(-1)[kept]  # (K,)
+    if not len(rows):
+        return
+    states = hidden.reshape(-1, hidden.shape[-1])[kept.to(hidden.device)]
+    states = states.to(torch.float32).cpu()  # (K, H)
+    starts = torch.ones(len(rows), dtype=torch.bool)
+    starts[1:] = rows[1:] != rows[:-1]
+    first = torch.nonzero(starts).flatten()  # (R,) each run's first row
+    run_sums = np.add.reduceat(states.numpy(), first.numpy(), axis=0)  # (R, H)
+    lengths = torch.diff(first, append=torch.tensor([len(rows)]))  # (R,)
+    sums.index_add_(0, rows[first], torch.from_numpy(run_sums).to(sums.dtype))
+    counts.index_add_(0, rows[first], lengths.to(counts.dtype))
 
 
 def sentence_means(sums: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
