@@ -46,7 +46,7 @@ class EncoderSettings(BaseModel):
         default=1, ge=1, description="OpenVINO inference streams (two requests stay in flight)."
     )
     chunk_vectors: Literal["encode", "sentences", "late"] = Field(
-        default="encode",
+        default="late",
         description="How new indexes encode the sentence and chunk levels: `encode` each "
         "sentence and each chunk on its own (two passes over the text); `sentences` (one pass "
         "over the sentences, chunk vectors pooled from their token states); or `late` (one "

@@ -308,8 +308,9 @@ def test_scored_documents_of_unit_rankings(client: TestClient, granularity: str)
 
 
 def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN001
-    """Its sentences are encoded for SDR; the other levels then reuse them, and only the
-    chunks are encoded on top. The vectors equal a full encoding of the document."""
+    """Every text goes through the model once: with late chunking (the default) only the
+    chunks, every level coming from that pass; with two passes its sentences for SDR, then
+    the chunks on top. The vectors equal a full encoding of the document."""
     import copy
     from collections import Counter
 
@@ -318,9 +319,16 @@ def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN0
 
     base: Searcher = app.state.service.searcher
     encoder = copy.deepcopy(base.encoder)
-    encoded: list[str] = []
-    plain = encoder.encode
-    encoder.encode = lambda texts: (encoded.extend(texts), plain(texts))[1]
+    encoded: list[tuple[int, ...]] = []  # the token ids of every input the model ran on
+    forward = encoder.backend.hidden_states
+
+    def counted(batches):  # noqa: ANN001, ANN202
+        for batch, hidden in forward(batches):
+            ids, mask = batch.input_ids, batch.attention_mask.bool()
+            encoded.extend(tuple(row[keep].tolist()) for row, keep in zip(ids, mask, strict=True))
+            yield batch, hidden
+
+    encoder.backend.hidden_states = counted
     searcher = Searcher(base.index, encoder, base.splitter, base.engine, base.settings)
     query = searcher.query_from_source(json_document({**POSTED, "id": "q"}, ""))
     levels = {lv: searcher.level_vectors(query, lv) for lv in ("document", "section", "chunk")}
@@ -330,8 +338,11 @@ def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN0
         base.encoder,
         int(base.index.manifest["chunk_tokens"]),
     )[0]
-    assert len(encoded) == len(document.encoder_input().sentences) + len(document.chunks)
+    sentences = len(document.encoder_input().sentences)
+    late = encoder.chunk_vectors == "late"
+    assert len(encoded) == (0 if late else sentences) + len(document.chunks)
     full = base.encoder.encode_documents([document.encoder_input()])[0]
+    torch.testing.assert_close(query.sentence_vectors, full.sentences, atol=1e-6, rtol=0)
     torch.testing.assert_close(levels["document"], full.document[None], atol=1e-6, rtol=0)
     torch.testing.assert_close(levels["section"], full.sections, atol=1e-6, rtol=0)
     torch.testing.assert_close(levels["chunk"], full.chunks, atol=1e-6, rtol=0)
