@@ -45,14 +45,14 @@ class EncoderSettings(BaseModel):
     streams: int = Field(
         default=1, ge=1, description="OpenVINO inference streams (two requests stay in flight)."
     )
-    chunk_vectors: Literal["encode", "sentences", "late"] = Field(
-        default="late",
+    chunk_vectors: Literal["auto", "encode", "sentences", "late"] = Field(
+        default="auto",
         description="How new indexes encode the sentence and chunk levels: `encode` each "
         "sentence and each chunk on its own (two passes over the text); `sentences` (one pass "
         "over the sentences, chunk vectors pooled from their token states); or `late` (one "
         "pass over the chunks, each sentence's vector pooled from its tokens' states in its "
-        "chunk: late chunking, sentences read in context). A served index uses what its "
-        "manifest records.",
+        "chunk: late chunking, sentences read in context). `auto`: `late` for encoders with "
+        "mean pooling, else `encode`. A served index uses what its manifest records.",
     )
     calibration_sentences: int = Field(
         default=512, ge=8, description="Corpus sentences that calibrate an int8 export."

@@ -70,7 +70,8 @@ class TransformerEncoder:
             sentence and each chunk through the model on its own: two passes), `sentences`
             (one pass over the sentences: a chunk is the token-weighted mean of its
             sentences' pooled token states) or `late` (one pass over the chunks: a sentence
-            is the mean of its tokens' states in its chunk, `models.late`).
+            is the mean of its tokens' states in its chunk, `models.late`); `auto`: `late`
+            with mean pooling, else `encode`.
         display_name: what answers report (`all-MiniLM-L6-v2`); default: `name`.
     """
 
@@ -92,6 +93,8 @@ class TransformerEncoder:
         display_name: str | None = None,
         chunk_vectors: str = "encode",
     ) -> None:
+        if chunk_vectors == "auto":  # late chunking pools token states: mean pooling only
+            chunk_vectors = "late" if pooling == "mean" else "encode"
         _check_modes(pooling, chunk_vectors, tokenizer)
         self.device = torch.device(device)
         module: torch.nn.Module = model  # nn.Module's signatures: transformers' are unannotated

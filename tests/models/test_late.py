@@ -103,6 +103,12 @@ def test_late_mode_is_recorded_and_needs_mean_pooling(tiny_encoder_dir: Path) ->
     plain = load_encoder(tiny_encoder_dir)
     assert late.identity()["chunk_vectors"] == "late"
     assert late.identity()["config_hash"] != plain.identity()["config_hash"]
+    # the default, `auto`: late chunking where the pooling allows it, two passes elsewhere
+    assert load_encoder(tiny_encoder_dir, chunk_vectors="auto").chunk_vectors == "late"
+    cls = TransformerEncoder(
+        plain.model, plain.tokenizer, name="t", max_length=64, pooling="cls", chunk_vectors="auto"
+    )
+    assert cls.chunk_vectors == "encode"
     with pytest.raises(ValueError, match="chunk_vectors"):
         TransformerEncoder(
             plain.model, plain.tokenizer, name="t", max_length=64, pooling="cls",
