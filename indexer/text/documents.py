@@ -46,20 +46,20 @@ class SourceDocument:
     sections: tuple[SectionSource, ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # hundreds of thousands per corpus
 class Sentence:
     start: int
     end: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # hundreds of thousands per corpus
 class Paragraph:
     start: int
     end: int
     sentences: tuple[Sentence, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # hundreds of thousands per corpus
 class Section:
     title: str
     start: int
@@ -67,7 +67,7 @@ class Section:
     paragraphs: tuple[Paragraph, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # hundreds of thousands per corpus
 class Chunk:
     """At most `chunk_tokens` encoder tokens of one section."""
 
