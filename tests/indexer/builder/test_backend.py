@@ -11,9 +11,10 @@ import torch
 from sqlalchemy import Engine
 
 from indexer.builder.backend import BackendError, calibration_texts, resolve_backend
-from indexer.builder.pipeline import IndexBuildError
+from indexer.builder.pipeline import BuildResult, IndexBuildError
 from indexer.config import Settings, load_configured_encoder
 from indexer.search.loaded_index import IndexMismatchError
+from indexer.search.searcher import Searcher
 from indexer.serving import open_searcher
 from indexer.text.chunking import add_chunks
 from indexer.text.corpus import read_corpus
@@ -157,6 +158,26 @@ def test_a_backend_that_cannot_run_the_encoder_fails_the_build_cleanly(
     assert not list((settings.data_dir / "indexes").glob("0*"))
 
 
+def built_then_served(
+    mode: str,
+    sample_corpus: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder_dir: Path,
+    splitter: SentenceSplitter,
+) -> tuple[BuildResult, Searcher]:
+    """The sample built with `chunk_vectors=mode`, then served while the setting says
+    `encode`: the manifest's mode wins."""
+    settings.encoder.name = str(tiny_encoder_dir)
+    settings.encoder.chunk_vectors = mode  # type: ignore[assignment]
+    result = build(sample_corpus, settings, engine, load_configured_encoder(settings), splitter)
+    assert result.manifest["encoder"]["chunk_vectors"] == mode
+    settings.encoder.chunk_vectors = "encode"
+    searcher = open_searcher(settings, engine)
+    assert searcher.encoder.chunk_vectors == mode  # type: ignore[attr-defined]
+    return result, searcher
+
+
 def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
     sample_corpus: Path,
     settings: Settings,
@@ -164,14 +185,9 @@ def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
     tiny_encoder_dir: Path,
     splitter: SentenceSplitter,
 ) -> None:
-    settings.encoder.name = str(tiny_encoder_dir)
-    settings.encoder.chunk_vectors = "sentences"
-    encoder = load_configured_encoder(settings)
-    result = build(sample_corpus, settings, engine, encoder, splitter)
-    assert result.manifest["encoder"]["chunk_vectors"] == "sentences"
-    settings.encoder.chunk_vectors = "encode"
-    searcher = open_searcher(settings, engine)
-    assert searcher.encoder.chunk_vectors == "sentences"
+    result, searcher = built_then_served(
+        "sentences", sample_corpus, settings, engine, tiny_encoder_dir, splitter
+    )
     # the served encoder gives an indexed document the document vector the build stored
     source = next(iter(read_corpus(sample_corpus)))
     doc = add_chunks([split_document(source, splitter)], searcher.encoder, 126)[0]
@@ -190,13 +206,9 @@ def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
     tiny_encoder_dir: Path,
     splitter: SentenceSplitter,
 ) -> None:
-    settings.encoder.name = str(tiny_encoder_dir)
-    settings.encoder.chunk_vectors = "late"
-    result = build(sample_corpus, settings, engine, load_configured_encoder(settings), splitter)
-    assert result.manifest["encoder"]["chunk_vectors"] == "late"
-    settings.encoder.chunk_vectors = "encode"
-    searcher = open_searcher(settings, engine)
-    assert searcher.encoder.chunk_vectors == "late"
+    result, searcher = built_then_served(
+        "late", sample_corpus, settings, engine, tiny_encoder_dir, splitter
+    )
     # posted, an indexed document is encoded as the build encoded it: in one chunk pass
     query = searcher.query_from_source(next(iter(read_corpus(sample_corpus))))
     n = len(query.sentence_vectors)
