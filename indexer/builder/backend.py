@@ -90,12 +90,24 @@ def calibration_texts(
     docs: Sequence[Document], encoder: Encoder, capacity: int, settings: Settings
 ) -> tuple[list[str], list[str]]:
     """A seeded sample of the corpus's sentences and token chunks (the int8 ranges must
-    cover what the build will encode: short sentences and full-length chunks)."""
+    cover what the build will encode: short sentences and full-length chunks).
+
+    `docs` is read twice in order and by position, never held whole (a build passes its
+    `SplitPlan`): the sample is drawn by position (`random.sample` picks the same positions
+    from any population of the same size), then the picked sentences are read."""
     rng = random.Random(CALIBRATION_SEED)
-    sentences = [doc.text[s.start : s.end] for doc in docs for s in doc.sentences()]
-    n_sentences = min(settings.encoder.calibration_sentences, len(sentences))
-    picked = rng.sample(sentences, n_sentences)
-    sample_docs = rng.sample(list(docs), min(CALIBRATION_DOCUMENTS, len(docs)))
+    n_total = sum(doc.counts()["sentence"] for doc in docs)
+    positions = rng.sample(range(n_total), min(settings.encoder.calibration_sentences, n_total))
+    wanted = dict.fromkeys(positions, "")
+    at = 0
+    for doc in docs:
+        for sentence in doc.sentences():
+            if at in wanted:
+                wanted[at] = doc.text[sentence.start : sentence.end]
+            at += 1
+    picked = [wanted[p] for p in positions]
+    doc_positions = rng.sample(range(len(docs)), min(CALIBRATION_DOCUMENTS, len(docs)))
+    sample_docs = [docs[p] for p in doc_positions]
     chunks = [
         doc.text[c.start : c.end]
         for doc in add_chunks(sample_docs, encoder, capacity)

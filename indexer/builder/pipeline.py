@@ -4,7 +4,8 @@
 writes:
 
 1. `open_source`, `split_source`: read the corpus (or the stored documents of a version) and
-   split every document (`indexer.builder.stages.plan`).
+   split every document into a scratch folder, a block per file
+   (`indexer.builder.split_plan`): no stage holds the whole corpus in memory.
 2. `choose_backend`, `open_version`: put the encoder on its backend; create the version's
    `building` row, or take up a suspended one.
 3. `encode_version`: encode and store in blocks (`<version>.tmp/blocks/`, SQL rows).
@@ -36,12 +37,8 @@ from indexer.builder.backend import BackendError, install_backend, prepare_backe
 from indexer.builder.engines import EncodeEngine
 from indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
 from indexer.builder.manifest import build_entry, build_manifest, corpus_entry
-from indexer.builder.stages import (
-    encode_and_store,
-    plan,
-    plan_fingerprint,
-    write_vector_indexes,
-)
+from indexer.builder.split_plan import SplitPlan
+from indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
 from indexer.config import Settings
 from indexer.store.data_lock import DataDirBusyError, hold_data_dir
 from indexer.store.manifest import BackendEntry, LevelEntry, Manifest
@@ -176,37 +173,54 @@ def build_index(
     )
     with build_lock(indexes_dir):
         recover_abandoned(engine, indexes_dir, keep=hooks.resume_version)
+        SplitPlan.remove_stale(indexes_dir)
         started = time.perf_counter()
         source = open_source(corpus, documents, fmt, source_label, settings)
-        docs, skipped = split_source(source, splitter, show_progress=show_progress)
-        backend = choose_backend(ctx, docs, source.label)
-        fingerprint = plan_fingerprint(docs, encoder, capacity, settings.index.block_documents)
-        target = open_version(engine, indexes_dir, encoder.name, fingerprint, hooks.resume_version)
-        if hooks.on_version is not None:
-            hooks.on_version(target.version_id)
-        published = False  # once live, a late interrupt must not mark the version failed
+        plan = split_source(ctx, source, splitter)
         try:
-            n_blocks, encode_seconds = encode_version(ctx, target, docs, fingerprint, backend)
-            levels = index_version(ctx, target, n_blocks)
-            manifest = build_manifest(
-                target.version_id,
-                encoder=encoder,
-                splitter=splitter,
-                capacity=capacity,
-                corpus=corpus_entry(source.label, source.fmt, len(docs), skipped),
-                levels=levels,
-                build=build_entry(target.blocks_done, started, encode_seconds, levels),
-                backend=backend,
-            )
-            publish(engine, indexes_dir, target, manifest)
-            published = True
-        except BaseException as error:
-            abandon(engine, target, error, keep=hooks.keep_on_failure, published=published)
-            raise
-    _log_published(manifest, encode_seconds)
+            manifest, target = _encode_and_publish(ctx, source, plan, splitter, started)
+        finally:
+            plan.remove()
+    _log_published(manifest)
     return BuildResult(
-        version_id=target.version_id, path=target.final, manifest=manifest, skipped=skipped
+        version_id=target.version_id, path=target.final, manifest=manifest, skipped=plan.skipped
     )
+
+
+def _encode_and_publish(
+    ctx: BuildContext,
+    source: Source,
+    plan: SplitPlan,
+    splitter: SentenceSplitter,
+    started: float,
+) -> tuple[Manifest, VersionTarget]:
+    """Stages 2 to 5 of `build_index`, on the split `plan`."""
+    engine, encoder, hooks = ctx.engine, ctx.encoder, ctx.hooks
+    backend = choose_backend(ctx, plan, source.label)
+    fingerprint = plan_fingerprint(plan, encoder, ctx.capacity, plan.block_documents)
+    target = open_version(engine, ctx.indexes_dir, encoder.name, fingerprint, hooks.resume_version)
+    if hooks.on_version is not None:
+        hooks.on_version(target.version_id)
+    published = False  # once live, a late interrupt must not mark the version failed
+    try:
+        n_blocks, encode_seconds = encode_version(ctx, target, plan, fingerprint, backend)
+        levels = index_version(ctx, target, n_blocks)
+        manifest = build_manifest(
+            target.version_id,
+            encoder=encoder,
+            splitter=splitter,
+            capacity=ctx.capacity,
+            corpus=corpus_entry(source.label, source.fmt, len(plan), plan.skipped),
+            levels=levels,
+            build=build_entry(target.blocks_done, started, encode_seconds, levels),
+            backend=backend,
+        )
+        publish(engine, ctx.indexes_dir, target, manifest)
+        published = True
+    except BaseException as error:
+        abandon(engine, target, error, keep=hooks.keep_on_failure, published=published)
+        raise
+    return manifest, target
 
 
 def chunk_capacity(settings: Settings, encoder: Encoder) -> int:
@@ -247,22 +261,28 @@ def open_source(
     return Source(documents, fmt, label or str(corpus))
 
 
-def split_source(
-    source: Source, splitter: SentenceSplitter, *, show_progress: bool
-) -> tuple[list[Document], list[Skipped]]:
-    """Stage 1 (`plan`): read and split every document of `source`; those split and those
-    skipped. Writes nothing.
+def split_source(ctx: BuildContext, source: Source, splitter: SentenceSplitter) -> SplitPlan:
+    """Stage 1 (`SplitPlan.write`): read and split every document of `source` into a
+    scratch folder under the data directory's `indexes/`, in the build's blocks; the caller
+    removes it (`SplitPlan.remove`).
 
     Raises:
         IndexBuildError: no document could be indexed.
     """
-    docs, skipped = plan(source.documents, splitter, show_progress=show_progress)
-    if not docs:
+    plan = SplitPlan.write(
+        source.documents,
+        splitter,
+        ctx.indexes_dir,
+        block_documents=ctx.settings.index.block_documents,
+        show_progress=ctx.show_progress,
+    )
+    if not len(plan):
+        plan.remove()
         raise IndexBuildError(
-            f"no indexable documents in {source.label!r} ({len(skipped)} skipped); "
+            f"no indexable documents in {source.label!r} ({len(plan.skipped)} skipped); "
             "nothing was published"
         )
-    return docs, skipped
+    return plan
 
 
 def choose_backend(ctx: BuildContext, docs: Sequence[Document], label: str) -> BackendEntry:
@@ -283,7 +303,7 @@ def choose_backend(ctx: BuildContext, docs: Sequence[Document], label: str) -> B
 def encode_version(
     ctx: BuildContext,
     target: VersionTarget,
-    docs: Sequence[Document],
+    plan: SplitPlan,
     fingerprint: str,
     backend: BackendEntry,
 ) -> tuple[int, float]:
@@ -299,11 +319,10 @@ def encode_version(
     n_blocks = encode_and_store(
         ctx.engine,
         target.version_id,
-        docs,
+        plan,
         ctx.encoder,
         folder=target.tmp,
         capacity=ctx.capacity,
-        block_documents=ctx.settings.index.block_documents,
         fingerprint=fingerprint,
         blocks_done=target.blocks_done,
         on_progress=ctx.hooks.on_progress,
@@ -322,12 +341,12 @@ def index_version(ctx: BuildContext, target: VersionTarget, n_blocks: int) -> di
     return levels
 
 
-def _log_published(manifest: Manifest, encode_seconds: float) -> None:
+def _log_published(manifest: Manifest) -> None:
     logger.info(
         "Published version %d: %s; encoded %d sentences in %.1f s (%.0f sentences/s)",
         manifest["version_id"],
         ", ".join(f"{lv}={n}" for lv, n in manifest["counts"].items()),
         manifest["levels"]["sentence"]["count"],
-        encode_seconds,
+        manifest["build"]["encode_seconds"],
         manifest["build"]["sentences_per_second"],
     )

@@ -1,6 +1,7 @@
-"""The build's stages 1-3: split, encode and store in blocks, write the vector files.
+"""The build's stages 2-3: encode and store in blocks, write the vector files.
 
-1. `plan`: read the corpus (or the stored documents of a version) and split every document.
+1. (`indexer.builder.split_plan`): read the corpus (or the stored documents of a version) and
+   split every document into the build's blocks, on disk.
 2. `encode_and_store`: in blocks of documents, chunk and encode every level, write the block's
    vectors to `<tmp>/blocks/`, then insert its SQL rows (status `building`, invisible to
    readers) and record the block as done, in one transaction.
@@ -17,7 +18,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,16 +28,14 @@ from sqlalchemy import Engine
 from tqdm import tqdm
 
 from indexer.builder.engines import EncodeEngine, LocalEngine
+from indexer.builder.split_plan import SplitPlan
 from indexer.config import Settings
 from indexer.store.manifest import LevelEntry, file_sha256
 from indexer.store.units import UnitCounter, count_units, insert_documents
 from indexer.store.vector_index import FaissIndex, choose_factory, gpu_count
 from indexer.store.versions import set_build_state
 from indexer.text.chunking import add_chunks
-from indexer.text.corpus import Skipped
-from indexer.text.documents import LEVELS, Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import EmptyDocumentError, split_document
+from indexer.text.documents import LEVELS, Document
 from models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
@@ -44,30 +43,7 @@ logger = logging.getLogger(__name__)
 SignalHandler = Callable[[int, FrameType | None], Any] | int | None  # from `signal.getsignal`
 
 
-def plan(
-    source: Iterable[SourceDocument | Skipped],
-    splitter: SentenceSplitter,
-    *,
-    show_progress: bool,
-) -> tuple[list[Document], list[Skipped]]:
-    """Stage 1: split every document of `source` (a corpus reader, or stored documents).
-    Writes nothing."""
-    docs: list[Document] = []
-    skipped: list[Skipped] = []
-    for item in tqdm(source, desc="split", unit="doc", disable=not show_progress):
-        if isinstance(item, Skipped):
-            skipped.append(item)
-            continue
-        try:
-            docs.append(split_document(item, splitter))
-        except EmptyDocumentError:
-            skipped.append(Skipped(str(item.metadata.get("source", item.doc_id)), "no sentences"))
-    for skip in skipped:
-        logger.warning("Skipped %s: %s", skip.ref, skip.reason)
-    return docs, skipped
-
-
-def plan_fingerprint(docs: Sequence[Document], encoder: Encoder, capacity: int, block: int) -> str:
+def plan_fingerprint(docs: Iterable[Document], encoder: Encoder, capacity: int, block: int) -> str:
     """What must not change for a build to resume: the documents, their split, the encoder
     and its backend, the chunk size and the block size."""
     digest = hashlib.sha256()
@@ -118,19 +94,19 @@ def _block_file(folder: Path, block: int) -> Path:
 def encode_and_store(
     engine: Engine,
     version_id: int,
-    docs: Sequence[Document],
+    plan: SplitPlan,
     encoder: Encoder,
     *,
     folder: Path,
     capacity: int,
-    block_documents: int,
     fingerprint: str,
     blocks_done: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
     show_progress: bool,
     encode_engine: EncodeEngine | None = None,
 ) -> int:
-    """Stage 2: chunk, encode and insert the SQL rows of every document, block by block.
+    """Stage 2: chunk, encode and insert the SQL rows of every document of `plan`, block by
+    block, after the `blocks_done` committed before.
 
     The vectors come from `encode_engine` (default: this process, `LocalEngine`).
 
@@ -141,13 +117,8 @@ def encode_and_store(
     (folder / "blocks").mkdir(exist_ok=True)
     counter = UnitCounter(version_id)
     counter.next.update(count_units(engine, version_id))  # after the blocks already committed
-    total = sum(doc.counts()["sentence"] for doc in docs)
-    starts = list(range(0, len(docs), block_documents))
-    done = sum(d.counts()["sentence"] for d in docs[: blocks_done * block_documents])
-    pending = (
-        add_chunks(docs[start : start + block_documents], encoder, capacity)
-        for start in starts[blocks_done:]
-    )
+    total, done = plan.n_sentences, plan.sentences_before(blocks_done)
+    pending = (add_chunks(block, encoder, capacity) for block in plan.blocks(blocks_done))
     # closing(): an engine's resources (a local Ray) go as soon as the loop ends or fails
     with (
         tqdm(
@@ -186,7 +157,7 @@ def encode_and_store(
             bar.update(n)
             if on_progress is not None:
                 on_progress(done, total)
-    return len(starts)
+    return plan.n_blocks
 
 
 class LevelBlocks:

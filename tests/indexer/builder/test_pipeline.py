@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from sqlalchemy import Engine, select
 
 from indexer.builder.pipeline import IndexBuildError, build_index
+from indexer.builder.split_plan import PLAN_PREFIX
 from indexer.config import Settings
 from indexer.store.tables import LEVEL_TABLES, documents, index_versions, sentences
 from indexer.store.units import count_units, level_ids
@@ -45,6 +46,7 @@ def test_build_publishes_a_consistent_version(
     assert active_version(engine).version_id == result.version_id
     assert (result.path / "manifest.json").exists()
     assert not list(result.path.parent.glob("*.tmp"))
+    assert not list(result.path.parent.glob(f"{PLAN_PREFIX}*"))
     assert manifest["encoder"]["checkpoint_sha256"] and manifest["dim"] == tiny_encoder.dim
     assert manifest["splitter"]["params_sha256"] == splitter.sha256
 
@@ -162,6 +164,7 @@ def test_failed_build_leaves_the_active_version_untouched(
     assert sorted(p.name for p in indexes.iterdir() if not p.name.startswith(".")) == [
         f"{first.version_id:06d}"
     ]
+    assert not list(indexes.glob(f"{PLAN_PREFIX}*"))  # the split plan went with the build
     with engine.connect() as conn:
         failed = conn.execute(
             select(
