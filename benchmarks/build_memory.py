@@ -7,7 +7,8 @@ times over under other ids, each built from scratch, alone, in a fresh data dire
 
 Each build runs `docsim index` in a child process with the default settings (SQLite, the
 int8 export made afresh, late chunking); only `DOCSIM_DATA_DIR` and, when given,
-`DOCSIM_ENCODER__NAME` are set. A sampler reads the child's resident set (RSS) every 0.2 s;
+`DOCSIM_ENCODER__NAME` are set. A sampler reads the build's resident set (RSS) every 0.2 s,
+plus the unique memory (USS) of any process it starts (helpers forked from it share its pages);
 the build's stderr (its log lines and progress bars) tells which stage each sample falls in:
 `split`, `export` (the int8 export and its calibration), `encode`, `index` (the vector files,
 after the last block) and `publish`. The copies of the corpus are hard links (copies where
@@ -94,12 +95,14 @@ def _later(stage: str, current: str) -> bool:
     return order.index(stage) > order.index(current)
 
 
-def tree_rss(process: psutil.Process) -> int:
-    """The resident bytes of `process` and its children (a local Ray, if any)."""
-    total = 0
-    for proc in [process, *process.children(recursive=True)]:
+def tree_memory(process: psutil.Process) -> int:
+    """The resident bytes of `process` (RSS), plus the unique bytes (USS) of its children: a
+    helper process forked from the build shares the build's pages, which its RSS would count
+    a second time."""
+    total = process.memory_info().rss
+    for child in process.children(recursive=True):
         try:
-            total += proc.memory_info().rss
+            total += child.memory_full_info().uss
         except psutil.Error:
             pass
     return total
@@ -125,7 +128,7 @@ def measure_build(corpus: Path, encoder: str | None, scratch: Path) -> dict[str,
     process = psutil.Process(child.pid)
     peaks: dict[str, int] = {}
     while child.poll() is None:
-        rss = tree_rss(process)
+        rss = tree_memory(process)
         peaks[clock.stage] = max(peaks.get(clock.stage, 0), rss)
         time.sleep(0.2)
     wall = time.perf_counter() - started

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from indexer.store.vector_index import FaissIndex
 from indexer.store.versions import active_version
 from indexer.text.chunking import add_chunks
 from indexer.text.corpus import read_corpus
+from indexer.text.documents import Document
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import split_document
 from models.transformer import TransformerEncoder
@@ -173,6 +175,39 @@ def test_failed_build_leaves_the_active_version_untouched(
         ).one()
     assert failed.status == "failed" and "encoder crashed" in failed.error
     assert all(n == 0 for n in count_units(engine, failed.version_id).values())
+
+
+class DocumentCountingEncoder:
+    """Delegates to a real encoder and records, at each block, how many split documents are
+    alive in the process."""
+
+    def __init__(self, inner: TransformerEncoder) -> None:
+        self.inner, self.alive = inner, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def encode_documents(self, docs):
+        self.alive.append(sum(isinstance(o, Document) for o in gc.get_objects()))
+        return self.inner.encode_documents(docs)
+
+
+def test_a_build_holds_a_few_blocks_of_documents_not_the_corpus(
+    sample_corpus: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    """The split documents wait on disk (`SplitPlan`): while a block is encoded, the process
+    holds the block, the one encoded ahead and the one being stored, not all 48."""
+    settings.index.block_documents = 4
+    gc.collect()
+    before = sum(isinstance(o, Document) for o in gc.get_objects())
+    counting = DocumentCountingEncoder(tiny_encoder)
+    result = build(sample_corpus, settings, engine, counting, splitter)
+    assert result.manifest["counts"]["document"] == 48 and len(counting.alive) == 12
+    assert max(counting.alive) - before <= 3 * 4
 
 
 def test_corpus_without_documents_publishes_nothing(
