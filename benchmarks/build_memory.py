@@ -134,7 +134,8 @@ def measure_build(corpus: Path, encoder: str | None, scratch: Path) -> dict[str,
     wall = time.perf_counter() - started
     reader.join(timeout=10)
     if child.returncode != 0:
-        raise RuntimeError(f"docsim index failed ({child.returncode}):\n{''.join(clock.log)[-3000:]}")
+        log = "".join(clock.log)[-3000:]
+        raise RuntimeError(f"docsim index failed ({child.returncode}):\n{log}")
     manifest = json.loads(
         subprocess.run(
             [str(docsim), "info"], env=env, capture_output=True, check=True, text=True
