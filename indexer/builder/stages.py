@@ -32,7 +32,7 @@ from indexer.builder.split_plan import SplitPlan
 from indexer.config import Settings
 from indexer.store.manifest import LevelEntry, file_sha256
 from indexer.store.units import UnitCounter, count_units, insert_documents
-from indexer.store.vector_index import FaissIndex, choose_factory, gpu_count
+from indexer.store.vector_index import FaissIndex, IvfFlatWriter, choose_factory, gpu_count
 from indexer.store.versions import set_build_state
 from indexer.text.chunking import add_chunks
 from indexer.text.documents import LEVELS, Document
@@ -190,6 +190,20 @@ class LevelBlocks:
         return out
 
 
+def _mapped_rows(path: Path) -> Callable[[np.ndarray], np.ndarray]:
+    """`rows(positions)`: the rows at `positions` of the `.npy` file at `path`, read through a
+    mapping opened for the call only (the pages read do not stay in this process's RSS)."""
+
+    def rows(positions: np.ndarray) -> np.ndarray:
+        mapped = np.load(path, mmap_mode="r")
+        try:
+            return np.array(mapped[positions])
+        finally:
+            del mapped
+
+    return rows
+
+
 def write_vector_indexes(
     folder: Path, n_blocks: int, dim: int, settings: Settings
 ) -> dict[str, LevelEntry]:
@@ -214,6 +228,9 @@ def write_vector_indexes(
         )
         names = (f"{level}.faiss", f"{level}.f16.npy", f"{level}.ids.npy")
         index_file, vectors_file, ids_file = names
+        # an IVF-Flat level is written a list at a time, from the float16 file (never filled
+        # in memory); a Flat level holds what the service holds
+        streamed = IvfFlatWriter(index) if IvfFlatWriter.accepts(index) else None
         with (folder / vectors_file).open("wb") as out:
             header = {"descr": "<f2", "fortran_order": False, "shape": (len(ids), dim)}
             np.lib.format.write_array_header_1_0(out, header)
@@ -224,9 +241,15 @@ def write_vector_indexes(
                 # same numbers
                 half = part.astype(np.float16)  # (n_b, d)
                 out.write(half.tobytes())
-                index.add(half, ids[at : at + len(half)])
+                if streamed is not None:
+                    streamed.assign(half)
+                else:
+                    index.add(half, ids[at : at + len(half)])
                 at += len(half)
-        index.save(folder / index_file)
+        if streamed is not None:
+            streamed.write(folder / index_file, ids, _mapped_rows(folder / vectors_file))
+        else:
+            index.save(folder / index_file)
         np.save(folder / ids_file, ids)
         levels[level] = {
             "count": int(len(ids)),

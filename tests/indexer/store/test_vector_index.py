@@ -5,7 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.store.vector_index import FaissIndex, NumpyIndex, choose_factory, gpu_count, shard
+from indexer.store.vector_index import (
+    FaissIndex,
+    IvfFlatWriter,
+    NumpyIndex,
+    choose_factory,
+    gpu_count,
+    shard,
+)
 
 
 def unit_vectors(n: int, d: int, seed: int) -> np.ndarray:
@@ -132,3 +139,51 @@ def test_search_within_ids_equals_brute_force_over_them(data, factory: str) -> N
         np.testing.assert_array_equal(g.ids, w.ids)
         np.testing.assert_allclose(g.scores, w.scores, rtol=1e-5, atol=1e-5)
     assert all(len(h.ids) == 0 for h in index.search(queries, 5, within=within[:0]))
+
+
+@pytest.mark.parametrize("factory", ["IVF40,Flat", "IVF600,Flat"])  # most lists filled; few
+def test_an_ivf_file_written_a_list_at_a_time_is_the_one_faiss_writes(
+    data, factory: str, tmp_path: Path
+) -> None:
+    """`IvfFlatWriter` against the reference: the same trained index filled block by block
+    in memory and saved by FAISS. Blocks of uneven sizes; the file loads and searches."""
+    vectors, ids, queries = data
+    blocks = [(0, 700), (700, 701), (701, 2000), (2000, 3000)]  # one of a single vector
+    expected = FaissIndex.trained(48, factory, lambda rows: vectors[rows], len(ids), nprobe=9)
+    writer = IvfFlatWriter(
+        FaissIndex.trained(48, factory, lambda rows: vectors[rows], len(ids), nprobe=9)
+    )
+    for start, end in blocks:
+        expected.add(vectors[start:end], ids[start:end])
+        writer.assign(vectors[start:end])
+    expected.save(tmp_path / "expected.faiss")
+    read: list[np.ndarray] = []
+
+    def rows(positions: np.ndarray) -> np.ndarray:
+        read.append(positions)
+        assert np.all(np.diff(positions) > 0)
+        return vectors[positions]
+
+    writer.write(tmp_path / "streamed.faiss", ids, rows)
+    want, got = (
+        (tmp_path / "expected.faiss").read_bytes(),
+        (tmp_path / "streamed.faiss").read_bytes(),
+    )
+    assert got == want
+    assert sorted(np.concatenate(read).tolist()) == list(range(len(ids)))  # each row read once
+    loaded = FaissIndex.load(tmp_path / "streamed.faiss", factory)
+    for g, w in zip(loaded.search(queries, 5), expected.search(queries, 5), strict=True):
+        np.testing.assert_array_equal(g.ids, w.ids)
+
+
+def test_the_list_writer_takes_only_an_empty_ivf_flat_index(data) -> None:
+    vectors, ids, _ = data
+    assert not IvfFlatWriter.accepts(FaissIndex.build(vectors, ids, "Flat"))
+    assert not IvfFlatWriter.accepts(FaissIndex.build(vectors, ids, "IVF16,Flat"))  # filled
+    sq = FaissIndex.trained(48, "IVF16,SQ8", lambda rows: vectors[rows], len(ids))
+    with pytest.raises(TypeError, match="IVF-Flat"):
+        IvfFlatWriter(sq)
+    writer = IvfFlatWriter(FaissIndex.trained(48, "IVF16,Flat", lambda r: vectors[r], len(ids)))
+    writer.assign(vectors[:10])
+    with pytest.raises(ValueError, match="10 vectors assigned but 11 ids"):
+        writer.write(Path("never-written.faiss"), ids[:11], lambda p: vectors[p])
