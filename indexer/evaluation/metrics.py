@@ -105,10 +105,47 @@ def mean_metrics(per_query: dict[str, dict[str, float]]) -> dict[str, float]:
     )
 
 
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+def bootstrap_interval(
+    values: list[float], confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of `values` (one per query), over
+    BOOTSTRAP_RESAMPLES resamples of the queries with replacement (scipy.stats.bootstrap),
+    seeded so that a report is reproducible."""
+    import numpy as np
+    from scipy import stats
+
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        return (math.nan, math.nan)
+    if np.all(data == data[0]):  # every resample has the same mean
+        return (float(data[0]), float(data[0]))
+    result = stats.bootstrap(
+        (data,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return (float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def mean_intervals(per_query: dict[str, dict[str, float]]) -> dict[str, list[float]]:
+    """Each metric's 95% bootstrap interval of the mean over the queries."""
+    names = sorted({m for metrics in per_query.values() for m in metrics})
+    return {
+        m: list(bootstrap_interval([q[m] for q in per_query.values() if m in q])) for m in names
+    }
+
+
 def paired_tests(
     per_method: dict[str, dict[str, dict[str, float]]], baseline: str, metric: str = "MAP"
-) -> dict[str, dict[str, float]]:
-    """Paired t-test and Wilcoxon signed-rank test of each method against `baseline`."""
+) -> dict[str, Any]:
+    """Paired t-test and Wilcoxon signed-rank test of each method against `baseline`, and the
+    95% bootstrap interval of the mean per-query difference."""
     from scipy import stats
 
     out = {}
@@ -124,6 +161,7 @@ def paired_tests(
         w = stats.wilcoxon(a, b) if any(diffs) else None
         out[name] = {
             "mean_difference": sum(diffs) / len(diffs) if diffs else 0.0,
+            "difference_interval_95": list(bootstrap_interval(diffs)),
             "t_test_p": float(t.pvalue) if t is not None else 1.0,
             "wilcoxon_p": float(w.pvalue) if w is not None else 1.0,
             "queries": len(qids),

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs, write_trec_run
+from indexer.evaluation.metrics import (
+    mean_intervals,
+    mean_metrics,
+    paired_tests,
+    score_runs,
+    write_trec_run,
+)
 from indexer.evaluation.runs import (
     EvalQuery,
     MethodSpec,
@@ -104,7 +110,11 @@ def build_report(
         "pools": str(pools) if pools else None,
         "index_version": index_version,
         "methods": {
-            name: {"mean": mean_metrics(per_query), "per_query": per_query}
+            name: {
+                "mean": mean_metrics(per_query),
+                "interval_95": mean_intervals(per_query),
+                "per_query": per_query,
+            }
             for name, per_query in per_method.items()
         },
     }
@@ -113,6 +123,10 @@ def build_report(
             report[f"paired_tests_vs_{baseline}_on_MAP"] = paired_tests(per_method, baseline)
     report["search_settings"] = search_settings
     return report
+
+
+def _interval(bounds: list[float]) -> str:
+    return f"[{bounds[0]:+.4f}, {bounds[1]:+.4f}]"
 
 
 def report_table(report: dict[str, Any]) -> list[str]:
@@ -127,7 +141,8 @@ def report_table(report: dict[str, Any]) -> list[str]:
     for baseline in BASELINES:
         for name, test in report.get(f"paired_tests_vs_{baseline}_on_MAP", {}).items():
             lines.append(
-                f"{name} vs {baseline} (MAP): diff {test['mean_difference']:+.4f}, "
+                f"{name} vs {baseline} (MAP): diff {test['mean_difference']:+.4f} "
+                f"(95% bootstrap {_interval(test['difference_interval_95'])}), "
                 f"t-test p={test['t_test_p']:.3f}, Wilcoxon p={test['wilcoxon_p']:.3f}"
             )
     return lines

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from indexer.cli.main import cli
 from indexer.config import Settings
-from indexer.evaluation.metrics import paired_tests, sdr_rank_metrics
+from indexer.evaluation.metrics import bootstrap_interval, paired_tests, sdr_rank_metrics
 from tests.utils.corpora import write_jsonl
 from tests.utils.indexes import publish
 
@@ -161,6 +161,7 @@ def test_paired_tests_by_hand() -> None:
         },
         baseline="bm25",
     )
+    low, high = result["sdr"].pop("difference_interval_95")
     assert result == {
         "sdr": {
             "mean_difference": pytest.approx(0.2, abs=1e-12),
@@ -169,6 +170,8 @@ def test_paired_tests_by_hand() -> None:
             "queries": 3,
         }
     }
+    # resampled means of 0.1, 0.2, 0.3 lie in [0.1, 0.3], and the middle 95% strictly inside
+    assert 0.1 <= low < 0.2 < high <= 0.3
     assert 1 - t / math.sqrt(t * t + 2) == pytest.approx(1 - math.sqrt(6 / 7))
 
 
@@ -208,10 +211,44 @@ def test_paired_tests_equal_scipy_on_shared_queries() -> None:
     assert result["better"]["mean_difference"] > 0 > result["worse"]["mean_difference"]
     assert result["same"] == {
         "mean_difference": 0.0,
+        "difference_interval_95": [0.0, 0.0],
         "t_test_p": 1.0,
         "wilcoxon_p": 1.0,
         "queries": 15,
     }
+
+
+def reference_percentile_bootstrap(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """The textbook percentile bootstrap: resample the queries with replacement, take each
+    resample's mean, and read the 2.5th and 97.5th percentiles of those means."""
+    rng = np.random.default_rng(seed)
+    means = rng.choice(values, size=(resamples, values.size), replace=True).mean(axis=1)
+    return np.percentile(means, [2.5, 97.5])
+
+
+def test_bootstrap_interval_agrees_with_a_plain_resampling_and_the_normal_approximation() -> None:
+    """Per-query APs of 50 queries: the interval equals a plain resampling's (other random
+    draws: within 0.01), lies near mean +- 1.96 sd / sqrt(n), holds the mean, is the same on
+    every call, and follows sd / sqrt(n) as the queries grow four times in number."""
+    rng = np.random.default_rng(3)
+    values = rng.beta(0.6, 3.0, 50)
+    low, high = bootstrap_interval(values.tolist())
+    ref_low, ref_high = reference_percentile_bootstrap(values, 20_000, seed=11)
+    assert low == pytest.approx(ref_low, abs=0.01) and high == pytest.approx(ref_high, abs=0.01)
+    half = 1.96 * values.std(ddof=1) / math.sqrt(values.size)
+    assert (high - low) / 2 == pytest.approx(half, rel=0.15)
+    assert low < values.mean() < high
+    assert bootstrap_interval(values.tolist()) == (low, high)
+    more = np.concatenate([values, rng.beta(0.6, 3.0, 150)])
+    more_low, more_high = bootstrap_interval(more.tolist())
+    more_half = 1.96 * more.std(ddof=1) / math.sqrt(more.size)
+    assert (more_high - more_low) / 2 == pytest.approx(more_half, rel=0.15)
+    assert more_half < 0.75 * half
+
+
+def test_bootstrap_interval_of_no_spread_and_of_nothing() -> None:
+    assert bootstrap_interval([0.25, 0.25, 0.25]) == (0.25, 0.25)
+    assert all(math.isnan(bound) for bound in bootstrap_interval([]))
 
 
 def test_without_a_method_the_services_default_is_evaluated_and_tested_against_both_baselines(
@@ -232,6 +269,10 @@ def test_without_a_method_the_services_default_is_evaluated_and_tested_against_b
     assert result.exit_code == 0, f"{result.exception!r}\n{result.output}"
     report = json.loads(out.read_text())
     assert list(report["methods"]) == ["maxsim"]
+    maxsim = report["methods"]["maxsim"]
+    assert set(maxsim["interval_95"]) == set(maxsim["mean"])
+    for metric, (low, high) in maxsim["interval_95"].items():
+        assert low <= maxsim["mean"][metric] <= high
     assert report["search_settings"]["default_method"] == "maxsim"
     both = evaluate(
         data_dir,
