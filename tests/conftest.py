@@ -6,7 +6,8 @@ from copy import deepcopy
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
+from sqlalchemy.pool import Pool
 
 from app.core.config import get_service_settings
 from indexer.config import Settings, get_settings
@@ -20,6 +21,9 @@ from tests.utils.postgres import PostgresServer, running_server
 
 DATABASE_URL = "DOCSIM_DB__URL"
 ENCODER_CACHE = "DOCSIM_ENCODER__CACHE_DIR"
+# Tests that never reach the SQL layer: `models` imports no SQL (tests/test_layers.py), nor does
+# text splitting. Modules elsewhere opt in with `pytestmark = pytest.mark.no_sql`.
+NO_SQL_FOLDERS = ("tests/models/", "tests/indexer/text/")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,6 +34,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the database backend every test runs on (default: $DOCSIM_TEST_DB or sqlite); "
         "postgresql starts a throwaway server from Debian's postgresql package",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks the tests under NO_SQL_FOLDERS `no_sql`; on `--db postgresql`, leaves every
+    `no_sql` test out, since the database cannot change its outcome (the SQLite pass runs
+    them, and `_no_sql_means_no_sql` fails one that opens a database connection)."""
+    for item in items:
+        if item.path.relative_to(config.rootpath).as_posix().startswith(NO_SQL_FOLDERS):
+            item.add_marker(pytest.mark.no_sql)
+    if config.getoption("--db") != "postgresql":
+        return
+    kept = [item for item in items if item.get_closest_marker("no_sql") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("no_sql")])
+        items[:] = kept
+
+
+class _Checkouts:
+    """Connections taken from any SQLAlchemy pool in this process, by any thread."""
+
+    count = 0
+
+
+@event.listens_for(Pool, "checkout")
+def _count_checkout(*_args: object) -> None:
+    _Checkouts.count += 1
+
+
+@pytest.fixture(autouse=True)
+def _no_sql_means_no_sql(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A `no_sql` test (left out of the PostgreSQL pass) fails if it uses a database."""
+    if request.node.get_closest_marker("no_sql") is None:
+        yield
+        return
+    before = _Checkouts.count
+    yield
+    if _Checkouts.count != before:
+        pytest.fail(
+            f"{request.node.nodeid} is marked no_sql, so the PostgreSQL pass leaves it out, "
+            "but it opened a database connection: remove the mark"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

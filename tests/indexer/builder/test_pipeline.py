@@ -188,7 +188,7 @@ class DocumentCountingEncoder:
         return getattr(self.inner, name)
 
     def encode_documents(self, docs):
-        self.alive.append(sum(isinstance(o, Document) for o in gc.get_objects()))
+        self.alive.append(sum(type(o) is Document for o in gc.get_objects()))
         return self.inner.encode_documents(docs)
 
 
@@ -203,7 +203,7 @@ def test_a_build_holds_a_few_blocks_of_documents_not_the_corpus(
     holds the block, the one encoded ahead and the one being stored, not all 48."""
     settings.index.block_documents = 4
     gc.collect()
-    before = sum(isinstance(o, Document) for o in gc.get_objects())
+    before = sum(type(o) is Document for o in gc.get_objects())
     counting = DocumentCountingEncoder(tiny_encoder)
     result = build(sample_corpus, settings, engine, counting, splitter)
     assert result.manifest["counts"]["document"] == 48 and len(counting.alive) == 12
