@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup browser postgres run test test-slow lint bench clean audit
+.PHONY: setup browser postgres run test test-slow lint docs bench clean audit
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,13 @@ run: setup
 	$(BIN)/docsim info
 	$(BIN)/docsim serve
 
-# The whole suite twice: on SQLite (the embedded default), then on a real PostgreSQL.
+# The suite on SQLite (the embedded default), then again on a real PostgreSQL for every test that
+# can reach SQL (tests marked no_sql are left out there: see tests/conftest.py). Test files run
+# in parallel, one worker per core (pytest-xdist); a file's tests stay in one worker.
+PARALLEL := -n auto --dist loadfile
 test: setup browser postgres lint
-	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db sqlite
-	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db postgresql
+	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db sqlite $(PARALLEL)
+	DOCSIM_REQUIRE_BROWSER=1 $(BIN)/pytest --db postgresql $(PARALLEL)
 
 # Style and types: ruff, and mypy (strict on `models` and `indexer.search`; see pyproject.toml).
 lint: setup
@@ -52,11 +55,15 @@ test-slow: setup
 	$(BIN)/pytest -m slow $(addprefix --ignore=,$(SHARDED_SLOW))
 	$(BIN)/pytest -m slow $(SHARDED_SLOW)
 
+# The documentation site into site/ (tests/test_docs.py builds it too, with --strict).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: setup
 	$(BIN)/python benchmarks/encode_throughput.py
 
 clean:
-	rm -rf $(VENV) docsim-data
+	rm -rf $(VENV) docsim-data site
 
 # Known vulnerabilities of the installed dependencies (pip-audit asks PyPI's JSON API; it
 # needs the network, so it is not part of `make test`).
