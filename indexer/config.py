@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # the encoders are imported when one is loaded
 
 
 class DatabaseSettings(BaseModel):
+    """The SQL database of document, version and job metadata."""
+
     url: str | None = Field(
         default=None,
         description="Any SQLAlchemy URL; default: a SQLite file in the data directory.",
@@ -30,11 +32,20 @@ class DatabaseSettings(BaseModel):
 
 
 class EncoderSettings(BaseModel):
+    """The encoder of new indexes and how it runs; a served index uses the encoder, backend
+    and chunk mode its manifest records."""
+
     name: str = Field(default="minilm", description="Built-in encoder name or a model directory.")
     device: str = Field(default="auto", description="`auto`, `cpu`, `cuda` or `cuda:N`.")
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        default="auto",
+        description="Torch precision: `auto` is bf16 where the device computes it natively "
+        "(recent GPUs, CPUs with AVX-512 BF16 or AMX), else fp32.",
+    )
     batch_tokens: int = Field(default=2048, ge=1, description="Padded tokens per forward batch.")
-    max_batch_size: int = Field(default=256, ge=1)
+    max_batch_size: int = Field(
+        default=256, ge=1, description="Inputs per forward batch at most, however short."
+    )
     backend: Literal["auto", "torch", "openvino-int8"] = Field(
         default="auto",
         description="What runs the forward pass of new indexes: `openvino-int8` (exported and "
@@ -66,6 +77,8 @@ class EncoderSettings(BaseModel):
 
 
 class IndexSettings(BaseModel):
+    """How a build lays out a version: chunking, blocks and the FAISS index of each level."""
+
     flat_max_vectors: int = Field(
         default=1_000_000,
         ge=0,
@@ -80,10 +93,14 @@ class IndexSettings(BaseModel):
         default=None, ge=8, description="Tokens per chunk; default: the encoder's input limit."
     )
     block_documents: int = Field(default=64, ge=1, description="Documents encoded per block.")
-    use_gpu: Literal["auto", "never"] = "auto"
+    use_gpu: Literal["auto", "never"] = Field(
+        default="auto", description="FAISS on the GPU when faiss-gpu sees one; `never`: CPU."
+    )
 
 
 class JobSettings(BaseModel):
+    """Reindex jobs: who runs them, where they may read, and how versions are retired."""
+
     allowed_roots: list[Path] = Field(
         default_factory=list,
         description="Folders a reindex job may read corpora from (besides the sample corpus).",
@@ -92,7 +109,9 @@ class JobSettings(BaseModel):
         default=True, description="Run a job worker inside the service process."
     )
     poll_seconds: float = Field(default=1.0, gt=0, description="How often idle workers look.")
-    heartbeat_seconds: float = Field(default=2.0, gt=0)
+    heartbeat_seconds: float = Field(
+        default=2.0, gt=0, description="How often a running job's worker says it is alive."
+    )
     stale_after_seconds: float = Field(
         default=30.0, gt=0, description="A running job without heartbeats this long has failed."
     )
@@ -107,6 +126,8 @@ class JobSettings(BaseModel):
 
 
 class RaySettings(BaseModel):
+    """The Ray cluster of `--engine ray` builds and of sharded serving."""
+
     address: str | None = Field(
         default=None,
         description="A Ray cluster to join (`auto`, `ray://head:10001`); default: a local Ray "
@@ -116,7 +137,7 @@ class RaySettings(BaseModel):
     actors: int | None = Field(
         default=None, ge=1, description="Encoder actors; default: one per GPU, or 1."
     )
-    cpus_per_actor: float = Field(default=1.0, gt=0)
+    cpus_per_actor: float = Field(default=1.0, gt=0, description="CPUs each encoder actor holds.")
 
 
 class ShardSettings(BaseModel):
@@ -147,10 +168,14 @@ class FileSettings(BaseModel):
 
 
 class LogSettings(BaseModel):
+    """Logging of the CLI and the service (uvicorn's lines included)."""
+
     format: Literal["text", "json"] = Field(
         default="text", description="`json`: one JSON object per line, for log collectors."
     )
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="The lowest level logged; `docsim -v` forces DEBUG."
+    )
 
 
 class Settings(BaseSettings):

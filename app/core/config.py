@@ -10,8 +10,10 @@ from indexer.api import Settings
 
 
 class ApiSettings(BaseModel):
-    host: str = "127.0.0.1"
-    port: int = 8000
+    """The HTTP service: address, request limits, caches, keys and concurrency."""
+
+    host: str = Field(default="127.0.0.1", description="Address `docsim serve` binds.")
+    port: int = Field(default=8000, description="Port `docsim serve` binds.")
     max_document_bytes: int = Field(default=2_000_000, ge=1, description="Posted text limit (413).")
     max_sentences: int = Field(default=20_000, ge=1, description="Posted sentence limit (413).")
     query_cache_bytes: int = Field(
@@ -27,7 +29,9 @@ class ApiSettings(BaseModel):
         ge=1,
         description="The largest paragraph matrix (source x target paragraphs) /explain computes.",
     )
-    explain_top_pairs: int = Field(default=10, ge=1, le=100)
+    explain_top_pairs: int = Field(
+        default=10, ge=1, le=100, description="Most similar sentence pairs /explain lists."
+    )
     image_max_cells_per_axis: int = Field(
         default=100, ge=2, description="Beyond this, PNG heatmaps show blocks (their max)."
     )

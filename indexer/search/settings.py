@@ -24,7 +24,11 @@ class SearchSettings(BaseModel):
         default="bm25-rm3:1,document:1,maxsim:1",
         description="`fused`: the methods summed and their weights, `method:weight,...`.",
     )
-    fusion_normaliser: Literal["zscore", "minmax"] = "minmax"
+    fusion_normaliser: Literal["zscore", "minmax"] = Field(
+        default="minmax",
+        description="`fused`: how each method's scores are put on one scale per query before "
+        "they are weighed: min-max to [0, 1], or z-scores.",
+    )
     query_window: int = Field(default=3, ge=1, description="`sdr-window`: sentences per window.")
     bm25_stemmer: str | None = Field(
         default="english",
@@ -38,7 +42,9 @@ class SearchSettings(BaseModel):
     )
     rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
     rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
-    rm3_query_weight: float = Field(default=0.5, ge=0, le=1)
+    rm3_query_weight: float = Field(
+        default=0.5, ge=0, le=1, description="`bm25-rm3`: the original query's share of weight."
+    )
     ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
     ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
     exhaustive_max_sentences: int = Field(
