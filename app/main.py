@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from importlib.metadata import version as package_version
 
 from fastapi import Depends, FastAPI, Request, Response
 
@@ -71,7 +72,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app = FastAPI(
         title="docsim",
         description="Which documents in my collection are most like this one, and why?",
-        version="0.1.0",
+        version=package_version("docsim"),
         lifespan=lifespan,
         dependencies=[Depends(reject_nul_in_url)],
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -105,9 +106,21 @@ def _raise_interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"docsim {package_version('docsim')}")
+        raise typer.Exit()
+
+
 @cli.callback()
 def main_options(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """docsim: which documents in my collection are most like this one, and why?"""
     setup_logging(verbose)

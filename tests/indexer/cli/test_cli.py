@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -20,10 +22,19 @@ from indexer.store.versions import active_version
 from tests.utils.corpora import synthetic_markdown, write_jsonl, write_text_corpus
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def invoke(*args: str):
     return runner.invoke(cli, list(args))
+
+
+def test_version_prints_the_installed_distributions_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0, result.output
+    assert result.output == f"docsim {version('docsim')}\n"
+    declared = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert declared is not None and version("docsim") == declared.group(1)
 
 
 def index_with_tiny(corpus: Path, tiny: Path, data: Path):
