@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 from app.services.query_cache import CachedQuery, QueryCache
 from indexer.search.types import Query
+
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
 
 def posted(n_sentences: int) -> Query:

@@ -15,6 +15,8 @@ from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import split_document
 from models.transformer import TransformerEncoder
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 
 def sources(corpus: Path) -> list[SourceDocument | Skipped]:
     """The sample corpus, with a skipped input and an empty document among its documents."""

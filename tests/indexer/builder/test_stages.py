@@ -12,6 +12,8 @@ from indexer.config import Settings
 from indexer.store.vector_index import FaissIndex
 from indexer.text.documents import LEVELS
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 
 @pytest.fixture()
 def ctrl_c_raises():

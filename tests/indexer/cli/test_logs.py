@@ -11,6 +11,8 @@ import pytest
 from indexer.config import LogSettings
 from indexer.logs import configure_logging
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 
 @pytest.fixture()
 def restore_logging():

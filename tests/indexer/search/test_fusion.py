@@ -7,6 +7,8 @@ import pytest
 
 from indexer.search.fusion import fuse, normalise, parse_weights
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 
 def test_zscore_by_hand() -> None:
     scores = np.array([1.0, 2.0, 3.0, 100.0])  # the last is not ranked

@@ -10,6 +10,8 @@ import pytest
 from indexer.search.lexical import Bm25Index, reduced_query, rm3_weights
 from indexer.text.corpus import SAMPLE_CORPUS, read_corpus
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 TEXTS = [doc.text for doc in read_corpus(SAMPLE_CORPUS)]
 QUERIES = [*TEXTS[:6], "sourdough starter flour water", "the of and"]
 

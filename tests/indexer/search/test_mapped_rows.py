@@ -11,6 +11,8 @@ import torch
 
 from indexer.search.mapped_rows import MappedRows
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 
 @pytest.fixture()
 def file_rows(tmp_path: Path) -> tuple[Path, np.ndarray]:

@@ -8,6 +8,8 @@ import torch
 
 from indexer.search.sdr import carry_rows, reuse_rows
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 
 def test_reuse_rows_equals_the_new_rows() -> None:
     generator = torch.Generator().manual_seed(0)

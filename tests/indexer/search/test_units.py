@@ -5,9 +5,12 @@ service ranks units alike in one process and on shards)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from indexer.search.units import best_cosines
+
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
 
 def test_best_cosines_equal_the_reference() -> None:

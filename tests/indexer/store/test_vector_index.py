@@ -14,6 +14,8 @@ from indexer.store.vector_index import (
     shard,
 )
 
+pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
+
 
 def unit_vectors(n: int, d: int, seed: int) -> np.ndarray:
     x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
