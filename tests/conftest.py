@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from copy import deepcopy
 from pathlib import Path
@@ -52,29 +53,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class _Checkouts:
-    """Connections taken from any SQLAlchemy pool in this process, by any thread."""
+    """The thread of every connection taken from any SQLAlchemy pool in this process."""
 
-    count = 0
+    threads: list[int] = []
 
 
 @event.listens_for(Pool, "checkout")
-def _count_checkout(*_args: object) -> None:
-    _Checkouts.count += 1
+def _record_checkout(*_args: object) -> None:
+    _Checkouts.threads.append(threading.get_ident())
 
 
-@pytest.fixture(autouse=True)
-def _no_sql_means_no_sql(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A `no_sql` test (left out of the PostgreSQL pass) fails if it uses a database."""
-    if request.node.get_closest_marker("no_sql") is None:
-        yield
-        return
-    before = _Checkouts.count
-    yield
-    if _Checkouts.count != before:
-        pytest.fail(
-            f"{request.node.nodeid} is marked no_sql, so the PostgreSQL pass leaves it out, "
-            "but it opened a database connection: remove the mark"
-        )
+_SQL_WATCH = pytest.StashKey[tuple[set[int | None], int]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Watches a `no_sql` test from before its first fixture is set up."""
+    if item.get_closest_marker("no_sql") is not None:
+        older = {thread.ident for thread in threading.enumerate()} - {threading.get_ident()}
+        item.stash[_SQL_WATCH] = (older, len(_Checkouts.threads))
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A `no_sql` test (left out of the PostgreSQL pass) fails if it, its fixtures, or a
+    thread they start, used a database. Threads older than the test (a server an earlier test
+    left running in this worker) are not the test's."""
+    result = yield
+    if (watch := item.stash.get(_SQL_WATCH, None)) is not None:
+        older, start = watch
+        if any(thread not in older for thread in _Checkouts.threads[start:]):
+            pytest.fail(
+                f"{item.nodeid} is marked no_sql, so the PostgreSQL pass leaves it out, "
+                "but it opened a database connection: remove the mark"
+            )
+    return result
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -49,3 +49,92 @@ def test_the_postgresql_pass_leaves_out_no_sql_tests(pytester: pytest.Pytester) 
     assert "test_pure" not in collected.stdout.str()
     on_sqlite = pytester.runpytest_inprocess("--db", "sqlite", "--collect-only", "-q")
     on_sqlite.stdout.fnmatch_lines(["*4 tests collected*"])
+
+
+THREADED_MODULE = """
+import threading
+import time
+
+import pytest
+from sqlalchemy import create_engine, text
+
+pytestmark = pytest.mark.no_sql
+STOP = threading.Event()
+
+
+def poll(url):
+    engine = create_engine(url)
+    while not STOP.is_set():
+        with engine.connect() as connection:
+            connection.execute(text("select 1"))
+        time.sleep(0.01)
+
+
+@pytest.mark.no_sql
+def test_a_thread_of_this_test_opens_a_database(tmp_path):
+    thread = threading.Thread(target=poll, args=(f"sqlite:///{tmp_path / 'y.sqlite3'}",))
+    thread.start()
+    time.sleep(0.1)
+    STOP.set()
+    thread.join()
+
+
+def test_starts_a_poller_that_outlives_it(tmp_path_factory):
+    STOP.clear()
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'z.sqlite3'}"
+    threading.Thread(target=poll, args=(url,), daemon=True).start()
+    time.sleep(0.05)
+
+
+def test_computes_while_an_older_thread_polls():
+    time.sleep(0.1)
+    assert sum(range(4)) == 6
+"""
+
+
+def test_a_thread_the_test_starts_counts_and_an_older_one_does_not(
+    pytester: pytest.Pytester,
+) -> None:
+    """The first test's own thread uses a database: it fails. The second leaves a poller
+    running (its own connections count against it: it fails too), and the third, which only
+    computes while that older thread polls, passes."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_threads=THREADED_MODULE)
+    result = pytester.runpytest_inprocess("--db", "sqlite", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_a_thread_of_this_test_opens_a_database is marked no_sql*",
+            "*test_starts_a_poller_that_outlives_it is marked no_sql*",
+        ]
+    )
+
+
+FIXTURE_MODULE = """
+import pytest
+from sqlalchemy import create_engine, text
+
+pytestmark = pytest.mark.no_sql
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'w.sqlite3'}"
+    with create_engine(url).connect() as connection:
+        connection.execute(text("select 1"))
+    return url
+
+
+def test_uses_a_module_fixture_that_opened_a_database(database):
+    assert database
+"""
+
+
+def test_a_fixture_that_opens_a_database_counts_against_a_no_sql_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_fixture=FIXTURE_MODULE)
+    result = pytester.runpytest_inprocess("--db", "sqlite", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*test_uses_a_module_fixture_that_opened* is marked no_sql*"])

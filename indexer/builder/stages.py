@@ -32,7 +32,13 @@ from indexer.builder.split_plan import SplitPlan
 from indexer.config import Settings
 from indexer.store.manifest import LevelEntry, file_sha256
 from indexer.store.units import UnitCounter, count_units, insert_documents
-from indexer.store.vector_index import FaissIndex, IvfFlatWriter, choose_factory, gpu_count
+from indexer.store.vector_index import (
+    FaissIndex,
+    FlatWriter,
+    IvfFlatWriter,
+    choose_factory,
+    gpu_count,
+)
 from indexer.store.versions import set_build_state
 from indexer.text.chunking import add_chunks
 from indexer.text.documents import LEVELS, Document
@@ -228,9 +234,10 @@ def write_vector_indexes(
         )
         names = (f"{level}.faiss", f"{level}.f16.npy", f"{level}.ids.npy")
         index_file, vectors_file, ids_file = names
-        # an IVF-Flat level is written a list at a time, from the float16 file (never filled
-        # in memory); a Flat level holds what the service holds
+        # an IVF-Flat level is written a list at a time and a Flat level a slice at a time,
+        # both from the float16 file: neither is filled in memory
         streamed = IvfFlatWriter(index) if IvfFlatWriter.accepts(index) else None
+        flat = FlatWriter(index) if streamed is None and FlatWriter.accepts(index) else None
         with (folder / vectors_file).open("wb") as out:
             header = {"descr": "<f2", "fortran_order": False, "shape": (len(ids), dim)}
             np.lib.format.write_array_header_1_0(out, header)
@@ -243,11 +250,13 @@ def write_vector_indexes(
                 out.write(half.tobytes())
                 if streamed is not None:
                     streamed.assign(half)
-                else:
+                elif flat is None:
                     index.add(half, ids[at : at + len(half)])
                 at += len(half)
         if streamed is not None:
             streamed.write(folder / index_file, ids, _mapped_rows(folder / vectors_file))
+        elif flat is not None:
+            flat.write(folder / index_file, ids, _mapped_rows(folder / vectors_file))
         else:
             index.save(folder / index_file)
         np.save(folder / ids_file, ids)
