@@ -12,8 +12,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU install path: the local CPU wheel of torch, pinned (an unpinned torch pulls CUDA).
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[cpu,dev]"
+	# --no-compile: Python compiles the modules it imports when it imports them, instead of
+	# every module of every package (Ray's and torch's thousands) at install time.
+	$(BIN)/pip install --quiet --no-compile torch==2.13.0
+	$(BIN)/pip install --quiet --no-compile -e ".[cpu,dev]"
 	touch $@
 
 setup: $(VENV)/.installed
