@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from copy import deepcopy
 from pathlib import Path
@@ -40,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks the tests under NO_SQL_FOLDERS `no_sql`; on `--db postgresql`, leaves every
     `no_sql` test out, since the database cannot change its outcome (the SQLite pass runs
-    them, and `_no_sql_means_no_sql` fails one that opens a database connection)."""
+    them, and `pytest_runtest_teardown` fails one that opens a database connection)."""
     for item in items:
         if item.path.relative_to(config.rootpath).as_posix().startswith(NO_SQL_FOLDERS):
             item.add_marker(pytest.mark.no_sql)
@@ -53,17 +54,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class _Checkouts:
-    """The thread of every connection taken from any SQLAlchemy pool in this process."""
+    """Connections taken from any SQLAlchemy pool in this process, counted per thread."""
 
-    threads: list[int] = []
+    by_thread: Counter[int] = Counter()
 
 
 @event.listens_for(Pool, "checkout")
-def _record_checkout(*_args: object) -> None:
-    _Checkouts.threads.append(threading.get_ident())
+def _count_checkout(*_args: object) -> None:
+    _Checkouts.by_thread[threading.get_ident()] += 1  # each thread counts under its own key
 
 
-_SQL_WATCH = pytest.StashKey[tuple[set[int | None], int]]()
+_SQL_WATCH = pytest.StashKey[tuple[set[int | None], dict[int, int]]]()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -71,7 +72,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     """Watches a `no_sql` test from before its first fixture is set up."""
     if item.get_closest_marker("no_sql") is not None:
         older = {thread.ident for thread in threading.enumerate()} - {threading.get_ident()}
-        item.stash[_SQL_WATCH] = (older, len(_Checkouts.threads))
+        item.stash[_SQL_WATCH] = (older, dict(_Checkouts.by_thread))
     return (yield)
 
 
@@ -82,8 +83,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     left running in this worker) are not the test's."""
     result = yield
     if (watch := item.stash.get(_SQL_WATCH, None)) is not None:
-        older, start = watch
-        if any(thread not in older for thread in _Checkouts.threads[start:]):
+        older, before = watch
+        now = dict(_Checkouts.by_thread)
+        if any(t not in older and n > before.get(t, 0) for t, n in now.items()):
             pytest.fail(
                 f"{item.nodeid} is marked no_sql, so the PostgreSQL pass leaves it out, "
                 "but it opened a database connection: remove the mark"
