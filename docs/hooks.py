@@ -21,11 +21,9 @@ from typing import Any
 import typer
 from mkdocs.structure.files import File, Files
 
+from indexer.settings_reference import table_cell, type_text
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def settings_reference() -> str:
@@ -43,8 +41,6 @@ def _option_row(param: Any) -> str:
     else:
         name = ", ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
         help_text = param.help or ""
-    from indexer.settings_reference import type_text
-
     descriptor = getattr(param, "type_descriptor", None)
     if getattr(param, "is_flag", False):
         kind = "flag"
@@ -58,9 +54,11 @@ def _option_row(param: Any) -> str:
     default = getattr(param.default, "value", param.default)  # an enum member: its value
     if isinstance(default, bool):
         default = str(default).lower()
-    shown = "" if default in (None, "false", ()) or callable(default) else f"`{_cell(default)}`"
+    shown = (
+        "" if default in (None, "false", ()) or callable(default) else f"`{table_cell(default)}`"
+    )
     required = " (required)" if param.required else ""
-    return f"| {name}{required} | {_cell(kind)} | {shown} | {_cell(help_text)} |"
+    return f"| {name}{required} | {table_cell(kind)} | {shown} | {table_cell(help_text)} |"
 
 
 def cli_reference() -> str:
@@ -69,7 +67,7 @@ def cli_reference() -> str:
     group: Any = typer.main.get_command(docsim())
     lines = []
     top = [p for p in group.params if p.name != "help"]
-    lines += ["### `docsim`", "", _cell(group.help or ""), ""]
+    lines += ["### `docsim`", "", table_cell(group.help or ""), ""]
     lines += ["| option | type | default | description |", "|---|---|---|---|"]
     lines += [_option_row(p) for p in top] + [""]
     for name in sorted(group.commands):
@@ -120,8 +118,8 @@ def http_reference() -> str:
                     required = " (required)" if p.get("required") else ""
                     lines.append(
                         f"| `{p['name']}`{required} | {p['in']} | "
-                        f"{_cell(_schema_name(p.get('schema', {})))} | "
-                        f"{_cell(p.get('description', ''))} |"
+                        f"{table_cell(_schema_name(p.get('schema', {})))} | "
+                        f"{table_cell(p.get('description', ''))} |"
                     )
                 lines.append("")
             if body := op.get("requestBody"):
@@ -131,7 +129,8 @@ def http_reference() -> str:
                 )
                 lines += [f"Body: {kinds}.", ""]
             codes = ", ".join(
-                f"{code} {_cell(r.get('description', ''))}" for code, r in op["responses"].items()
+                f"{code} {table_cell(r.get('description', ''))}"
+                for code, r in op["responses"].items()
             )
             lines += [f"Responses: {codes}.", ""]
     lines += ["## Schemas", "", "The bodies the routes take and give, by name.", ""]
@@ -144,10 +143,12 @@ def http_reference() -> str:
             lines += ["| field | type | default | description |", "|---|---|---|---|"]
             for field, prop in properties.items():
                 mark = " (required)" if field in required else ""
-                default = f"`{_cell(json.dumps(prop['default']))}`" if "default" in prop else ""
+                default = (
+                    f"`{table_cell(json.dumps(prop['default']))}`" if "default" in prop else ""
+                )
                 lines.append(
-                    f"| `{field}`{mark} | {_cell(_schema_name(prop))} | {default} | "
-                    f"{_cell(prop.get('description', ''))} |"
+                    f"| `{field}`{mark} | {table_cell(_schema_name(prop))} | {default} | "
+                    f"{table_cell(prop.get('description', ''))} |"
                 )
             lines.append("")
         elif "enum" in schema:

@@ -130,8 +130,9 @@ def group_descriptions(model: type[BaseModel]) -> dict[str, str]:
     return found
 
 
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+def table_cell(text: object) -> str:
+    """`text` on one line, safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def settings_markdown(model: type[BaseModel]) -> str:
@@ -146,8 +147,8 @@ def settings_markdown(model: type[BaseModel]) -> str:
         lines += ["| variable | type | default | description |", "|---|---|---|---|"]
         for row in (r for r in rows if r.group == group):
             lines.append(
-                f"| `{row.variable}` | {_cell(row.type)} | `{_cell(row.default)}` | "
-                f"{_cell(row.description)} |"
+                f"| `{row.variable}` | {table_cell(row.type)} | `{table_cell(row.default)}` | "
+                f"{table_cell(row.description)} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from app.cli import docsim
 from app.core.config import ServiceSettings
 from app.main import create_app
 from indexer.settings_reference import setting_rows
-from tests.app.browser import ARTIFACTS, chromium, find_chromium
+from tests.app.browser import ARTIFACTS, required_chromium
 
 pytestmark = pytest.mark.no_sql
 
@@ -123,13 +123,7 @@ def test_the_readme_is_a_front_door() -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    found = find_chromium()
-    if found is None:
-        message = "chromium and chromedriver are not installed"
-        if os.environ.get("DOCSIM_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with chromium(*found) as session:
+    with required_chromium() as session:
         yield session
 
 

@@ -70,3 +70,21 @@ def chromium(browser: str, driver: str) -> Iterator[webdriver.Chrome]:
 def console_errors(session: webdriver.Chrome) -> list[dict]:
     """Console errors and failed loads since the last call (the log is drained on read)."""
     return [entry for entry in session.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+@contextmanager
+def required_chromium() -> Iterator[webdriver.Chrome]:
+    """A headless chromium session; skips without one, or fails under DOCSIM_REQUIRE_BROWSER=1
+    (as `make test` runs), so that a missing browser cannot pass for a passing test."""
+    import pytest
+
+    found = find_chromium()
+    if found is None:
+        message = (
+            "chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
+        )
+        if os.environ.get("DOCSIM_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with chromium(*found) as session:
+        yield session

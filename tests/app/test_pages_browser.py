@@ -7,7 +7,6 @@ Screenshots are kept under build/test-artifacts/ (DOCSIM_TEST_ARTIFACTS), not co
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from app.main import create_app
 from indexer.config import DatabaseSettings, JobSettings
 from indexer.text.corpus import SAMPLE_CORPUS, read_file
 from indexer.text.documents import SourceDocument
-from tests.app.browser import ARTIFACTS, chromium, console_errors, find_chromium, live_server
+from tests.app.browser import ARTIFACTS, console_errors, live_server, required_chromium
 from tests.utils.indexes import publish
 from tests.utils.pdfs import write_document_pdf
 from tests.utils.postgres import PostgresServer
@@ -38,15 +37,7 @@ def base_url(indexed_settings: ServiceSettings) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Chrome]:
-    found = find_chromium()
-    if found is None:
-        message = (
-            "chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
-        )
-        if os.environ.get("DOCSIM_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with chromium(*found) as session:
+    with required_chromium() as session:
         yield session
 
 
