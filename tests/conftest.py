@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import Counter
@@ -13,12 +14,14 @@ from sqlalchemy.pool import Pool
 
 from app.core.config import get_service_settings
 from indexer.config import Settings, get_settings
+from indexer.logs import StderrHandler
 from indexer.store.db import make_engine, upgrade
 from indexer.text.corpus import SAMPLE_CORPUS
 from indexer.text.sentences import SentenceSplitter, load_splitter
 from models.loading import load_encoder
 from models.tiny import write_tiny_encoder
 from models.transformer import TransformerEncoder
+from tests.utils.indexes import PublishedCopies
 from tests.utils.postgres import PostgresServer, running_server
 
 DATABASE_URL = "DOCSIM_DB__URL"
@@ -45,6 +48,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.relative_to(config.rootpath).as_posix().startswith(NO_SQL_FOLDERS):
             item.add_marker(pytest.mark.no_sql)
+    # Files holding a `long` test go first (in collection order; a stable sort): pytest-xdist
+    # hands files to its workers in this order, and a long file handed out last would keep
+    # one worker busy while the other has nothing left.
+    long_files = {item.path for item in items if item.get_closest_marker("long") is not None}
+    items.sort(key=lambda item: item.path not in long_files)
     if config.getoption("--db") != "postgresql":
         return
     kept = [item for item in items if item.get_closest_marker("no_sql") is None]
@@ -133,6 +141,29 @@ def _database_per_test(_postgres: PostgresServer | None, monkeypatch: pytest.Mon
         monkeypatch.setenv(DATABASE_URL, _postgres.database())
     get_settings.cache_clear()  # the CLI and the service read their settings once a process
     get_service_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def published_copies(
+    tmp_path_factory: pytest.TempPathFactory, _postgres: PostgresServer | None
+) -> PublishedCopies:
+    """Published versions built once per session and copied into a test's data directory."""
+    return PublishedCopies(tmp_path_factory.mktemp("published"), _postgres)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging() -> Iterator[None]:
+    """Takes docsim's stderr handler off the root logger after each test: a command run
+    in-process (Typer's `CliRunner`) installs it, and it would outlive its test and print the
+    records of threads still running (a purge, a job) into the test run's output. pytest's own
+    capture handlers come and go with each phase and are left alone."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    for handler in list(root.handlers):
+        if isinstance(handler, StderrHandler):
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture()

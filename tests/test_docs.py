@@ -90,6 +90,7 @@ def test_the_changelog_page_is_the_changelog(site: Path) -> None:
     assert "Unreleased" in text and "docsim --version" in text
 
 
+@pytest.mark.long
 def test_a_broken_link_a_missing_anchor_or_a_page_left_out_fails_the_build(
     tmp_path: Path,
 ) -> None:

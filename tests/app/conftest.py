@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from app.core.config import ApiSettings, ServiceSettings
 from app.main import create_app
 from indexer.config import JobSettings
-from tests.utils.indexes import publish
+from tests.utils.indexes import PublishedCopies, publish
 
 
 @pytest.fixture(scope="session")
@@ -34,11 +34,14 @@ FAST_JOBS = JobSettings(
 
 @pytest.fixture()
 def fresh_settings(
-    tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path
+    tmp_path: Path,
+    tiny_encoder_dir: Path,
+    sample_corpus: Path,
+    published_copies: PublishedCopies,
 ) -> Callable[..., ServiceSettings]:
     """Settings over a new data directory with one published version of the sample corpus,
     for tests that change the index (jobs, document updates); `tmp_path` and the tiny
-    encoder's folder are allowed roots."""
+    encoder's folder are allowed roots. The version is a copy of one built once a session."""
 
     def make(embedded_worker: bool = True, **api: Any) -> ServiceSettings:
         settings = ServiceSettings(
@@ -51,7 +54,7 @@ def fresh_settings(
             ),
             api=ApiSettings(swap_poll_seconds=0.05, **api),
         )
-        publish(sample_corpus, settings, tiny_encoder_dir)
+        published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
         return settings
 
     return make

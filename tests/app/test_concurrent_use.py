@@ -292,6 +292,7 @@ def _settings(fresh_settings: Callable[..., ServiceSettings]) -> ServiceSettings
     return fresh_settings(embedded_worker=False)
 
 
+@pytest.mark.long
 def test_concurrent_readers_and_writers_see_one_snapshot_each(
     fresh_settings: Callable[..., ServiceSettings],
 ) -> None:

@@ -296,6 +296,7 @@ def new_database(_postgres):  # noqa: ANN001, ANN201
     return lambda data_dir: f"sqlite:///{Path(data_dir).resolve() / 'docsim.sqlite3'}"
 
 
+@pytest.mark.long
 def test_document_changes_state_machine(tiny_encoder_dir: Path, new_database) -> None:
     _run(tiny_encoder_dir, new_database, examples=8, steps=10, derandomize=True)
 

@@ -193,6 +193,7 @@ def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestCli
     assert local.post("/similar", json={"top_k": 48, **body}).status_code == 200
 
 
+@pytest.mark.long
 def test_a_change_without_room_for_two_versions_swaps_with_a_gap(
     ray_cluster: None,
     fresh_settings,  # noqa: ANN001

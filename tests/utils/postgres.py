@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,18 @@ class PostgresServer:
         finally:
             admin.dispose()
         return self.url(name)
+
+    def copy_database(self, template_url: str, target_url: str) -> None:
+        """Replace the database of `target_url` with a copy of `template_url`'s, which nobody
+        may be connected to (PostgreSQL's `CREATE DATABASE ... TEMPLATE`)."""
+        template, target = make_url(template_url).database, make_url(target_url).database
+        admin = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)'))
+                conn.execute(text(f'CREATE DATABASE "{target}" TEMPLATE "{template}"'))
+        finally:
+            admin.dispose()
 
 
 @contextmanager

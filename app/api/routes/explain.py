@@ -8,7 +8,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from app.api.deps import SearchSlot, SettingsDep, StateDep
 from app.render.explain_page import render_html
-from app.render.heatmaps import render_png
 from app.render.policy import content_security_policy
 from app.schemas.explain import ExplainFormat, ExplainResponse
 from app.services import explain as service
@@ -39,6 +38,10 @@ def explain(
     started = time.perf_counter()
     explanation = service.explain(state, source, target, settings.api)
     if format is ExplainFormat.png:
+        # matplotlib is imported by the first PNG asked for, not by every process that
+        # imports the app (a third of a second: CLI commands, workers, tests)
+        from app.render.heatmaps import render_png
+
         return Response(
             render_png(explanation, settings.api.image_max_cells_per_axis),
             media_type="image/png",

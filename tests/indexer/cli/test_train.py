@@ -67,6 +67,7 @@ def run(kind, docs, out, cfg, **kw):  # noqa: ANN001, ANN201
     )
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", KINDS)
 def test_training_lowers_the_loss_and_the_saved_encoder_serves(
     kind: str, docs, tiny_encoder_dir: Path, tmp_path: Path, sample_corpus: Path

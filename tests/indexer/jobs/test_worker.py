@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from sqlalchemy import Engine
 
@@ -33,6 +34,7 @@ from models.loading import load_encoder
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 
+@pytest.mark.long
 def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
     tmp_path: Path,
     tiny_encoder_dir: Path,

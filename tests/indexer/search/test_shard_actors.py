@@ -70,6 +70,7 @@ def restarted(shards: RayShards, which: int, before: str, seconds: float = 60) -
     raise TimeoutError(f"shard {which} was not restarted in {seconds} s")
 
 
+@pytest.mark.long
 def test_ray_shards_rank_as_in_process_and_recover_from_a_kill(
     local_ray: None, searcher: Searcher, tiebreak: np.ndarray
 ) -> None:
