@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Setup installs without byte-compiling (below), so Python must be let to write the bytecode of
+# what it imports: with PYTHONDONTWRITEBYTECODE set (these machines set it), every process of
+# the test run compiled torch and transformers from source again, about 10 s each.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup browser postgres run test test-slow lint docs bench clean audit
 
