@@ -7,22 +7,22 @@ from collections import Counter
 from collections.abc import Iterator
 from copy import deepcopy
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import Engine, event
 from sqlalchemy.pool import Pool
 
-from app.core.config import get_service_settings
-from indexer.config import Settings, get_settings
-from indexer.logs import StderrHandler
-from indexer.store.db import make_engine, upgrade
-from indexer.text.corpus import SAMPLE_CORPUS
-from indexer.text.sentences import SentenceSplitter, load_splitter
-from models.loading import load_encoder
-from models.tiny import write_tiny_encoder
-from models.transformer import TransformerEncoder
-from tests.utils.indexes import PublishedCopies
 from tests.utils.postgres import PostgresServer, running_server
+
+# docsim itself is imported by the fixtures, not here: pytest-xdist's controller process loads
+# this file but runs no test, and importing torch and transformers would cost it seconds of
+# the cores its workers start on.
+if TYPE_CHECKING:
+    from indexer.config import Settings
+    from indexer.text.sentences import SentenceSplitter
+    from models.transformer import TransformerEncoder
+    from tests.utils.indexes import PublishedCopies
 
 DATABASE_URL = "DOCSIM_DB__URL"
 ENCODER_CACHE = "DOCSIM_ENCODER__CACHE_DIR"
@@ -49,8 +49,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.path.relative_to(config.rootpath).as_posix().startswith(NO_SQL_FOLDERS):
             item.add_marker(pytest.mark.no_sql)
     # Files holding a `long` test go first (in collection order; a stable sort): pytest-xdist
-    # hands files to its workers in this order, and a long file handed out last would keep
-    # one worker busy while the other has nothing left.
+    # hands files to its workers in this order (with `--no-loadscope-reorder`, as `make test`
+    # runs it; by default it sends the files with the most tests first), and a long file
+    # handed out last would keep one worker busy while the other has nothing left.
     long_files = {item.path for item in items if item.get_closest_marker("long") is not None}
     items.sort(key=lambda item: item.path not in long_files)
     if config.getoption("--db") != "postgresql":
@@ -137,6 +138,9 @@ def _encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _database_per_test(_postgres: PostgresServer | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test's settings (and the CLI processes it starts) point at a fresh database, as a
     fresh data directory gives each test a fresh SQLite file."""
+    from app.core.config import get_service_settings
+    from indexer.config import get_settings
+
     if _postgres is not None:
         monkeypatch.setenv(DATABASE_URL, _postgres.database())
     get_settings.cache_clear()  # the CLI and the service read their settings once a process
@@ -148,6 +152,8 @@ def published_copies(
     tmp_path_factory: pytest.TempPathFactory, _postgres: PostgresServer | None
 ) -> PublishedCopies:
     """Published versions built once per session and copied into a test's data directory."""
+    from tests.utils.indexes import PublishedCopies
+
     return PublishedCopies(tmp_path_factory.mktemp("published"), _postgres)
 
 
@@ -157,6 +163,8 @@ def _root_logging() -> Iterator[None]:
     in-process (Typer's `CliRunner`) installs it, and it would outlive its test and print the
     records of threads still running (a purge, a job) into the test run's output. pytest's own
     capture handlers come and go with each phase and are left alone."""
+    from indexer.logs import StderrHandler
+
     root = logging.getLogger()
     level = root.level
     yield
@@ -173,11 +181,15 @@ def on_postgres(_postgres: PostgresServer | None) -> bool:
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from models.tiny import write_tiny_encoder
+
     return write_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
 
 
 @pytest.fixture(scope="session")
 def _tiny_encoder(tiny_encoder_dir: Path) -> TransformerEncoder:
+    from models.loading import load_encoder
+
     return load_encoder(tiny_encoder_dir, precision="fp32")  # type: ignore[return-value]
 
 
@@ -188,26 +200,36 @@ def tiny_encoder(_tiny_encoder: TransformerEncoder) -> TransformerEncoder:
 
 @pytest.fixture(scope="session")
 def minilm() -> TransformerEncoder:
+    from models.loading import load_encoder
+
     return load_encoder("minilm", precision="fp32")  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")
 def splitter() -> SentenceSplitter:
+    from indexer.text.sentences import load_splitter
+
     return load_splitter()
 
 
 @pytest.fixture(scope="session")
 def sample_corpus() -> Path:
+    from indexer.text.corpus import SAMPLE_CORPUS
+
     return SAMPLE_CORPUS
 
 
 @pytest.fixture()
 def settings(tmp_path: Path) -> Settings:
+    from indexer.config import Settings
+
     return Settings(data_dir=tmp_path / "data")
 
 
 @pytest.fixture()
 def engine(settings: Settings) -> Iterator[Engine]:
+    from indexer.store.db import make_engine, upgrade
+
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     yield engine
