@@ -18,8 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	# CPU install path: the local CPU wheel of torch, pinned (an unpinned torch pulls CUDA).
 	# --no-compile: Python compiles the modules it imports when it imports them, instead of
 	# every module of every package (Ray's and torch's thousands) at install time.
-	$(BIN)/pip install --quiet --no-compile torch==2.13.0
-	$(BIN)/pip install --quiet --no-compile -e ".[cpu,dev]"
+	# setuptools comes first too, so that docsim's own editable build runs in this environment
+	# (--no-build-isolation) instead of a fresh one that pip would install setuptools into.
+	$(BIN)/pip install --quiet --no-compile torch==2.13.0 "setuptools>=68"
+	$(BIN)/pip install --quiet --no-compile --no-build-isolation -e ".[cpu,dev]"
 	touch $@
 
 setup: $(VENV)/.installed
