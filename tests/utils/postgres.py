@@ -107,28 +107,30 @@ class PostgresServer:
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
-    def database(self) -> str:
-        """A new, empty database's SQLAlchemy URL."""
-        name = f"docsim_{os.getpid()}_{next(self._names)}_{int(time.time() * 1000) % 100000}"
+    def _administer(self, *statements: str) -> None:
+        """Run statements that cannot run in a transaction (CREATE / DROP DATABASE)."""
         admin = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
         try:
             with admin.connect() as conn:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
+                for statement in statements:
+                    conn.execute(text(statement))
         finally:
             admin.dispose()
+
+    def database(self) -> str:
+        """A new, empty database's SQLAlchemy URL."""
+        name = f"docsim_{os.getpid()}_{next(self._names)}_{int(time.time() * 1000) % 100000}"
+        self._administer(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
     def copy_database(self, template_url: str, target_url: str) -> None:
         """Replace the database of `target_url` with a copy of `template_url`'s, which nobody
         may be connected to (PostgreSQL's `CREATE DATABASE ... TEMPLATE`)."""
         template, target = make_url(template_url).database, make_url(target_url).database
-        admin = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
-        try:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)'))
-                conn.execute(text(f'CREATE DATABASE "{target}" TEMPLATE "{template}"'))
-        finally:
-            admin.dispose()
+        self._administer(
+            f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)',
+            f'CREATE DATABASE "{target}" TEMPLATE "{template}"',
+        )
 
 
 @contextmanager
