@@ -7,7 +7,8 @@
 - **The served version's lifecycle**: `active_version`, `open_searcher` (load a version with
   its encoder), `serve_on_shards` (score on Ray actors), `Searcher.with_changes` (follow
   document changes), `purge_retired` (drop rows no reader can see), `prepare_data_dir`.
-- **Search and explain**: `Searcher` with its options, query and result types;
+- **Search and explain**: `Searcher` with its options, query and result types; metadata
+  filters (`parse_filter`, `Filter`, and `FilterColumns` for the fields and their types);
   `explain_pair` and `Explanation`.
 - **Documents and their changes**: reading and splitting posted documents, `DocumentChange`,
   `apply_change` under `hold_data_dir` (the one-writer lock), `stored_document_by_id`.
@@ -28,6 +29,7 @@ from indexer.jobs.queue import JobRow, create_job, get_job, list_jobs, request_c
 from indexer.jobs.updates import DocumentChange, apply_change
 from indexer.jobs.worker import CURRENT, ReindexParameters, Worker
 from indexer.search.explain import Explanation, Side, explain_pair
+from indexer.search.filters import FieldType, Filter, FilterColumns, parse_filter
 from indexer.search.searcher import Searcher
 from indexer.search.types import (
     DocumentHit,
@@ -61,7 +63,6 @@ from indexer.text.split import split_document
 
 __all__ = [
     "CURRENT",
-    "SAMPLE_CORPUS",
     "CorpusFormat",
     "DataDir",
     "Document",
@@ -69,7 +70,10 @@ __all__ = [
     "DocumentHit",
     "EngineName",
     "Explanation",
+    "FieldType",
     "FileLimits",
+    "Filter",
+    "FilterColumns",
     "Granularity",
     "JobFigures",
     "JobRow",
@@ -78,6 +82,7 @@ __all__ = [
     "Population",
     "Query",
     "ReindexParameters",
+    "SAMPLE_CORPUS",
     "ScoringMode",
     "SearchOptions",
     "SearchResult",
@@ -101,6 +106,7 @@ __all__ = [
     "list_jobs",
     "make_engine",
     "open_searcher",
+    "parse_filter",
     "prepare_data_dir",
     "purge_retired",
     "read_document",

@@ -11,6 +11,7 @@ from indexer.jobs.queue import JobNotFoundError, JobStateError
 from indexer.jobs.updates import IndexChangedError
 from indexer.ray_session import RaySessionError
 from indexer.search.explain import PairTooLargeError
+from indexer.search.filters import FilterError
 from indexer.search.loaded_index import IndexMismatchError
 from indexer.search.shards import ShardUnavailableError
 from indexer.search.types import DocumentNotFoundError, QueryError
@@ -34,6 +35,7 @@ __all__ = [
     "DocumentNotFoundError",
     "EmptyDocumentError",
     "EngineError",
+    "FilterError",
     "IndexBuildError",
     "IndexChangedError",
     "IndexMismatchError",

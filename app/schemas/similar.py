@@ -2,10 +2,61 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+import json
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
-from indexer.api import DocumentHit, Granularity, Method, ScoringMode, SearchResult
+from indexer.api import (
+    DocumentHit,
+    Granularity,
+    Method,
+    ScoringMode,
+    SearchResult,
+    parse_filter,
+)
+
+FilterValue = StrictBool | StrictInt | StrictFloat | StrictStr
+FilterBound = StrictInt | StrictFloat | StrictStr
+
+
+class FilterIn(RequestModel):
+    """A filter over document metadata: a condition on one `field` (`eq` a value, `in` a list,
+    range bounds `gt` / `gte` / `lt` / `lte` on a number or date field, or `exists`), or
+    `and` / `or` over a list of filters, or `not` one. Nested metadata objects are named by
+    dotted paths (`header.court`); a field holding a list matches when any of its values
+    does. Dates are ISO 8601 strings (`1990-01-31`)."""
+
+    field: str | None = Field(default=None, min_length=1, max_length=512)
+    eq: FilterValue | None = None
+    in_: list[FilterValue] | None = Field(default=None, alias="in", max_length=10_000)
+    gt: FilterBound | None = None
+    gte: FilterBound | None = None
+    lt: FilterBound | None = None
+    lte: FilterBound | None = None
+    exists: StrictBool | None = None
+    and_: list[FilterIn] | None = Field(default=None, alias="and", max_length=1_000)
+    or_: list[FilterIn] | None = Field(default=None, alias="or", max_length=1_000)
+    not_: FilterIn | None = Field(default=None, alias="not")
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> FilterIn:
+        parse_filter(self.data())  # a FilterError is a ValueError: a 422 naming the field
+        return self
+
+    def data(self) -> dict[str, Any]:
+        """The JSON form `indexer.search.filters.parse_filter` reads."""
+        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 class SimilarOptions(RequestModel):
@@ -22,6 +73,28 @@ class SimilarOptions(RequestModel):
     candidates: list[DocumentIdText] | None = Field(
         default=None, description="Rank only these indexed documents (a pool).", max_length=100_000
     )
+    filter: FilterIn | None = Field(
+        default=None,
+        description="Rank only the documents whose metadata it matches; applied before "
+        "scoring. In an upload's form, the filter's JSON text.",
+    )
+    group_by: Literal["document"] | None = Field(
+        default=None,
+        description="Units only: `top_k` counts documents, each with its best `group_size` "
+        "units, so that one long document cannot fill the list.",
+    )
+    group_size: int = Field(default=1, ge=1, le=100, description="Units per group.")
+
+    @field_validator("filter", mode="before")
+    @classmethod
+    def _filter_from_form(cls, value: Any) -> Any:
+        """A form field holds the filter as JSON text."""
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as error:
+                raise ValueError(f"the filter is not JSON: {error}") from None
+        return value
 
 
 class SimilarRequest(SimilarOptions):

@@ -55,7 +55,7 @@ def _stats_again(
     if cached.population is None:
         return searcher.ranking_stats(query)
     try:
-        return searcher.population_stats(query, cached.population, cached.candidates)
+        return searcher.population_stats(query, cached.population, cached.candidates, cached.filter)
     except DocumentNotFoundError:
         raise SourceNotFoundError(
             f"query {source!r} ranked a pool of candidates that the active index no longer "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from cachetools import TTLCache
 
-from indexer.api import ParagraphStats, Population, Query
+from indexer.api import Filter, ParagraphStats, Population, Query
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class CachedQuery:
     document_id: str | None = None
     population: Population | None = None  # what `stats` were over
     candidates: tuple[str, ...] | None = None  # the pool, when the ranking had one
+    filter: Filter | None = None  # the ranking's filter (a `pool` population may be its set)
 
     @property
     def nbytes(self) -> int:

@@ -8,7 +8,7 @@ from app.services.limits import posted_document, split_within_limits
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
 from app.services.uploads import UploadedFile, read_upload
-from indexer.api import FileLimits, Query, SearchOptions, SearchResult
+from indexer.api import FileLimits, Query, SearchOptions, SearchResult, parse_filter
 from indexer.errors import QueryError
 
 NO_QUERY = "a query needs a `document`, a `document_id` or an uploaded file"
@@ -57,6 +57,9 @@ def similar(
         normalize=request.normalize,
         mode=request.mode,
         candidates=request.candidates,
+        filter=parse_filter(request.filter.data()) if request.filter is not None else None,
+        group_by=request.group_by,
+        group_size=request.group_size,
     )
     result = state.searcher.similar(query, options)
     query_id = state.queries.put(
@@ -67,6 +70,7 @@ def similar(
             document_id=document_id,
             population=result.stats.population if result.stats is not None else None,
             candidates=tuple(request.candidates) if request.candidates is not None else None,
+            filter=options.filter,
         )
     )
     return result, query_id

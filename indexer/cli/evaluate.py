@@ -42,23 +42,37 @@ def evaluate(
     ] = 1,
     query_field: Annotated[str, typer.Option(help="JSONL field holding the query text.")] = "text",
     sdr_metrics: Annotated[bool, typer.Option(help="Also report SDR's MPR and HR@10/100.")] = False,
+    filter: Annotated[
+        str | None,
+        typer.Option(
+            "--filter",
+            help='A metadata filter (JSON, as /similar takes it, e.g. \'{"field": "date", '
+            '"gte": "2000-01-01"}\'): rank only what it keeps, judged on those documents.',
+        ),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Evaluate rankings of the active index against relevance judgments."""
     from indexer.evaluation.report import build_report, read_judged, report_table, score_methods
     from indexer.evaluation.runs import MethodSpec, warn_unmatched_judgments
+    from indexer.search.filters import parse_filter
     from indexer.serving import open_searcher
 
     settings = existing_data_dir(cli_settings(data_dir))
     try:
         for name in method or []:
             MethodSpec.parse(name)  # a typo fails before the index loads
-        judged = read_judged(queries, qrels, pools, query_field)
+        wanted = parse_filter(json.loads(filter)) if filter is not None else None
+        judged = read_judged(queries, qrels, pools, query_field, wanted)
         if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
             upgrade(settings.database_url)
         searcher = open_searcher(settings, make_engine(settings.database_url))
         specs = [MethodSpec.parse(m) for m in (method or [searcher.settings.default_method.value])]
     except (*USER_ERRORS, ValueError, OSError) as error:
+        fail(str(error))
+    try:
+        judged = judged.within(searcher)
+    except ValueError as error:  # a filter field the collection does not have
         fail(str(error))
     warn_unmatched_judgments(judged.judgments, judged.queries, searcher.index.external_ids)
     per_method = score_methods(
@@ -77,6 +91,7 @@ def evaluate(
         index_version=searcher.index.version_id,
         per_method=per_method,
         search_settings=settings.search.model_dump(),
+        filter=json.loads(filter) if filter is not None else None,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")

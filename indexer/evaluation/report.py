@@ -4,7 +4,7 @@ every method and score the rankings, then the JSON report and the table the comm
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from indexer.evaluation.runs import (
     read_queries,
     run_queries,
 )
+from indexer.search.filters import Filter
 from indexer.search.searcher import Searcher
 
 BASELINES = ("bm25", "hybrid")  # the methods every other one is tested against, when run
@@ -38,11 +39,27 @@ class Judged:
     queries: list[EvalQuery]
     judgments: list[Any]
     pools: dict[str, list[str]] | None
+    filter: Filter | None = None  # rank only the documents it keeps
+
+    def within(self, searcher: Searcher) -> Judged:
+        """The judgments of the documents the filter keeps only: a relevant document it
+        leaves out could never be found, and counts for no method."""
+        if self.filter is None:
+            return self
+        mask = searcher.filter_mask(self.filter)
+        kept = {d for d, keep in zip(searcher.index.external_ids, mask, strict=True) if keep}
+        return replace(self, judgments=[j for j in self.judgments if j.doc_id in kept])
 
 
-def read_judged(queries: Path, qrels: Path, pools: Path | None, query_field: str) -> Judged:
+def read_judged(
+    queries: Path,
+    qrels: Path,
+    pools: Path | None,
+    query_field: str,
+    filter: Filter | None = None,
+) -> Judged:
     """Read the queries (AILA lines or JSONL, the text in `query_field`), the TREC qrels and
-    the optional pools (JSON).
+    the optional pools (JSON); with `filter`, every query ranks only what it keeps.
 
     Raises:
         ValueError, OSError: a file that is missing or not in its format (naming it).
@@ -51,6 +68,7 @@ def read_judged(queries: Path, qrels: Path, pools: Path | None, query_field: str
         queries=read_queries(queries, query_field),
         judgments=read_qrels(qrels),
         pools=read_pools(pools) if pools else None,
+        filter=filter,
     )
 
 
@@ -70,7 +88,7 @@ def score_methods(
     (`run_file`). Returns the per-query metrics of each method, by name."""
     per_method: dict[str, PerQuery] = {}
     for spec in specs:
-        runs = run_queries(searcher, judged.queries, spec, judged.pools, depth)
+        runs = run_queries(searcher, judged.queries, spec, judged.pools, depth, judged.filter)
         if run_out is not None:
             path = run_file(run_out, spec.name, several=len(specs) > 1)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,14 +118,16 @@ def build_report(
     index_version: int,
     per_method: dict[str, PerQuery],
     search_settings: dict[str, Any],
+    filter: Any = None,
 ) -> dict[str, Any]:
     """The JSON report: the inputs, each method's mean and per-query metrics, the paired tests
     of every method against each baseline that ran (with another method to compare), and
-    the search settings the rankings used."""
+    the search settings (and the filter, JSON) the rankings used."""
     report: dict[str, Any] = {
         "queries": str(queries),
         "qrels": str(qrels),
         "pools": str(pools) if pools else None,
+        "filter": filter,
         "index_version": index_version,
         "methods": {
             name: {

@@ -12,6 +12,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from indexer.search.filters import Filter
 from indexer.search.searcher import Searcher
 from indexer.search.types import DocumentNotFoundError, Method, Query, QueryError, SearchOptions
 from indexer.text.corpus import json_document
@@ -170,8 +171,10 @@ def run_queries(
     spec: MethodSpec,
     pools: dict[str, list[str]] | None,
     depth: int,
+    filter: Filter | None = None,
 ) -> dict[str, list[tuple[str, float]]]:
-    """`{qid: [(doc_id, score), ...]}` best first, through the API's code path."""
+    """`{qid: [(doc_id, score), ...]}` best first, through the API's code path (the
+    documents `filter` keeps only, when given)."""
     runs: dict[str, list[tuple[str, float]]] = {}
     for query in tqdm(queries, desc=spec.name, unit="query"):
         candidates = pools.get(query.qid) if pools is not None else None
@@ -186,6 +189,7 @@ def run_queries(
             normalize=spec.normalize,
             candidates=candidates,
             matches_per_result=0,
+            filter=filter,
         )
         try:
             result = searcher.similar(build_query(searcher, query), options)

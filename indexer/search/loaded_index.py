@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 from sqlalchemy import Connection, Engine, select
 
+from indexer.search.filters import FilterColumns
 from indexer.search.mapped_rows import MappedRows
 from indexer.search.structure import StoredStructure, read_structure
 from indexer.store.db import snapshot
@@ -54,6 +56,8 @@ class LoadedIndex:
         collection: sentences grouped into paragraphs and documents, for SDR scoring.
         doc_ids: `(D,)` document ids in collection order; `doc_paragraph_start` `(D + 1,)`
             and `paragraph_sentence_start` `(J + 1,)` are offsets into the next level.
+        metadata: each document's metadata, in collection order (`filter_columns` holds it
+            column-wise for filters).
         paragraph_ids: `(J,)` paragraph ids in collection order.
         doc_unit_start: `(D + 1,)` each document's first row at each unit level (a
             document's units are consecutive rows, as their ids are handed out in document
@@ -74,6 +78,7 @@ class LoadedIndex:
     doc_ids: np.ndarray
     external_ids: list[str]
     titles: list[str]
+    metadata: list[dict[str, Any]]
     paragraph_ids: np.ndarray
     doc_paragraph_start: np.ndarray
     paragraph_sentence_start: np.ndarray
@@ -88,6 +93,21 @@ class LoadedIndex:
     @property
     def n_documents(self) -> int:
         return len(self.doc_ids)
+
+    @cached_property
+    def filter_columns(self) -> FilterColumns:
+        """The documents' metadata fields column-wise, built on the first filtered query."""
+        return FilterColumns.of(self.metadata)
+
+    def unit_ids_of(self, level: str, positions: np.ndarray) -> np.ndarray:
+        """`(u,)` the ids of every unit of `level` in the documents at `positions`
+        (ascending)."""
+        if level == "document":
+            return np.sort(self.doc_ids[positions])
+        start = self.doc_unit_start[level]
+        rows = [np.arange(start[p], start[p + 1]) for p in np.sort(positions)]
+        found: np.ndarray = self.ids[level][np.concatenate([np.empty(0, np.int64), *rows])]
+        return found
 
     @classmethod
     def load(
@@ -284,6 +304,7 @@ def _assemble(
         doc_ids=stored.doc_ids,
         external_ids=stored.external_ids,
         titles=stored.titles,
+        metadata=stored.metadata,
         paragraph_ids=stored.paragraph_ids,
         doc_paragraph_start=layout.doc_paragraph_start,
         paragraph_sentence_start=layout.paragraph_sentence_start,

@@ -141,6 +141,18 @@ class SdrScorer:
         self.remember(query, found)
         return found
 
+    def _every_other(self, query: Query) -> Positions:
+        """Every document's position but the query's source."""
+        docs = np.arange(self.index.n_documents)
+        return docs if query.source_index is None else docs[docs != query.source_index]
+
+    def whole_collection_stats(self, query: Query, remembered: bool = True) -> ParagraphStats:
+        """The statistics over every other document: the default's when that is the
+        collection and `remembered` (kept per source), else computed."""
+        if remembered and self.default_population is Population.collection:
+            return self.default_stats(query)
+        return self.collection_stats(query)
+
     def collection_stats(self, query: Query) -> ParagraphStats:
         """The statistics over every other document of the collection."""
         p = self.paragraphs(query, self.collection)  # (I, J) over every document
@@ -165,10 +177,13 @@ class SdrScorer:
         mode: ScoringMode,
         pooled: bool,
         remember: bool = True,
+        whole_collection: bool = False,
     ) -> SdrScores:
-        """SDR scores of `docs`, normalised over them (`pool` or `collection`) or, in candidate
-        mode, over the fixed sample; the statistics are remembered for the source unless
-        `remember` is off (a query whose paragraphs were regrouped)."""
+        """SDR scores of `docs`, normalised over them (`pool` or `collection`), over every
+        other document of the collection when `whole_collection` (`docs` being the documents
+        a filter keeps) or, in candidate mode, over the fixed sample; the statistics are
+        remembered for the source unless `remember` is off (a query whose paragraphs were
+        regrouped)."""
         n = self.index.n_documents
         scores = np.full(n, -np.inf)
         first_column = np.full(n, -1, dtype=np.int64)
@@ -184,6 +199,8 @@ class SdrScorer:
         if normalize:
             if mode is ScoringMode.candidate:
                 used = self.sample_stats(query)
+            elif whole_collection:  # a regrouped query's paragraphs are not the source's
+                used = self.whole_collection_stats(query, remembered=remember)
             else:
                 population = Population.pool if pooled else Population.collection
                 used = ParagraphStats(row_stats(pmatrix), population, len(docs))
@@ -229,15 +246,25 @@ class ShardedSdrScorer(SdrScorer):
         mode: ScoringMode,
         pooled: bool,
         remember: bool = True,
+        whole_collection: bool = False,
     ) -> SdrScores:
         if mode is not ScoringMode.exhaustive or not len(docs):
             return super().score(
-                query, docs, normalize=normalize, mode=mode, pooled=pooled, remember=remember
+                query,
+                docs,
+                normalize=normalize,
+                mode=mode,
+                pooled=pooled,
+                remember=remember,
+                whole_collection=whole_collection,
             )
         n = self.index.n_documents
-        hits, stats, scored = self.shards.rank(query_on_shards(query, docs, n), None, normalize)
+        # normalised over the whole collection: its every document ranked, then those kept
+        ranked = self._every_other(query) if whole_collection and normalize else docs
+        hits, stats, scored = self.shards.rank(query_on_shards(query, ranked, n), None, normalize)
+        kept = np.isin(hits.positions, docs)
         scores = np.full(n, -np.inf)
-        scores[hits.positions] = hits.scores
+        scores[hits.positions[kept]] = hits.scores[kept]
         used = None
         if stats is not None:
             population = Population.pool if pooled else Population.collection

@@ -74,13 +74,18 @@ class SdrRanker:
             windowed_query = (
                 windowed(query, settings.query_window) if method is Method.sdr_window else query
             )
+            # a filter normalises over the whole collection (each document scores as it
+            # would unfiltered) or over what it keeps (`filter_population`); a pool over itself
+            filtered = options.filter is not None and options.candidates is None
+            whole = filtered and settings.filter_population == "collection"
             sdr = context.sdr.score(
                 windowed_query,
                 scored,
                 normalize=options.normalize,
                 mode=mode,
-                pooled=options.candidates is not None,
+                pooled=options.candidates is not None or (filtered and not whole),
                 remember=method is not Method.sdr_window,
+                whole_collection=whole,
             )
         pool = self._pool(query, method, fusion, scored, allowed, mode)
         scratch = QueryScratch()

@@ -19,6 +19,7 @@ import torch
 from sqlalchemy import Engine
 
 from indexer.search.arrays import Positions
+from indexer.search.filters import Filter
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.matches import document_hits
 from indexer.search.postings import Postings
@@ -204,9 +205,19 @@ class Searcher:
                     "use granularity 'document' or method 'sdr' / 'document'"
                 )
             return replace(self._similar_units(query, options), method=method)
-        allowed = self._allowed(query, options.candidates)
+        if options.group_by is not None:
+            raise QueryError(
+                "group_by groups the units of granularity 'section', 'paragraph' or "
+                "'sentence'; granularity 'document' has one result per document already"
+            )
+        allowed = self._allowed(query, options.candidates, options.filter)
         if method in SDR_RANKED:
-            mode = scoring_mode(options, len(self.index.ids["sentence"]), self.settings)
+            sentences = (  # a filter's few documents are scored exhaustively
+                len(self.index.ids["sentence"])
+                if options.filter is None
+                else self._sentences_of(allowed)
+            )
+            mode = scoring_mode(options, sentences, self.settings)
             result = self.sdr_ranker.rank(query, options, allowed, mode)
         else:
             scores = self.scorers[method].scores(query, allowed, QueryScratch())
@@ -221,11 +232,15 @@ class Searcher:
         return self.context.sdr.default_stats(query)
 
     def population_stats(
-        self, query: Query, population: Population, candidates: Sequence[str] | None = None
+        self,
+        query: Query,
+        population: Population,
+        candidates: Sequence[str] | None = None,
+        filter: Filter | None = None,
     ) -> ParagraphStats:
         """The statistics over the same kind of population that a ranking normalised with,
         computed on this version: every other document, candidate mode's fixed sample, or
-        the `candidates` (minus the source).
+        the `candidates` and / or the documents `filter` keeps (minus the source).
 
         Raises:
             DocumentNotFoundError: a candidate of the pool is not in this version.
@@ -235,9 +250,9 @@ class Searcher:
         if population is Population.sample:
             return sdr.sample_stats(query)
         if population is Population.pool:
-            if candidates is None:
-                raise QueryError("a pool population needs its candidates")
-            docs = self._allowed(query, candidates)
+            if candidates is None and filter is None:
+                raise QueryError("a pool population needs its candidates or filter")
+            docs = self._allowed(query, candidates, filter)
         else:
             docs = self._allowed(query, None)
         if not len(docs):
@@ -245,30 +260,47 @@ class Searcher:
         return sdr.stats_over(query, docs, population)
 
     # --- helpers ----------------------------------------------------------------------------
-    def _allowed(self, query: Query, candidates: Sequence[str] | None) -> Positions:
-        return allowed_positions(self._position, self.index.n_documents, query, candidates)
+    def filter_mask(self, filter: Filter) -> np.ndarray:
+        """`(D,)` the documents of this version that `filter` keeps.
+
+        Raises:
+            FilterError: it names a field no document has, or a value of the wrong type.
+        """
+        return self.index.filter_columns.mask(filter)
+
+    def _allowed(
+        self, query: Query, candidates: Sequence[str] | None, filter: Filter | None = None
+    ) -> Positions:
+        allowed = allowed_positions(self._position, self.index.n_documents, query, candidates)
+        if filter is not None:
+            allowed = allowed[self.filter_mask(filter)[allowed]]
+        return allowed
+
+    def _sentences_of(self, allowed: Positions) -> int:
+        """How many sentences the documents at `allowed` hold."""
+        start = self.index.doc_unit_start["sentence"]
+        return int((start[allowed + 1] - start[allowed]).sum())
 
     def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
         index = self.index
-        source = query.source_index
-        allowed_docs = None
-        if options.candidates is not None:
-            allowed_docs = {int(index.doc_ids[p]) for p in self._allowed(query, options.candidates)}
+        narrowed = options.candidates is not None or options.filter is not None
         return similar_units(
             index,
             self.engine,
             options.granularity.value,
             self.level_vectors(query, options.granularity.value).numpy(),
-            source_doc=int(index.doc_ids[source]) if source is not None else None,
-            allowed_docs=allowed_docs,
+            source=query.source_index,
+            allowed=self._allowed(query, options.candidates, options.filter) if narrowed else None,
             top_k=options.top_k,
             seed=self.settings.seed,
+            group_size=options.group_size if options.group_by == "document" else None,
         )
 
 
 def scoring_mode(options: SearchOptions, n_sentences: int, settings: SearchSettings) -> ScoringMode:
-    """`options.mode`, with `auto` resolved: exhaustive over a pool or a collection of at
-    most `exhaustive_max_sentences` sentences (it holds `n_sentences`), else candidate."""
+    """`options.mode`, with `auto` resolved: exhaustive over a pool, or over a collection (or
+    the documents a filter keeps) of at most `exhaustive_max_sentences` sentences (it holds
+    `n_sentences`), else candidate."""
     if options.mode is not ScoringMode.auto:
         return options.mode
     if options.candidates is not None:

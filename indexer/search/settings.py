@@ -53,6 +53,12 @@ class SearchSettings(BaseModel):
         description="SDR's `auto` mode scores every document up to this many indexed "
         "sentences, and retrieves candidates above it.",
     )
+    filter_population: Literal["collection", "filtered"] = Field(
+        default="collection",
+        description="What SDR's z-scores are computed over when a query has a `filter`: "
+        "every other document of the collection (a document scores as it would unfiltered), "
+        "or only the documents the filter keeps (cheaper: the rest are never scored).",
+    )
     candidate_sentence_k: int = Field(
         default=20, ge=1, description="Candidate mode: neighbours of each query sentence."
     )

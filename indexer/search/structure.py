@@ -4,6 +4,7 @@ units of the next level each holds, for `LoadedIndex` to lay its vectors out by.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, Engine, func, select
@@ -20,6 +21,7 @@ class StoredStructure:
     doc_ids: np.ndarray  # (D,)
     external_ids: list[str]
     titles: list[str]
+    metadata: list[dict[str, Any]]  # each document's metadata, for filters
     paragraph_ids: np.ndarray  # (J,)
     paragraph_docs: np.ndarray  # (J,) each paragraph's document id
     paragraph_lengths: np.ndarray  # (J,) sentences per paragraph
@@ -27,13 +29,18 @@ class StoredStructure:
 
 
 def read_structure(bind: Engine | Connection, vid: int) -> StoredStructure:
-    """Reads, for the version's live documents: each document's id, external id and title;
-    each paragraph's id and document; the sentences of each paragraph; and the sections and
-    chunks of each document. Builds them into id-ordered arrays (`StoredStructure`)."""
+    """Reads, for the version's live documents: each document's id, external id, title and
+    metadata; each paragraph's id and document; the sentences of each paragraph; and the
+    sections and chunks of each document. Builds them into id-ordered arrays (`StoredStructure`)."""
     live = live_documents(vid)  # retired documents stay for earlier readers only
     with connected(bind) as conn:
         docs = conn.execute(
-            select(documents.c.doc_id, documents.c.external_id, documents.c.title)
+            select(
+                documents.c.doc_id,
+                documents.c.external_id,
+                documents.c.title,
+                documents.c.metadata,
+            )
             .where(documents.c.doc_id.in_(live))
             .order_by(documents.c.doc_id)
         ).all()
@@ -63,6 +70,7 @@ def read_structure(bind: Engine | Connection, vid: int) -> StoredStructure:
         doc_ids=np.array([d.doc_id for d in docs], dtype=np.int64),
         external_ids=[d.external_id for d in docs],
         titles=[d.title for d in docs],
+        metadata=[d.metadata or {} for d in docs],
         paragraph_ids=np.array([p[0] for p in para_rows], dtype=np.int64),
         paragraph_docs=np.array([p[1] for p in para_rows], dtype=np.int64),
         paragraph_lengths=np.array(

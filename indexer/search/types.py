@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from indexer.text.documents import Document
 from models.scoring import RowStats
+
+if TYPE_CHECKING:
+    from indexer.search.filters import Filter
 
 
 class Method(str, Enum):
@@ -75,6 +79,9 @@ class SearchOptions:
     mode: ScoringMode = ScoringMode.auto
     candidates: Sequence[str] | None = None
     matches_per_result: int = 3
+    filter: Filter | None = None  # over document metadata (`indexer.search.filters`)
+    group_by: Literal["document"] | None = None  # units: top_k documents, group_size each
+    group_size: int = 1
 
 
 @dataclass

@@ -3,6 +3,8 @@ unit of the query, found through the level's FAISS index (or the shards) and sco
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import torch
 from sqlalchemy import Engine
@@ -10,7 +12,7 @@ from sqlalchemy import Engine
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.mapped_rows import MappedRows
 from indexer.search.types import ScoringMode, SearchResult, UnitHit
-from indexer.store.reader import document_texts, level_unit_rows, units_of_documents
+from indexer.store.reader import document_texts, level_unit_rows
 
 
 def similar_units(
@@ -19,41 +21,63 @@ def similar_units(
     level: str,
     vectors: np.ndarray,
     *,
-    source_doc: int | None,
-    allowed_docs: set[int] | None,
+    source: int | None,
+    allowed: np.ndarray | None,
     top_k: int,
     seed: int,
+    group_size: int | None = None,
 ) -> SearchResult:
     """The `top_k` units of `level` nearest to any row of `vectors` `(m, d)`, each scored by
-    its best cosine, outside the document `source_doc` and inside `allowed_docs` (doc ids)
-    when given. Ties: a scrambled order (Knuth's multiplicative hash), not the id order."""
-    k = top_k * 4 + 10
+    its best cosine, outside the document at position `source` and inside the positions
+    `allowed` when given. Ties: a scrambled order (Knuth's multiplicative hash), not the id
+    order.
+
+    With `group_size`, `top_k` counts documents instead: the `top_k` documents whose best
+    unit ranks highest, each with its best `group_size` units, all in score order (the
+    ungrouped ranking with every unit beyond its document's `group_size`-th left out, cut
+    after `top_k` documents).
+    """
+    k = (top_k if group_size is None else top_k * group_size) * 4 + 10
     # a pool is searched among its own units only: nearest units of the whole collection
     # would crowd its units out (fewer than top_k hits, or scores below their best)
-    within = (
-        units_of_documents(engine, level, sorted(allowed_docs))
-        if allowed_docs is not None
-        else None
+    within = index.unit_ids_of(level, allowed) if allowed is not None else None
+    keep_doc = (
+        np.ones(index.n_documents, dtype=bool)
+        if allowed is None
+        else np.zeros(index.n_documents, dtype=bool)
     )
-    found = index.indices[level].search(vectors, k, within=within)  # a list of (k,) per row
-    unit_ids = np.concatenate([np.empty(0, np.int64), *(h.ids for h in found)]).astype(np.int64)
-    query_rows = np.repeat(np.arange(len(found)), [len(h.ids) for h in found])  # (p,)
-    best = best_cosines(index.ids[level], index.vectors[level], vectors, unit_ids, query_rows)
-    rows = level_unit_rows(engine, level, list(best))
-    keep = [
-        u
-        for u in best
-        if rows[u]["doc_id"] != source_doc
-        and (allowed_docs is None or rows[u]["doc_id"] in allowed_docs)
-    ]
-    keep.sort(key=lambda u: (-best[u], (u * 2654435761 + seed) % 4294967296))
-    keep = keep[:top_k]
-    texts = document_texts(engine, sorted({rows[u]["doc_id"] for u in keep}))
-    position = {int(d): i for i, d in enumerate(index.doc_ids)}
+    if allowed is not None:
+        keep_doc[allowed] = True
+    if source is not None:
+        keep_doc[source] = False
+    available = len(index.ids[level]) if within is None else len(within)
+    while True:
+        found = index.indices[level].search(vectors, k, within=within)  # a list of (k,) per row
+        units = np.concatenate([np.empty(0, np.int64), *(h.ids for h in found)]).astype(np.int64)
+        query_rows = np.repeat(np.arange(len(found)), [len(h.ids) for h in found])  # (p,)
+        best = best_cosines(index.ids[level], index.vectors[level], vectors, units, query_rows)
+        order = sorted(best, key=lambda u: (-best[u], (u * 2654435761 + seed) % 4294967296))
+        # the k nearest of each row hold the k best units by best cosine, exactly (a unit's
+        # best row has fewer than k better units): that prefix of `order` is exact
+        complete = k >= available
+        exact = order if complete else order[:k]
+        ranked = [u for u in exact if keep_doc[_document_of(index, level, u)]]
+        if group_size is None:
+            chosen = ranked[:top_k]
+            enough = len(chosen) >= top_k
+        else:
+            chosen = _grouped(index, level, ranked, top_k, group_size)
+            per_document = Counter(_document_of(index, level, u) for u in chosen)
+            enough = len(per_document) >= top_k and min(per_document.values()) >= group_size
+        if enough or complete:
+            break
+        k *= 4  # the exact prefix is too short for the answer: look deeper
+    rows = level_unit_rows(engine, level, chosen)
+    texts = document_texts(engine, sorted({rows[u]["doc_id"] for u in chosen}))
     results = []
-    for rank, u in enumerate(keep, start=1):
+    for rank, u in enumerate(chosen, start=1):
         row = rows[u]
-        d = position[row["doc_id"]]
+        d = _document_of(index, level, u)
         results.append(
             UnitHit(
                 unit_id=u,
@@ -68,12 +92,32 @@ def similar_units(
                 section_title=row.get("title"),
             )
         )
-    scored = (
-        len(allowed_docs)
-        if allowed_docs is not None
-        else index.n_documents - (source_doc is not None)
-    )
+    scored = int(keep_doc.sum())
     return SearchResult(results=results, mode=ScoringMode.exhaustive, scored_documents=scored)
+
+
+def _document_of(index: LoadedIndex, level: str, unit_id: int) -> int:
+    """The position of the document holding unit `unit_id` of `level`."""
+    row = int(np.searchsorted(index.ids[level], unit_id))
+    return int(np.searchsorted(index.doc_unit_start[level], row, side="right")) - 1
+
+
+def _grouped(
+    index: LoadedIndex, level: str, ranked: list[int], top_k: int, group_size: int
+) -> list[int]:
+    """The units of `ranked` (best first) of its first `top_k` documents, at most
+    `group_size` (the best) of each."""
+    taken: dict[int, int] = {}
+    out = []
+    for u in ranked:
+        d = _document_of(index, level, u)
+        if taken.get(d, 0) >= group_size:
+            continue
+        if d not in taken and len(taken) >= top_k:
+            continue
+        taken[d] = taken.get(d, 0) + 1
+        out.append(u)
+    return out
 
 
 def best_cosines(

@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from functools import partial
 from pathlib import Path
@@ -234,7 +235,8 @@ def _read_aila_dir(path: Path, limits: FileLimits) -> Iterator[SourceDocument | 
 
 def aila_document(doc_id: str, text: str, source: str = "") -> SourceDocument:
     """AILA layout: title line, a header block (court, date, case number, judge), then one
-    paragraph per line. The header goes to metadata; the body starts after it."""
+    paragraph per line. The header goes to metadata, as its lines and as the fields of
+    `aila_fields`; the body starts after it."""
     lines = text.split("\n")
     header_end = next(
         (i for i, line in enumerate(lines[:20]) if _AILA_HEADER_END.match(line.strip())), None
@@ -246,6 +248,7 @@ def aila_document(doc_id: str, text: str, source: str = "") -> SourceDocument:
     metadata: dict[str, Any] = {"source": source, "header": fields}
     if header_end is not None:
         metadata["delivered_by"] = lines[header_end].strip()
+    metadata.update(aila_fields(fields))
     return SourceDocument(
         doc_id=doc_id,
         title=lines[0].strip() or doc_id,
@@ -253,6 +256,29 @@ def aila_document(doc_id: str, text: str, source: str = "") -> SourceDocument:
         metadata=metadata,
         body_start=min(body_start, len(text)),
     )
+
+
+def aila_fields(header: list[str]) -> dict[str, str]:
+    """The filterable fields of an AILA header: `court` (the line naming a court), `date`
+    (ISO 8601, from "26 September 1973"), `case_number` (the first other line before the
+    judge's) and `judge` (after "delivered by:"), each where the header has it."""
+    found: dict[str, str] = {}
+    for line in header:
+        if _AILA_HEADER_END.match(line):
+            judge = line.split(":", 1)[1].strip() if ":" in line else ""
+            if judge:
+                found.setdefault("judge", judge)
+            continue
+        try:
+            found.setdefault("date", datetime.strptime(line, "%d %B %Y").date().isoformat())
+            continue
+        except ValueError:
+            pass
+        if "court" in line.lower() and "court" not in found:
+            found["court"] = line
+        else:
+            found.setdefault("case_number", line)
+    return found
 
 
 def _read_jsonl(path: Path) -> Iterator[SourceDocument | Skipped]:

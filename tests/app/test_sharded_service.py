@@ -18,6 +18,7 @@ from app.main import create_app
 from indexer.config import ShardSettings
 from indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from indexer.search.settings import SearchSettings
+from indexer.text.corpus import SAMPLE_CORPUS
 from tests.app.test_documents import NEW
 from tests.app.test_metrics import scrape
 from tests.utils.ray_local import local_ray
@@ -109,6 +110,12 @@ def assert_same_json(
         assert got == expected, where
 
 
+SOME_SOURCES = {  # a filter on the metadata every read file has: its path
+    "field": "source",
+    "in": [str(SAMPLE_CORPUS / f"{name}.md") for name in ("coffee-01", "baking-02", "oceans-03")],
+}
+
+
 def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -> None:
     local, remote = pair
     for method in METHODS:
@@ -117,6 +124,8 @@ def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -
             {"document_id": "coffee-02"},
             {"document": QUERY, "normalize": False},
             {"document": QUERY, "candidates": ["coffee-01", "baking-02", "oceans-03"]},
+            {"document": QUERY, "filter": SOME_SOURCES},  # normalised over the collection
+            {"document_id": "coffee-02", "filter": SOME_SOURCES},
         ):
             request = {**body, "method": method, "mode": "exhaustive"}
             assert_same(ranking(local, request), ranking(remote, request))
@@ -138,6 +147,7 @@ def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -
             {"document": QUERY},
             {"document_id": "coffee-02"},
             {"document": QUERY, "candidates": ["coffee-01", "baking-02", "oceans-03"]},
+            {"document": QUERY, "filter": SOME_SOURCES},
         ):
             request = {**body, "granularity": granularity, "top_k": 30}
             assert_same_units(unit_hits(local, request), unit_hits(remote, request))

@@ -312,3 +312,32 @@ def test_bad_qrels_name_the_file_and_line(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(ValueError, match="holds no relevance judgments"):
         read_qrels(empty)
+
+
+def test_a_filter_ranks_and_judges_only_the_documents_it_keeps(
+    data_dir: Path, sample_corpus: Path, tmp_path: Path
+) -> None:
+    """The sample's documents have their file path as `source`: keep the baking ones."""
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [{"qid": "q", "text": (sample_corpus / "baking-01.md").read_text()}],
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q Q0 baking-02 1\nq Q0 coffee-04 1\n")  # coffee-04 is filtered out
+    baking = [str(sample_corpus / f"baking-0{n}.md") for n in range(1, 7)]
+    wanted = {"field": "source", "in": baking}
+    out, runs = tmp_path / "evaluation.json", tmp_path / "run.txt"
+    options = ("--method", "document", "--out", str(out), "--run-out", str(runs))
+    result = evaluate(data_dir, queries, qrels, *options, "--filter", json.dumps(wanted))
+    assert result.exit_code == 0, f"{result.exception!r}\n{result.output}"
+    ranked = [line.split()[2] for line in runs.read_text().splitlines()]
+    assert ranked and all(d.startswith("baking-") for d in ranked)
+    report = json.loads(out.read_text())
+    assert report["filter"] == wanted
+    # judged on the kept documents only: baking-02 is the one relevant document
+    per_query = report["methods"]["document"]["per_query"]["q"]
+    expected_rr = 1 / (ranked.index("baking-02") + 1)
+    assert per_query["MRR"] == pytest.approx(expected_rr)
+    assert per_query["MAP"] == pytest.approx(expected_rr)  # coffee-04 no longer counts
+    bad = evaluate(data_dir, queries, qrels, *options, "--filter", '{"field": "court", "eq": 1}')
+    assert bad.exit_code == 2 and "'court' is in no document's metadata" in bad.output

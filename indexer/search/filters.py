@@ -1,0 +1,426 @@
+"""Metadata filters: which documents a query may rank, told by their metadata.
+
+A filter is a tree. Its leaves are conditions on one metadata field (`Equals`, `OneOf`,
+`Range`, `Exists`); its inner nodes combine them (`All`, `AnyOf`, `Not`). `parse_filter` reads
+the JSON form the API takes:
+
+    {"and": [{"field": "court", "eq": "Supreme Court of India"},
+             {"field": "date", "gte": "1990-01-01"},
+             {"not": {"field": "bench", "in": ["Division", "Full"]}}]}
+
+Fields are the scalar values of a document's metadata, nested objects named by dotted paths
+(`header.court`); a list of scalars is a field with several values, which a condition matches
+when any value does. A field's type is inferred from the collection's documents
+(`FieldType`): booleans, numbers, dates (ISO 8601 strings such as `1990-01-01`), keywords
+(other strings), or `mixed` where documents disagree, which only `eq`, `in` and `exists` take.
+A document without the field matches no condition on it, so `not` matches it.
+
+`FilterColumns` holds each field's values column-wise for one served version, and `mask`
+evaluates a filter over them with numpy: a boolean per document, before any scoring.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from indexer.search.types import QueryError
+
+Scalar = bool | int | float | str
+RANGE_BOUNDS = ("gt", "gte", "lt", "lte")
+MAX_DEPTH = 32  # nesting of and / or / not
+_ISO_DATE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$"
+)
+
+
+class FilterError(QueryError):
+    """A filter that is malformed, or names a field this collection does not have, or
+    compares a field with a value of another type (maps to 422)."""
+
+
+class FieldType(str, Enum):
+    boolean = "boolean"
+    number = "number"
+    date = "date"
+    keyword = "keyword"
+    mixed = "mixed"  # documents hold values of several types: eq, in and exists only
+
+
+# --- the filter tree ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Equals:
+    field: str
+    value: Scalar
+
+
+@dataclass(frozen=True)
+class OneOf:
+    field: str
+    values: tuple[Scalar, ...]
+
+
+@dataclass(frozen=True)
+class Range:
+    field: str
+    gt: Scalar | None = None
+    gte: Scalar | None = None
+    lt: Scalar | None = None
+    lte: Scalar | None = None
+
+    def bounds(self) -> Iterator[tuple[str, Scalar]]:
+        for name in RANGE_BOUNDS:
+            value = getattr(self, name)
+            if value is not None:
+                yield name, value
+
+
+@dataclass(frozen=True)
+class Exists:
+    field: str
+    exists: bool = True
+
+
+@dataclass(frozen=True)
+class All:
+    filters: tuple[Filter, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    filters: tuple[Filter, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    filter: Filter
+
+
+Condition = Equals | OneOf | Range | Exists
+Filter = Equals | OneOf | Range | Exists | All | AnyOf | Not
+
+
+def parse_filter(data: Any, depth: int = 0) -> Filter:
+    """The filter tree of its JSON form (see the module's docstring).
+
+    Raises:
+        FilterError: `data` is not a filter; the message says where and why.
+    """
+    if depth > MAX_DEPTH:
+        raise FilterError(f"a filter nests at most {MAX_DEPTH} levels of and / or / not")
+    if not isinstance(data, Mapping) or not data:
+        raise FilterError(f"a filter is a non-empty JSON object, got {_show(data)}")
+    keys = set(data)
+    for combinator in ("and", "or"):
+        if combinator in keys:
+            if keys != {combinator}:
+                raise FilterError(
+                    f"an {combinator!r} node holds only {combinator!r}: {_show(data)}"
+                )
+            children = data[combinator]
+            if not isinstance(children, list) or not children:
+                raise FilterError(f"{combinator!r} takes a non-empty list of filters")
+            parsed = tuple(parse_filter(child, depth + 1) for child in children)
+            return All(parsed) if combinator == "and" else AnyOf(parsed)
+    if "not" in keys:
+        if keys != {"not"}:
+            raise FilterError(f"a 'not' node holds only 'not': {_show(data)}")
+        return Not(parse_filter(data["not"], depth + 1))
+    return _condition(data)
+
+
+def _condition(data: Mapping[str, Any]) -> Condition:
+    name = data.get("field")
+    if not isinstance(name, str) or not name:
+        raise FilterError(
+            f"a condition names its metadata 'field' (a string), or is an 'and' / 'or' / "
+            f"'not' node: {_show(data)}"
+        )
+    ops = set(data) - {"field"}
+    unknown = ops - {"eq", "in", "exists", *RANGE_BOUNDS}
+    if unknown:
+        raise FilterError(
+            f"unknown filter operator(s) {sorted(unknown)} on field {name!r}; operators: "
+            "eq, in, gt, gte, lt, lte, exists"
+        )
+    kinds = {"range" if op in RANGE_BOUNDS else op for op in ops}
+    if len(kinds) != 1:
+        raise FilterError(
+            f"a condition on field {name!r} takes one of eq, in, exists, or range bounds "
+            f"(gt / gte / lt / lte), got {sorted(ops) or 'none'}"
+        )
+    kind = kinds.pop()
+    if kind == "eq":
+        return Equals(name, _scalar(data["eq"], name, "eq"))
+    if kind == "in":
+        values = data["in"]
+        if not isinstance(values, list) or not values:
+            raise FilterError(f"'in' on field {name!r} takes a non-empty list of values")
+        return OneOf(name, tuple(_scalar(v, name, "in") for v in values))
+    if kind == "exists":
+        if not isinstance(data["exists"], bool):
+            raise FilterError(f"'exists' on field {name!r} takes true or false")
+        return Exists(name, data["exists"])
+    bounds = {op: _scalar(data[op], name, op) for op in ops}
+    if "gt" in bounds and "gte" in bounds or "lt" in bounds and "lte" in bounds:
+        raise FilterError(f"field {name!r}: give at most one lower and one upper bound")
+    return Range(name, **bounds)
+
+
+def _scalar(value: Any, name: str, op: str) -> Scalar:
+    if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    raise FilterError(
+        f"{op!r} on field {name!r} takes a string, number or boolean, got {_show(value)}"
+    )
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def fields_of(filter: Filter) -> Iterator[str]:
+    """Every field a filter names."""
+    if isinstance(filter, (All, AnyOf)):
+        for child in filter.filters:
+            yield from fields_of(child)
+    elif isinstance(filter, Not):
+        yield from fields_of(filter.filter)
+    else:
+        yield filter.field
+
+
+# --- metadata values ----------------------------------------------------------------------
+def metadata_values(metadata: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Scalar]]:
+    """Every (field, scalar) of one document's metadata: nested objects by dotted path, each
+    element of a list of scalars, and no nulls or non-finite numbers."""
+    for key, value in metadata.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from metadata_values(value, name + ".")
+        elif isinstance(value, list):
+            for item in value:
+                if _is_scalar(item):
+                    yield name, item
+        elif _is_scalar(value):
+            yield name, value
+
+
+def _is_scalar(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (bool, int, str))
+
+
+def value_type(value: Scalar) -> FieldType:
+    if isinstance(value, bool):
+        return FieldType.boolean
+    if isinstance(value, (int, float)):
+        return FieldType.number
+    if _parse_date(value) is not None:
+        return FieldType.date
+    return FieldType.keyword
+
+
+def field_type(types: set[FieldType]) -> FieldType:
+    """One type for a field whose values have `types`: dates among other strings are
+    keywords; anything else that disagrees is `mixed`."""
+    if len(types) == 1:
+        return next(iter(types))
+    if types == {FieldType.date, FieldType.keyword}:
+        return FieldType.keyword
+    return FieldType.mixed
+
+
+def _parse_date(text: str) -> int | None:
+    """An ISO 8601 date or date-time as microseconds since the epoch (UTC; a time without an
+    offset is taken as UTC), or None."""
+    if not _ISO_DATE.match(text):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = datetime.resolution
+
+
+@dataclass(frozen=True)
+class Column:
+    """One field's values: `docs` `(v,)` the document position of each value, `values`
+    `(v,)` the values (float64 numbers, int64 microseconds for dates, bool, or objects)."""
+
+    type: FieldType
+    docs: np.ndarray
+    values: np.ndarray
+
+
+@dataclass
+class FilterColumns:
+    """The metadata fields of one served version's documents, column-wise."""
+
+    n_documents: int
+    columns: dict[str, Column] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, metadata: Sequence[Mapping[str, Any]]) -> FilterColumns:
+        """The columns of `metadata`, one mapping per document position."""
+        docs: dict[str, list[int]] = {}
+        values: dict[str, list[Scalar]] = {}
+        types: dict[str, set[FieldType]] = {}
+        for position, fields in enumerate(metadata):
+            for name, value in metadata_values(fields):
+                docs.setdefault(name, []).append(position)
+                values.setdefault(name, []).append(value)
+                types.setdefault(name, set()).add(value_type(value))
+        columns = {}
+        for name, held in values.items():
+            kind = field_type(types[name])
+            columns[name] = Column(
+                kind, np.asarray(docs[name], dtype=np.int64), _as_array(kind, held)
+            )
+        return cls(len(metadata), columns)
+
+    def types(self) -> dict[str, FieldType]:
+        return {name: column.type for name, column in sorted(self.columns.items())}
+
+    def mask(self, filter: Filter) -> np.ndarray:
+        """`(D,)` True for each document `filter` keeps.
+
+        Raises:
+            FilterError: it names a field no document has, or compares one with a value of
+                another type (a range on a keyword, a number against a date).
+        """
+        if isinstance(filter, All):
+            out = np.ones(self.n_documents, dtype=bool)
+            for child in filter.filters:
+                out &= self.mask(child)
+            return out
+        if isinstance(filter, AnyOf):
+            out = np.zeros(self.n_documents, dtype=bool)
+            for child in filter.filters:
+                out |= self.mask(child)
+            return out
+        if isinstance(filter, Not):
+            return ~self.mask(filter.filter)
+        column = self._column(filter.field)
+        if isinstance(filter, Exists):
+            held = self._documents(column.docs)
+            return held if filter.exists else ~held
+        if isinstance(filter, Equals):
+            hit = _equal(column, self._value(column, filter.field, "eq", filter.value))
+        elif isinstance(filter, OneOf):
+            wanted = [self._value(column, filter.field, "in", v) for v in filter.values]
+            hit = np.zeros(len(column.values), dtype=bool)
+            for value in wanted:
+                hit |= _equal(column, value)
+        else:
+            if column.type not in (FieldType.number, FieldType.date):
+                raise FilterError(
+                    f"field {filter.field!r} holds {column.type.value} values; ranges "
+                    "(gt / gte / lt / lte) need a number or date field"
+                )
+            hit = np.ones(len(column.values), dtype=bool)
+            for op, bound in filter.bounds():
+                value = self._value(column, filter.field, op, bound)
+                hit &= _COMPARE[op](column.values, value)
+        return self._documents(column.docs[hit])
+
+    def _column(self, name: str) -> Column:
+        column = self.columns.get(name)
+        if column is None:
+            known = sorted(self.columns)
+            listed = ", ".join(known[:30]) + (", ..." if len(known) > 30 else "")
+            raise FilterError(
+                f"filter field {name!r} is in no document's metadata; fields: {listed or 'none'}"
+            )
+        return column
+
+    def _documents(self, positions: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n_documents, dtype=bool)
+        out[positions] = True
+        return out
+
+    @staticmethod
+    def _value(column: Column, name: str, op: str, value: Scalar) -> Any:
+        """`value` as the column holds its values; a FilterError if it is not of the field's
+        type."""
+        kind = column.type
+        if kind is FieldType.mixed:
+            return value
+        if kind is FieldType.date:
+            parsed = _parse_date(value) if isinstance(value, str) else None
+            if parsed is None:
+                raise FilterError(
+                    f"field {name!r} holds dates: {op!r} takes an ISO 8601 date such as "
+                    f"'1990-01-31' or '1990-01-31T12:00:00Z', got {_show(value)}"
+                )
+            return parsed
+        ok = (
+            isinstance(value, bool)
+            if kind is FieldType.boolean
+            else isinstance(value, (int, float)) and not isinstance(value, bool)
+            if kind is FieldType.number
+            else isinstance(value, str)
+        )
+        if not ok:
+            raise FilterError(
+                f"field {name!r} holds {kind.value} values: {op!r} takes a "
+                f"{_NAMES[kind]}, got {_show(value)}"
+            )
+        return float(value) if kind is FieldType.number else value
+
+
+_NAMES = {FieldType.boolean: "boolean", FieldType.number: "number", FieldType.keyword: "string"}
+_COMPARE = {
+    "gt": np.greater,
+    "gte": np.greater_equal,
+    "lt": np.less,
+    "lte": np.less_equal,
+}
+
+
+def _as_array(kind: FieldType, values: list[Scalar]) -> np.ndarray:
+    if kind is FieldType.number:
+        return np.asarray(values, dtype=np.float64)
+    if kind is FieldType.boolean:
+        return np.asarray(values, dtype=bool)
+    if kind is FieldType.date:
+        return np.asarray([_parse_date(v) for v in values], dtype=np.int64)  # type: ignore[arg-type]
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _equal(column: Column, value: Any) -> np.ndarray:
+    if column.type is FieldType.mixed:  # equal in kind as well as value (1 is not "1")
+        family = _family(value)
+        return np.fromiter(
+            (_family(v) == family and v == value for v in column.values),
+            dtype=bool,
+            count=len(column.values),
+        )
+    return np.asarray(column.values == value, dtype=bool)
+
+
+def _family(value: Any) -> str:
+    return (
+        "boolean"
+        if isinstance(value, bool)
+        else "number"
+        if isinstance(value, (int, float))
+        else "string"
+    )
