@@ -2,7 +2,8 @@
 28) and with the compressed one, in one run, and how far their rankings agree.
 
     python benchmarks/query_latency.py --data-dir DIR [--queries FILE] [--by-id 40]
-        [--repeats 2] [--scale-sentences N] [--out benchmarks/results/query_latency.json]
+        [--repeats 2] [--scale-sentences N] [--filter JSON]
+        [--out benchmarks/results/query_latency.json]
 
 (default queries: the AILA 2019 development queries in ../shared/data)
 
@@ -12,6 +13,8 @@ service (ASGI, query encoding included) answers: the posted queries with the def
 queries with `maxsim` and with exhaustive `sdr`. Reported per store: p50/p95 of each, the
 encoding alone, the sentence level's bytes per sentence held in memory, and the peak RSS; then
 the compressed store's p50 ratios and the top-10 overlap of its rankings with float32's.
+`--filter JSON` also times the default method under a metadata filter, posted and by id, as
+ratios against the same queries unfiltered (the filter's share of the collection reported).
 `--scale-sentences N` adds the older synthetic run (random vectors, candidate mode):
 `benchmarks/growth.py` measures growth on real vectors.
 """
@@ -32,6 +35,7 @@ from fastapi.testclient import TestClient
 
 from app.core.config import ServiceSettings
 from app.main import create_app
+from indexer.search.filters import parse_filter
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.searcher import Searcher
 from indexer.search.settings import SearchSettings
@@ -222,9 +226,30 @@ def overlap(a: list[list[str]], b: list[list[str]]) -> dict:
     return {"mean": statistics.mean(found), "min": min(found)}
 
 
-def measure_store(data_dir: Path, store: str, texts: list[str], by_id: int, repeats: int):  # noqa: ANN201
+def filtered_latency(  # noqa: ANN201
+    client: TestClient, texts: list[str], ids: list[str], repeats: int, filter: dict
+):
+    """The default method with `filter`, posted and by id: p50/p95, and the share of the
+    collection it keeps."""
+    searcher: Searcher = client.app.state.service.searcher  # type: ignore[attr-defined]
+    kept = float(searcher.filter_mask(parse_filter(filter)).mean())
+    body = {"top_k": 10, "filter": filter}
+    posted, _ = timed_requests(client, [{"document": {"text": t}, **body} for t in texts], repeats)
+    by_id, _ = timed_requests(client, [{"document_id": d, **body} for d in ids])
+    return {"kept_share": kept, "posted": posted, "by_id": by_id}
+
+
+def measure_store(  # noqa: ANN201
+    data_dir: Path,
+    store: str,
+    texts: list[str],
+    by_id: int,
+    repeats: int,
+    filter: dict | None = None,
+):
     """One sentence store's figures, and its rankings (compared across stores); `by_id`
-    indexed documents (a seeded choice) as queries too."""
+    indexed documents (a seeded choice) as queries too; with `filter`, the default method's
+    posted and by-id latency under it."""
     settings = ServiceSettings(data_dir=data_dir, search=SearchSettings(sentence_store=store))
     app = create_app(settings)
     out: dict = {}
@@ -254,6 +279,15 @@ def measure_store(data_dir: Path, store: str, texts: list[str], by_id: int, repe
         out["default_by_id"], rankings["default_by_id"] = indexed_latency(client, ids, None)
         out["maxsim"], rankings["maxsim"] = api_latency(client, texts, "auto", repeats, "maxsim")
         out["sdr_exhaustive"], rankings["sdr"] = api_latency(client, texts, "exhaustive", 1, "sdr")
+        if filter is not None:
+            filtered_latency(client, texts[:1], ids[:1], 1, filter)  # warm: builds the columns
+            out["filtered"] = filtered_latency(client, texts, ids, repeats, filter)
+            out["filtered"]["posted_p50_ratio"] = (
+                out["filtered"]["posted"]["p50_ms"] / out["default_method"]["p50_ms"]
+            )
+            out["filtered"]["by_id_p50_ratio"] = (
+                out["filtered"]["by_id"]["p50_ms"] / out["default_by_id"]["p50_ms"]
+            )
         out["rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return out, rankings
 
@@ -268,6 +302,13 @@ def main() -> None:
     parser.add_argument("--by-id", type=int, default=40, help="indexed documents as queries")
     parser.add_argument("--scale-sentences", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/query_latency.json"))
+    parser.add_argument(
+        "--filter",
+        type=json.loads,
+        default=None,
+        help="a metadata filter (JSON): also time the default method under it, posted and by "
+        "id, against the same queries unfiltered",
+    )
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -279,7 +320,7 @@ def main() -> None:
     rankings = {}
     for store in ("float32", "compressed"):  # float32: the sentence level before issue 28
         result[store], rankings[store] = measure_store(
-            args.data_dir, store, texts, args.by_id, args.repeats
+            args.data_dir, store, texts, args.by_id, args.repeats, args.filter
         )
         logger.info("%s: %s", store, json.dumps(result[store]))
     result["compressed_vs_float32"] = {

@@ -51,6 +51,18 @@ async def json_body(http: Request, model: type[Model]) -> Model:
     raw = await http.body()
     try:
         json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:  # arrays or objects nested thousands deep
+        raise RequestValidationError(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ("body", 0),
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": "the JSON nests too deeply"},
+                }
+            ]
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError, _NotAJsonNumber) as error:
         position = getattr(error, "pos", getattr(error, "start", 0))
         raise RequestValidationError(

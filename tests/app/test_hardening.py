@@ -57,6 +57,24 @@ def test_a_lone_surrogate_is_a_422_not_a_500(client: TestClient) -> None:
         response.json()  # valid JSON, whatever the input echoed
 
 
+def test_deeply_nested_json_is_a_422_not_a_500(client: TestClient) -> None:
+    nested_filter = '{"not": ' * 5000 + '{"field": "source", "exists": true}' + "}" * 5000
+    for path, raw in (
+        ("/similar", '{"document_id": "coffee-01", "candidates": ' + "[" * 100_000 + "]"),
+        ("/documents", '{"documents": [{"id": "x", "text": "A b.", "metadata": ' + "[" * 100_000),
+        ("/similar", '{"document_id": "coffee-01", "filter": ' + nested_filter + "}"),
+        ("/similar", '{"document_id": "coffee-01", "filter": ' + nested_filter[-400:]),
+    ):
+        response = _post_raw(client, path, raw)
+        assert response.status_code == 422, (path, response.text[:500])
+        response.json()
+    forty = '{"not": ' * 40 + '{"field": "source", "exists": true}' + "}" * 40
+    response = _post_raw(
+        client, "/similar", '{"document_id": "coffee-01", "filter": ' + forty + "}"
+    )
+    assert response.status_code == 422 and "nests at most 32" in response.text
+
+
 def test_json_bodies_refuse_unknown_fields_and_loose_types(client: TestClient) -> None:
     for body, field in (
         ({"document_id": "coffee-01", "topk": 1}, "topk"),
