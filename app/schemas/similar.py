@@ -84,6 +84,20 @@ class SimilarOptions(RequestModel):
         "units, so that one long document cannot fill the list.",
     )
     group_size: int = Field(default=1, ge=1, le=100, description="Units per group.")
+    offset: int = Field(
+        default=0,
+        ge=0,
+        le=9_000,
+        description="Results to skip: the page after one of `top_k` results starts at the "
+        "answer's `next_offset`. Pages agree while `index_version` and `index_revision` stay "
+        "the same (ties are broken by a fixed order).",
+    )
+
+    @model_validator(mode="after")
+    def _pages_of_units_or_documents(self) -> SimilarOptions:
+        if self.offset and self.group_by is not None:
+            raise ValueError("grouped units come in one page: raise top_k instead of an offset")
+        return self
 
     @field_validator("filter", mode="before")
     @classmethod
@@ -173,6 +187,10 @@ class SimilarResponse(BaseModel):
     normalize: bool
     scored_documents: int
     results: list[DocumentResult] | list[UnitResult]
+    next_offset: int | None = Field(
+        default=None,
+        description="The `offset` of the next page; null when this page was the last.",
+    )
 
     @classmethod
     def from_result(
@@ -186,8 +204,9 @@ class SimilarResponse(BaseModel):
         encoder: str,
         started: float,
     ) -> SimilarResponse:
-        """The answer to `request`, ranked as `result` by `encoder` over `index_version`;
-        `started` is the request's `time.perf_counter()` reading."""
+        """The answer to `request`, ranked as `result` by `encoder` over `index_version` (its
+        results from the request's `offset` on); `started` is the request's
+        `time.perf_counter()` reading."""
         results: list[DocumentResult] | list[UnitResult]
         if result.results and isinstance(result.results[0], DocumentHit):
             results = [
@@ -202,6 +221,7 @@ class SimilarResponse(BaseModel):
             ]
         else:
             results = [UnitResult(**vars(h)) for h in result.results]
+        end = request.offset + request.top_k
         method = result.method or request.method
         if method is None:  # `Searcher.similar` names the method it ranked by, always
             raise ValueError("a search result names no method")
@@ -216,5 +236,14 @@ class SimilarResponse(BaseModel):
             granularity=request.granularity,
             normalize=request.normalize,
             scored_documents=result.scored_documents,
-            results=results,
+            results=results[request.offset :],
+            next_offset=end if _more(results, end, request.granularity, result) else None,
         )
+
+
+def _more(results: list[Any], end: int, granularity: Granularity, result: SearchResult) -> bool:
+    """Whether a page ending at `end` may have a next: documents are as many as were scored;
+    units, as long as the ranking filled every place asked."""
+    if granularity is Granularity.document:
+        return end < result.scored_documents
+    return len(results) == end

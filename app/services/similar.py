@@ -51,7 +51,7 @@ def similar(
     query = build_query(state, request, settings, upload)
     document_id = getattr(request, "document_id", None)
     options = SearchOptions(
-        top_k=request.top_k,
+        top_k=request.offset + request.top_k,  # the page is cut from the whole ranking
         granularity=request.granularity,
         method=request.method,
         normalize=request.normalize,

@@ -12,7 +12,9 @@ Fields are the scalar values of a document's metadata, nested objects named by d
 (`header.court`); a list of scalars is a field with several values, which a condition matches
 when any value does. A field's type is inferred from the collection's documents
 (`FieldType`): booleans, numbers, dates (ISO 8601 strings such as `1990-01-01`), keywords
-(other strings), or `mixed` where documents disagree, which only `eq`, `in` and `exists` take.
+(other strings, whose ranges compare them in code point order, so that `"2004"` lies between
+`"2000"` and `"2010"`), or `mixed` where documents disagree, which takes `eq`, `in` and
+`exists` only.
 A document without the field matches no condition on it, so `not` matches it.
 
 `FilterColumns` holds each field's values column-wise for one served version, and `mask`
@@ -328,10 +330,10 @@ class FilterColumns:
             for value in wanted:
                 hit |= _equal(column, value)
         else:
-            if column.type not in (FieldType.number, FieldType.date):
+            if column.type not in (FieldType.number, FieldType.date, FieldType.keyword):
                 raise FilterError(
                     f"field {filter.field!r} holds {column.type.value} values; ranges "
-                    "(gt / gte / lt / lte) need a number or date field"
+                    "(gt / gte / lt / lte) need a number, date or keyword field"
                 )
             hit = np.ones(len(column.values), dtype=bool)
             for op, bound in filter.bounds():

@@ -32,8 +32,8 @@ def test_the_http_examples_run(base_url: str, page: str, block: int) -> None:
     assert DEFAULT_URL in code
     namespace: dict = {}
     exec(compile(code.replace(DEFAULT_URL, base_url), page, "exec"), namespace)  # noqa: S102
-    hits = namespace.get("best") or namespace["hits"]["results"]
-    assert hits and all(hit["document_id"] != "baking-01" for hit in hits)
+    hits = namespace.get("best") or namespace["hits"].results
+    assert hits and all(hit.document_id != "baking-01" for hit in hits)
     assert isinstance(namespace["why"]["score"], float)
     assert {"section_matrix", "paragraph_matrix"} <= set(namespace["why"])
 
@@ -41,7 +41,7 @@ def test_the_http_examples_run(base_url: str, page: str, block: int) -> None:
 def test_the_in_process_example_runs_and_ranks_as_the_service(
     indexed_settings: ServiceSettings, base_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = python_blocks(ROOT / "docs/python.md")[1]
+    code = "\n".join(python_blocks(ROOT / "docs/python.md")[1:3])  # search, then a filter
     line = 'settings = Settings(data_dir="docsim-data")'
     assert line in code
     exec(

@@ -214,7 +214,8 @@ def test_a_filter_reaches_candidate_retrieval(client: TestClient) -> None:
     [
         ({"field": "topik", "eq": "baking"}, "'topik' is in no document's metadata"),
         ({"field": "number", "eq": "4"}, "'number' holds number values"),
-        ({"field": "topic", "gte": "b"}, "ranges"),
+        ({"field": "topic", "gte": 2}, "'topic' holds keyword values: 'gte' takes a string"),
+        ({"field": "featured", "lt": 1}, "'featured' holds boolean values; ranges"),
         ({"field": "published", "gte": "last year"}, "ISO 8601"),
         ({"field": "topic", "eq": "a", "in": ["b"]}, "takes one of"),
         ({"field": "topic", "like": "a"}, "Extra inputs are not permitted"),

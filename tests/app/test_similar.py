@@ -346,3 +346,24 @@ def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN0
     torch.testing.assert_close(levels["document"], full.document[None], atol=1e-6, rtol=0)
     torch.testing.assert_close(levels["section"], full.sections, atol=1e-6, rtol=0)
     torch.testing.assert_close(levels["chunk"], full.chunks, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("granularity", ["document", "paragraph"])
+def test_pages_put_together_are_the_whole_ranking(client: TestClient, granularity: str) -> None:
+    query = {"document_id": "coffee-01", "granularity": granularity, "method": "sdr"}
+    whole = client.post("/similar", json={**query, "top_k": 47}).json()
+    pages, offset = [], 0
+    while offset is not None:
+        page = client.post("/similar", json={**query, "top_k": 10, "offset": offset}).json()
+        assert len(page["results"]) <= 10
+        pages += page["results"]
+        offset = page["next_offset"]
+    assert [(r["document_id"], r["rank"], r["score"]) for r in pages][: len(whole["results"])] == [
+        (r["document_id"], r["rank"], r["score"]) for r in whole["results"]
+    ]
+    if granularity == "document":  # 47 other documents: five pages, the last one short
+        assert len(pages) == 47 and whole["next_offset"] is None
+    grouped = client.post(
+        "/similar", json={**query, "granularity": "paragraph", "group_by": "document", "offset": 5}
+    )
+    assert grouped.status_code == 422 and "raise top_k" in grouped.text

@@ -117,7 +117,7 @@ METADATA = [
     ("data", "message"),
     [
         ({"field": "yaer", "eq": 1}, "'yaer' is in no document's metadata; fields: court, date"),
-        ({"field": "court", "gte": "A"}, "'court' holds keyword values; ranges"),
+        ({"field": "court", "gte": 1}, "'court' holds keyword values: 'gte' takes a string"),
         ({"field": "ok", "lt": 1}, "'ok' holds boolean values; ranges"),
         ({"field": "year", "eq": "1990"}, "'year' holds number values: 'eq' takes a number"),
         ({"field": "year", "eq": True}, "'year' holds number values"),
@@ -142,6 +142,7 @@ def test_an_unknown_field_or_a_value_of_another_type_is_named(data: Any, message
         ({"not": {"field": "tags", "eq": "b"}}, [2, 3]),  # no value, or no field
         ({"field": "year", "gte": 1990}, [0, 1]),
         ({"field": "year", "gt": 1975, "lt": 1990}, [2]),
+        ({"field": "court", "gte": "High", "lt": "Supreme"}, [0]),  # code point order
         ({"field": "date", "gte": "2001-01-01"}, [1, 3]),  # 10:00 UTC on 1 January
         ({"field": "date", "gt": "2001-01-01T10:00:00Z"}, [3]),
         ({"field": "ok", "exists": True}, [0, 2]),
@@ -189,6 +190,8 @@ def conditions(draw: st.DrawFn) -> dict[str, Any]:
     if kind == "in":
         return {"field": name, "in": draw(st.lists(VALUES[name], min_size=1, max_size=3))}
     bound = NUMBERS if name in ("n", "m") else DATES if name == "d" else VALUES[name]
+    if name == "k":
+        bound = KEYWORDS
     lower = draw(st.sampled_from([None, "gt", "gte"]))
     upper = draw(st.sampled_from([None, "lt", "lte"] if lower else ["lt", "lte"]))
     return {
@@ -244,7 +247,7 @@ def reference(data: dict[str, Any], doc: dict[str, Any], types: dict[str, FieldT
         return any(same(v, data["eq"]) for v in values)
     if "in" in data:
         return any(same(v, w) for v in values for w in data["in"])
-    key = _moment if kind is FieldType.date else float
+    key = _moment if kind is FieldType.date else str if kind is FieldType.keyword else float
     checks = {
         "gt": lambda v, b: key(v) > key(b),
         "gte": lambda v, b: key(v) >= key(b),

@@ -1,0 +1,32 @@
+"""docsim's Python client: `Client` and `AsyncClient` for a running service (`docsim.client`).
+
+The server's own packages (`app`, `indexer`, `models`, `migrations`) are installed beside it;
+`indexer.api` is the in-process library surface."""
+
+from __future__ import annotations
+
+from docsim.client import (
+    AsyncClient,
+    Changed,
+    Client,
+    DocsimError,
+    Hit,
+    Job,
+    JobFailedError,
+    Results,
+    StoredDocument,
+    UnitHit,
+)
+
+__all__ = [
+    "AsyncClient",
+    "Changed",
+    "Client",
+    "DocsimError",
+    "Hit",
+    "Job",
+    "JobFailedError",
+    "Results",
+    "StoredDocument",
+    "UnitHit",
+]

@@ -1,0 +1,138 @@
+"""`docsim.Client` and `docsim.AsyncClient` against a live server (`tests.utils.live`:
+uvicorn on a loopback port, in a thread of this process): every route, typed answers equal to
+the raw JSON, and errors raised with the server's message."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.core.config import ApiSettings, ServiceSettings
+from docsim import AsyncClient, Client, DocsimError, Hit, JobFailedError, UnitHit
+from indexer.config import JobSettings
+from tests.utils.indexes import PublishedCopies
+from tests.utils.live import live_server
+
+KEY = "client-test-key"
+
+
+@pytest.fixture()
+def url(
+    tmp_path: Path,
+    tiny_encoder_dir: Path,
+    sample_corpus: Path,
+    published_copies: PublishedCopies,
+) -> Iterator[str]:
+    settings = ServiceSettings(
+        data_dir=tmp_path / "data",
+        jobs=JobSettings(
+            poll_seconds=0.05,
+            heartbeat_seconds=0.1,
+            allowed_roots=[tmp_path, tiny_encoder_dir, sample_corpus],
+        ),
+        api=ApiSettings(api_key=KEY, swap_poll_seconds=0.05),
+    )
+    published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
+    with live_server(settings) as url:
+        yield url
+
+
+def test_the_client_covers_search_documents_and_jobs(
+    url: str, sample_corpus: Path, tmp_path: Path
+) -> None:
+    raw = httpx.post(
+        f"{url}/similar", json={"document_id": "baking-01", "top_k": 5, "method": "sdr"}
+    ).json()
+    with Client(url, api_key=KEY) as docsim:
+        assert docsim.health() == {"status": "ok"}
+        assert docsim.ready()["documents"] == 48
+        # typed answers, equal to the JSON
+        found = docsim.similar(document_id="baking-01", top_k=5, method="sdr")
+        assert all(isinstance(h, Hit) for h in found)
+        assert [(h.document_id, h.score) for h in found] == [
+            (r["document_id"], r["score"]) for r in raw["results"]
+        ]
+        assert found.results[0].matches == raw["results"][0]["matches"]
+        # text, a JSON document and a file give the same ranking of the same text
+        text = (sample_corpus / "coffee-02.md").read_text()
+        by_text = docsim.similar(text, method="document")
+        by_json = docsim.similar({"title": "", "text": text}, method="document")
+        by_file = docsim.similar(sample_corpus / "coffee-02.md", method="document")
+        assert [h.document_id for h in by_text] == [h.document_id for h in by_json]
+        assert by_file.results[0].document_id == "coffee-02"
+        # filters and grouped units, also through a form upload (the filter as JSON text)
+        coffee = {"field": "source", "in": [str(sample_corpus / "coffee-01.md")]}
+        assert [h.document_id for h in docsim.similar(text, filter=coffee)] == ["coffee-01"]
+        upload = docsim.similar(sample_corpus / "baking-02.md", filter=coffee, method="sdr")
+        assert [h.document_id for h in upload] == ["coffee-01"]
+        units = docsim.similar(
+            document_id="oceans-01", granularity="paragraph", group_by="document", top_k=4
+        )
+        assert all(isinstance(u, UnitHit) for u in units) and len(units) == 4
+        assert len({u.document_id for u in units}) == 4
+        why = docsim.explain(found.query_id, found.results[0].document_id)
+        assert why["score"] == pytest.approx(found.results[0].score, abs=1e-4)
+        # documents: add, read, upload, delete
+        changed = docsim.add({"id": "new-1", "title": "New", "text": "A brand new text."})
+        assert changed.added == ["new-1"]
+        assert docsim.document("new-1").text == "A brand new text."
+        assert docsim.upload(sample_corpus / "coffee-03.md", document_id="copy").added == ["copy"]
+        assert docsim.delete("new-1").deleted == ["new-1"]
+        # errors carry the server's message
+        with pytest.raises(DocsimError) as missing:
+            docsim.document("new-1")
+        assert missing.value.status_code == 404 and "new-1" in missing.value.detail
+        with pytest.raises(DocsimError) as invalid:
+            docsim.similar(document_id="baking-01", filter={"field": "nope", "eq": 1})
+        assert invalid.value.status_code == 422 and "'nope'" in invalid.value.detail
+        with pytest.raises(DocsimError) as bad_top_k:
+            docsim.similar(document_id="baking-01", top_k=0)
+        assert bad_top_k.value.status_code == 422 and "top_k" in bad_top_k.value.detail
+        # jobs: a reindex waited for, with its progress shown
+        job = docsim.reindex("current")
+        done = docsim.wait(job.job_id, timeout=120, poll=0.05, progress=True)
+        assert done.status == "succeeded" and done.served
+        assert docsim.ready()["index_version"] == done.index_version
+        assert [j.job_id for j in docsim.jobs()] == [job.job_id]
+        with pytest.raises(DocsimError) as nowhere:
+            docsim.reindex(str(sample_corpus / "nothing-here"))
+        assert nowhere.value.status_code == 422 and "does not exist" in nowhere.value.detail
+        unreadable = tmp_path / "unreadable"
+        unreadable.mkdir()
+        (unreadable / "empty.txt").write_text("")
+        failed = docsim.reindex(str(unreadable))
+        with pytest.raises(JobFailedError) as failure:
+            docsim.wait(failed.job_id, timeout=120, poll=0.05)
+        assert failure.value.job.status == "failed" and failure.value.job.error
+    with Client(url) as anonymous, pytest.raises(DocsimError) as unauthorised:
+        anonymous.add({"id": "x", "text": "No key."})
+    assert unauthorised.value.status_code == 401 and "X-API-Key" in unauthorised.value.detail
+
+
+def test_the_async_client_answers_as_the_sync_one(url: str) -> None:
+    async def search() -> list[tuple[str, float]]:
+        async with AsyncClient(url) as docsim:
+            found = await docsim.similar(document_id="oceans-02", top_k=5, method="sdr")
+            return [(h.document_id, h.score) for h in found]
+
+    async def change() -> None:
+        async with AsyncClient(url, api_key=KEY) as docsim:
+            changed = await docsim.add({"id": "async-1", "text": "Tides turn twice a day."})
+            assert changed.added == ["async-1"]
+            assert (await docsim.document("async-1")).text == "Tides turn twice a day."
+            job = await docsim.reindex("current")
+            done = await docsim.wait(job.job_id, timeout=120, poll=0.05)
+            assert done.served and (await docsim.ready())["documents"] == 49
+            with pytest.raises(DocsimError) as missing:
+                await docsim.delete("never-there")
+            assert missing.value.status_code == 404
+
+    found = asyncio.run(search())
+    with Client(url) as docsim:
+        again = docsim.similar(document_id="oceans-02", top_k=5, method="sdr")
+    assert found == [(h.document_id, h.score) for h in again]
+    asyncio.run(change())
