@@ -173,14 +173,30 @@ class _Request:
     opened: tuple[Any, ...] = ()  # files to close once sent
 
 
+def _example(example: Document) -> dict[str, Any]:
+    """`like` / `unlike`'s form of an example: a string is an indexed id."""
+    if isinstance(example, str):
+        return {"document_id": example}
+    if isinstance(example, Path):
+        raise ValueError("`like` and `unlike` take ids or JSON documents, not files")
+    return {"document": dict(example)}
+
+
 def _similar_request(
     document: Document | None,
     document_id: str | None,
     options: Mapping[str, Any],
 ) -> _Request:
     body = {k: v for k, v in options.items() if v is not None}
+    for key in ("like", "unlike"):
+        if key in body:
+            body[key] = [_example(e) for e in body[key]]
+    if "like" in body:
+        if document is not None or document_id is not None:
+            raise ValueError("give `like`, or `document` / `document_id`, not both")
+        return _Request("POST", "/similar", {"json": body})
     if (document is None) == (document_id is None):
-        raise ValueError("give exactly one of `document` or `document_id`")
+        raise ValueError("give exactly one of `document`, `document_id` or `like`")
     if document_id is not None:
         return _Request("POST", "/similar", {"json": {"document_id": document_id, **body}})
     if isinstance(document, Path):
@@ -318,9 +334,13 @@ class Client:
         mode: str | None = None,
         normalize: bool | None = None,
         offset: int | None = None,
+        like: Sequence[Document] | None = None,
+        unlike: Sequence[Document] | None = None,
     ) -> Results:
         """The collection ranked against `document` (text, a JSON document, or a file's path)
-        or the indexed `document_id`; the options are `POST /similar`'s."""
+        or the indexed `document_id`, or like the documents of `like` and unlike those of
+        `unlike` (each an indexed id, a text or a JSON document); the options are
+        `POST /similar`'s."""
         options = {
             k: v for k, v in locals().items() if k not in ("self", "document", "document_id")
         }
@@ -450,6 +470,8 @@ class AsyncClient:
         mode: str | None = None,
         normalize: bool | None = None,
         offset: int | None = None,
+        like: Sequence[Document] | None = None,
+        unlike: Sequence[Document] | None = None,
     ) -> Results:
         options = {
             k: v for k, v in locals().items() if k not in ("self", "document", "document_id")

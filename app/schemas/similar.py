@@ -111,19 +111,55 @@ class SimilarOptions(RequestModel):
         return value
 
 
+class Example(RequestModel):
+    """A document given as an example: posted (`document`) or indexed (`document_id`)."""
+
+    document: DocumentIn | None = None
+    document_id: DocumentIdText | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Example:
+        if (self.document is None) == (self.document_id is None):
+            raise ValueError("an example is one of 'document' or 'document_id'")
+        return self
+
+
 class SimilarRequest(SimilarOptions):
-    """The JSON body: the query document posted as text or sections, or an indexed one."""
+    """The JSON body: the query document posted as text or sections, or an indexed one; or
+    several documents to rank like (`like`), and optionally some to rank unlike."""
 
     document: DocumentIn | None = None
     document_id: DocumentIdText | None = Field(
         default=None, description="An indexed document to use as the query."
     )
+    like: list[Example] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10,
+        description="Several documents to rank like, instead of `document` / `document_id`: "
+        "a document scores the mean of its scores against each (the method's own scores).",
+    )
+    unlike: list[Example] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10,
+        description="Documents to rank unlike: the mean of a document's scores against them "
+        "is subtracted from its score. Whole documents only.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> SimilarRequest:
-        if (self.document is None) == (self.document_id is None):
-            raise ValueError("give exactly one of 'document' or 'document_id'")
+        given = [self.document is not None, self.document_id is not None, self.like is not None]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of 'document', 'document_id' or 'like'")
         return self
+
+    def likes(self) -> list[Example]:
+        """The documents to rank like: `like`, or the one `document` / `document_id`."""
+        if self.like is not None:
+            return self.like
+        # built as validated already: the body held exactly one of the two
+        return [Example.model_construct(document=self.document, document_id=self.document_id)]
 
 
 class SimilarUpload(SimilarOptions):

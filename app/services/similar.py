@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.core.config import ServiceSettings
-from app.schemas.similar import SimilarOptions, SimilarRequest
+from app.schemas.similar import Example, SimilarOptions, SimilarRequest
 from app.services.limits import posted_document, split_within_limits
 from app.services.query_cache import CachedQuery
 from app.services.state import ServiceState
@@ -11,7 +11,7 @@ from app.services.uploads import UploadedFile, read_upload
 from indexer.api import FileLimits, Query, SearchOptions, SearchResult, parse_filter
 from indexer.errors import QueryError
 
-NO_QUERY = "a query needs a `document`, a `document_id` or an uploaded file"
+NO_QUERY = "a query needs a `document`, a `document_id`, `like` or an uploaded file"
 
 
 def build_query(
@@ -20,23 +20,37 @@ def build_query(
     settings: ServiceSettings,
     upload: UploadedFile | None = None,
 ) -> Query:
-    """The query: the uploaded file, else the request's posted or indexed document."""
-    searcher, limits = state.searcher, settings.api
+    """The query: the uploaded file, else the request's posted or indexed document (its first
+    `like`)."""
     if upload is not None:
-        source = read_upload(upload, FileLimits(**settings.files.model_dump()), doc_id="query")
-        what = f"file {upload.name!r}" if upload.name else "the uploaded file"
-        return searcher.encode_document(
-            split_within_limits(source, searcher.splitter, limits, what)
-        )
+        return upload_query(state, settings, upload)
     if not isinstance(request, SimilarRequest):  # an upload's options without its file
         raise QueryError(NO_QUERY)
-    if request.document_id is not None:
-        return searcher.query_from_index(request.document_id)
-    if request.document is None:  # the schema refuses such a body; a caller may not
+    return example_query(state, request.likes()[0], settings, "document")
+
+
+def upload_query(state: ServiceState, settings: ServiceSettings, upload: UploadedFile) -> Query:
+    searcher = state.searcher
+    source = read_upload(upload, FileLimits(**settings.files.model_dump()), doc_id="query")
+    what = f"file {upload.name!r}" if upload.name else "the uploaded file"
+    return searcher.encode_document(
+        split_within_limits(source, searcher.splitter, settings.api, what)
+    )
+
+
+def example_query(
+    state: ServiceState, example: Example, settings: ServiceSettings, where: str
+) -> Query:
+    """An example's query: its indexed document's vectors, or its posted document encoded
+    (`where` names it in errors)."""
+    searcher = state.searcher
+    if example.document_id is not None:
+        return searcher.query_from_index(example.document_id)
+    if example.document is None:  # the schema refuses such a body; a caller may not
         raise QueryError(NO_QUERY)
-    posted = request.document.model_dump(exclude_none=True)
+    posted = example.document.model_dump(exclude_none=True)
     posted["id"] = posted.get("id") or "query"
-    _, document = posted_document(posted, searcher.splitter, limits, "document")
+    _, document = posted_document(posted, searcher.splitter, settings.api, where)
     return searcher.encode_document(document)
 
 
@@ -48,8 +62,23 @@ def similar(
 ) -> tuple[SearchResult, str]:
     """Rank the collection for `request` (its document in `upload` when a file was posted);
     the result and the query_id under which /explain finds the query again."""
-    query = build_query(state, request, settings, upload)
-    document_id = getattr(request, "document_id", None)
+    likes: list[Query]
+    unlikes: list[Query] = []
+    if upload is not None or not isinstance(request, SimilarRequest):
+        likes = [build_query(state, request, settings, upload)]
+        document_id = None
+    else:
+        examples = request.likes()
+        likes = [
+            example_query(state, e, settings, f"like[{i}]" if request.like else "document")
+            for i, e in enumerate(examples)
+        ]
+        unlikes = [
+            example_query(state, e, settings, f"unlike[{i}]")
+            for i, e in enumerate(request.unlike or [])
+        ]
+        document_id = examples[0].document_id
+    query = likes[0]  # /explain pairs a target with the first example
     options = SearchOptions(
         top_k=request.offset + request.top_k,  # the page is cut from the whole ranking
         granularity=request.granularity,
@@ -61,7 +90,7 @@ def similar(
         group_by=request.group_by,
         group_size=request.group_size,
     )
-    result = state.searcher.similar(query, options)
+    result = state.searcher.similar_to_examples(likes, unlikes, options)
     query_id = state.queries.put(
         CachedQuery(
             query=query if document_id is None else None,

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from indexer.search.sdr import SdrScores
 from indexer.search.types import (
     DocumentHit,
     Method,
+    ParagraphStats,
     Query,
     QueryError,
     ScoringMode,
@@ -38,6 +39,19 @@ from indexer.search.types import (
 
 SDR_RANKED = frozenset({Method.sdr, Method.sdr_window, Method.hybrid, Method.fused})
 POOL_WIDENING_DEPTH = 1000  # a lexical method's documents added to SDR's candidates
+
+
+@dataclass(frozen=True)
+class RankedScores:
+    """One query's scores by an `SDR_RANKED` method: `scores` `(D,)` over the documents of
+    `pool` (the ranked ones), SDR's own scores (`sdr`, for the hits' paragraph pairs) and the
+    statistics it normalised with."""
+
+    scores: Scores
+    pool: Positions
+    method: Method | None
+    sdr: SdrScores | None
+    stats: ParagraphStats | None
 
 
 class SdrRanker:
@@ -61,6 +75,28 @@ class SdrRanker:
     ) -> SearchResult:
         """The top `options.top_k` of `allowed` by `options.method`, SDR scoring in `mode`
         (`exhaustive` or `candidate`)."""
+        scored = self.score(query, options, allowed, mode)
+        ranked = self.context.top(scored.scores, scored.pool, options.top_k)
+        hits = self.hits(query, scored, ranked, scored.scores, options.matches_per_result)
+        return SearchResult(hits, mode=mode, scored_documents=len(scored.pool), stats=scored.stats)
+
+    def hits(
+        self,
+        query: Query,
+        scored: RankedScores,
+        ranked: Positions,
+        scores: Scores,
+        matches_per_result: int,
+    ) -> list[DocumentHit]:
+        """The `ranked` documents with `scores`, each with its best paragraph pairs with
+        `query` (as `scored`, the query's own scoring, found them)."""
+        return self._hits(query, scored.method, scored.sdr, ranked, scores, matches_per_result)
+
+    def score(
+        self, query: Query, options: SearchOptions, allowed: Positions, mode: ScoringMode
+    ) -> RankedScores:
+        """The scores of `allowed` by `options.method` (`-inf` outside the pool it ranks),
+        SDR scoring in `mode`."""
         method = options.method
         context, settings = self.context, self.context.settings
         scored = (
@@ -111,11 +147,9 @@ class SdrRanker:
             scores = fuse(components, fusion, pool, settings.fusion_normaliser)
         else:
             scores = _sdr(sdr)
-        ranked = context.top(scores, pool, options.top_k)
-        hits = self._hits(query, method, sdr, ranked, scores, options.matches_per_result)
         # the statistics of a windowed query are the windows', not the paragraphs'
         stats = sdr.stats if sdr is not None and method is not Method.sdr_window else None
-        return SearchResult(hits, mode=mode, scored_documents=len(pool), stats=stats)
+        return RankedScores(scores, pool, method, sdr, stats)
 
     def _scorer(self, method: Method) -> Scorer:
         try:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from indexer.search.arrays import Positions
+from indexer.search.arrays import Positions, Scores
 from indexer.search.filters import Filter
 from indexer.search.loaded_index import LoadedIndex
 from indexer.search.matches import document_hits
@@ -26,7 +26,7 @@ from indexer.search.postings import Postings
 from indexer.search.queries import encode_document, encode_levels, indexed_query
 from indexer.search.scorers import QueryScratch, Scorer, ScoringContext, scorers_for
 from indexer.search.sdr import SdrScorer, ShardedSdrScorer, carry_rows
-from indexer.search.sdr_ranking import SDR_RANKED, SdrRanker
+from indexer.search.sdr_ranking import SDR_RANKED, RankedScores, SdrRanker
 from indexer.search.sentence_scan import SentenceScan
 from indexer.search.settings import SearchSettings
 from indexer.search.sharded import ShardedLevel, ShardedSdr
@@ -191,12 +191,22 @@ class Searcher:
 
     # --- ranking ----------------------------------------------------------------------------
     def similar(self, query: Query, options: SearchOptions) -> SearchResult:
-        if options.method is not None:
-            method = options.method
-        elif options.granularity is Granularity.document:
-            method = self.settings.default_method
-        else:  # units are ranked by their vectors' cosine, whatever the document default
-            method = Method.sdr
+        return self.similar_to_examples([query], [], options)
+
+    def similar_to_examples(
+        self, likes: Sequence[Query], unlikes: Sequence[Query], options: SearchOptions
+    ) -> SearchResult:
+        """Documents like the queries of `likes` and unlike those of `unlikes` (Elasticsearch's
+        `more_like_this`, Qdrant's recommendations). A document's score is the mean of its
+        scores against each `like` minus the mean of its scores against each `unlike`, each
+        score the method's for that query alone over the same documents; a document outside
+        one query's ranked pool (candidate mode) counts that pool's lowest score. One `like`
+        and no `unlike` is `similar` of that query. Units are those nearest to any unit of any
+        `like`. The hits' paragraph pairs are with the first `like`; every indexed example is
+        left out of the ranking."""
+        if not likes:
+            raise QueryError("give at least one document to rank like (`like`)")
+        method = self._method(options)
         options = replace(options, method=method)
         if options.granularity is not Granularity.document:
             if method in WHOLE_DOCUMENT_ONLY:
@@ -204,13 +214,46 @@ class Searcher:
                     f"method {method.value!r} ranks whole documents; "
                     "use granularity 'document' or method 'sdr' / 'document'"
                 )
-            return replace(self._similar_units(query, options), method=method)
+            if unlikes:
+                raise QueryError("`unlike` applies to whole documents (granularity 'document')")
+            return replace(self._similar_units(likes, options), method=method)
         if options.group_by is not None:
             raise QueryError(
                 "group_by groups the units of granularity 'section', 'paragraph' or "
                 "'sentence'; granularity 'document' has one result per document already"
             )
-        allowed = self._allowed(query, options.candidates, options.filter)
+        allowed = self._allowed(likes[0], options.candidates, options.filter)
+        examples = [*likes, *unlikes]
+        sources = [q.source_index for q in examples if q.source_index is not None]
+        allowed = allowed[~np.isin(allowed, sources)]
+        runs = [self._document_scores(query, options, allowed) for query in examples]
+        first, mode = runs[0]
+        if len(examples) == 1:
+            scores, pool = first.scores, first.pool
+        else:
+            scores, pool = _combined([r for r, _ in runs], len(likes))
+        ranked = self.context.top(scores, pool, options.top_k)
+        if method in SDR_RANKED:
+            hits = self.sdr_ranker.hits(likes[0], first, ranked, scores, options.matches_per_result)
+        else:
+            hits = document_hits(self.index, self.engine, likes[0], ranked, scores)
+        return SearchResult(
+            hits, mode=mode, scored_documents=len(pool), stats=first.stats, method=method
+        )
+
+    def _method(self, options: SearchOptions) -> Method:
+        if options.method is not None:
+            return options.method
+        if options.granularity is Granularity.document:
+            return self.settings.default_method
+        return Method.sdr  # units are ranked by their vectors' cosine, whatever the default
+
+    def _document_scores(
+        self, query: Query, options: SearchOptions, allowed: Positions
+    ) -> tuple[RankedScores, ScoringMode]:
+        """`query`'s scores of the `allowed` documents by `options.method`, and the mode."""
+        method = options.method
+        assert method is not None
         if method in SDR_RANKED:
             sentences = (  # a filter's few documents are scored exhaustively
                 len(self.index.ids["sentence"])
@@ -218,13 +261,9 @@ class Searcher:
                 else self._sentences_of(allowed)
             )
             mode = scoring_mode(options, sentences, self.settings)
-            result = self.sdr_ranker.rank(query, options, allowed, mode)
-        else:
-            scores = self.scorers[method].scores(query, allowed, QueryScratch())
-            ranked = self.context.top(scores, allowed, options.top_k)
-            hits = document_hits(self.index, self.engine, query, ranked, scores)
-            result = SearchResult(hits, mode=ScoringMode.exhaustive, scored_documents=len(allowed))
-        return replace(result, method=method)
+            return self.sdr_ranker.score(query, options, allowed, mode), mode
+        scores = self.scorers[method].scores(query, allowed, QueryScratch())
+        return RankedScores(scores, allowed, method, None, None), ScoringMode.exhaustive
 
     def ranking_stats(self, query: Query) -> ParagraphStats:
         """The statistics a default `/similar` (normalised, mode `auto`, no pool) uses for this
@@ -281,16 +320,22 @@ class Searcher:
         start = self.index.doc_unit_start["sentence"]
         return int((start[allowed + 1] - start[allowed]).sum())
 
-    def _similar_units(self, query: Query, options: SearchOptions) -> SearchResult:
-        index = self.index
-        narrowed = options.candidates is not None or options.filter is not None
+    def _similar_units(self, likes: Sequence[Query], options: SearchOptions) -> SearchResult:
+        index, level = self.index, options.granularity.value
+        sources = [q.source_index for q in likes if q.source_index is not None]
+        narrowed = options.candidates is not None or options.filter is not None or len(sources) > 1
+        allowed = None
+        if narrowed:
+            allowed = self._allowed(likes[0], options.candidates, options.filter)
+            allowed = allowed[~np.isin(allowed, sources)]
+        vectors = torch.cat([self.level_vectors(q, level) for q in likes]).numpy()  # (m, d)
         return similar_units(
             index,
             self.engine,
-            options.granularity.value,
-            self.level_vectors(query, options.granularity.value).numpy(),
-            source=query.source_index,
-            allowed=self._allowed(query, options.candidates, options.filter) if narrowed else None,
+            level,
+            vectors,
+            source=likes[0].source_index,
+            allowed=allowed,
             top_k=options.top_k,
             seed=self.settings.seed,
             group_size=options.group_size if options.group_by == "document" else None,
@@ -334,3 +379,18 @@ def allowed_positions(
     if query.source_index is not None:
         allowed = allowed[allowed != query.source_index]
     return allowed
+
+
+def _combined(runs: Sequence[RankedScores], n_likes: int) -> tuple[Scores, Positions]:
+    """The mean of the first `n_likes` runs' scores minus the mean of the others', over the
+    union of the likes' pools; a document outside a run's pool counts that run's lowest."""
+    pool = np.unique(np.concatenate([r.pool for r in runs[:n_likes]]))
+    out = np.full(len(runs[0].scores), -np.inf)
+    total = np.zeros(len(pool))
+    n_unlikes = len(runs) - n_likes
+    for i, run in enumerate(runs):
+        floor = float(run.scores[run.pool].min()) if len(run.pool) else 0.0
+        held = np.where(np.isin(pool, run.pool), run.scores[pool], floor)
+        total += held / n_likes if i < n_likes else -held / n_unlikes
+    out[pool] = total
+    return out, pool

@@ -74,6 +74,17 @@ def test_the_client_covers_search_documents_and_jobs(
         )
         assert all(isinstance(u, UnitHit) for u in units) and len(units) == 4
         assert len({u.document_id for u in units}) == 4
+        liked = docsim.similar(like=["baking-01", {"text": text}], unlike=["oceans-01"])
+        raw_liked = httpx.post(
+            f"{url}/similar",
+            json={
+                "like": [{"document_id": "baking-01"}, {"document": {"text": text}}],
+                "unlike": [{"document_id": "oceans-01"}],
+            },
+        ).json()
+        assert [(h.document_id, h.score) for h in liked] == [
+            (r["document_id"], r["score"]) for r in raw_liked["results"]
+        ]
         why = docsim.explain(found.query_id, found.results[0].document_id)
         assert why["score"] == pytest.approx(found.results[0].score, abs=1e-4)
         # documents: add, read, upload, delete
