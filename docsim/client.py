@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 
@@ -365,10 +366,14 @@ class Client:
         return _build(Changed, self._send(_upload_request([Path(p) for p in paths], document_id)))
 
     def document(self, document_id: str) -> StoredDocument:
-        return _build(StoredDocument, self._send(_Request("GET", f"/documents/{document_id}")))
+        return _build(
+            StoredDocument, self._send(_Request("GET", f"/documents/{quote(document_id, safe='')}"))
+        )
 
     def delete(self, document_id: str) -> Changed:
-        return _build(Changed, self._send(_Request("DELETE", f"/documents/{document_id}")))
+        return _build(
+            Changed, self._send(_Request("DELETE", f"/documents/{quote(document_id, safe='')}"))
+        )
 
     # jobs
     def reindex(self, source: str = "current", **options: Any) -> Job:
@@ -494,11 +499,15 @@ class AsyncClient:
 
     async def document(self, document_id: str) -> StoredDocument:
         return _build(
-            StoredDocument, await self._send(_Request("GET", f"/documents/{document_id}"))
+            StoredDocument,
+            await self._send(_Request("GET", f"/documents/{quote(document_id, safe='')}")),
         )
 
     async def delete(self, document_id: str) -> Changed:
-        return _build(Changed, await self._send(_Request("DELETE", f"/documents/{document_id}")))
+        return _build(
+            Changed,
+            await self._send(_Request("DELETE", f"/documents/{quote(document_id, safe='')}")),
+        )
 
     async def reindex(self, source: str = "current", **options: Any) -> Job:
         body = {"source": source, **{k: v for k, v in options.items() if v is not None}}

@@ -108,6 +108,8 @@ class SimilarOptions(RequestModel):
                 return json.loads(value)
             except ValueError as error:
                 raise ValueError(f"the filter is not JSON: {error}") from None
+            except RecursionError:
+                raise ValueError("the filter is not JSON: it nests too deeply") from None
         return value
 
 
@@ -273,13 +275,22 @@ class SimilarResponse(BaseModel):
             normalize=request.normalize,
             scored_documents=result.scored_documents,
             results=results[request.offset :],
-            next_offset=end if _more(results, end, request.granularity, result) else None,
+            next_offset=end
+            if _more(results, end, request.granularity, result, request.group_by is not None)
+            else None,
         )
 
 
-def _more(results: list[Any], end: int, granularity: Granularity, result: SearchResult) -> bool:
+def _more(
+    results: list[Any],
+    end: int,
+    granularity: Granularity,
+    result: SearchResult,
+    request_grouped: bool,
+) -> bool:
     """Whether a page ending at `end` may have a next: documents are as many as were scored;
-    units, as long as the ranking filled every place asked."""
+    ungrouped units, as long as the ranking filled every place asked (grouped units come in
+    one page)."""
     if granularity is Granularity.document:
         return end < result.scored_documents
-    return len(results) == end
+    return len(results) == end and request_grouped is False

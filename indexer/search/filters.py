@@ -177,10 +177,10 @@ def _condition(data: Mapping[str, Any]) -> Condition:
 
 
 def _scalar(value: Any, name: str, op: str) -> Scalar:
-    if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
-        return value
+    if _is_scalar(value):
+        return value  # type: ignore[no-any-return]
     raise FilterError(
-        f"{op!r} on field {name!r} takes a string, number or boolean, got {_show(value)}"
+        f"{op!r} on field {name!r} takes a string, boolean or finite number, got {_show(value)}"
     )
 
 
@@ -217,9 +217,16 @@ def metadata_values(metadata: Mapping[str, Any], prefix: str = "") -> Iterator[t
 
 
 def _is_scalar(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return isinstance(value, (bool, int, str))
+    """A string, boolean, or number that is finite as a float (JSON allows 1e400 as an
+    integer; a float64 column cannot hold it)."""
+    if isinstance(value, bool) or isinstance(value, str):
+        return True
+    if isinstance(value, int):
+        return abs(value) <= _LARGEST
+    return isinstance(value, float) and math.isfinite(value)
+
+
+_LARGEST = int(np.finfo(np.float64).max)
 
 
 def value_type(value: Scalar) -> FieldType:

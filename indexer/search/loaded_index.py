@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from sqlalchemy import Connection, Engine, select
 
+from indexer.search.arrays import concatenated_ranges
 from indexer.search.filters import FilterColumns
 from indexer.search.mapped_rows import MappedRows
 from indexer.search.structure import StoredStructure, read_structure
@@ -104,9 +105,8 @@ class LoadedIndex:
         (ascending)."""
         if level == "document":
             return np.sort(self.doc_ids[positions])
-        start = self.doc_unit_start[level]
-        rows = [np.arange(start[p], start[p + 1]) for p in np.sort(positions)]
-        found: np.ndarray = self.ids[level][np.concatenate([np.empty(0, np.int64), *rows])]
+        start, chosen = self.doc_unit_start[level], np.sort(positions)
+        found: np.ndarray = self.ids[level][concatenated_ranges(start[chosen], start[chosen + 1])]
         return found
 
     @classmethod

@@ -147,9 +147,12 @@ class SdrScorer:
         return docs if query.source_index is None else docs[docs != query.source_index]
 
     def whole_collection_stats(self, query: Query, remembered: bool = True) -> ParagraphStats:
-        """The statistics over every other document: the default's when that is the
-        collection and `remembered` (kept per source), else computed."""
-        if remembered and self.default_population is Population.collection:
+        """The statistics an unfiltered ranking would use: over every other document, or the
+        fixed sample where that is the default (a collection large enough for candidate
+        mode); the default's, kept per source, when `remembered`."""
+        if self.default_population is Population.sample:
+            return self.sample_stats(query)
+        if remembered:
             return self.default_stats(query)
         return self.collection_stats(query)
 

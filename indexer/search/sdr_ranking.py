@@ -202,7 +202,9 @@ class SdrRanker:
         shown = np.sort(ranked) if matches_per_result > 0 else ranked[:0]
         if sdr is None or method is Method.sdr_window:  # pairs of real paragraphs: raw P
             explaining = sdr_scorer.explain_columns(query, shown, None)
-        elif sdr.pmatrix is None:  # scored on shards: the ranked documents' columns here
+        elif sdr.pmatrix is None or (sdr.first_column[shown] < 0).any():
+            # scored on shards, or ranked without SDR scoring it (a lexical method's pool, or
+            # another example's candidates): the ranked documents' columns here
             explaining = sdr_scorer.explain_columns(query, shown, sdr.stats)
         else:
             explaining = sdr

@@ -199,7 +199,7 @@ class Searcher:
         """Documents like the queries of `likes` and unlike those of `unlikes` (Elasticsearch's
         `more_like_this`, Qdrant's recommendations). A document's score is the mean of its
         scores against each `like` minus the mean of its scores against each `unlike`, each
-        score the method's for that query alone over the same documents; a document outside
+        score the method's for that query alone (as `similar` of it ranks); a document outside
         one query's ranked pool (candidate mode) counts that pool's lowest score. One `like`
         and no `unlike` is `similar` of that query. Units are those nearest to any unit of any
         `like`. The hits' paragraph pairs are with the first `like`; every indexed example is
@@ -222,16 +222,20 @@ class Searcher:
                 "group_by groups the units of granularity 'section', 'paragraph' or "
                 "'sentence'; granularity 'document' has one result per document already"
             )
-        allowed = self._allowed(likes[0], options.candidates, options.filter)
         examples = [*likes, *unlikes]
-        sources = [q.source_index for q in examples if q.source_index is not None]
-        allowed = allowed[~np.isin(allowed, sources)]
-        runs = [self._document_scores(query, options, allowed) for query in examples]
+        runs = [  # each as it would be ranked alone, its own source left out
+            self._document_scores(
+                query, options, self._allowed(query, options.candidates, options.filter)
+            )
+            for query in examples
+        ]
         first, mode = runs[0]
         if len(examples) == 1:
             scores, pool = first.scores, first.pool
         else:
+            sources = [q.source_index for q in examples if q.source_index is not None]
             scores, pool = _combined([r for r, _ in runs], len(likes))
+            pool = pool[~np.isin(pool, sources)]
         ranked = self.context.top(scores, pool, options.top_k)
         if method in SDR_RANKED:
             hits = self.sdr_ranker.hits(likes[0], first, ranked, scores, options.matches_per_result)
@@ -323,18 +327,16 @@ class Searcher:
     def _similar_units(self, likes: Sequence[Query], options: SearchOptions) -> SearchResult:
         index, level = self.index, options.granularity.value
         sources = [q.source_index for q in likes if q.source_index is not None]
-        narrowed = options.candidates is not None or options.filter is not None or len(sources) > 1
         allowed = None
-        if narrowed:
+        if options.candidates is not None or options.filter is not None:
             allowed = self._allowed(likes[0], options.candidates, options.filter)
-            allowed = allowed[~np.isin(allowed, sources)]
         vectors = torch.cat([self.level_vectors(q, level) for q in likes]).numpy()  # (m, d)
         return similar_units(
             index,
             self.engine,
             level,
             vectors,
-            source=likes[0].source_index,
+            excluded=sources,
             allowed=allowed,
             top_k=options.top_k,
             seed=self.settings.seed,

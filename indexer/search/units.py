@@ -4,6 +4,7 @@ unit of the query, found through the level's FAISS index (or the shards) and sco
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -21,16 +22,16 @@ def similar_units(
     level: str,
     vectors: np.ndarray,
     *,
-    source: int | None,
+    excluded: Sequence[int],
     allowed: np.ndarray | None,
     top_k: int,
     seed: int,
     group_size: int | None = None,
 ) -> SearchResult:
     """The `top_k` units of `level` nearest to any row of `vectors` `(m, d)`, each scored by
-    its best cosine, outside the document at position `source` and inside the positions
-    `allowed` when given. Ties: a scrambled order (Knuth's multiplicative hash), not the id
-    order.
+    its best cosine, outside the documents at the positions `excluded` (the query's own) and
+    inside the positions `allowed` when given. Ties: a scrambled order (Knuth's
+    multiplicative hash), not the id order.
 
     With `group_size`, `top_k` counts documents instead: the `top_k` documents whose best
     unit ranks highest, each with its best `group_size` units, all in score order (the
@@ -48,8 +49,7 @@ def similar_units(
     )
     if allowed is not None:
         keep_doc[allowed] = True
-    if source is not None:
-        keep_doc[source] = False
+    keep_doc[list(excluded)] = False
     available = len(index.ids[level]) if within is None else len(within)
     while True:
         found = index.indices[level].search(vectors, k, within=within)  # a list of (k,) per row
@@ -58,7 +58,9 @@ def similar_units(
         best = best_cosines(index.ids[level], index.vectors[level], vectors, units, query_rows)
         order = sorted(best, key=lambda u: (-best[u], (u * 2654435761 + seed) % 4294967296))
         # the k nearest of each row hold the k best units by best cosine, exactly (a unit's
-        # best row has fewer than k better units): that prefix of `order` is exact
+        # best row has fewer than k better units): that prefix of `order` is exact where each
+        # row's search is (Flat and the shards; an IVF level or the compressed sentence scan
+        # is as close as its own search)
         complete = k >= available
         exact = order if complete else order[:k]
         ranked = [u for u in exact if keep_doc[_document_of(index, level, u)]]
@@ -68,7 +70,10 @@ def similar_units(
         else:
             chosen = _grouped(index, level, ranked, top_k, group_size)
             per_document = Counter(_document_of(index, level, u) for u in chosen)
-            enough = len(per_document) >= top_k and min(per_document.values()) >= group_size
+            units = np.diff(index.doc_unit_start[level])  # (D,) a document's units
+            enough = len(per_document) >= top_k and all(
+                n >= min(group_size, int(units[d])) for d, n in per_document.items()
+            )
         if enough or complete:
             break
         k *= 4  # the exact prefix is too short for the answer: look deeper

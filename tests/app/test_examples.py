@@ -73,6 +73,21 @@ def test_units_are_the_nearest_to_any_like(client: TestClient) -> None:
     assert {u["unit_id"]: u["score"] for u in units} == pytest.approx(best, abs=1e-6)
 
 
+def test_several_likes_in_candidate_mode_explain_every_hit(client: TestClient) -> None:
+    """A hit retrieved only through the second example still gets its paragraph pairs with
+    the first."""
+    examples = [{"document_id": "baking-01"}, {"document_id": "astronomy-03"}]
+    for method in ("sdr", "hybrid"):
+        answer = _similar(client, like=examples, method=method, mode="candidate", top_k=30)
+        assert answer["results"] and all(r["matches"] for r in answer["results"])
+
+
+def test_an_indexed_like_after_a_posted_one_is_left_out_of_units(client: TestClient) -> None:
+    examples = [{"document": POSTED}, {"document_id": "oceans-01"}]
+    units = _similar(client, like=examples, granularity="paragraph", top_k=50)["results"]
+    assert units and all(u["document_id"] != "oceans-01" for u in units)
+
+
 @pytest.mark.parametrize(
     ("body", "status", "message"),
     [

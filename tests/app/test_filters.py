@@ -174,7 +174,7 @@ def test_units_are_filtered_before_they_are_ranked(client: TestClient, granulari
     assert units == [(u["document_id"], u["start"], round(u["score"], 5)) for u in expected]
 
 
-@pytest.mark.parametrize(("top_k", "group_size"), [(3, 1), (4, 2), (20, 3)])
+@pytest.mark.parametrize(("top_k", "group_size"), [(3, 1), (4, 2), (20, 3), (5, 100)])
 def test_grouped_units_equal_the_ungrouped_list_post_processed(
     client: TestClient, top_k: int, group_size: int
 ) -> None:
@@ -220,6 +220,7 @@ def test_a_filter_reaches_candidate_retrieval(client: TestClient) -> None:
         ({"field": "topic", "eq": "a", "in": ["b"]}, "takes one of"),
         ({"field": "topic", "like": "a"}, "Extra inputs are not permitted"),
         ({"and": []}, "non-empty list"),
+        ({"field": "number", "eq": 10**400}, "finite number"),
     ],
 )
 def test_a_bad_filter_is_a_422_naming_what_is_wrong(
@@ -240,8 +241,9 @@ def test_an_upload_takes_the_filter_as_json_text(client: TestClient) -> None:
     response = client.post("/similar", data=fields, files=files)
     assert response.status_code == 200, response.text
     assert {r["document_id"].split("-")[0] for r in response.json()["results"]} == {"coffee"}
-    bad = client.post("/similar", data={"filter": "{not json"}, files=files)
-    assert bad.status_code == 422 and "the filter is not JSON" in bad.text
+    for text in ("{not json", "[" * 100_000):
+        bad = client.post("/similar", data={"filter": text}, files=files)
+        assert bad.status_code == 422 and "the filter is not JSON" in bad.text
 
 
 def test_group_by_is_refused_for_whole_documents(client: TestClient) -> None:

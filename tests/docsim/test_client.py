@@ -93,6 +93,10 @@ def test_the_client_covers_search_documents_and_jobs(
         assert docsim.document("new-1").text == "A brand new text."
         assert docsim.upload(sample_corpus / "coffee-03.md", document_id="copy").added == ["copy"]
         assert docsim.delete("new-1").deleted == ["new-1"]
+        odd = "case #3? 50%/b"  # a fragment, a query and an escape, were the id not quoted
+        assert docsim.add({"id": odd, "text": "An odd id."}).added == [odd]
+        assert docsim.document(odd).id == odd
+        assert docsim.delete(odd).deleted == [odd]
         # errors carry the server's message
         with pytest.raises(DocsimError) as missing:
             docsim.document("new-1")
