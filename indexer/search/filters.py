@@ -33,8 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from indexer.search.types import QueryError
-
 Scalar = bool | int | float | str
 RANGE_BOUNDS = ("gt", "gte", "lt", "lte")
 MAX_DEPTH = 32  # nesting of and / or / not
@@ -43,7 +41,7 @@ _ISO_DATE = re.compile(
 )
 
 
-class FilterError(QueryError):
+class FilterError(ValueError):
     """A filter that is malformed, or names a field this collection does not have, or
     compares a field with a value of another type (maps to 422)."""
 
