@@ -14,10 +14,11 @@ from fastapi.testclient import TestClient
 
 from app.core.config import ServiceSettings
 from app.main import create_app
-from indexer.config import JobSettings
+from indexer.config import DatabaseSettings, JobSettings
 from indexer.search.settings import SearchSettings
 from indexer.text.corpus import SAMPLE_CORPUS
 from tests.utils.indexes import publish
+from tests.utils.postgres import PostgresServer
 
 TOPICS = ["astronomy", "baking", "coffee", "databases", "lighthouses", "medieval", "oceans"]
 
@@ -46,7 +47,11 @@ DOCUMENTS = {
 
 
 @pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path) -> ServiceSettings:
+def settings(
+    tmp_path_factory: pytest.TempPathFactory,
+    tiny_encoder_dir: Path,
+    _postgres: PostgresServer | None,
+) -> ServiceSettings:
     root = tmp_path_factory.mktemp("filters")
     corpus = root / "corpus.jsonl"
     with corpus.open("w") as out:
@@ -55,7 +60,13 @@ def settings(tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path) -
             title, _, body = text.partition("\n")
             record = {"id": name, "title": title.lstrip("# "), "text": body, "metadata": metadata}
             out.write(json.dumps(record) + "\n")
-    settings = ServiceSettings(data_dir=root / "data", jobs=JobSettings(embedded_worker=False))
+    settings = ServiceSettings(
+        data_dir=root / "data",
+        # a database of its own: a module's fixture outlives the per-test database of the
+        # test that first asks for it, and must not publish into the session's
+        db=DatabaseSettings(url=_postgres.database() if _postgres is not None else None),
+        jobs=JobSettings(embedded_worker=False),
+    )
     publish(corpus, settings, tiny_encoder_dir)
     return settings
 
