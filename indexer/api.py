@@ -15,51 +15,144 @@
 - **Jobs**: create, list, cancel and retry reindex jobs, the in-process `Worker`, and
   `job_figures` for monitoring.
 - **Command line**: `cli`, the indexer's commands, to which the app adds `serve`.
+
+Each name is imported from its module on first use (PEP 562), so that importing this surface
+costs nothing until a name is used: `docsim --help` reads the command line without loading
+torch, FAISS or the pipeline. `tests/test_layers.py` checks the lazy table against the typed
+imports below.
 """
 
 from __future__ import annotations
 
-from indexer.builder.engines import EngineName
-from indexer.builder.pipeline import prepare_data_dir
-from indexer.cli.common import DataDir
-from indexer.cli.main import command_line
-from indexer.config import Settings
-from indexer.jobs.figures import JobFigures, job_figures
-from indexer.jobs.queue import JobRow, create_job, get_job, list_jobs, request_cancel, retry_job
-from indexer.jobs.updates import DocumentChange, apply_change
-from indexer.jobs.worker import CURRENT, ReindexParameters, Worker
-from indexer.search.explain import Explanation, Side, explain_pair
-from indexer.search.filters import FieldType, Filter, FilterColumns, parse_filter
-from indexer.search.searcher import Searcher
-from indexer.search.types import (
-    DocumentHit,
-    Granularity,
-    Method,
-    ParagraphStats,
-    Population,
-    Query,
-    ScoringMode,
-    SearchOptions,
-    SearchResult,
-    UnitHit,
-)
-from indexer.serving import open_searcher, serve_on_shards
-from indexer.store.data_lock import hold_data_dir
-from indexer.store.db import make_engine, upgrade
-from indexer.store.generations import purge_retired
-from indexer.store.reader import stored_document_by_id
-from indexer.store.versions import active_version
-from indexer.text.corpus import (
-    SAMPLE_CORPUS,
-    CorpusFormat,
-    FileLimits,
-    has_nul,
-    json_document,
-    read_document,
-)
-from indexer.text.documents import Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from indexer.builder.pipeline import prepare_data_dir
+    from indexer.choices import EngineName
+    from indexer.cli.common import DataDir
+    from indexer.cli.main import command_line
+    from indexer.config import Settings
+    from indexer.jobs.figures import JobFigures, job_figures
+    from indexer.jobs.queue import JobRow, create_job, get_job, list_jobs, request_cancel, retry_job
+    from indexer.jobs.updates import DocumentChange, apply_change
+    from indexer.jobs.worker import CURRENT, ReindexParameters, Worker
+    from indexer.search.explain import Explanation, Side, explain_pair
+    from indexer.search.filters import FieldType, Filter, FilterColumns, parse_filter
+    from indexer.search.searcher import Searcher
+    from indexer.search.types import (
+        DocumentHit,
+        Granularity,
+        Method,
+        ParagraphStats,
+        Population,
+        Query,
+        ScoringMode,
+        SearchOptions,
+        SearchResult,
+        UnitHit,
+    )
+    from indexer.serving import open_searcher, serve_on_shards
+    from indexer.store.data_lock import hold_data_dir
+    from indexer.store.db import make_engine, upgrade
+    from indexer.store.generations import purge_retired
+    from indexer.store.reader import stored_document_by_id
+    from indexer.store.versions import active_version
+    from indexer.text.corpus import (
+        SAMPLE_CORPUS,
+        CorpusFormat,
+        FileLimits,
+        has_nul,
+        json_document,
+        read_document,
+    )
+    from indexer.text.documents import Document, SourceDocument
+    from indexer.text.sentences import SentenceSplitter
+    from indexer.text.split import split_document
+
+# name -> the module that defines it, for `__getattr__`
+_HOMES: dict[str, str] = {
+    name: module
+    for module, names in {
+        "indexer.builder.pipeline": ("prepare_data_dir",),
+        "indexer.choices": ("EngineName",),
+        "indexer.cli.common": ("DataDir",),
+        "indexer.cli.main": ("command_line",),
+        "indexer.config": ("Settings",),
+        "indexer.jobs.figures": (
+            "JobFigures",
+            "job_figures",
+        ),
+        "indexer.jobs.queue": (
+            "JobRow",
+            "create_job",
+            "get_job",
+            "list_jobs",
+            "request_cancel",
+            "retry_job",
+        ),
+        "indexer.jobs.updates": (
+            "DocumentChange",
+            "apply_change",
+        ),
+        "indexer.jobs.worker": (
+            "CURRENT",
+            "ReindexParameters",
+            "Worker",
+        ),
+        "indexer.search.explain": (
+            "Explanation",
+            "Side",
+            "explain_pair",
+        ),
+        "indexer.search.filters": (
+            "FieldType",
+            "Filter",
+            "FilterColumns",
+            "parse_filter",
+        ),
+        "indexer.search.searcher": ("Searcher",),
+        "indexer.search.types": (
+            "DocumentHit",
+            "Granularity",
+            "Method",
+            "ParagraphStats",
+            "Population",
+            "Query",
+            "ScoringMode",
+            "SearchOptions",
+            "SearchResult",
+            "UnitHit",
+        ),
+        "indexer.serving": (
+            "open_searcher",
+            "serve_on_shards",
+        ),
+        "indexer.store.data_lock": ("hold_data_dir",),
+        "indexer.store.db": (
+            "make_engine",
+            "upgrade",
+        ),
+        "indexer.store.generations": ("purge_retired",),
+        "indexer.store.reader": ("stored_document_by_id",),
+        "indexer.store.versions": ("active_version",),
+        "indexer.text.corpus": (
+            "SAMPLE_CORPUS",
+            "CorpusFormat",
+            "FileLimits",
+            "has_nul",
+            "json_document",
+            "read_document",
+        ),
+        "indexer.text.documents": (
+            "Document",
+            "SourceDocument",
+        ),
+        "indexer.text.sentences": ("SentenceSplitter",),
+        "indexer.text.split": ("split_document",),
+    }.items()
+    for name in names
+}
 
 __all__ = [
     "CURRENT",
@@ -117,3 +210,17 @@ __all__ = [
     "stored_document_by_id",
     "upgrade",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The public `name`, imported from its module on first use and kept here."""
+    module = _HOMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

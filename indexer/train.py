@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from indexer.text.corpus import CorpusFormat, Skipped, read_corpus
+from indexer.choices import CorpusFormat
+from indexer.text.corpus import Skipped, read_corpus
 from indexer.text.documents import Document
 from indexer.text.sentences import SentenceSplitter
 from indexer.text.split import EmptyDocumentError, split_document

@@ -162,6 +162,43 @@ def test_the_api_check_finds_a_reversed_import() -> None:
     assert any({"app.api", "app.services"} <= set(c) for c in circles), circles
 
 
+def test_the_command_line_starts_without_torch_or_the_pipeline() -> None:
+    """`docsim --help` imports the command modules and the settings only: the work's modules
+    load with the command that needs them (`indexer.api` is lazy, each command imports its
+    own)."""
+    code = (
+        "import sys; from typer.testing import CliRunner; from app.cli import docsim; "
+        "result = CliRunner().invoke(docsim(), ['--help']); assert result.exit_code == 0; "
+        "heavy = {'torch', 'faiss', 'nltk', 'sqlalchemy', 'indexer.builder.pipeline'}; "
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_the_lazy_surface_names_what_it_imports() -> None:
+    """`indexer.api`'s table of homes, its typed imports and `__all__` agree, and every name
+    resolves to its home's object."""
+    import importlib
+
+    import indexer.api as api
+
+    tree = ast.parse((ROOT / "indexer" / "api.py").read_text(encoding="utf-8"))
+    typed = {
+        alias.name: node.module
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == api._HOMES
+    assert sorted(api.__all__) == sorted(typed)
+    for name, module in typed.items():
+        assert getattr(api, name) is getattr(importlib.import_module(module), name), name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        api.nope  # noqa: B018
+
+
 def test_loading_an_encoder_does_not_import_training() -> None:
     code = (
         "import sys, models.loading; "
@@ -171,15 +208,29 @@ def test_loading_an_encoder_does_not_import_training() -> None:
 
 
 # Which rooms of `indexer` each room may import: text <- store <- builder / search <- jobs <-
-# cli; `config`, `logs`, `ray_session` and `train` are shared top-level modules.
+# cli; `config`, `logs`, `ray_session` and `train` are shared top-level modules, and every room
+# may read the named choices (`indexer.choices`, a leaf).
 INDEXER_ROOMS = {
-    "indexer.text": set(),
-    "indexer.store": {"indexer.text"},
-    "indexer.builder": {"indexer.config", "indexer.ray_session", "indexer.store", "indexer.text"},
-    "indexer.search": {"indexer.store", "indexer.text"},
-    "indexer.evaluation": {"indexer.config", "indexer.search", "indexer.store", "indexer.text"},
+    "indexer.text": {"indexer.choices"},
+    "indexer.store": {"indexer.choices", "indexer.text"},
+    "indexer.builder": {
+        "indexer.choices",
+        "indexer.config",
+        "indexer.ray_session",
+        "indexer.store",
+        "indexer.text",
+    },
+    "indexer.search": {"indexer.choices", "indexer.store", "indexer.text"},
+    "indexer.evaluation": {
+        "indexer.choices",
+        "indexer.config",
+        "indexer.search",
+        "indexer.store",
+        "indexer.text",
+    },
     "indexer.jobs": {
         "indexer.builder",
+        "indexer.choices",
         "indexer.config",
         "indexer.search",
         "indexer.store",

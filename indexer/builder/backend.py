@@ -14,7 +14,6 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
 
 from indexer.config import Settings
@@ -47,12 +46,6 @@ CALIBRATION_DOCUMENTS = 64  # documents whose chunks are sampled
 def cache_root(settings: Settings) -> Path:
     """Where exported encoders are cached."""
     return settings.encoder.cache_dir or settings.data_dir / "encoders"
-
-
-class BackendChoice(str, Enum):
-    auto = "auto"
-    torch = TORCH
-    openvino_int8 = OPENVINO_INT8
 
 
 class BackendError(ValueError):

@@ -21,22 +21,17 @@ import pickle
 import queue
 import threading
 from collections.abc import Generator, Iterable, Iterator
-from enum import Enum
 from typing import Any, Protocol
 
 import numpy as np
 
+from indexer.choices import EngineName
 from indexer.config import Settings
 from indexer.ray_session import RaySessionError, connect_ray
 from indexer.text.documents import Document
 from models.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
-
-
-class EngineName(str, Enum):
-    local = "local"
-    ray = "ray"
 
 
 ENGINES: tuple[str, ...] = tuple(e.value for e in EngineName)

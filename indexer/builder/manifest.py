@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from indexer.choices import CorpusFormat
 from indexer.store.manifest import (
     SCHEMA_VERSION,
     BackendEntry,
@@ -17,7 +18,6 @@ from indexer.store.manifest import (
     Manifest,
 )
 from indexer.store.vector_index import METRIC
-from indexer.text.corpus import CorpusFormat
 from indexer.text.documents import Skipped
 from indexer.text.sentences import SentenceSplitter
 from models.encoder import Encoder

@@ -39,11 +39,12 @@ from indexer.builder.lifecycle import VersionTarget, abandon, open_version, publ
 from indexer.builder.manifest import build_entry, build_manifest, corpus_entry
 from indexer.builder.split_plan import SplitPlan
 from indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
+from indexer.choices import CorpusFormat
 from indexer.config import Settings
 from indexer.store.data_lock import DataDirBusyError, hold_data_dir
 from indexer.store.manifest import BackendEntry, LevelEntry, Manifest
 from indexer.store.versions import recover_abandoned
-from indexer.text.corpus import CorpusFormat, FileLimits, Skipped, detect_format, read_corpus
+from indexer.text.corpus import FileLimits, Skipped, detect_format, read_corpus
 from indexer.text.documents import Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter
 from models.encoder import Encoder

@@ -11,17 +11,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from indexer.builder.backend import BackendChoice
-from indexer.builder.engines import EngineError, EngineName
-from indexer.builder.pipeline import IndexBuildError
+from indexer.choices import BackendChoice, CorpusFormat, EngineName
 from indexer.config import Settings, get_settings
-from indexer.jobs.queue import JobNotFoundError, JobStateError
 from indexer.logs import configure_logging
-from indexer.search.loaded_index import IndexMismatchError
-from indexer.store.db import DatabaseError
-from indexer.store.versions import NoActiveIndexError
-from indexer.text.corpus import CorpusError, CorpusFormat
-from models.loading import EncoderNotFoundError
 
 HELP = (
     "docsim: find the documents of a collection most like a given one, and why. Build an "
@@ -33,18 +25,33 @@ HELP = (
 logger = logging.getLogger("docsim")
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 
-# Errors that are the user's to fix: one line on stderr, exit code 2, no traceback.
-USER_ERRORS = (
-    CorpusError,
-    EngineError,
-    IndexBuildError,
-    EncoderNotFoundError,
-    DatabaseError,
-    NoActiveIndexError,
-    JobNotFoundError,
-    JobStateError,
-    IndexMismatchError,
-)
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors that are the user's to fix: one line on stderr, exit code 2, no traceback.
+    A command catches `except user_errors()`, which Python evaluates only when an exception
+    is raised, so the modules defining them load with the command's work, not at start-up
+    (`docsim --help` imports neither torch nor the pipeline)."""
+    from indexer.builder.engines import EngineError
+    from indexer.builder.pipeline import IndexBuildError
+    from indexer.jobs.queue import JobNotFoundError, JobStateError
+    from indexer.search.loaded_index import IndexMismatchError
+    from indexer.store.db import DatabaseError
+    from indexer.store.versions import NoActiveIndexError
+    from indexer.text.corpus import CorpusError
+    from models.loading import EncoderNotFoundError
+
+    return (
+        CorpusError,
+        EngineError,
+        IndexBuildError,
+        EncoderNotFoundError,
+        DatabaseError,
+        NoActiveIndexError,
+        JobNotFoundError,
+        JobStateError,
+        IndexMismatchError,
+    )
+
 
 EncoderOption = Annotated[
     str | None, typer.Option(help="Built-in encoder name (minilm) or a model directory.")

@@ -11,8 +11,7 @@ from typing import Annotated
 
 import typer
 
-from indexer.cli.common import USER_ERRORS, DataDir, cli, cli_settings, existing_data_dir, fail
-from indexer.store.db import make_engine, upgrade
+from indexer.cli.common import DataDir, cli, cli_settings, existing_data_dir, fail, user_errors
 
 logger = logging.getLogger("docsim")
 
@@ -57,6 +56,7 @@ def evaluate(
     from indexer.evaluation.runs import MethodSpec, warn_unmatched_judgments
     from indexer.search.filters import parse_filter
     from indexer.serving import open_searcher
+    from indexer.store.db import make_engine, upgrade
 
     settings = existing_data_dir(cli_settings(data_dir))
     try:
@@ -68,7 +68,7 @@ def evaluate(
             upgrade(settings.database_url)
         searcher = open_searcher(settings, make_engine(settings.database_url))
         specs = [MethodSpec.parse(m) for m in (method or [searcher.settings.default_method.value])]
-    except (*USER_ERRORS, ValueError, OSError) as error:
+    except user_errors() + (ValueError, OSError) as error:
         fail(str(error))
     try:
         judged = judged.within(searcher)

@@ -10,10 +10,8 @@ from typing import Annotated
 
 import typer
 
-from indexer.builder.engines import EngineName, make_encode_engine
-from indexer.builder.pipeline import build_index, prepare_data_dir
+from indexer.choices import CorpusFormat, EngineName
 from indexer.cli.common import (
-    USER_ERRORS,
     BackendOption,
     DataDir,
     EncoderOption,
@@ -24,13 +22,10 @@ from indexer.cli.common import (
     cli_settings,
     existing_data_dir,
     fail,
+    user_errors,
 )
 from indexer.config import load_configured_encoder
-from indexer.store.db import make_engine, upgrade
-from indexer.store.units import count_units
-from indexer.store.versions import active_version, collect_garbage
-from indexer.text.corpus import SAMPLE_CORPUS, CorpusError, CorpusFormat, Skipped, read_corpus
-from indexer.text.sentences import DEFAULT_PARAMS, load_splitter, params_to_json, train_params
+from indexer.text.sentences import DEFAULT_PARAMS  # a path: NLTK loads on first use
 
 logger = logging.getLogger("docsim")
 
@@ -52,6 +47,13 @@ def index(
     backend: BackendOption = None,
 ) -> None:
     """Build a new index version of a corpus and publish it atomically."""
+    from indexer.builder.engines import make_encode_engine
+    from indexer.builder.pipeline import build_index, prepare_data_dir
+    from indexer.store.db import make_engine, upgrade
+    from indexer.store.versions import collect_garbage
+    from indexer.text.corpus import SAMPLE_CORPUS
+    from indexer.text.sentences import load_splitter
+
     settings = cli_settings(data_dir)
     if backend is not None:
         encoder_settings = settings.encoder.model_copy(update={"backend": backend.value})
@@ -78,7 +80,7 @@ def index(
                 encode_engine.value, settings, model, settings.index.block_documents
             ),
         )
-    except USER_ERRORS as error:
+    except user_errors() as error:
         fail(str(error))
     except KeyboardInterrupt:
         fail("interrupted: nothing was published and the active version is unchanged", code=130)
@@ -105,6 +107,10 @@ def index(
 @cli.command()
 def info(data_dir: DataDir = None) -> None:
     """Print the active version's manifest and its counts per level as JSON."""
+    from indexer.store.db import make_engine, upgrade
+    from indexer.store.units import count_units
+    from indexer.store.versions import active_version
+
     settings = existing_data_dir(cli_settings(data_dir))
     try:
         if settings.db.auto_migrate:
@@ -112,7 +118,7 @@ def info(data_dir: DataDir = None) -> None:
         engine = make_engine(settings.database_url)
         version = active_version(engine)
         counts = count_units(engine, version.version_id)
-    except USER_ERRORS as error:
+    except user_errors() as error:
         fail(str(error))
     typer.echo(
         json.dumps(
@@ -138,6 +144,9 @@ def train_splitter(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
 ) -> None:
     """Train Punkt sentence-splitting parameters offline on your own corpora."""
+    from indexer.text.corpus import CorpusError, Skipped, read_corpus
+    from indexer.text.sentences import params_to_json, train_params
+
     texts: list[str] = []
     try:
         for corpus in corpora:

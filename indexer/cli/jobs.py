@@ -10,9 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from indexer.builder.engines import EngineName
+from indexer.choices import CURRENT, CorpusFormat, EngineName
 from indexer.cli.common import (
-    USER_ERRORS,
     DataDir,
     EncoderOption,
     EngineOption,
@@ -21,12 +20,8 @@ from indexer.cli.common import (
     cli,
     cli_settings,
     fail,
+    user_errors,
 )
-from indexer.jobs.queue import claim_job, create_job, get_job, retry_job, running_job
-from indexer.jobs.worker import CURRENT, ReindexParameters, Worker, execute, worker_name
-from indexer.store.db import make_engine, upgrade
-from indexer.store.tables import JobStatus
-from indexer.text.corpus import CorpusError, CorpusFormat
 
 logger = logging.getLogger("docsim")
 
@@ -54,6 +49,12 @@ def reindex(
 ) -> None:
     """Run a reindex job in the foreground: the same job as POST /jobs/reindex, recorded in
     the jobs table, with a progress bar. A running service swaps to the result."""
+    from indexer.jobs.queue import claim_job, create_job, get_job, retry_job, running_job
+    from indexer.jobs.worker import ReindexParameters, execute, worker_name
+    from indexer.store.db import make_engine, upgrade
+    from indexer.store.tables import JobStatus
+    from indexer.text.corpus import CorpusError
+
     settings = cli_settings(data_dir)
     try:
         if settings.db.auto_migrate:
@@ -86,7 +87,7 @@ def reindex(
             )
             fail(message)
         status = execute(claimed, settings, engine, worker=name, show_progress=progress)
-    except USER_ERRORS as error:
+    except user_errors() as error:
         fail(str(error))
     except KeyboardInterrupt:
         fail(
@@ -114,6 +115,9 @@ def reindex(
 def worker(data_dir: DataDir = None) -> None:
     """Run queued jobs until stopped (SIGTERM or Ctrl-C: a running job's build is kept and
     its job failed; retrying it resumes the build)."""
+    from indexer.jobs.worker import Worker
+    from indexer.store.db import make_engine, upgrade
+
     settings = cli_settings(data_dir)
     if settings.db.auto_migrate:
         upgrade(settings.database_url)

@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from indexer.choices import CorpusFormat
 from indexer.cli.common import FormatOption, cli, fail
 from indexer.config import get_settings
-from indexer.text.corpus import CorpusError, CorpusFormat
-from indexer.text.sentences import load_splitter
-from models.precision import resolve_device
 
 if TYPE_CHECKING:  # training code is imported when the command runs
     from models.training import TrainConfig, TrainResult
@@ -161,7 +159,10 @@ def train_on_corpus(
     """Read and split `corpus`, then train `config` on it into `out` (checkpoints, then the
     encoder). A user's error (a bad corpus, option or output folder) or an interrupt ends
     the command with its message."""
+    from indexer.text.corpus import CorpusError
+    from indexer.text.sentences import load_splitter
     from indexer.train import run_training, training_documents
+    from models.precision import resolve_device
     from models.training_data import TrainingError
 
     settings = get_settings()

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 
 from indexer.builder.engines import EncodeEngine, make_encode_engine
 from indexer.builder.pipeline import BuildHooks, BuildResult, build_index, prepare_data_dir
+from indexer.choices import CURRENT, CorpusFormat
 from indexer.config import Settings, load_configured_encoder
 from indexer.jobs.queue import (
     JobRow,
@@ -35,13 +36,10 @@ from indexer.jobs.queue import (
 from indexer.store.reader import stored_documents
 from indexer.store.tables import JobStatus, VersionStatus
 from indexer.store.versions import active_version, collect_garbage, version_row
-from indexer.text.corpus import CorpusFormat
 from indexer.text.sentences import load_splitter
 from models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
-
-CURRENT = "current"
 
 
 class JobCancelledError(Exception):

@@ -7,13 +7,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Literal
 
-import torch
+if TYPE_CHECKING:  # only annotations: the command line reads the enums without torch
+    import torch
 
-from indexer.text.documents import Document
-from models.scoring import RowStats
-
-if TYPE_CHECKING:
     from indexer.search.filters import Filter
+    from indexer.text.documents import Document
+    from models.scoring import RowStats
 
 
 class Method(str, Enum):
@@ -104,6 +103,8 @@ class Query:
     @property
     def sentence_paragraph(self) -> torch.Tensor:
         """`(n,)` the paragraph of each sentence."""
+        import torch
+
         return torch.repeat_interleave(
             torch.arange(len(self.paragraph_lengths)), self.paragraph_lengths
         )

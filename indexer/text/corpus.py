@@ -14,11 +14,11 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from indexer.choices import CorpusFormat
 from indexer.text.documents import Skipped, SourceDocument  # noqa: F401 - Skipped is read from here too
 from indexer.text.readers.structured import sectioned_document
 
@@ -32,13 +32,6 @@ HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _AILA_HEADER_END = re.compile(r"^the (judgment was delivered by|order of the court)", re.IGNORECASE)
 _MD_TITLE = re.compile(r"^#[ \t]+(?P<title>.+?)[ \t#]*$")
-
-
-class CorpusFormat(str, Enum):
-    auto = "auto"
-    text = "text"
-    jsonl = "jsonl"
-    aila = "aila"
 
 
 class CorpusError(ValueError):

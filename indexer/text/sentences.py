@@ -23,8 +23,10 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
+if TYPE_CHECKING:  # NLTK (a second to import) loads with the first splitter or training run
+    from nltk.tokenize.punkt import PunktParameters
 
 DEFAULT_PARAMS = Path(__file__).parents[1] / "data" / "punkt_params.json"
 # Bump when the rules layered on Punkt change: recorded in manifests with the parameters' hash.
@@ -62,6 +64,8 @@ def train_params(
     texts: Iterable[str], extra_abbreviations: Iterable[str] = EXTRA_ABBREVIATIONS
 ) -> PunktParameters:
     """Train Punkt parameters on `texts` and add `extra_abbreviations`."""
+    from nltk.tokenize.punkt import PunktTrainer
+
     trainer = PunktTrainer()
     trainer.INCLUDE_ALL_COLLOCS = True
     for text in texts:
@@ -85,6 +89,8 @@ def params_to_json(params: PunktParameters) -> str:
 
 
 def params_from_json(blob: str) -> PunktParameters:
+    from nltk.tokenize.punkt import PunktParameters
+
     data = json.loads(blob)
     params = PunktParameters()
     params.abbrev_types = set(data["abbrev_types"])
@@ -99,6 +105,8 @@ class SentenceSplitter:
     """Character spans of the sentences in a paragraph of text."""
 
     def __init__(self, params_json: str) -> None:
+        from nltk.tokenize.punkt import PunktSentenceTokenizer
+
         self._tokenizer = PunktSentenceTokenizer(params_from_json(params_json))
         self.sha256 = hashlib.sha256(params_json.encode()).hexdigest()
 

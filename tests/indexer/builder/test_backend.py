@@ -221,3 +221,12 @@ def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
     assert not np.allclose(alone.numpy(), stored[np.argsort(ids)[:n]], atol=4e-3)
     for level in ("document", "chunk", "paragraph"):
         assert level in query.level_vectors  # every level came from the one pass
+
+
+def test_the_backend_choices_are_the_runtimes_names() -> None:
+    """`indexer.choices` spells the backends out so that the command line need not import
+    the runtimes; they must stay `models.inference`'s names."""
+    from indexer.choices import BackendChoice
+    from models.inference import OPENVINO_INT8, TORCH
+
+    assert {c.value for c in BackendChoice} == {"auto", TORCH, OPENVINO_INT8}

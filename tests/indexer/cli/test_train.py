@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from app.core.config import ServiceSettings
 from app.main import create_app
+from indexer.choices import CorpusFormat
 from indexer.cli.main import cli
 from indexer.config import JobSettings
-from indexer.text.corpus import CorpusFormat
 from indexer.text.sentences import SentenceSplitter
 from indexer.train import EVALUATED, KINDS, run_training, training_documents
 from models.loading import load_encoder

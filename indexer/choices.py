@@ -1,0 +1,35 @@
+"""The named choices of the command line, the settings and the API: where a build's encode
+stage runs, what runs the encoder, how a corpus is read, and the `current` documents as a
+reindex source. A leaf module, so that the
+command line can list them without importing what implements them (`docsim --help`)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+CURRENT = "current"  # a reindex job's source: the active version's stored documents
+
+
+class EngineName(str, Enum):
+    """Where a build's encode stage runs (`indexer.builder.engines`)."""
+
+    local = "local"
+    ray = "ray"
+
+
+class BackendChoice(str, Enum):
+    """What runs the encoder (`indexer.builder.backend`; the values are
+    `models.inference`'s backend names)."""
+
+    auto = "auto"
+    torch = "torch"
+    openvino_int8 = "openvino-int8"
+
+
+class CorpusFormat(str, Enum):
+    """How a corpus path is read (`indexer.text.corpus`)."""
+
+    auto = "auto"
+    text = "text"
+    jsonl = "jsonl"
+    aila = "aila"
