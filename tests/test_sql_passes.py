@@ -4,6 +4,8 @@ connection fails, so a test cannot be left out of the PostgreSQL pass by mistake
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 CONFTEST = 'pytest_plugins = ["tests.conftest"]  # the suite\'s own hooks and fixtures\n'
@@ -62,12 +64,14 @@ pytestmark = pytest.mark.no_sql
 STOP = threading.Event()
 
 
-def poll(url):
+def poll(url, seconds=3.0):
     engine = create_engine(url)
-    while not STOP.is_set():
+    ends = time.monotonic() + seconds  # never past the run: a thread left polling at exit
+    while not STOP.is_set() and time.monotonic() < ends:  # races the interpreter's atexit
         with engine.connect() as connection:
             connection.execute(text("select 1"))
         time.sleep(0.01)
+    engine.dispose()
 
 
 @pytest.mark.no_sql
@@ -82,7 +86,7 @@ def test_a_thread_of_this_test_opens_a_database(tmp_path):
 def test_starts_a_poller_that_outlives_it(tmp_path_factory):
     STOP.clear()
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'z.sqlite3'}"
-    threading.Thread(target=poll, args=(url,), daemon=True).start()
+    threading.Thread(target=poll, args=(url,), daemon=True, name="outliving-poller").start()
     time.sleep(0.05)
 
 
@@ -101,6 +105,9 @@ def test_a_thread_the_test_starts_counts_and_an_older_one_does_not(
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_threads=THREADED_MODULE)
     result = pytester.runpytest_inprocess("--db", "sqlite", "-p", "no:cacheprovider")
+    for thread in threading.enumerate():  # the poller ends on its own, within seconds
+        if thread.name == "outliving-poller":
+            thread.join(timeout=30)
     result.assert_outcomes(passed=3, errors=2)
     result.stdout.fnmatch_lines(
         [
