@@ -251,10 +251,16 @@ def _checked(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def _job_done(job: Job) -> Job:
+def _settled(job: Job, deadline: float | None, timeout: float | None) -> bool:
+    """Whether `wait` is done with `job`: finished and served here. Raises `JobFailedError`
+    if it failed or was cancelled, `TimeoutError` once past `deadline`."""
     if job.status in ("failed", "cancelled"):
         raise JobFailedError(job)
-    return job
+    if job.finished and job.served:
+        return True
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeoutError(f"job {job.job_id} is still {job.status} after {timeout} s")
+    return False
 
 
 class _Progress:
@@ -410,10 +416,8 @@ class Client:
             while True:
                 job = self.job(job_id)
                 bar.update(job)
-                if job.status in ("failed", "cancelled") or (job.finished and job.served):
-                    return _job_done(job)
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"job {job_id} is still {job.status} after {timeout} s")
+                if _settled(job, deadline, timeout):
+                    return job
                 time.sleep(poll)
         finally:
             bar.close()
@@ -539,10 +543,8 @@ class AsyncClient:
             while True:
                 job = await self.job(job_id)
                 bar.update(job)
-                if job.status in ("failed", "cancelled") or (job.finished and job.served):
-                    return _job_done(job)
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"job {job_id} is still {job.status} after {timeout} s")
+                if _settled(job, deadline, timeout):
+                    return job
                 await asyncio.sleep(poll)
         finally:
             bar.close()
