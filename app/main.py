@@ -12,17 +12,19 @@ from importlib.metadata import version as package_version
 from fastapi import Depends, FastAPI, Request, Response
 
 from app.api.bodies import add_body_schemas
-from app.api.deps import reject_nul_in_url
-from app.api.routes import documents, explain, health, jobs, metrics, pages, similar
+from app.api.deps import ReadKey, reject_nul_in_url
+from app.api.routes import collections, documents, explain, health, jobs, metrics, pages, similar
+from app.api.routes.collections import include_scoped
 from app.core.config import ServiceSettings, get_service_settings
 from app.core.errors import register_error_handlers
+from app.schemas.collections import CollectionRequest
 from app.schemas.documents import DocumentsRequest, DocumentsUpload
 from app.schemas.jobs import ReindexRequest
 from app.schemas.similar import SimilarRequest, SimilarUpload
+from app.services.collections import Collections
 from app.services.metrics import Metrics
-from app.services.runtime import Runtime
 from app.services.state import ServiceState
-from indexer.api import make_engine, upgrade
+from indexer.api import DEFAULT_COLLECTION, make_engine, upgrade
 
 logger = logging.getLogger(__name__)
 
@@ -56,16 +58,13 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         def publish(state: ServiceState | None) -> None:
             app.state.service = state
 
-        runtime = Runtime(settings, engine, publish=publish)
-        app.state.runtime = runtime
-        try:
-            if not runtime.refresh():
-                logger.warning("No index version is active yet; /similar answers 503 until then")
-        except Exception:  # recorded in runtime.failure: 503 with the reason, retried
-            logger.warning("Starting without an index; the watcher retries loading it")
-        runtime.start()
+        served = Collections(settings, engine, publish_default=publish)
+        served.start()
+        app.state.collections = served
+        app.state.runtime = served.runtime(DEFAULT_COLLECTION)  # for tools and tests
         yield
-        runtime.stop()
+        served.stop()
+        app.state.collections = None
         app.state.engine = None
         engine.dispose()
 
@@ -82,18 +81,31 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     )
     app.state.service = None
     app.state.engine = None
-    app.state.metrics = Metrics(lambda: app.state.service, lambda: app.state.engine)
+    app.state.metrics = Metrics(
+        lambda: app.state.collections.states() if app.state.collections else {},
+        lambda: app.state.engine,
+    )
+    app.state.collections = None
     app.middleware("http")(app.state.metrics.middleware)
     app.middleware("http")(security_headers)
     register_error_handlers(app)
-    app.include_router(health.router)
-    app.include_router(similar.router)
-    app.include_router(explain.router)
-    app.include_router(jobs.router)
-    app.include_router(documents.router)
+    # every collection's routes: at the root for `default`, and under /collections/{name}
+    per_collection = [health.router, similar.router, explain.router, jobs.router, documents.router]
+    for router in per_collection:
+        app.include_router(router, dependencies=[ReadKey])
+    app.include_router(collections.router)
+    include_scoped(app, per_collection, ReadKey)
     app.include_router(pages.router)
     app.include_router(metrics.router)
     add_body_schemas(
-        app, [SimilarRequest, SimilarUpload, DocumentsRequest, DocumentsUpload, ReindexRequest]
+        app,
+        [
+            SimilarRequest,
+            SimilarUpload,
+            DocumentsRequest,
+            DocumentsUpload,
+            ReindexRequest,
+            CollectionRequest,
+        ],
     )
     return app

@@ -12,6 +12,8 @@
   `explain_pair` and `Explanation`.
 - **Documents and their changes**: reading and splitting posted documents, `DocumentChange`,
   `apply_change` under `hold_data_dir` (the one-writer lock), `stored_document_by_id`.
+- **Collections**: create, read, list and delete them (`create_collection`, ...), and the
+  settings a collection sees (`collection_settings`).
 - **Jobs**: create, list, cancel and retry reindex jobs, the in-process `Worker`, and
   `job_figures` for monitoring.
 - **Command line**: `cli`, the indexer's commands, to which the app adds `serve`.
@@ -29,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from indexer.builder.pipeline import prepare_data_dir
-    from indexer.choices import EngineName
+    from indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION, EngineName
     from indexer.cli.common import DataDir
     from indexer.cli.main import command_line
-    from indexer.config import Settings
+    from indexer.config import Settings, collection_settings, with_groups
     from indexer.jobs.figures import JobFigures, job_figures
     from indexer.jobs.queue import JobRow, create_job, get_job, list_jobs, request_cancel, retry_job
     from indexer.jobs.updates import DocumentChange, apply_change
@@ -53,6 +55,15 @@ if TYPE_CHECKING:
         UnitHit,
     )
     from indexer.serving import open_searcher, serve_on_shards
+    from indexer.store.collections import (
+        SETTING_GROUPS,
+        CollectionRow,
+        check_collection_name,
+        create_collection,
+        delete_collection,
+        get_collection,
+        list_collections,
+    )
     from indexer.store.data_lock import hold_data_dir
     from indexer.store.db import make_engine, upgrade
     from indexer.store.generations import purge_retired
@@ -75,10 +86,10 @@ _HOMES: dict[str, str] = {
     name: module
     for module, names in {
         "indexer.builder.pipeline": ("prepare_data_dir",),
-        "indexer.choices": ("EngineName",),
+        "indexer.choices": ("COLLECTION_NAME_PATTERN", "DEFAULT_COLLECTION", "EngineName"),
         "indexer.cli.common": ("DataDir",),
         "indexer.cli.main": ("command_line",),
-        "indexer.config": ("Settings",),
+        "indexer.config": ("Settings", "collection_settings", "with_groups"),
         "indexer.jobs.figures": (
             "JobFigures",
             "job_figures",
@@ -94,6 +105,11 @@ _HOMES: dict[str, str] = {
         "indexer.jobs.updates": (
             "DocumentChange",
             "apply_change",
+            "check_collection_name",
+            "create_collection",
+            "delete_collection",
+            "get_collection",
+            "list_collections",
         ),
         "indexer.jobs.worker": (
             "CURRENT",
@@ -128,6 +144,15 @@ _HOMES: dict[str, str] = {
             "open_searcher",
             "serve_on_shards",
         ),
+        "indexer.store.collections": (
+            "SETTING_GROUPS",
+            "CollectionRow",
+            "check_collection_name",
+            "create_collection",
+            "delete_collection",
+            "get_collection",
+            "list_collections",
+        ),
         "indexer.store.data_lock": ("hold_data_dir",),
         "indexer.store.db": (
             "make_engine",
@@ -155,7 +180,11 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "COLLECTION_NAME_PATTERN",
     "CURRENT",
+    "DEFAULT_COLLECTION",
+    "SETTING_GROUPS",
+    "CollectionRow",
     "CorpusFormat",
     "DataDir",
     "Document",
@@ -188,6 +217,12 @@ __all__ = [
     "Worker",
     "active_version",
     "apply_change",
+    "check_collection_name",
+    "collection_settings",
+    "create_collection",
+    "delete_collection",
+    "get_collection",
+    "list_collections",
     "command_line",
     "create_job",
     "explain_pair",
@@ -209,6 +244,7 @@ __all__ = [
     "split_document",
     "stored_document_by_id",
     "upgrade",
+    "with_groups",
 ]
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, computed_field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
 from indexer.search.settings import SearchSettings
 
 if TYPE_CHECKING:  # the encoders are imported when one is loaded
+    from indexer.store.collections import CollectionRow
     from models.encoder import Encoder
 
 
@@ -184,6 +186,12 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Field(default=Path("docsim-data"), description="Indexes and the SQLite file.")
+    collection: str = Field(
+        default=DEFAULT_COLLECTION,
+        pattern=COLLECTION_NAME_PATTERN,
+        description="The collection the CLI works on (`--collection`); each collection of a "
+        "data directory has its own versions, documents and jobs.",
+    )
     punkt_params: Path | None = Field(
         default=None, description="Punkt parameter file; default: the shipped parameters."
     )
@@ -203,6 +211,14 @@ class Settings(BaseSettings):
         if self.db.url:
             return self.db.url
         return f"sqlite:///{(self.data_dir / 'docsim.sqlite3').resolve()}"
+
+    @property
+    def indexes_dir(self) -> Path:
+        """Where the collection's versions live: `<data_dir>/indexes` for `default` (as before
+        collections existed), `<data_dir>/collections/<name>` for the others."""
+        if self.collection == DEFAULT_COLLECTION:
+            return self.data_dir / "indexes"
+        return self.data_dir / "collections" / self.collection
 
 
 @lru_cache
@@ -238,3 +254,25 @@ def load_configured_encoder(
         max_batch_size=settings.encoder.max_batch_size,
         **options,
     )
+
+
+AnySettings = TypeVar("AnySettings", bound=Settings)  # the service's extend the indexer's
+
+
+def collection_settings(base: AnySettings, row: CollectionRow) -> AnySettings:
+    """`base` as the collection `row` sees it: its name, and each group it sets apart
+    merged over the server's (validated again as a whole group).
+
+    Raises:
+        pydantic.ValidationError: a stored field is no longer valid.
+    """
+    return with_groups(base, row.name, row.settings)
+
+
+def with_groups(base: AnySettings, name: str, groups: dict[str, dict[str, Any]]) -> AnySettings:
+    """`base` for the collection `name`, with the fields of `groups` over its own."""
+    update_: dict[str, Any] = {"collection": name}
+    for group, fields in groups.items():
+        current = getattr(base, group)
+        update_[group] = type(current).model_validate({**current.model_dump(), **fields})
+    return base.model_copy(update=update_)

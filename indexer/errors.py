@@ -15,6 +15,11 @@ from indexer.search.filters import FilterError
 from indexer.search.loaded_index import IndexMismatchError
 from indexer.search.shards import ShardUnavailableError
 from indexer.search.types import DocumentNotFoundError, QueryError
+from indexer.store.collections import (
+    CollectionConflictError,
+    CollectionNameError,
+    CollectionNotFoundError,
+)
 from indexer.store.data_lock import BuildRunningError, ChangesQueuedError, DataDirBusyError
 from indexer.store.db import DatabaseError
 from indexer.store.manifest import CorruptFileError
@@ -28,6 +33,9 @@ __all__ = [
     "BuildBusyError",
     "BuildRunningError",
     "ChangesQueuedError",
+    "CollectionConflictError",
+    "CollectionNameError",
+    "CollectionNotFoundError",
     "CorpusError",
     "CorruptFileError",
     "DataDirBusyError",

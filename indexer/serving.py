@@ -39,7 +39,7 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
         NoActiveIndexError: nothing published yet.
         IndexMismatchError: the encoder found now is not the one the index was built with.
     """
-    version = active_version(engine)
+    version = active_version(engine, settings.collection)
     compressed = sentences_compressed(settings, sharded=sharded)
     index = LoadedIndex.load(engine, version, sharded=sharded, map_sentences=compressed)
     if settings.index.use_gpu == "auto" and gpu_count() > 0:  # faiss-gpu sees a GPU

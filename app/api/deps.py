@@ -12,19 +12,48 @@ from sqlalchemy import Engine
 from app.core.config import ServiceSettings
 from app.core.errors import ApiKeyError, IndexNotReadyError, InvalidTextError
 from app.schemas.common import has_control_characters
+from app.services.runtime import Runtime
 from app.services.state import ServiceState
+from indexer.api import DEFAULT_COLLECTION, CollectionRow, check_collection_name
 
 
 def get_settings(request: Request) -> ServiceSettings:
     return request.app.state.settings
 
 
+def collection_name(request: Request) -> str:
+    """The collection a request is for: the `{collection}` of the routes under
+    `/collections/{collection}`, else `default`."""
+    return request.path_params.get("collection", DEFAULT_COLLECTION)
+
+
+def get_collection(request: Request) -> tuple[CollectionRow, Runtime]:
+    """The request's collection as SQL has it now, and its runtime; read once per request.
+
+    Raises:
+        CollectionNameError: not a collection name (422).
+        CollectionNotFoundError: it does not exist (404).
+        IndexNotReadyError: the service is starting.
+    """
+    held = getattr(request.state, "collection", None)
+    if held is None:
+        collections = getattr(request.app.state, "collections", None)
+        if collections is None:
+            raise IndexNotReadyError("the service is starting; retry in a moment")
+        name = collection_name(request)
+        check_collection_name(name)  # before any lookup: 422
+        held = request.state.collection = collections.open(name)
+    return held
+
+
+def get_runtime(request: Request) -> Runtime:
+    return get_collection(request)[1]
+
+
 def get_state(request: Request) -> Iterator[ServiceState]:
     """The served state, taken once and held to the end of the request: everything the
     request reads (vectors, BM25, texts from SQL) belongs to its version and revision."""
-    runtime = getattr(request.app.state, "runtime", None)
-    if runtime is None:
-        raise IndexNotReadyError("the service is starting; retry in a moment")
+    runtime = get_runtime(request)
     with runtime.pinned() as state:
         if state is None:
             if runtime.failure is not None:
@@ -32,8 +61,12 @@ def get_state(request: Request) -> Iterator[ServiceState]:
                     f"the active index could not be loaded ({runtime.failure}); the service "
                     "keeps trying to load it from SQL: retry later"
                 )
+            name = runtime.collection
             raise IndexNotReadyError(
-                "no index is loaded: run `docsim index` to build one, then restart"
+                f"the collection {name!r} has no index yet: build one with `docsim "
+                f"--collection {name} index CORPUS` or POST /collections/{name}/jobs/reindex"
+                if name != DEFAULT_COLLECTION
+                else "no index is loaded: run `docsim index` to build one"
             )
         yield state
 
@@ -53,22 +86,67 @@ StateDep = Annotated[ServiceState, Depends(get_state)]
 
 
 def get_engine(request: Request) -> Engine:
-    return request.app.state.runtime.engine
+    engine = getattr(request.app.state, "engine", None)
+    if engine is None:
+        raise IndexNotReadyError("the service is starting; retry in a moment")
+    return engine
 
 
-def require_api_key(request: Request) -> None:
-    """Mutating endpoints need the configured key (header `X-API-Key` or a Bearer token)."""
-    expected = request.app.state.settings.api.api_key
-    if expected is None:
-        return
+def given_key(request: Request) -> str | None:
+    """The API key the request carries: header `X-API-Key`, or a Bearer token."""
     given = request.headers.get("x-api-key")
     authorization = request.headers.get("authorization", "")
     if given is None and authorization.lower().startswith("bearer "):
         given = authorization[7:].strip()
-    if given is None:
+    return given
+
+
+def is_server_key(request: Request, key: str | None) -> bool:
+    """Whether `key` is the server's own key (`DOCSIM_API__API_KEY`), which opens everything."""
+    expected = request.app.state.settings.api.api_key
+    return (
+        key is not None
+        and expected is not None
+        and secrets.compare_digest(key.encode(), expected.get_secret_value().encode())
+    )
+
+
+def require_server_key(request: Request) -> None:
+    """Creating and deleting collections needs the server's key, when it has one."""
+    if request.app.state.settings.api.api_key is None:
+        return
+    key = given_key(request)
+    if key is None:
+        raise ApiKeyError("this endpoint needs the server's API key: send it as X-API-Key")
+    if not is_server_key(request, key):
+        raise ApiKeyError("the API key is not valid for this endpoint: it needs the server's")
+
+
+def require_api_key(request: Request) -> None:
+    """Changing a collection (documents, jobs) needs a key when the server or the collection
+    has one: the server's, or the collection's write key. One collection's key opens
+    nothing in another."""
+    row, _runtime = get_collection(request)
+    if request.app.state.settings.api.api_key is None and row.write_key_sha256 is None:
+        return
+    key = given_key(request)
+    if key is None:
         raise ApiKeyError("this endpoint needs the API key: send it as X-API-Key")
-    if not secrets.compare_digest(given.encode(), expected.get_secret_value().encode()):
-        raise ApiKeyError("the API key is not valid")
+    if not (is_server_key(request, key) or row.opens(key, write=True)):
+        raise ApiKeyError(f"the API key is not valid for changing the collection {row.name!r}")
+
+
+def require_read_key(request: Request) -> None:
+    """Reading a collection that has a read key needs it (or its write key, or the
+    server's key); a collection without one is open to read."""
+    row, _runtime = get_collection(request)
+    if row.read_key_sha256 is None:
+        return
+    key = given_key(request)
+    if key is None:
+        raise ApiKeyError(f"the collection {row.name!r} needs its read key: send it as X-API-Key")
+    if not (is_server_key(request, key) or row.opens(key, write=False)):
+        raise ApiKeyError(f"the API key is not valid for reading the collection {row.name!r}")
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]
@@ -84,3 +162,6 @@ def search_slot(request: Request) -> Iterator[None]:
 
 SearchSlot = Annotated[None, Depends(search_slot)]
 ApiKey = Depends(require_api_key)
+ReadKey = Depends(require_read_key)
+ServerKey = Depends(require_server_key)
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -16,6 +16,9 @@ from indexer.errors import (
     BuildBusyError,
     BuildRunningError,
     ChangesQueuedError,
+    CollectionConflictError,
+    CollectionNameError,
+    CollectionNotFoundError,
     DataDirBusyError,
     DocumentNotFoundError,
     EmptyDocumentError,
@@ -59,6 +62,10 @@ class InvalidTextError(ValueError):
     """Text the service cannot take (a NUL character)."""
 
 
+class InvalidSettingError(ValueError):
+    """A collection's setting that does not exist or is not valid."""
+
+
 class SourceNotFoundError(LookupError):
     """An /explain source that is neither a live query_id nor an indexed document."""
 
@@ -83,6 +90,10 @@ STATUS = {
     UnreadableFileError: 422,
     QueryError: 422,
     FilterError: 422,
+    InvalidSettingError: 422,
+    CollectionNameError: 422,
+    CollectionNotFoundError: 404,
+    CollectionConflictError: 409,
     InvalidTextError: 422,
     IndexNotReadyError: 503,
     ShardUnavailableError: 503,

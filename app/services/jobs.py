@@ -64,6 +64,7 @@ def checked_encoder(encoder: str | None, settings: ServiceSettings) -> str | Non
 
 
 def submit_reindex(engine: Engine, request: ReindexRequest, settings: ServiceSettings) -> JobRow:
+    """Queue the job for the collection whose settings are `settings`."""
     params = ReindexParameters(
         source=checked_source(request.source, settings),
         encoder=checked_encoder(request.encoder, settings),
@@ -72,4 +73,4 @@ def submit_reindex(engine: Engine, request: ReindexRequest, settings: ServiceSet
         block_documents=request.block_documents,
         engine=request.engine.value,
     )
-    return create_job(engine, "reindex", vars(params))
+    return create_job(engine, "reindex", vars(params), settings.collection)

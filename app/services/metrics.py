@@ -1,10 +1,12 @@
 """Prometheus metrics (prometheus-client), one registry per application.
 
-- `docsim_http_request_duration_seconds{method,route,status}`: a histogram per route
-  template (`/jobs/{job_id}`, not the raw path, so the label set stays small).
-- Read at scrape time from what the service already holds, never double-booked:
-  `docsim_index_version`, `docsim_index_documents`, `docsim_index_vectors{level}`,
-  `docsim_index_vector_bytes{level}`, `docsim_query_cache_bytes` (the served version), and from
+- `docsim_http_request_duration_seconds{method,route,status,collection}`: a histogram per
+  route template (`/jobs/{job_id}`, not the raw path, so the label set stays small) and
+  collection.
+- Read at scrape time from what the service already holds, never double-booked, per
+  collection: `docsim_index_version{collection}`, `docsim_index_documents{collection}`,
+  `docsim_index_vectors{collection,level}`, `docsim_index_vector_bytes{collection,level}`,
+  `docsim_query_cache_bytes{collection}` (the served version), and from
   the jobs table, so that jobs run by a separate worker process count too: `docsim_jobs{status}`
   and `docsim_job_duration_seconds{status}` (a summary over finished jobs).
 """
@@ -24,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from app.services.state import ServiceState
-from indexer.api import job_figures
+from indexer.api import DEFAULT_COLLECTION, job_figures
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +38,15 @@ class ServiceCollector(Collector):
     """Index and job figures, computed when Prometheus scrapes."""
 
     def __init__(
-        self, state: Callable[[], ServiceState | None], engine: Callable[[], Engine | None]
+        self,
+        states: Callable[[], dict[str, ServiceState | None]],
+        engine: Callable[[], Engine | None],
     ) -> None:
-        self._state = state
+        self._states = states
         self._engine = engine
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._index_metrics(self._state())
+        yield from self._index_metrics(self._states())
         engine = self._engine()
         if engine is not None:
             try:
@@ -51,29 +55,38 @@ class ServiceCollector(Collector):
                 logger.warning("Job metrics unavailable: %s", error)
 
     @staticmethod
-    def _index_metrics(state: ServiceState | None) -> Iterator[Metric]:
-        version = GaugeMetricFamily("docsim_index_version", "Served index version (0: none).")
-        documents = GaugeMetricFamily("docsim_index_documents", "Documents in the served index.")
+    def _index_metrics(states: dict[str, ServiceState | None]) -> Iterator[Metric]:
+        by = ["collection"]
+        version = GaugeMetricFamily(
+            "docsim_index_version", "Served index version (0: none).", labels=by
+        )
+        documents = GaugeMetricFamily(
+            "docsim_index_documents", "Documents in the served index.", labels=by
+        )
         vectors = GaugeMetricFamily(
-            "docsim_index_vectors", "Vectors per level in the served index.", labels=["level"]
+            "docsim_index_vectors",
+            "Vectors per level in the served index.",
+            labels=[*by, "level"],
         )
         nbytes = GaugeMetricFamily(
             "docsim_index_vector_bytes",
             "Bytes of vectors held in memory per level (a mapped level: its row map; the "
             "compressed sentence level: its compressed rows).",
-            labels=["level"],
+            labels=[*by, "level"],
         )
-        cache = GaugeMetricFamily("docsim_query_cache_bytes", "Bytes held by the query cache.")
-        if state is None:
-            version.add_metric([], 0)
-        else:
-            index = state.searcher.index
-            version.add_metric([], state.version_id)
-            documents.add_metric([], index.n_documents)
+        cache = GaugeMetricFamily(
+            "docsim_query_cache_bytes", "Bytes held by the query cache.", labels=by
+        )
+        for name, state in sorted(states.items()):
+            if state is None:
+                version.add_metric([name], 0)
+                continue
+            version.add_metric([name], state.version_id)
+            documents.add_metric([name], state.searcher.index.n_documents)
             for level, (count, held_bytes) in state.searcher.vector_sizes().items():
-                vectors.add_metric([level], count)
-                nbytes.add_metric([level], held_bytes)
-            cache.add_metric([], state.queries.used_bytes)
+                vectors.add_metric([name, level], count)
+                nbytes.add_metric([name, level], held_bytes)
+            cache.add_metric([name], state.queries.used_bytes)
         yield from (version, documents, vectors, nbytes, cache)
 
     @staticmethod
@@ -96,17 +109,19 @@ class Metrics:
     """The application's registry, its request histogram and the scrape-time collector."""
 
     def __init__(
-        self, state: Callable[[], ServiceState | None], engine: Callable[[], Engine | None]
+        self,
+        states: Callable[[], dict[str, ServiceState | None]],
+        engine: Callable[[], Engine | None],
     ) -> None:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
             "docsim_http_request_duration_seconds",
-            "Time to answer an HTTP request, by route template.",
-            ["method", "route", "status"],
+            "Time to answer an HTTP request, by route template and collection.",
+            ["method", "route", "status", "collection"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(ServiceCollector(state, engine))
+        self.registry.register(ServiceCollector(states, engine))
 
     async def middleware(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -118,9 +133,24 @@ class Metrics:
             status = response.status_code
             return response
         finally:
-            self.latency.labels(request.method, route_template(request), str(status)).observe(
-                time.perf_counter() - started
-            )
+            route = route_template(request)
+            self.latency.labels(
+                request.method, route, str(status), collection_label(request, route, status)
+            ).observe(time.perf_counter() - started)
+
+
+def collection_label(request: Request, route: str, status: int) -> str:
+    """The collection a request was for: the `{collection}` of a route under
+    `/collections/{name}` that found it, `default` for the other collection routes, and ""
+    for the rest (an unknown name is not a label value: the set stays as small as the
+    collections)."""
+    if (
+        route == UNMATCHED
+        or route.startswith(("/metrics", "/collections"))
+        and ("{collection}/" not in route or status == 404)
+    ):
+        return ""
+    return request.scope.get("path_params", {}).get("collection", DEFAULT_COLLECTION)
 
 
 def route_template(request: Request) -> str:

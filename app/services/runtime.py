@@ -1,6 +1,8 @@
-"""The service's moving parts: the served state, its atomic swap, and the embedded worker.
+"""A collection's moving parts: the served state, its atomic swap, and the thread that
+follows SQL.
 
-The served `ServiceState` is one immutable-by-convention object; a request takes it once
+Each collection has its runtime (`app.services.collections.Collections` holds them). The
+served `ServiceState` is one immutable-by-convention object; a request takes it once
 (`app.api.deps.get_state`) and answers from it to the end, so a swap never changes the
 version under a running request. The watcher thread polls the active version and its revision
 (document changes) and swaps in a freshly loaded state when either moves; the embedded worker
@@ -28,7 +30,7 @@ from app.services.pins import RevisionPins
 from app.services.retirement import ShardRetirement
 from app.services.state import ServiceState, load_state, with_change
 from app.services.watcher import Watcher
-from indexer.api import DocumentChange, Worker, active_version, prepare_data_dir, purge_retired
+from indexer.api import DocumentChange, active_version, prepare_data_dir, purge_retired
 from indexer.errors import IndexBuildError, NoActiveIndexError
 
 logger = logging.getLogger(__name__)
@@ -41,20 +43,19 @@ class Runtime:
         self,
         settings: ServiceSettings,
         engine: Engine,
-        publish: Callable[[ServiceState | None], None],
+        publish: Callable[[ServiceState | None], None] = lambda _state: None,
     ) -> None:
-        self.settings = settings
+        self.settings = settings  # the collection's (`collection_settings`)
+        self.collection = settings.collection
         self.engine = engine
         self._publish = publish
         self.state: ServiceState | None = None
         self.failure: str | None = None  # why nothing is served although a version is active
         self._reload_lock = threading.Lock()
         self._watcher = Watcher(self.refresh, self.purge, settings.api.swap_poll_seconds)
-        self.worker: Worker | None = None
-        self._worker_thread: threading.Thread | None = None
         self._retiring = ShardRetirement()  # shards of swapped-out states, closing later
         self._pins = RevisionPins()  # what requests read: its rows are not purged
-        self.indexes_dir: Path = settings.data_dir / "indexes"
+        self.indexes_dir: Path = settings.indexes_dir
         self.unwritable: str | None = None  # why document changes cannot be written here
 
     # --- readers -------------------------------------------------------------------------
@@ -104,7 +105,7 @@ class Runtime:
         Raises whatever the load raised, after `fail` recorded it (nothing is served then)."""
         with self._reload_lock:
             try:
-                active = active_version(self.engine)
+                active = active_version(self.engine, self.collection)
             except NoActiveIndexError:
                 return False
             current = self.state
@@ -125,13 +126,13 @@ class Runtime:
         while it read (a load reads files and several SQL queries, and may see a mix of the
         two revisions); a failure with SQL standing still is final."""
         for attempt in range(LOAD_ATTEMPTS):
-            before = active_version(self.engine)
+            before = active_version(self.engine, self.collection)
             try:
                 self._load_and_swap(current)
                 failed = None
             except Exception as error:
                 failed = error
-            after = active_version(self.engine)
+            after = active_version(self.engine, self.collection)
             if (after.version_id, after.revision) == (before.version_id, before.revision):
                 if failed is not None:
                     raise failed
@@ -154,7 +155,8 @@ class Runtime:
         self.swap(state)
         self.failure = None
         logger.info(
-            "Now serving version %d (revision %d; was %s)",
+            "Collection %r: now serving version %d (revision %d; was %s)",
+            self.collection,
             state.version_id,
             state.revision,
             previous,
@@ -204,25 +206,24 @@ class Runtime:
 
     # --- threads -------------------------------------------------------------------------
     def start(self) -> None:
+        """Load the active version if there is one (a failure is recorded in `failure`:
+        503 with the reason, and the watcher retries), then follow SQL."""
+        try:
+            if not self.refresh():
+                logger.warning(
+                    "Collection %r has no active version yet; /similar answers 503 until then",
+                    self.collection,
+                )
+        except Exception:  # recorded in self.failure
+            logger.warning("Collection %r starts without an index; retrying", self.collection)
         try:  # once, not per change: a change only needs the directory's lock
-            self.indexes_dir = prepare_data_dir(self.settings.data_dir)
+            self.indexes_dir = prepare_data_dir(self.settings.indexes_dir)
         except IndexBuildError as error:
             self.unwritable = str(error)
             logger.warning("Document changes are refused: %s", error)
         self._watcher.start()
-        if self.settings.jobs.embedded_worker:
-            self.worker = Worker(self.settings, self.engine, on_published=self.serve_published)
-            self._worker_thread = threading.Thread(
-                target=self.worker.run, name="docsim-worker", daemon=True
-            )
-            self._worker_thread.start()
 
     def stop(self, timeout: float = 600.0) -> None:
-        """Stop the watcher, and the worker after its current block (its job then fails with
-        its build kept; a retry resumes it)."""
+        """Stop the watcher and close the shard actors."""
         self._watcher.stop(timeout)
         self._close_all_shards()
-        if self.worker is not None:
-            self.worker.stop.set()  # a running job is suspended; a retry resumes it
-        if self._worker_thread is not None:
-            self._worker_thread.join(timeout)

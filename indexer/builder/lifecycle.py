@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from indexer.choices import DEFAULT_COLLECTION
 from indexer.store.manifest import Manifest, write_manifest
 from indexer.store.tables import VersionStatus
 from indexer.store.versions import (
@@ -48,6 +49,7 @@ def open_version(
     encoder_name: str,
     fingerprint: str,
     resume: int | None,
+    collection: str = DEFAULT_COLLECTION,
 ) -> VersionTarget:
     """The version to build: the suspended version `resume` when its plan is the same
     (`fingerprint`) and its committed blocks are still there (its row is marked `building`
@@ -64,7 +66,9 @@ def open_version(
             logger.info("Version %d cannot be resumed; starting a new build", version_id)
             discard_version(engine, indexes_dir, version_id, "superseded by a fresh build")
     if not blocks_done:
-        version_id = create_version(engine, encoder_name=encoder_name, path="")
+        version_id = create_version(
+            engine, encoder_name=encoder_name, path="", collection=collection
+        )
     return VersionTarget(
         version_id=version_id,
         tmp=indexes_dir / f"{version_dir_name(version_id)}.tmp",

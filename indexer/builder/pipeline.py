@@ -87,17 +87,17 @@ class BuildResult:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-def prepare_data_dir(data_dir: Path) -> Path:
-    """Create `<data_dir>/indexes` and check that it is writable; returns it. Callers in
-    parallel each write a probe of their own (a unique temporary file)."""
-    indexes = data_dir / "indexes"
+def prepare_data_dir(indexes: Path) -> Path:
+    """Create a collection's folder of versions (`Settings.indexes_dir`) and check that it is
+    writable; returns it. Callers in parallel each write a probe of their own (a unique
+    temporary file)."""
     try:
         indexes.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=indexes, prefix=".write-probe-"):
             pass
     except OSError as error:
         raise IndexBuildError(
-            f"data directory {str(data_dir)!r} is not writable: {error.strerror or error}"
+            f"data directory {str(indexes)!r} is not writable: {error.strerror or error}"
         ) from error
     return indexes
 
@@ -167,13 +167,15 @@ def build_index(
         IndexBuildError: nothing to index, or a bad setting; nothing was published.
     """
     hooks = hooks or BuildHooks()
-    indexes_dir = prepare_data_dir(settings.data_dir)
+    indexes_dir = prepare_data_dir(settings.indexes_dir)
     capacity = chunk_capacity(settings, encoder)
     ctx = BuildContext(
         settings, engine, encoder, indexes_dir, capacity, hooks, show_progress, encode_engine
     )
     with build_lock(indexes_dir):
-        recover_abandoned(engine, indexes_dir, keep=hooks.resume_version)
+        recover_abandoned(
+            engine, indexes_dir, keep=hooks.resume_version, collection=settings.collection
+        )
         SplitPlan.remove_stale(indexes_dir)
         started = time.perf_counter()
         source = open_source(corpus, documents, fmt, source_label, settings)
@@ -199,7 +201,14 @@ def _encode_and_publish(
     engine, encoder, hooks = ctx.engine, ctx.encoder, ctx.hooks
     backend = choose_backend(ctx, plan, source.label)
     fingerprint = plan_fingerprint(plan, encoder, ctx.capacity, plan.block_documents)
-    target = open_version(engine, ctx.indexes_dir, encoder.name, fingerprint, hooks.resume_version)
+    target = open_version(
+        engine,
+        ctx.indexes_dir,
+        encoder.name,
+        fingerprint,
+        hooks.resume_version,
+        collection=ctx.settings.collection,
+    )
     if hooks.on_version is not None:
         hooks.on_version(target.version_id)
     published = False  # once live, a late interrupt must not mark the version failed

@@ -7,13 +7,16 @@ import logging
 import signal
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from indexer.choices import BackendChoice, CorpusFormat, EngineName
 from indexer.config import Settings, get_settings
 from indexer.logs import configure_logging
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 HELP = (
     "docsim: find the documents of a collection most like a given one, and why. Build an "
@@ -35,6 +38,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     from indexer.builder.pipeline import IndexBuildError
     from indexer.jobs.queue import JobNotFoundError, JobStateError
     from indexer.search.loaded_index import IndexMismatchError
+    from indexer.store.collections import CollectionNotFoundError
     from indexer.store.db import DatabaseError
     from indexer.store.versions import NoActiveIndexError
     from indexer.text.corpus import CorpusError
@@ -50,6 +54,7 @@ def user_errors() -> tuple[type[Exception], ...]:
         JobNotFoundError,
         JobStateError,
         IndexMismatchError,
+        CollectionNotFoundError,
     )
 
 
@@ -89,9 +94,46 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+_chosen: dict[str, str] = {}  # `docsim --collection NAME ...`: the collection of the command
+
+
 def cli_settings(data_dir: Path | None) -> Settings:
+    """The settings of a command: the environment's, with `--data-dir` and `--collection`."""
     settings = get_settings()
-    return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
+    update: dict[str, Any] = {}
+    if data_dir:
+        update["data_dir"] = data_dir
+    if "collection" in _chosen:
+        update["collection"] = _chosen["collection"]
+    return settings.model_copy(update=update) if update else settings
+
+
+def in_collection(settings: Settings, engine: Engine, *, create: bool = False) -> Settings:
+    """`settings` as the command's collection sees them (its encoder, index and search
+    settings over the server's); `create`: a collection that does not exist yet is created
+    with none of its own (`docsim --collection new index ...`).
+
+    Raises:
+        CollectionNotFoundError: it does not exist, and `create` is false.
+    """
+    from indexer.config import collection_settings
+    from indexer.store.collections import (
+        CollectionConflictError,
+        CollectionNotFoundError,
+        create_collection,
+        get_collection,
+    )
+
+    try:
+        row = get_collection(engine, settings.collection)
+    except CollectionNotFoundError:
+        if not create:
+            raise
+        try:
+            row = create_collection(engine, settings.collection)
+        except CollectionConflictError:  # created meanwhile by another process
+            row = get_collection(engine, settings.collection)
+    return collection_settings(settings, row)
 
 
 def existing_data_dir(settings: Settings) -> Settings:
@@ -122,6 +164,15 @@ def _print_version(asked: bool) -> None:
 @cli.callback()
 def main_options(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection",
+            "-c",
+            help="The collection the command works on (DOCSIM_COLLECTION; default: `default`). "
+            "`index` creates it when it does not exist.",
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -131,4 +182,12 @@ def main_options(
 ) -> None:
     """docsim: which documents in my collection are most like this one, and why?"""
     setup_logging(verbose)
+    if collection is not None:
+        from indexer.store.collections import CollectionNameError, check_collection_name
+
+        try:
+            check_collection_name(collection)
+        except CollectionNameError as error:
+            fail(str(error))
+        _chosen["collection"] = collection
     signal.signal(signal.SIGTERM, _raise_interrupt)

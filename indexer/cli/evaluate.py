@@ -11,7 +11,15 @@ from typing import Annotated
 
 import typer
 
-from indexer.cli.common import DataDir, cli, cli_settings, existing_data_dir, fail, user_errors
+from indexer.cli.common import (
+    DataDir,
+    cli,
+    cli_settings,
+    existing_data_dir,
+    fail,
+    in_collection,
+    user_errors,
+)
 
 logger = logging.getLogger("docsim")
 
@@ -66,7 +74,8 @@ def evaluate(
         judged = read_judged(queries, qrels, pools, query_field, wanted)
         if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
             upgrade(settings.database_url)
-        searcher = open_searcher(settings, make_engine(settings.database_url))
+        engine = make_engine(settings.database_url)
+        searcher = open_searcher(in_collection(settings, engine), engine)
         specs = [MethodSpec.parse(m) for m in (method or [searcher.settings.default_method.value])]
     except user_errors() + (ValueError, OSError) as error:
         fail(str(error))

@@ -22,6 +22,7 @@ from indexer.cli.common import (
     cli_settings,
     existing_data_dir,
     fail,
+    in_collection,
     user_errors,
 )
 from indexer.config import load_configured_encoder
@@ -55,9 +56,6 @@ def index(
     from indexer.text.sentences import load_splitter
 
     settings = cli_settings(data_dir)
-    if backend is not None:
-        encoder_settings = settings.encoder.model_copy(update={"backend": backend.value})
-        settings = settings.model_copy(update={"encoder": encoder_settings})
     corpus = path or SAMPLE_CORPUS
     if path is None:
         logger.info("No corpus given: indexing the shipped sample corpus %s", corpus)
@@ -66,8 +64,12 @@ def index(
     try:
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
-        model = load_configured_encoder(settings, encoder)
         engine = make_engine(settings.database_url)
+        settings = in_collection(settings, engine, create=True)
+        if backend is not None:  # the command line's over the collection's
+            encoder_settings = settings.encoder.model_copy(update={"backend": backend.value})
+            settings = settings.model_copy(update={"encoder": encoder_settings})
+        model = load_configured_encoder(settings, encoder)
         result = build_index(
             corpus,
             settings=settings,
@@ -86,9 +88,10 @@ def index(
         fail("interrupted: nothing was published and the active version is unchanged", code=130)
     retired = collect_garbage(  # retention after every publish, as the worker does
         engine,
-        prepare_data_dir(settings.data_dir),
+        prepare_data_dir(settings.indexes_dir),
         keep_versions=settings.jobs.keep_versions,
         grace_seconds=settings.jobs.retire_grace_seconds,
+        collection=settings.collection,
     )
     typer.echo(
         json.dumps(
@@ -116,7 +119,7 @@ def info(data_dir: DataDir = None) -> None:
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
         engine = make_engine(settings.database_url)
-        version = active_version(engine)
+        version = active_version(engine, in_collection(settings, engine).collection)
         counts = count_units(engine, version.version_id)
     except user_errors() as error:
         fail(str(error))

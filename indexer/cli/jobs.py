@@ -20,6 +20,7 @@ from indexer.cli.common import (
     cli,
     cli_settings,
     fail,
+    in_collection,
     user_errors,
 )
 
@@ -60,7 +61,9 @@ def reindex(
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
         engine = make_engine(settings.database_url)
+        settings = in_collection(settings, engine, create=True)
         if retry is not None:
+            get_job(engine, retry, settings.collection)  # the collection's job, or not found
             job = retry_job(engine, retry)
         else:
             if source != CURRENT:
@@ -75,7 +78,7 @@ def reindex(
                 block_documents=block_documents,
                 engine=encode_engine.value,
             )
-            job = create_job(engine, "reindex", vars(params))
+            job = create_job(engine, "reindex", vars(params), settings.collection)
         name = worker_name()
         claimed = claim_job(engine, job.job_id, name)
         if claimed is None:

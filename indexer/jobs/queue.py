@@ -32,6 +32,7 @@ from sqlalchemy import (
     update,
 )
 
+from indexer.choices import DEFAULT_COLLECTION
 from indexer.store.db import insert_one
 from indexer.store.tables import JobStatus, VersionStatus, as_utc, index_versions, jobs
 
@@ -49,6 +50,7 @@ class JobStateError(RuntimeError):
 @dataclass(frozen=True)
 class JobRow:
     job_id: int
+    collection: str  # the collection whose version the job builds
     kind: str
     parameters: dict[str, Any]
     status: JobStatus
@@ -86,11 +88,16 @@ def _row(row: Any) -> JobRow:
     return JobRow(**values)
 
 
-def create_job(engine: Engine, kind: str, parameters: dict[str, Any]) -> JobRow:
+def create_job(
+    engine: Engine, kind: str, parameters: dict[str, Any], collection: str = DEFAULT_COLLECTION
+) -> JobRow:
+    """Queue a job for `collection` (one job runs at a time, whatever its collection: a
+    build takes the machine's cores)."""
     with engine.begin() as conn:
         job_id = insert_one(
             conn,
             insert(jobs).values(
+                collection=collection,
                 kind=kind,
                 parameters=parameters,
                 status=JobStatus.queued,
@@ -104,18 +111,32 @@ def create_job(engine: Engine, kind: str, parameters: dict[str, Any]) -> JobRow:
     return get_job(engine, job_id)
 
 
-def get_job(engine: Engine, job_id: int) -> JobRow:
+def get_job(engine: Engine, job_id: int, collection: str | None = None) -> JobRow:
+    """The job `job_id` (of `collection`, when given: another collection's is not found).
+
+    Raises:
+        JobNotFoundError: there is none.
+    """
+    query = select(jobs).where(jobs.c.job_id == job_id)
+    if collection is not None:
+        query = query.where(jobs.c.collection == collection)
     with engine.connect() as conn:
-        row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).first()
+        row = conn.execute(query).first()
     if row is None:
-        raise JobNotFoundError(f"job {job_id} does not exist")
+        where = f" in collection {collection!r}" if collection is not None else ""
+        raise JobNotFoundError(f"job {job_id} does not exist{where}")
     return _row(row)
 
 
-def list_jobs(engine: Engine, limit: int = 100, status: str | None = None) -> list[JobRow]:
+def list_jobs(
+    engine: Engine, limit: int = 100, status: str | None = None, collection: str | None = None
+) -> list[JobRow]:
+    """The newest `limit` jobs (with `status`, of `collection`, when given)."""
     query = select(jobs).order_by(jobs.c.job_id.desc()).limit(limit)
     if status is not None:
         query = query.where(jobs.c.status == status)
+    if collection is not None:
+        query = query.where(jobs.c.collection == collection)
     with engine.connect() as conn:
         return [_row(r) for r in conn.execute(query).all()]
 

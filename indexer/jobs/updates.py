@@ -32,7 +32,7 @@ from indexer.store.units import (
     next_ordinals,
     pack_vectors,
 )
-from indexer.store.versions import VersionRow, active_version
+from indexer.store.versions import VersionRow, active_version, version_row
 from indexer.text.chunking import add_chunks
 from indexer.text.documents import LEVELS, Document, SourceDocument
 from indexer.text.sentences import SentenceSplitter
@@ -149,7 +149,10 @@ def current_version(engine: Engine, version_id: int, revision: int) -> VersionRo
     Raises:
         IndexChangedError: the active version or its revision is not the caller's.
     """
-    active = active_version(engine)
+    row = version_row(engine, version_id)
+    if row is None:
+        raise IndexChangedError(f"version {version_id} no longer exists; retry")
+    active = active_version(engine, row.collection)
     if (active.version_id, active.revision) != (version_id, revision):
         raise IndexChangedError(
             f"the index moved to version {active.version_id} revision {active.revision} "

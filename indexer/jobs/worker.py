@@ -21,8 +21,8 @@ from sqlalchemy import Engine
 
 from indexer.builder.engines import EncodeEngine, make_encode_engine
 from indexer.builder.pipeline import BuildHooks, BuildResult, build_index, prepare_data_dir
-from indexer.choices import CURRENT, CorpusFormat
-from indexer.config import Settings, load_configured_encoder
+from indexer.choices import CURRENT, DEFAULT_COLLECTION, CorpusFormat
+from indexer.config import Settings, collection_settings, load_configured_encoder
 from indexer.jobs.queue import (
     JobRow,
     claim_next,
@@ -33,6 +33,7 @@ from indexer.jobs.queue import (
     set_job_version,
     update_progress,
 )
+from indexer.store.collections import get_collection
 from indexer.store.reader import stored_documents
 from indexer.store.tables import JobStatus, VersionStatus
 from indexer.store.versions import active_version, collect_garbage, version_row
@@ -88,7 +89,7 @@ def run_reindex(
         Exception: any build error (the build is suspended, a retry resumes it).
     """
     params = ReindexParameters.from_dict(job.parameters)
-    settings = reindex_settings(settings, params)
+    settings = reindex_settings(job_settings(job, settings, engine), params)
     cancel = threading.Event()  # set by the heartbeats when a cancel is requested
     progress = JobProgress(engine, job.job_id, cancel=cancel, stop=stop or threading.Event())
     hooks = BuildHooks(
@@ -97,7 +98,9 @@ def run_reindex(
         resume_version=resumable_version(engine, job),
         keep_on_failure=lambda error: not isinstance(error, JobCancelledError),
     )
-    encoder = load_configured_encoder(settings, reindex_encoder_name(engine, params))
+    encoder = load_configured_encoder(
+        settings, reindex_encoder_name(engine, params, settings.collection)
+    )
     encode_engine = make_encode_engine(
         params.engine, settings, encoder, settings.index.block_documents
     )
@@ -112,6 +115,15 @@ def run_reindex(
             show_progress=show_progress,
             encode_engine=encode_engine,
         )
+
+
+def job_settings(job: JobRow, settings: Settings, engine: Engine) -> Settings:
+    """`settings` as the job's collection sees them (`collection_settings`). Reads SQL.
+
+    Raises:
+        CollectionNotFoundError: the collection was deleted.
+    """
+    return collection_settings(settings, get_collection(engine, job.collection))
 
 
 def reindex_settings(settings: Settings, params: ReindexParameters) -> Settings:
@@ -191,11 +203,13 @@ def resumable_version(engine: Engine, job: JobRow) -> int | None:
     return None
 
 
-def reindex_encoder_name(engine: Engine, params: ReindexParameters) -> str | None:
+def reindex_encoder_name(
+    engine: Engine, params: ReindexParameters, collection: str = DEFAULT_COLLECTION
+) -> str | None:
     """The encoder the job names; for `current` naming none, the active version's own (as
-    its manifest records it); else None (the configured one)."""
+    its manifest records it); else None (the collection's configured one)."""
     if params.encoder is None and params.source == CURRENT:
-        recorded = active_version(engine).published_manifest()["encoder"]
+        recorded = active_version(engine, collection).published_manifest()["encoder"]
         return recorded.get("source") or recorded["name"]
     return params.encoder
 
@@ -213,7 +227,7 @@ def build_source(
     """Build the job's source: the corpus at `params.source`, or for `current` the stored
     documents of the active version (read when the build starts)."""
     if params.source == CURRENT:
-        current = active_version(engine)
+        current = active_version(engine, settings.collection)
         return build_index(
             None,
             settings=settings,
@@ -271,7 +285,7 @@ def after_publishing(
     engine: Engine,
     *,
     worker: str,
-    on_published: Callable[[int], None],
+    on_published: Callable[[str, int], None],
 ) -> str:
     """Call `on_published` (the embedded worker: load the version into the service) while the
     job still runs, with heartbeats, as loading may outlast `stale_after_seconds`. Its failure
@@ -282,7 +296,7 @@ def after_publishing(
         with heartbeats(
             engine, job.job_id, worker, settings.jobs.heartbeat_seconds, threading.Event()
         ):
-            on_published(version_id)
+            on_published(job.collection, version_id)
     except Exception as error:
         logger.exception("Job %d: loading version %d failed", job.job_id, version_id)
         return f"{message}; loading it failed ({type(error).__name__}: {error})"
@@ -297,7 +311,7 @@ def execute(
     worker: str,
     stop: threading.Event | None = None,
     show_progress: bool = False,
-    on_published: Callable[[int], None] | None = None,
+    on_published: Callable[[str, int], None] | None = None,
 ) -> str:
     """Run a claimed job and record how it ended; returns the final status.
 
@@ -329,11 +343,13 @@ def execute(
         )
     finish_job(engine, job.job_id, JobStatus.succeeded, message=message)
     logger.info("Job %d published version %d", job.job_id, result.version_id)
+    indexes_dir = result.path.parent  # the job's collection's folder of versions
     collect_garbage(
         engine,
-        prepare_data_dir(settings.data_dir),
+        prepare_data_dir(indexes_dir),
         keep_versions=settings.jobs.keep_versions,
         grace_seconds=settings.jobs.retire_grace_seconds,
+        collection=job.collection,
     )
     return JobStatus.succeeded
 
@@ -347,7 +363,7 @@ class Worker:
         engine: Engine,
         *,
         name: str | None = None,
-        on_published: Callable[[int], None] | None = None,
+        on_published: Callable[[str, int], None] | None = None,
         show_progress: bool = False,
     ) -> None:
         self.settings = settings

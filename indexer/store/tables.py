@@ -26,6 +26,8 @@ from sqlalchemy import (
     Text,
 )
 
+from indexer.choices import DEFAULT_COLLECTION
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(column_0_label)s",
@@ -60,10 +62,25 @@ class JobStatus(StrEnum):
 # On SQLite an INTEGER PRIMARY KEY is the rowid (64-bit) and needs no extra index.
 UnitId = BigInteger().with_variant(Integer, "sqlite")
 
+# The collections one database and data directory serve: each has its own versions (its
+# active one in `active_versions`, slot = name), jobs and documents. `settings` holds what the
+# collection sets apart from the server's settings (its encoder, index and search groups);
+# the keys are SHA-256 digests of the collection's API keys, for writing and for reading.
+collections = Table(
+    "collections",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("settings", JSON, nullable=False),
+    Column("write_key_sha256", String(64), nullable=True),
+    Column("read_key_sha256", String(64), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 index_versions = Table(
     "index_versions",
     metadata,
     Column("version_id", Integer, primary_key=True, autoincrement=True),
+    Column("collection", String(64), nullable=False, server_default=DEFAULT_COLLECTION, index=True),
     Column("status", String(16), nullable=False),  # VersionStatus
     Column("encoder_name", String(256), nullable=False),
     Column("path", String(1024), nullable=False),
@@ -181,6 +198,7 @@ jobs = Table(
     "jobs",
     metadata,
     Column("job_id", Integer, primary_key=True, autoincrement=True),
+    Column("collection", String(64), nullable=False, server_default=DEFAULT_COLLECTION, index=True),
     Column("kind", String(32), nullable=False),
     Column("parameters", JSON, nullable=False),
     Column("status", String(16), nullable=False, index=True),  # JobStatus

@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine, insert, select, update
 from indexer.store.db import insert_one
 from indexer.store.manifest import Manifest
 from indexer.store.tables import (
+    DEFAULT_COLLECTION,
     JobStatus,
     VersionStatus,
     active_versions,
@@ -36,9 +37,6 @@ from indexer.store.tables import (
 from indexer.store.units import delete_version_rows
 
 logger = logging.getLogger(__name__)
-
-
-DEFAULT_SLOT = "default"
 
 
 class NoActiveIndexError(LookupError):
@@ -54,6 +52,7 @@ class VersionRow:
     build_state: dict[str, Any] | None = None
     revision: int = 0
     published_at: datetime | None = None
+    collection: str = DEFAULT_COLLECTION
 
     def __post_init__(self) -> None:  # SQL gives the status as a plain string
         object.__setattr__(self, "status", VersionStatus(self.status))
@@ -78,6 +77,7 @@ _VERSION_COLUMNS = (
     index_versions.c.build_state,
     index_versions.c.revision,
     index_versions.c.published_at,
+    index_versions.c.collection,
 )
 
 
@@ -85,12 +85,15 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def create_version(engine: Engine, *, encoder_name: str, path: str) -> int:
-    """Insert a `building` version and return its id."""
+def create_version(
+    engine: Engine, *, encoder_name: str, path: str, collection: str = DEFAULT_COLLECTION
+) -> int:
+    """Insert a `building` version of `collection` and return its id."""
     with engine.begin() as conn:
         return insert_one(
             conn,
             insert(index_versions).values(
+                collection=collection,
                 status=VersionStatus.building,
                 encoder_name=encoder_name,
                 path=path,
@@ -105,11 +108,14 @@ def publish_version(
     *,
     path: str,
     manifest: Manifest,
-    slot: str = DEFAULT_SLOT,
 ) -> None:
-    """Mark the version ready and make it the active one, in one transaction."""
+    """Mark the version ready and make it the active one of its collection (whose name is its
+    slot in `active_versions`), in one transaction."""
     now = _now()
     with engine.begin() as conn:
+        slot = conn.execute(
+            select(index_versions.c.collection).where(index_versions.c.version_id == version_id)
+        ).scalar_one()
         conn.execute(
             update(index_versions)
             .where(index_versions.c.version_id == version_id)
@@ -134,10 +140,13 @@ def version_row(engine: Engine, version_id: int) -> VersionRow | None:
     return VersionRow(*row) if row is not None else None
 
 
-def versions(engine: Engine) -> list[VersionRow]:
-    """Every version, oldest first."""
+def versions(engine: Engine, collection: str | None = None) -> list[VersionRow]:
+    """Every version (of `collection`, when given), oldest first."""
+    query = select(*_VERSION_COLUMNS).order_by(index_versions.c.version_id)
+    if collection is not None:
+        query = query.where(index_versions.c.collection == collection)
     with engine.connect() as conn:
-        rows = conn.execute(select(*_VERSION_COLUMNS).order_by(index_versions.c.version_id)).all()
+        rows = conn.execute(query).all()
     return [VersionRow(*row) for row in rows]
 
 
@@ -169,12 +178,13 @@ def mark_building(engine: Engine, version_id: int) -> None:
     set_status(engine, version_id, VersionStatus.building)
 
 
-def suspended_versions(engine: Engine) -> list[int]:
+def suspended_versions(engine: Engine, collection: str) -> list[int]:
     with engine.connect() as conn:
         return list(
             conn.execute(
                 select(index_versions.c.version_id).where(
-                    index_versions.c.status == VersionStatus.suspended
+                    index_versions.c.status == VersionStatus.suspended,
+                    index_versions.c.collection == collection,
                 )
             ).scalars()
         )
@@ -202,29 +212,34 @@ def fail_version(engine: Engine, version_id: int, error: str) -> None:
         )
 
 
-def abandoned_versions(engine: Engine) -> list[VersionRow]:
-    """Versions still marked `building` (only meaningful while holding the build lock)."""
+def abandoned_versions(engine: Engine, collection: str) -> list[VersionRow]:
+    """Versions of `collection` still marked `building` (only meaningful while holding its
+    build lock)."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(*_VERSION_COLUMNS).where(index_versions.c.status == VersionStatus.building)
+            select(*_VERSION_COLUMNS).where(
+                index_versions.c.status == VersionStatus.building,
+                index_versions.c.collection == collection,
+            )
         ).all()
     return [VersionRow(*row) for row in rows]
 
 
-def active_version(engine: Engine, slot: str = DEFAULT_SLOT) -> VersionRow:
-    """The published version that serves `slot`.
+def active_version(engine: Engine, collection: str = DEFAULT_COLLECTION) -> VersionRow:
+    """The published version that serves `collection` (its slot in `active_versions`).
 
     Raises:
-        NoActiveIndexError: nothing has been published yet.
+        NoActiveIndexError: nothing has been published in it yet.
     """
     with engine.connect() as conn:
         row = conn.execute(
             select(*_VERSION_COLUMNS)
             .join(active_versions, active_versions.c.version_id == index_versions.c.version_id)
-            .where(active_versions.c.slot == slot)
+            .where(active_versions.c.slot == collection)
         ).first()
     if row is None:
-        raise NoActiveIndexError("no index version is active yet: run `docsim index` first")
+        where = "" if collection == DEFAULT_COLLECTION else f" in collection {collection!r}"
+        raise NoActiveIndexError(f"no index version is active{where} yet: run `docsim index` first")
     return VersionRow(*row)
 
 
@@ -239,14 +254,19 @@ def discard_version(engine: Engine, indexes_dir: Path, version_id: int, reason: 
     fail_version(engine, version_id, reason)
 
 
-def recover_abandoned(engine: Engine, indexes_dir: Path, keep: int | None = None) -> list[int]:
-    """Clean up builds whose process died (call only while holding the build lock). Suspended
-    builds (kept by a failed job to resume) and `keep` are left alone."""
+def recover_abandoned(
+    engine: Engine,
+    indexes_dir: Path,
+    keep: int | None = None,
+    collection: str = DEFAULT_COLLECTION,
+) -> list[int]:
+    """Clean up `collection`'s builds whose process died (call only while holding its build
+    lock). Suspended builds (kept by a failed job to resume) and `keep` are left alone."""
     recovered = []
-    kept = {f"{version_dir_name(v)}.tmp" for v in suspended_versions(engine)}
+    kept = {f"{version_dir_name(v)}.tmp" for v in suspended_versions(engine, collection)}
     if keep is not None:
         kept.add(f"{version_dir_name(keep)}.tmp")
-    for row in abandoned_versions(engine):
+    for row in abandoned_versions(engine, collection):
         if row.version_id == keep:
             continue
         name = version_dir_name(row.version_id)
@@ -264,14 +284,19 @@ def recover_abandoned(engine: Engine, indexes_dir: Path, keep: int | None = None
 
 
 def collect_garbage(
-    engine: Engine, indexes_dir: Path, *, keep_versions: int, grace_seconds: float
+    engine: Engine,
+    indexes_dir: Path,
+    *,
+    keep_versions: int,
+    grace_seconds: float,
+    collection: str = DEFAULT_COLLECTION,
 ) -> list[int]:
-    """Retire and discard what is no longer needed; returns the versions removed."""
+    """Retire and discard what `collection` no longer needs; returns the versions removed."""
     try:
-        active = active_version(engine).version_id
+        active = active_version(engine, collection).version_id
     except NoActiveIndexError:
         return []
-    rows = versions(engine)
+    rows = versions(engine, collection)
     published = [
         r
         for r in rows

@@ -175,7 +175,7 @@ class DocumentChanges(RuleBasedStateMachine):
         searcher = state.searcher
         change = change_documents(
             searcher.engine,
-            prepare_data_dir(self.settings.data_dir),
+            prepare_data_dir(self.settings.indexes_dir),
             version_id=state.version_id,
             revision=state.revision,
             upserts=[] if text is None else [json_document(_document(doc_id, text), "")],

@@ -138,7 +138,7 @@ def test_a_crash_after_the_sql_commit_loses_nothing(client: TestClient) -> None:
     searcher = state.searcher
     change_documents(
         client.app.state.runtime.engine,
-        prepare_data_dir(client.app.state.settings.data_dir),
+        prepare_data_dir(client.app.state.settings.indexes_dir),
         version_id=state.version_id,
         revision=state.revision,
         upserts=[json_document(NEW, "")],
@@ -189,7 +189,7 @@ def test_a_crash_inside_the_transaction_changes_nothing(fresh_settings, monkeypa
 
 
 def test_changes_wait_for_builds_and_bad_documents_are_refused(client: TestClient) -> None:
-    indexes = prepare_data_dir(client.app.state.settings.data_dir)
+    indexes = prepare_data_dir(client.app.state.settings.indexes_dir)
     with build_lock(indexes):
         busy = client.post("/documents", json={"documents": [NEW]})
     assert busy.status_code == 409 and "another build is running" in busy.json()["detail"]
@@ -339,7 +339,7 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
             committed.append(
                 change_documents(
                     engine,
-                    prepare_data_dir(client.app.state.settings.data_dir),
+                    prepare_data_dir(client.app.state.settings.indexes_dir),
                     version_id=version_id,
                     revision=active_version(engine).revision,
                     upserts=[json_document({**REPLACEMENT, "id": "midway-01"}, "")],
@@ -438,7 +438,7 @@ def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> No
         additions = plain(bind, version_id)
         change_documents(
             engine,
-            prepare_data_dir(client.app.state.settings.data_dir),
+            prepare_data_dir(client.app.state.settings.indexes_dir),
             version_id=version_id,
             revision=active_version(engine).revision,
             upserts=[json_document({**REPLACEMENT, "id": "midway-01"}, "")],

@@ -25,8 +25,14 @@ def scrape(client: TestClient) -> dict[tuple[str, tuple], float]:
     }
 
 
-def requests_seen(seen: dict, method: str, route: str, status: int) -> float:
+DEFAULT = (("collection", "default"),)  # the labels of the default collection's figures
+
+
+def requests_seen(
+    seen: dict, method: str, route: str, status: int, collection: str = "default"
+) -> float:
     labels = (("method", method), ("route", route), ("status", str(status)))
+    labels = tuple(sorted((*labels, ("collection", collection))))
     return seen.get(("docsim_http_request_duration_seconds_count", labels), 0.0)
 
 
@@ -43,21 +49,21 @@ def test_metrics_count_requests_index_sizes_and_jobs(
         assert requests_seen(seen, "POST", "/similar", 200) == 2
         assert requests_seen(seen, "POST", "/similar", 422) == 1
         assert requests_seen(seen, "GET", "/jobs/{job_id}", 404) == 1  # the template, not the id
-        assert requests_seen(seen, "GET", "unmatched", 404) == 1
+        assert requests_seen(seen, "GET", "unmatched", 404, collection="") == 1
 
         engine = client.app.state.runtime.engine
         version = active_version(engine)
         counts = count_units(engine, version.version_id)
-        assert seen[("docsim_index_version", ())] == version.version_id
-        assert seen[("docsim_index_documents", ())] == counts["document"] == 48
+        assert seen[("docsim_index_version", DEFAULT)] == version.version_id
+        assert seen[("docsim_index_documents", DEFAULT)] == counts["document"] == 48
         for level in ("document", "section", "paragraph", "sentence", "chunk"):
-            assert seen[("docsim_index_vectors", (("level", level),))] == counts[level]
+            assert seen[("docsim_index_vectors", (*DEFAULT, ("level", level)))] == counts[level]
         searcher = client.app.state.service.searcher
         scan = searcher.context.scan  # the service's default: the compressed sentence level
-        held = seen[("docsim_index_vector_bytes", (("level", "sentence"),))]
+        held = seen[("docsim_index_vector_bytes", (*DEFAULT, ("level", "sentence")))]
         assert scan is not None and held == scan.memory_bytes()
         assert held < counts["sentence"] * searcher.encoder.dim * 4  # less than float32
-        assert seen[("docsim_query_cache_bytes", ())] > 0  # the two queries are kept
+        assert seen[("docsim_query_cache_bytes", DEFAULT)] > 0  # the two queries are kept
         assert seen[("docsim_jobs", (("status", "succeeded"),))] == 0
 
         started = time.monotonic()
@@ -74,4 +80,4 @@ def test_metrics_count_requests_index_sizes_and_jobs(
         ran = seen[("docsim_job_duration_seconds_sum", (("status", "succeeded"),))]
         assert seen[("docsim_job_duration_seconds_count", (("status", "succeeded"),))] == 1
         assert 0 < ran <= wall
-        assert seen[("docsim_index_version", ())] == finished["index_version"]
+        assert seen[("docsim_index_version", DEFAULT)] == finished["index_version"]

@@ -6,7 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request
 
 from app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
-from app.api.deps import ApiKey, SettingsDep, StateDep
+from app.api.deps import ApiKey, RuntimeDep, SettingsDep, StateDep
 from app.schemas.documents import (
     DocumentsChanged,
     DocumentsRequest,
@@ -74,14 +74,13 @@ async def documents_body(http: Request, settings: SettingsDep) -> DocumentsReque
 def upsert(
     body: Annotated[DocumentsRequest | Upload, Depends(documents_body)],
     state: StateDep,
-    http: Request,
+    runtime: RuntimeDep,
 ) -> DocumentsChanged:
     """Add documents, or replace those whose id exists, in the active version (FAISS, BM25
     and SQL together); searchable when this returns. 409 while a reindex job runs. JSON, or
     document files (PDF, Word, HTML, text, Markdown) uploaded as `multipart/form-data` in
     fields named `file`, each file's id its name without the extension."""
     started = time.perf_counter()
-    runtime = http.app.state.runtime
     if isinstance(body, DocumentsRequest):
         change = service.upsert(runtime, state, body)
     else:
@@ -96,10 +95,10 @@ def upsert(
     operation_id="delete_document",
     responses={200: _links_to_the_document("deleted")},
 )
-def remove(document_id: DocumentId, _state: StateDep, http: Request) -> DocumentsChanged:
+def remove(document_id: DocumentId, _state: StateDep, runtime: RuntimeDep) -> DocumentsChanged:
     """Delete a document: it never appears in results afterwards."""
     started = time.perf_counter()
-    change = service.remove(http.app.state.runtime, document_id)
+    change = service.remove(runtime, document_id)
     return DocumentsChanged.from_change(change, started)
 
 

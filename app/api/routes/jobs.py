@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from app.api.bodies import json_body, json_request_body
-from app.api.deps import ApiKey, EngineDep, SettingsDep
+from app.api.deps import ApiKey, EngineDep, RuntimeDep, collection_name
 from app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
 from app.services import jobs as service
 from indexer.api import get_job, list_jobs, request_cancel, retry_job
@@ -14,13 +14,14 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
 
 
-def served_version(request: Request) -> int | None:
-    """The version this process serves now (None while it serves nothing)."""
-    state = request.app.state.service
+def served_version(runtime: RuntimeDep) -> int | None:
+    """The version this process serves now for the collection (None: nothing)."""
+    state = runtime.state
     return state.version_id if state is not None else None
 
 
 ServedVersion = Annotated[int | None, Depends(served_version)]
+Collection = Annotated[str, Depends(collection_name)]
 
 
 async def reindex_body(http: Request) -> ReindexRequest:
@@ -38,12 +39,12 @@ async def reindex_body(http: Request) -> ReindexRequest:
 def reindex(
     request: Annotated[ReindexRequest, Depends(reindex_body)],
     engine: EngineDep,
-    settings: SettingsDep,
+    runtime: RuntimeDep,
 ) -> JobAccepted:
     """Queue a rebuild of the collection (a corpus path or `current`) with an encoder; the
     service keeps answering from the active version and swaps when the new one is published.
-    Jobs run one at a time: a second request waits in the queue."""
-    job = service.submit_reindex(engine, request, settings)
+    Jobs run one at a time, whatever their collection: a second request waits in the queue."""
+    job = service.submit_reindex(engine, request, runtime.settings)
     return JobAccepted(job_id=job.job_id, status=job.status)
 
 
@@ -51,29 +52,37 @@ def reindex(
 def jobs(
     engine: EngineDep,
     served: ServedVersion,
+    collection: Collection,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     status: Annotated[
         str | None, Query(pattern="^(queued|running|succeeded|failed|cancelled)$")
     ] = None,
 ) -> JobList:
-    """The newest jobs first."""
-    return JobList(jobs=[JobOut.from_row(j, served) for j in list_jobs(engine, limit, status)])
+    """The collection's jobs, newest first."""
+    found = list_jobs(engine, limit, status, collection)
+    return JobList(jobs=[JobOut.from_row(j, served) for j in found])
 
 
 @router.get("/{job_id}", response_model=JobOut, dependencies=[ApiKey])
-def job(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
+def job(job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection) -> JobOut:
     """Status and progress: done / total sentences, rate, ETA; the version it published and
-    whether this process serves it."""
-    return JobOut.from_row(get_job(engine, job_id), served)
+    whether this process serves it. Another collection's job is not found here."""
+    return JobOut.from_row(get_job(engine, job_id, collection), served)
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
-def cancel(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
+def cancel(
+    job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection
+) -> JobOut:
     """Cancel a queued job, or stop a running one (nothing is published); 409 if finished."""
+    get_job(engine, job_id, collection)  # the collection's job, or 404
     return JobOut.from_row(request_cancel(engine, job_id), served)
 
 
 @router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
-def retry(job_id: JobId, engine: EngineDep, served: ServedVersion) -> JobOut:
+def retry(
+    job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection
+) -> JobOut:
     """Queue a failed or cancelled job again; a build its dead worker left is resumed."""
+    get_job(engine, job_id, collection)  # the collection's job, or 404
     return JobOut.from_row(retry_job(engine, job_id), served)

@@ -153,7 +153,8 @@ def test_a_job_turns_succeeded_only_after_its_on_published_hook_returns(
     )
     seen: list[tuple[int, str, int | None, list[int]]] = []
 
-    def on_published(version_id: int) -> None:
+    def on_published(collection: str, version_id: int) -> None:
+        assert collection == "default"
         time.sleep(1.0)  # a slow load, longer than stale_after_seconds
         job = get_job(engine, job_id)
         seen.append((version_id, job.status, job.published_version, reap_stale(engine, 0.5)))

@@ -1,0 +1,134 @@
+"""POST/GET/DELETE /collections, and every collection route under `/collections/{name}`."""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Path, Request
+from fastapi.routing import APIRoute
+
+from app.api.bodies import json_body, json_request_body
+from app.api.deps import ReadKey, ServerKey, SettingsDep, given_key, is_server_key
+from app.schemas.collections import (
+    CollectionDeleted,
+    CollectionList,
+    CollectionOut,
+    CollectionRequest,
+)
+from app.services.collections import Collections, requested_groups
+from indexer.api import COLLECTION_NAME_PATTERN, CollectionRow
+
+router = APIRouter(prefix="/collections", tags=["collections"])
+PREFIX = "/collections/{collection}"
+SCOPED = "_in_collection"  # the operation ids of the routes under PREFIX end with it
+
+CollectionName = Annotated[
+    str, Path(pattern=COLLECTION_NAME_PATTERN, description="The collection's name.")
+]
+
+
+def collection_path(collection: CollectionName) -> str:
+    """Declares (and checks) the `{collection}` of the routes under `/collections/{name}`."""
+    return collection
+
+
+def collections_of(request: Request) -> Collections:
+    return request.app.state.collections
+
+
+CollectionsDep = Annotated[Collections, Depends(collections_of)]
+
+
+def _out(row: CollectionRow, collections: Collections) -> CollectionOut:
+    state = collections.runtime(row.name).state
+    return CollectionOut(
+        name=row.name,
+        settings=row.settings,
+        created_at=row.created_at.isoformat(),
+        index_version=state.version_id if state is not None else None,
+        documents=state.searcher.index.n_documents if state is not None else None,
+        keys={"write": row.write_key_sha256 is not None, "read": row.read_key_sha256 is not None},
+    )
+
+
+async def collection_body(http: Request) -> CollectionRequest:
+    return await json_body(http, CollectionRequest)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=CollectionOut,
+    dependencies=[ServerKey],
+    openapi_extra=json_request_body(CollectionRequest),
+)
+def create(
+    request: Annotated[CollectionRequest, Depends(collection_body)],
+    collections: CollectionsDep,
+    settings: SettingsDep,
+) -> CollectionOut:
+    """Create a collection, with an encoder, backend and search settings of its own when
+    given (the server's otherwise) and optional keys. It is empty: a reindex job
+    (`POST /collections/{name}/jobs/reindex`) or `docsim --collection NAME index` builds
+    its first version. 409 when the name is taken."""
+    groups = requested_groups(request, settings)
+    secret = lambda key: key.get_secret_value() if key is not None else None  # noqa: E731
+    row, _runtime = collections.create(
+        request.name, groups, write_key=secret(request.write_key), read_key=secret(request.read_key)
+    )
+    return _out(row, collections)
+
+
+@router.get("", response_model=CollectionList)
+def listing(collections: CollectionsDep, http: Request) -> CollectionList:
+    """The collections the caller may read, by name: those without a read key, and those
+    whose key (or the server's) the request carries."""
+    key = given_key(http)
+    server = is_server_key(http, key)
+    readable = [
+        row
+        for row in collections.rows()
+        if row.read_key_sha256 is None or server or row.opens(key, write=False)
+    ]
+    return CollectionList(collections=[_out(row, collections) for row in readable])
+
+
+@router.get("/{collection}", response_model=CollectionOut, dependencies=[ReadKey])
+def show(collection: CollectionName, collections: CollectionsDep) -> CollectionOut:
+    """One collection: its settings, the version served and its size, which keys it has."""
+    row, _runtime = collections.open(collection)
+    return _out(row, collections)
+
+
+@router.delete("/{collection}", response_model=CollectionDeleted, dependencies=[ServerKey])
+def delete(collection: CollectionName, collections: CollectionsDep) -> CollectionDeleted:
+    """Delete a collection with its versions, documents and jobs (409 for `default`, and
+    while a job of it runs)."""
+    return CollectionDeleted(name=collection, versions=collections.delete(collection))
+
+
+def include_scoped(app: FastAPI, routers: list[APIRouter], read_key: Any) -> None:
+    """Include `routers` under `/collections/{collection}` too: their routes there read
+    and write that collection (and need its read key, when it has one), with operation ids
+    of their own (`<id>_in_collection`; the OpenAPI links between them follow)."""
+    first = len(app.router.routes)
+    for router_ in routers:
+        app.include_router(
+            router_, prefix=PREFIX, dependencies=[Depends(collection_path), read_key]
+        )
+    for route in app.router.routes[first:]:
+        if isinstance(route, APIRoute):
+            route.operation_id = f"{route.operation_id or route.unique_id}{SCOPED}"
+            route.responses = _scoped_links(route.responses)
+
+
+def _scoped_links(responses: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """`responses` with each OpenAPI link pointing at the scoped route, in the same
+    collection."""
+    responses = copy.deepcopy(responses)
+    for response in responses.values():
+        for link in response.get("links", {}).values():
+            link["operationId"] = f"{link['operationId']}{SCOPED}"
+            link.setdefault("parameters", {})["collection"] = "$request.path.collection"
+    return responses

@@ -1,0 +1,74 @@
+"""POST /collections and GET /collections."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+
+from app.schemas.common import RequestModel
+from indexer.api import COLLECTION_NAME_PATTERN
+
+
+class CollectionRequest(RequestModel):
+    name: str = Field(
+        pattern=COLLECTION_NAME_PATTERN,
+        description="1 to 64 characters of a-z, 0-9, `_` and `-`, starting with a letter or "
+        "digit; the collection's routes are under `/collections/{name}`.",
+    )
+    encoder: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="The encoder of its indexes: `minilm`, the server's configured one, or a "
+        "model directory under the allowed roots. Default: the server's.",
+    )
+    backend: Literal["auto", "torch", "openvino-int8"] | None = Field(
+        default=None, description="What runs the encoder's forward pass. Default: the server's."
+    )
+    search: dict[str, Any] | None = Field(
+        default=None,
+        description="Search settings of its own over the server's (`DOCSIM_SEARCH__*`, "
+        'lower case, without the prefix: e.g. `{"default_method": "bm25"}`).',
+    )
+    write_key: SecretStr | None = Field(
+        default=None,
+        min_length=16,
+        max_length=512,
+        description="An API key for changing this collection (documents, jobs); the server's "
+        "key opens it too. A key of one collection opens nothing in another.",
+    )
+    read_key: SecretStr | None = Field(
+        default=None,
+        min_length=16,
+        max_length=512,
+        description="An API key that searching and reading this collection then need (its "
+        "write key and the server's key open it too). Needs a write key.",
+    )
+
+    @model_validator(mode="after")
+    def _read_key_needs_a_write_key(self) -> CollectionRequest:
+        if self.read_key is not None and self.write_key is None:
+            raise ValueError("a collection with a read key needs a write key too")
+        return self
+
+
+class CollectionOut(BaseModel):
+    name: str
+    settings: dict[str, dict[str, Any]] = Field(
+        description="What it sets apart from the server's settings, by group."
+    )
+    created_at: str
+    index_version: int | None = Field(
+        description="The version this process serves for it (null: none yet)."
+    )
+    documents: int | None = Field(description="Documents in that version.")
+    keys: dict[str, bool] = Field(description="Whether it has a write key and a read key.")
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionOut]
+
+
+class CollectionDeleted(BaseModel):
+    name: str
+    versions: list[int] = Field(description="The versions it held, now removed.")

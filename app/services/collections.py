@@ -1,0 +1,214 @@
+"""The collections one service serves: a `Runtime` each, and the one embedded job worker.
+
+SQL is the truth here too. Every request names its collection (the routes under
+`/collections/{name}`, or `default` for the routes at the root) and `open` reads that
+collection's row: a collection deleted by any process is a 404 at once, and one created by
+another process is loaded on its first request. Collections that exist when the service
+starts are loaded then. The embedded worker runs the jobs of every collection, one at a
+time, and hands each published version to its collection's runtime before the job turns
+succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Engine
+
+from app.core.config import ServiceSettings
+from app.core.errors import InvalidSettingError
+from app.schemas.collections import CollectionRequest
+from app.services.jobs import checked_encoder
+from app.services.runtime import Runtime
+from app.services.state import ServiceState
+from indexer.api import (
+    DEFAULT_COLLECTION,
+    CollectionRow,
+    Worker,
+    collection_settings,
+    create_collection,
+    delete_collection,
+    get_collection,
+    hold_data_dir,
+    list_collections,
+    with_groups,
+)
+from indexer.errors import CollectionNotFoundError
+
+logger = logging.getLogger(__name__)
+
+DELETE_WAITS_FOR_CHANGES_SECONDS = 30.0
+
+
+class Collections:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        engine: Engine,
+        publish_default: Callable[[ServiceState | None], None] = lambda _state: None,
+    ) -> None:
+        self.settings = settings  # the server's; each runtime has its collection's
+        self.engine = engine
+        self._publish_default = publish_default  # `app.state.service`: the default's state
+        self._runtimes: dict[str, tuple[CollectionRow, Runtime]] = {}
+        self._lock = threading.Lock()
+        self.worker: Worker | None = None
+        self._worker_thread: threading.Thread | None = None
+
+    # --- requests ------------------------------------------------------------------------
+    def open(self, name: str) -> tuple[CollectionRow, Runtime]:
+        """The collection `name` as SQL has it now, and its runtime (started here when this
+        process has none yet, or had one for a collection since deleted and made again).
+
+        Raises:
+            CollectionNotFoundError: there is no such collection (its runtime, if any, stops).
+        """
+        try:
+            row = get_collection(self.engine, name)
+        except CollectionNotFoundError:
+            self._forget(name)
+            raise
+        with self._lock:
+            held = self._runtimes.get(name)
+            if held is not None and held[0].created_at == row.created_at:
+                self._runtimes[name] = (row, held[1])  # its keys may have changed
+                return row, held[1]
+            if held is not None:  # deleted and created again elsewhere: a new collection
+                held[1].stop(timeout=5.0)
+            runtime = self._start(row)
+            self._runtimes[name] = (row, runtime)
+            return row, runtime
+
+    def runtime(self, name: str) -> Runtime:
+        return self.open(name)[1]
+
+    def states(self) -> dict[str, ServiceState | None]:
+        """The state each loaded collection serves (None: nothing), for the metrics."""
+        with self._lock:
+            held = list(self._runtimes.items())
+        return {name: runtime.state for name, (_row, runtime) in held}
+
+    def rows(self) -> list[CollectionRow]:
+        return list_collections(self.engine)
+
+    # --- changes -------------------------------------------------------------------------
+    def create(
+        self,
+        name: str,
+        groups: dict[str, dict[str, Any]],
+        *,
+        write_key: str | None,
+        read_key: str | None,
+    ) -> tuple[CollectionRow, Runtime]:
+        """Create the collection `name` (its settings `groups` checked first) and start it.
+
+        Raises:
+            CollectionConflictError: it exists.
+            pydantic.ValidationError: a setting of `groups` is not valid.
+        """
+        with_groups(self.settings, name, groups)  # validates every group before writing
+        create_collection(self.engine, name, groups, write_key=write_key, read_key=read_key)
+        return self.open(name)
+
+    def delete(self, name: str) -> list[int]:
+        """Delete the collection `name` with everything it holds, once no build or document
+        change is writing to it (a running build: 409; changes: waits, then 429).
+
+        Raises:
+            CollectionNotFoundError, CollectionConflictError, BuildRunningError,
+            ChangesQueuedError.
+        """
+        row = get_collection(self.engine, name)
+        indexes_dir = collection_settings(self.settings, row).indexes_dir
+        indexes_dir.mkdir(parents=True, exist_ok=True)
+        with hold_data_dir(indexes_dir, "build", DELETE_WAITS_FOR_CHANGES_SECONDS):
+            held = delete_collection(self.engine, name, indexes_dir)
+        self._forget(name)
+        return held
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            held = self._runtimes.pop(name, None)
+        if held is not None:
+            held[1].stop(timeout=5.0)
+            logger.info("Collection %r is no longer served", name)
+
+    # --- threads -------------------------------------------------------------------------
+    def _start(self, row: CollectionRow) -> Runtime:
+        settings = collection_settings(self.settings, row)
+        publish = self._publish_default if row.name == DEFAULT_COLLECTION else _ignore
+        runtime = Runtime(settings, self.engine, publish=publish)
+        runtime.start()
+        return runtime
+
+    def start(self) -> None:
+        """Load every collection, then start the embedded worker (when configured)."""
+        for row in list_collections(self.engine):
+            with self._lock:
+                self._runtimes[row.name] = (row, self._start(row))
+        if self.settings.jobs.embedded_worker:
+            self.worker = Worker(self.settings, self.engine, on_published=self.serve_published)
+            self._worker_thread = threading.Thread(
+                target=self.worker.run, name="docsim-worker", daemon=True
+            )
+            self._worker_thread.start()
+
+    def serve_published(self, collection: str, version_id: int) -> None:
+        """The embedded worker's hook: the collection's runtime loads the version it has
+        just published, so that the job turns succeeded only once this process serves it."""
+        self.runtime(collection).serve_published(version_id)
+
+    def stop(self, timeout: float = 600.0) -> None:
+        """Stop every runtime, and the worker after its current block (its job then fails
+        with its build kept; a retry resumes it)."""
+        if self.worker is not None:
+            self.worker.stop.set()
+        with self._lock:
+            held = list(self._runtimes.values())
+            self._runtimes.clear()
+        for _row, runtime in held:
+            runtime.stop(timeout)
+        if self._worker_thread is not None:
+            self._worker_thread.join(timeout)
+
+
+def _ignore(_state: ServiceState | None) -> None:
+    """The publish hook of a collection other than `default`: nothing to mirror."""
+
+
+def requested_groups(
+    request: CollectionRequest, settings: ServiceSettings
+) -> dict[str, dict[str, Any]]:
+    """The settings a new collection sets apart, from its request, checked: its encoder as a
+    reindex job's would be (`checked_encoder`), its search settings field by field.
+
+    Raises:
+        InvalidSettingError: an unknown or invalid search setting (422).
+        PathNotAllowedError, MissingPathError: the encoder's path (403, 422).
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    encoder: dict[str, Any] = {}
+    if request.encoder is not None:
+        encoder["name"] = checked_encoder(request.encoder, settings)
+    if request.backend is not None:
+        encoder["backend"] = request.backend
+    if encoder:
+        groups["encoder"] = encoder
+    if request.search:
+        known = set(type(settings.search).model_fields)
+        unknown = sorted(set(request.search) - known)
+        if unknown:
+            raise InvalidSettingError(f"search: no search setting is named {', '.join(unknown)}")
+        try:
+            with_groups(settings, request.name, {"search": request.search})
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
+            )
+            raise InvalidSettingError(f"search: {problems}") from None
+        groups["search"] = dict(request.search)
+    return groups

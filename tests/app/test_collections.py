@@ -1,0 +1,190 @@
+"""Collections: one service, several collections, each with its own documents, versions, jobs
+and keys; the routes at the root are the collection `default`'s."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+
+NOTES = "notes"
+A_KEY, B_KEY, A_READ, SERVER = (f"{name}-key-0123456789abcdef" for name in "abrs")
+
+
+def key(value: str) -> dict[str, str]:
+    return {"X-API-Key": value}
+
+
+def wait_for_job(client: TestClient, prefix: str, job_id: int, headers: dict) -> dict:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = client.get(f"{prefix}/jobs/{job_id}", headers=headers).json()
+        if job["status"] in {"succeeded", "failed", "cancelled"}:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def ranked(response) -> list[tuple[str, float]]:
+    assert response.status_code == 200, response.text
+    return [(hit["document_id"], hit["score"]) for hit in response.json()["results"]]
+
+
+@pytest.fixture()
+def notes_corpus(tmp_path: Path, sample_corpus: Path) -> Path:
+    """Six of the sample corpus's documents, under other ids: a second, smaller collection."""
+    folder = tmp_path / "notes-corpus"
+    folder.mkdir()
+    for path in sorted(sample_corpus.glob("*.md"))[:6]:
+        shutil.copy(path, folder / f"note-{path.name}")
+    return folder
+
+
+def test_collections_hold_their_own_documents_versions_and_jobs(
+    fresh_settings, tiny_encoder_dir: Path, notes_corpus: Path
+) -> None:
+    with TestClient(create_app(fresh_settings())) as client:
+        (default,) = client.get("/collections").json()["collections"]
+        assert default["name"] == "default" and default["documents"] == 48
+        version = client.get("/ready").json()["index_version"]
+        before = ranked(client.post("/similar", json={"document_id": "coffee-01"}))
+        assert (
+            ranked(client.post("/collections/default/similar", json={"document_id": "coffee-01"}))
+            == before
+        )
+
+        created = client.post("/collections", json={"name": NOTES, "write_key": A_KEY})
+        assert created.status_code == 201, created.text
+        assert created.json()["keys"] == {"write": True, "read": False}
+        assert created.json()["index_version"] is None
+        assert client.post("/collections", json={"name": NOTES}).status_code == 409
+        empty = client.post(
+            f"/collections/{NOTES}/similar", json={"document": {"text": "Coffee. Beans."}}
+        )
+        assert empty.status_code == 503 and NOTES in empty.json()["detail"]
+
+        reindex = {"source": str(notes_corpus), "encoder": str(tiny_encoder_dir)}
+        prefix = f"/collections/{NOTES}"
+        assert client.post(f"{prefix}/jobs/reindex", json=reindex).status_code == 401
+        job = client.post(f"{prefix}/jobs/reindex", json=reindex, headers=key(A_KEY)).json()
+        done = wait_for_job(client, prefix, job["job_id"], key(A_KEY))
+        assert done["status"] == "succeeded" and done["served"], done
+        # the job is the collection's: not found, not listed, from the default's routes
+        assert client.get(f"/jobs/{job['job_id']}").status_code == 404
+        assert job["job_id"] not in [j["job_id"] for j in client.get("/jobs").json()["jobs"]]
+        listed = client.get(f"{prefix}/jobs", headers=key(A_KEY)).json()["jobs"]
+        assert [j["job_id"] for j in listed] == [job["job_id"]]
+
+        hits = ranked(client.post(f"{prefix}/similar", json={"document_id": "note-astronomy-01"}))
+        assert hits and all(doc.startswith("note-") for doc, _ in hits)
+        assert len(hits) == 5  # six documents, the query's own left out
+        # the default collection is untouched: same version, same ranking
+        assert client.get("/ready").json()["index_version"] == version
+        assert ranked(client.post("/similar", json={"document_id": "coffee-01"})) == before
+        assert client.get("/documents/note-astronomy-01").status_code == 404
+        assert client.post("/similar", json={"document_id": "note-astronomy-01"}).status_code == 404
+
+        added = client.post(
+            f"{prefix}/documents",
+            json={"documents": [{"id": "note-new", "text": "Roasted coffee beans. Brewing."}]},
+            headers=key(A_KEY),
+        )
+        assert added.status_code == 200, added.text
+        assert client.get(f"{prefix}/documents/note-new").status_code == 200
+        assert client.get("/documents/note-new").status_code == 404
+
+        listing = {c["name"]: c for c in client.get("/collections").json()["collections"]}
+        assert listing[NOTES]["documents"] == 7 and listing["default"]["documents"] == 48
+
+        folder = client.app.state.settings.data_dir / "collections" / NOTES
+        assert folder.is_dir()
+        deleted = client.delete(f"/collections/{NOTES}")
+        assert deleted.status_code == 200 and deleted.json()["versions"] == [done["index_version"]]
+        assert not folder.exists()
+        assert (
+            client.post(
+                f"{prefix}/similar", json={"document": {"text": "Coffee. Beans."}}
+            ).status_code
+            == 404
+        )
+        assert client.get(f"/collections/{NOTES}").status_code == 404
+        assert client.delete("/collections/default").status_code == 409
+        assert ranked(client.post("/similar", json={"document_id": "coffee-01"})) == before
+
+
+def test_a_key_of_one_collection_opens_nothing_in_another(fresh_settings) -> None:
+    with TestClient(create_app(fresh_settings(api_key=SERVER))) as client:
+        body = {"name": "a", "write_key": A_KEY, "read_key": A_READ}
+        assert client.post("/collections", json=body).status_code == 401  # the server's key
+        assert client.post("/collections", json=body, headers=key(A_KEY)).status_code == 401
+        assert client.post("/collections", json=body, headers=key(SERVER)).status_code == 201
+        b = {"name": "b", "write_key": B_KEY}
+        assert client.post("/collections", json=b, headers=key(SERVER)).status_code == 201
+
+        query = {"document": {"text": "Coffee. Beans."}}
+        change = {"documents": [{"id": "x", "text": "Some text. More text."}]}
+        for who, read_a, write_a, read_b, write_b, read_default in [
+            (None, 401, 401, 503, 401, 200),
+            (A_READ, 503, 401, 503, 401, 200),
+            (A_KEY, 503, 503, 503, 401, 200),
+            (B_KEY, 401, 401, 503, 503, 200),
+            (SERVER, 503, 503, 503, 503, 200),
+        ]:
+            headers = key(who) if who else {}
+            seen = (
+                client.post("/collections/a/similar", json=query, headers=headers).status_code,
+                client.post("/collections/a/documents", json=change, headers=headers).status_code,
+                client.post("/collections/b/similar", json=query, headers=headers).status_code,
+                client.post("/collections/b/documents", json=change, headers=headers).status_code,
+                client.post("/similar", json=query, headers=headers).status_code,
+            )
+            assert seen == (read_a, write_a, read_b, write_b, read_default), who
+        # the default collection's changes need the server's key, not a collection's
+        for who, status in [(A_KEY, 401), (B_KEY, 401)]:
+            assert client.delete("/documents/coffee-01", headers=key(who)).status_code == status
+
+        def names(headers: dict) -> list[str]:
+            found = client.get("/collections", headers=headers).json()["collections"]
+            return [c["name"] for c in found]
+
+        assert names({}) == ["b", "default"]  # `a` needs its read key to be seen
+        assert names(key(A_READ)) == ["a", "b", "default"]
+        assert names(key(B_KEY)) == ["b", "default"]
+        assert names(key(SERVER)) == ["a", "b", "default"]
+        assert client.get("/collections/a").status_code == 401
+        assert client.get("/collections/a", headers=key(A_READ)).json()["keys"] == {
+            "write": True,
+            "read": True,
+        }
+        assert client.delete("/collections/a", headers=key(A_KEY)).status_code == 401
+        assert client.delete("/collections/a", headers=key(SERVER)).status_code == 200
+
+
+BAD_COLLECTIONS = [
+    ({"name": "Bad Name"}, "name"),
+    ({"name": "-dash"}, "name"),
+    ({"name": "x" * 65}, "name"),
+    ({"name": "ok", "search": {"no_such_setting": 1}}, "no_such_setting"),
+    ({"name": "ok", "search": {"default_method": "telepathy"}}, "default_method"),
+    ({"name": "ok", "read_key": A_READ}, "write key"),
+    ({"name": "ok", "write_key": "short"}, "write_key"),
+    ({"name": "ok", "backend": "gpu-magic"}, "backend"),
+    ({"name": "ok", "encoder": "/etc"}, "encoder"),
+]
+
+
+def test_a_bad_collection_is_refused_with_what_is_wrong(fresh_settings) -> None:
+    with TestClient(create_app(fresh_settings())) as client:
+        for body, field in BAD_COLLECTIONS:
+            response = client.post("/collections", json=body)
+            assert response.status_code in (403, 422), (body, response.text)
+            assert field in response.text, (body, response.text)
+        assert [c["name"] for c in client.get("/collections").json()["collections"]] == ["default"]
+        assert client.post("/collections/Bad%20Name/similar", json={}).status_code == 422
+        absent = client.post("/collections/absent/similar", json={"document": {"text": "A. B."}})
+        assert absent.status_code == 404 and "absent" in absent.json()["detail"]
