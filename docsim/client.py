@@ -8,10 +8,12 @@ docsim needs neither torch nor FAISS.
         for hit in docsim.similar(document_id="C12", top_k=5).results:
             print(f"{hit.score:.3f}  {hit.document_id}  {hit.title}")
 
-Every route has a method. Answers come back typed (`Results`, `Hit`, `UnitHit`, `Changed`,
-`StoredDocument`, `Job`; `/explain`'s JSON as a dict), and an answer of 4xx or 5xx raises
-`DocsimError` carrying the status and the server's message. A document is posted as its text,
-as a JSON document (`{"title", "text"}` or `{"title", "sections"}`), or uploaded from a path.
+Every route has a method; a client bound to a collection (`Client(url, collection="aila")`,
+or `client.in_collection("aila")`) reads and writes that one, else `default`. Answers come
+back typed (`Results`, `Hit`, `UnitHit`, `Changed`, `StoredDocument`, `Job`, `Collection`;
+`/explain`'s JSON as a dict), and an answer of 4xx or 5xx raises `DocsimError` carrying the
+status and the server's message. A document is posted as its text, as a JSON document
+(`{"title", "text"}` or `{"title", "sections"}`), or uploaded from a path.
 The two clients share the requests and the parsing; only the sending differs.
 """
 
@@ -151,6 +153,19 @@ class Job:
         return self.status in FINISHED
 
 
+@dataclass(frozen=True)
+class Collection:
+    """A collection: what it sets apart from the server's settings, the version this server
+    serves for it (None: none yet) and its size, and which keys it has."""
+
+    name: str
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    created_at: str = ""
+    index_version: int | None = None
+    documents: int | None = None
+    keys: dict[str, bool] = field(default_factory=dict)
+
+
 class JobFailedError(Exception):
     """The job `wait` waited for ended failed or cancelled (`job` holds its error)."""
 
@@ -169,9 +184,40 @@ def _results(data: Mapping[str, Any]) -> Results:
 @dataclass(frozen=True)
 class _Request:
     method: str
-    path: str
+    path: str  # of the collection's route; `/collections...` routes are the server's
     options: dict[str, Any] = field(default_factory=dict)  # json, data, files, params
     opened: tuple[Any, ...] = ()  # files to close once sent
+
+    def url(self, collection: str | None) -> str:
+        """The path on the server: under `/collections/{collection}` when the client is
+        bound to one, else at the root (the collection `default`)."""
+        if collection is None or self.path.startswith("/collections"):
+            return self.path
+        return f"/collections/{quote(collection, safe='')}{self.path}"
+
+
+def _collection_request(
+    name: str,
+    encoder: str | None,
+    backend: str | None,
+    search: Mapping[str, Any] | None,
+    write_key: str | None,
+    read_key: str | None,
+) -> _Request:
+    body = {
+        "name": name,
+        "encoder": encoder,
+        "backend": backend,
+        "search": dict(search) if search is not None else None,
+        "write_key": write_key,
+        "read_key": read_key,
+    }
+    body = {k: v for k, v in body.items() if v is not None}
+    return _Request("POST", "/collections", {"json": body})
+
+
+def _collections(data: Mapping[str, Any]) -> list[Collection]:
+    return [_build(Collection, c) for c in data["collections"]]
 
 
 def _example(example: Document) -> dict[str, Any]:
@@ -295,18 +341,27 @@ def _headers(api_key: str | None) -> dict[str, str]:
 
 # --- the clients --------------------------------------------------------------------------
 class Client:
-    """The service at `url`, over one connection pool; `api_key` for the routes that change
-    documents and run jobs. A context manager (or call `close`)."""
+    """The service at `url`, over one connection pool; `api_key` for the routes that need
+    one (the server's key, or a collection's). Bound to `collection` when given (every
+    method then reads and writes that collection), else to `default`; `in_collection`
+    gives a client of another collection over the same pool. A context manager (or call
+    `close`)."""
 
     def __init__(
         self,
         url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
+        collection: str | None = None,
         timeout: float = 120.0,
         http: httpx.Client | None = None,
     ) -> None:
         self.http = http or httpx.Client(base_url=url, headers=_headers(api_key), timeout=timeout)
+        self.collection = collection
+
+    def in_collection(self, name: str) -> Client:
+        """This client, bound to the collection `name` (the same connections: close either)."""
+        return Client(collection=name, http=self.http)
 
     def __enter__(self) -> Client:
         return self
@@ -318,8 +373,9 @@ class Client:
         self.http.close()
 
     def _send(self, request: _Request) -> Any:
+        url = request.url(self.collection)
         try:
-            response = _checked(self.http.request(request.method, request.path, **request.options))
+            response = _checked(self.http.request(request.method, url, **request.options))
         finally:
             for handle in request.opened:
                 handle.close()
@@ -422,6 +478,31 @@ class Client:
         finally:
             bar.close()
 
+    # collections
+    def create_collection(
+        self,
+        name: str,
+        *,
+        encoder: str | None = None,
+        backend: str | None = None,
+        search: Mapping[str, Any] | None = None,
+        write_key: str | None = None,
+        read_key: str | None = None,
+    ) -> Collection:
+        """Create a collection (its settings over the server's, its keys); empty until a
+        reindex job of it (`in_collection(name).reindex(...)`) publishes a version."""
+        request = _collection_request(name, encoder, backend, search, write_key, read_key)
+        return _build(Collection, self._send(request))
+
+    def collections(self) -> list[Collection]:
+        """The collections this client's key may read."""
+        return _collections(self._send(_Request("GET", "/collections")))
+
+    def delete_collection(self, name: str) -> list[int]:
+        """Delete a collection and everything it holds; returns the versions it held."""
+        path = f"/collections/{quote(name, safe='')}"
+        return self._send(_Request("DELETE", path))["versions"]
+
     # health
     def health(self) -> dict[str, Any]:
         return self._send(_Request("GET", "/health"))
@@ -438,12 +519,18 @@ class AsyncClient:
         url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
+        collection: str | None = None,
         timeout: float = 120.0,
         http: httpx.AsyncClient | None = None,
     ) -> None:
         self.http = http or httpx.AsyncClient(
             base_url=url, headers=_headers(api_key), timeout=timeout
         )
+        self.collection = collection
+
+    def in_collection(self, name: str) -> AsyncClient:
+        """This client, bound to the collection `name` (the same connections: close either)."""
+        return AsyncClient(collection=name, http=self.http)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -455,10 +542,9 @@ class AsyncClient:
         await self.http.aclose()
 
     async def _send(self, request: _Request) -> Any:
+        url = request.url(self.collection)
         try:
-            response = _checked(
-                await self.http.request(request.method, request.path, **request.options)
-            )
+            response = _checked(await self.http.request(request.method, url, **request.options))
         finally:
             for handle in request.opened:
                 handle.close()
@@ -554,3 +640,23 @@ class AsyncClient:
 
     async def ready(self) -> dict[str, Any]:
         return await self._send(_Request("GET", "/ready"))
+
+    async def create_collection(
+        self,
+        name: str,
+        *,
+        encoder: str | None = None,
+        backend: str | None = None,
+        search: Mapping[str, Any] | None = None,
+        write_key: str | None = None,
+        read_key: str | None = None,
+    ) -> Collection:
+        request = _collection_request(name, encoder, backend, search, write_key, read_key)
+        return _build(Collection, await self._send(request))
+
+    async def collections(self) -> list[Collection]:
+        return _collections(await self._send(_Request("GET", "/collections")))
+
+    async def delete_collection(self, name: str) -> list[int]:
+        path = f"/collections/{quote(name, safe='')}"
+        return (await self._send(_Request("DELETE", path)))["versions"]

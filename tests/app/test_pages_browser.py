@@ -21,6 +21,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from app.core.config import ServiceSettings
 from app.main import create_app
 from indexer.config import DatabaseSettings, JobSettings
+from indexer.store.collections import create_collection
+from indexer.store.db import make_engine
 from indexer.text.corpus import SAMPLE_CORPUS, read_file
 from indexer.text.documents import SourceDocument
 from tests.app.browser import ARTIFACTS, console_errors, live_server, required_chromium
@@ -201,8 +203,41 @@ def paged(
         jobs=JobSettings(embedded_worker=False),
     )
     publish(corpus, settings, tiny_encoder_dir)
+    # a second collection, of three of the sample's documents under other ids
+    notes = root / "notes"
+    notes.mkdir()
+    for path in sorted(SAMPLE_CORPUS.glob("*.md"))[:3]:
+        (notes / f"note-{path.name}").write_text(path.read_text(encoding="utf-8"))
+    engine = make_engine(settings.database_url)
+    create_collection(engine, "notes")
+    engine.dispose()
+    publish(notes, settings.model_copy(update={"collection": "notes"}), tiny_encoder_dir)
     with live_server(create_app(settings)) as url:
         yield url, upload
+
+
+def test_the_search_page_searches_the_collection_chosen(
+    browser: Chrome, paged: tuple[str, Path]
+) -> None:
+    base_url, _upload = paged
+    browser.get(base_url + "/")
+    chooser = browser.find_element(By.ID, "collection")
+    wait(browser).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, '#collection option[value="notes"]'))
+    )
+    labels = [o.text for o in chooser.find_elements(By.TAG_NAME, "option")]
+    assert labels == ["default", "notes (3 documents)"]
+    browser.find_element(By.CSS_SELECTOR, '#collection option[value="notes"]').click()
+    browser.find_element(By.ID, "document-id").send_keys("note-astronomy-01")
+    shown = search(browser)
+    expected = httpx.post(
+        base_url + "/collections/notes/similar", json={"document_id": "note-astronomy-01"}
+    ).json()
+    assert shown == [r["document_id"] for r in expected["results"]]
+    assert sorted(shown) == ["note-astronomy-02", "note-astronomy-03"]
+    explain = browser.find_element(By.CSS_SELECTOR, "li.result a.explain-json")
+    assert "/collections/notes/explain?" in explain.get_attribute("href")
+    assert console_errors(browser) == []
 
 
 def test_upload_a_pdf_then_explain_with_page_numbers(

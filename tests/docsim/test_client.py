@@ -151,3 +151,44 @@ def test_the_async_client_answers_as_the_sync_one(url: str) -> None:
         again = docsim.similar(document_id="oceans-02", top_k=5, method="sdr")
     assert found == [(h.document_id, h.score) for h in again]
     asyncio.run(change())
+
+
+def test_the_clients_work_in_a_collection_of_their_own(
+    url: str, sample_corpus: Path, tmp_path: Path, tiny_encoder_dir: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for path in sorted(sample_corpus.glob("*.md"))[:4]:
+        (notes / f"note-{path.name}").write_text(path.read_text())
+    write = "notes-write-key-0123456789"
+    with Client(url, api_key=KEY) as server:
+        made = server.create_collection("notes", encoder=str(tiny_encoder_dir), write_key=write)
+        assert (made.name, made.index_version, made.keys) == (
+            "notes",
+            None,
+            {"write": True, "read": False},
+        )
+        assert made.settings == {"encoder": {"name": str(tiny_encoder_dir.resolve())}}
+        with pytest.raises(DocsimError) as taken:
+            server.create_collection("notes")
+        assert taken.value.status_code == 409
+    with Client(url, api_key=write, collection="notes") as docsim:
+        done = docsim.wait(docsim.reindex(str(notes)).job_id, timeout=120, poll=0.05)
+        assert done.served and docsim.ready()["documents"] == 4
+        found = docsim.similar(document_id="note-astronomy-01", top_k=10)
+        expected = sorted(f"note-{p.stem}" for p in sorted(sample_corpus.glob("*.md"))[1:4])
+        assert sorted(h.document_id for h in found) == expected
+        with pytest.raises(DocsimError) as elsewhere:  # its key opens nothing in `default`
+            docsim.in_collection("default").add({"id": "x", "text": "No. Key."})
+        assert elsewhere.value.status_code == 401
+
+    async def listed() -> list[tuple[str, int | None]]:
+        async with AsyncClient(url, collection="notes") as docsim:
+            hits = await docsim.similar(document_id="note-astronomy-01", top_k=10)
+            assert len(hits) == 3
+            return [(c.name, c.documents) for c in await docsim.collections()]
+
+    assert asyncio.run(listed()) == [("default", 48), ("notes", 4)]
+    with Client(url, api_key=KEY) as server:
+        assert server.delete_collection("notes") == [done.index_version]
+        assert [c.name for c in server.collections()] == ["default"]
