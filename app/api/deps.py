@@ -10,7 +10,12 @@ from fastapi import Depends, Request
 from sqlalchemy import Engine
 
 from app.core.config import ServiceSettings
-from app.core.errors import ApiKeyError, IndexNotReadyError, InvalidTextError
+from app.core.errors import (
+    ApiKeyError,
+    CollectionEmptyError,
+    IndexNotReadyError,
+    InvalidTextError,
+)
 from app.schemas.common import has_control_characters
 from app.services.runtime import Runtime
 from app.services.state import ServiceState
@@ -62,11 +67,15 @@ def get_state(request: Request) -> Iterator[ServiceState]:
                     "keeps trying to load it from SQL: retry later"
                 )
             name = runtime.collection
-            raise IndexNotReadyError(
+            if name == DEFAULT_COLLECTION:
+                raise IndexNotReadyError("no index is loaded: run `docsim index` to build one")
+            if runtime.has_active_version():  # published, not loaded here yet
+                raise IndexNotReadyError(
+                    f"the collection {name!r} is loading its index: retry in a moment"
+                )
+            raise CollectionEmptyError(
                 f"the collection {name!r} has no index yet: build one with `docsim "
                 f"--collection {name} index CORPUS` or POST /collections/{name}/jobs/reindex"
-                if name != DEFAULT_COLLECTION
-                else "no index is loaded: run `docsim index` to build one"
             )
         yield state
 

@@ -38,6 +38,10 @@ class IndexNotReadyError(RuntimeError):
     """No index version is loaded."""
 
 
+class CollectionEmptyError(RuntimeError):
+    """A collection that has never published a version: nothing to search or change yet."""
+
+
 class DocumentTooLargeError(ValueError):
     """A posted document exceeds the configured limits."""
 
@@ -91,6 +95,7 @@ STATUS = {
     QueryError: 422,
     FilterError: 422,
     InvalidSettingError: 422,
+    CollectionEmptyError: 409,
     CollectionNameError: 422,
     CollectionNotFoundError: 404,
     CollectionConflictError: 409,

@@ -194,6 +194,14 @@ class Runtime:
             except Exception as error:
                 self.fail(error)
 
+    def has_active_version(self) -> bool:
+        """Whether SQL has a published version of the collection (loaded here or not)."""
+        try:
+            active_version(self.engine, self.collection)
+        except NoActiveIndexError:
+            return False
+        return True
+
     def wake(self, _version_id: int | None = None) -> None:
         """Poll SQL now rather than at the next tick."""
         self._watcher.wake()

@@ -66,7 +66,7 @@ def test_collections_hold_their_own_documents_versions_and_jobs(
         empty = client.post(
             f"/collections/{NOTES}/similar", json={"document": {"text": "Coffee. Beans."}}
         )
-        assert empty.status_code == 503 and NOTES in empty.json()["detail"]
+        assert empty.status_code == 409 and NOTES in empty.json()["detail"]
 
         reindex = {"source": str(notes_corpus), "encoder": str(tiny_encoder_dir)}
         prefix = f"/collections/{NOTES}"
@@ -129,11 +129,11 @@ def test_a_key_of_one_collection_opens_nothing_in_another(fresh_settings) -> Non
         query = {"document": {"text": "Coffee. Beans."}}
         change = {"documents": [{"id": "x", "text": "Some text. More text."}]}
         for who, read_a, write_a, read_b, write_b, read_default in [
-            (None, 401, 401, 503, 401, 200),
-            (A_READ, 503, 401, 503, 401, 200),
-            (A_KEY, 503, 503, 503, 401, 200),
-            (B_KEY, 401, 401, 503, 503, 200),
-            (SERVER, 503, 503, 503, 503, 200),
+            (None, 401, 401, 409, 401, 200),
+            (A_READ, 409, 401, 409, 401, 200),
+            (A_KEY, 409, 409, 409, 401, 200),
+            (B_KEY, 401, 401, 409, 409, 200),
+            (SERVER, 409, 409, 409, 409, 200),
         ]:
             headers = key(who) if who else {}
             seen = (

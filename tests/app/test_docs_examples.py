@@ -41,7 +41,7 @@ def test_the_http_examples_run(base_url: str, page: str, block: int) -> None:
 def test_the_in_process_example_runs_and_ranks_as_the_service(
     indexed_settings: ServiceSettings, base_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = "\n".join(python_blocks(ROOT / "docs/python.md")[1:3])  # search, then a filter
+    code = "\n".join(python_blocks(ROOT / "docs/python.md")[2:4])  # search, then a filter
     line = 'settings = Settings(data_dir="docsim-data")'
     assert line in code
     exec(
@@ -55,3 +55,26 @@ def test_the_in_process_example_runs_and_ranks_as_the_service(
         f"{base_url}/similar", json={"document_id": "baking-01", "top_k": 5, "method": "fused"}
     ).json()["results"]
     assert [(f"{h['score']:.3f}", h["document_id"]) for h in served] == [tuple(p) for p in printed]
+
+
+def test_the_collections_example_runs(
+    fresh_settings, tiny_encoder_dir: Path, sample_corpus: Path, tmp_path: Path
+) -> None:
+    """docs/python.md's collection example, on a server whose key is the example's, with the
+    example's corpus path and document id made real."""
+    code = python_blocks(ROOT / "docs/python.md")[1]
+    settings = fresh_settings(api_key="the-servers-own-key")
+    settings = settings.model_copy(
+        update={"encoder": settings.encoder.model_copy(update={"name": str(tiny_encoder_dir)})}
+    )
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    for path in sorted(sample_corpus.glob("*.md"))[:8]:
+        (papers / path.name.replace("astronomy-01", "P17")).write_text(path.read_text())
+    namespace: dict = {}
+    with live_server(create_app(settings)) as url:
+        real = code.replace(DEFAULT_URL, url).replace("/srv/corpora/papers", str(papers))
+        exec(compile(real, "python.md", "exec"), namespace)  # noqa: S102
+    hits = namespace["hits"]
+    assert hits.method == "sdr" and len(hits) == 5  # the collection's own default method
+    assert all(hit.document_id != "P17" for hit in hits)

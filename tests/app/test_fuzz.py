@@ -22,6 +22,10 @@ def _fuzz(app) -> None:  # noqa: ANN001
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
         "POST /similar",
         "GET /ready",
+        "POST /collections",
+        "DELETE /collections/{collection}",
+        "POST /collections/{collection}/similar",
+        "POST /collections/{collection}/documents",
     }
     for operation in operations:
 

@@ -141,7 +141,8 @@ def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -
     assert "chunk" not in index.indices and type(index.indices["document"]).__name__ == "FaissIndex"
     seen = scrape(remote)  # a mapped level holds its row map (int64 per row), not vectors
     for level in index.mapped_levels:
-        assert seen[("docsim_index_vector_bytes", (("level", level),))] == 8 * len(index.ids[level])
+        labels = (("collection", "default"), ("level", level))
+        assert seen[("docsim_index_vector_bytes", labels)] == 8 * len(index.ids[level])
     for granularity in SEARCHED_ON_SHARDS:
         for body in (
             {"document": QUERY},

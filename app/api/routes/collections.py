@@ -112,15 +112,37 @@ def include_scoped(app: FastAPI, routers: list[APIRouter], read_key: Any) -> Non
     """Include `routers` under `/collections/{collection}` too: their routes there read
     and write that collection (and need its read key, when it has one), with operation ids
     of their own (`<id>_in_collection`; the OpenAPI links between them follow)."""
-    first = len(app.router.routes)
     for router_ in routers:
         app.include_router(
-            router_, prefix=PREFIX, dependencies=[Depends(collection_path), read_key]
+            _scoped_copy(router_), prefix=PREFIX, dependencies=[Depends(collection_path), read_key]
         )
-    for route in app.router.routes[first:]:
-        if isinstance(route, APIRoute):
-            route.operation_id = f"{route.operation_id or route.unique_id}{SCOPED}"
-            route.responses = _scoped_links(route.responses)
+
+
+def _scoped_copy(router_: APIRouter) -> APIRouter:
+    """A router of the same routes as `router_`, each with its scoped operation id."""
+    scoped = APIRouter()
+    for route in router_.routes:
+        assert isinstance(route, APIRoute), route
+        scoped.add_api_route(
+            route.path,
+            route.endpoint,
+            methods=sorted(route.methods),
+            response_model=route.response_model,
+            status_code=route.status_code,
+            tags=route.tags,
+            dependencies=route.dependencies,
+            summary=route.summary,
+            description=route.description,
+            response_description=route.response_description,
+            responses=_scoped_links(route.responses),
+            deprecated=route.deprecated,
+            operation_id=f"{route.operation_id or route.unique_id}{SCOPED}",
+            include_in_schema=route.include_in_schema,
+            response_class=route.response_class,
+            name=route.name,
+            openapi_extra=route.openapi_extra,
+        )
+    return scoped
 
 
 def _scoped_links(responses: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
