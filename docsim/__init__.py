@@ -1,7 +1,8 @@
-"""docsim's Python client: `Client` and `AsyncClient` for a running service (`docsim.client`).
+"""docsim's Python client: `Client` and `AsyncClient` for a running service (`docsim.client`),
+and `docsim.local.open_local` for the service in this process over a data directory.
 
 The server's own packages (`app`, `indexer`, `models`, `migrations`) are installed beside it;
-`indexer.api` is the in-process library surface."""
+`indexer.api` is the indexer's library surface."""
 
 from __future__ import annotations
 

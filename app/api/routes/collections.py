@@ -126,7 +126,7 @@ def _scoped_copy(router_: APIRouter) -> APIRouter:
         scoped.add_api_route(
             route.path,
             route.endpoint,
-            methods=sorted(route.methods),
+            methods=sorted(route.methods or ()),
             response_model=route.response_model,
             status_code=route.status_code,
             tags=route.tags,
