@@ -26,6 +26,8 @@ COPY app app
 COPY indexer indexer
 COPY models models
 COPY migrations migrations
+# the one installed package: the client, and links to the folders above (docsim/app -> ../app)
+COPY docsim docsim
 # EXTRAS=ray adds Ray, for the sharded setup (docker-compose.sharded.yml)
 ARG EXTRAS=""
 RUN if [ "$VARIANT" = "gpu" ]; then extra=gpu; else extra=cpu; fi \

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from indexer.api import DataDir, command_line
+from docsim.indexer.api import DataDir, command_line
 
 
 def serve(
@@ -24,8 +24,8 @@ def serve(
     """Serve the active index over HTTP (OpenAPI docs at /docs)."""
     import uvicorn
 
-    from app.core.config import get_service_settings
-    from app.main import create_app
+    from docsim.app.core.config import get_service_settings
+    from docsim.app.main import create_app
 
     settings = get_service_settings()
     if data_dir:

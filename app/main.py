@@ -11,20 +11,29 @@ from importlib.metadata import version as package_version
 
 from fastapi import Depends, FastAPI, Request, Response
 
-from app.api.bodies import add_body_schemas
-from app.api.deps import ReadKey, reject_nul_in_url
-from app.api.routes import collections, documents, explain, health, jobs, metrics, pages, similar
-from app.api.routes.collections import include_scoped
-from app.core.config import ServiceSettings, get_service_settings
-from app.core.errors import register_error_handlers
-from app.schemas.collections import CollectionRequest
-from app.schemas.documents import DocumentsRequest, DocumentsUpload
-from app.schemas.jobs import ReindexRequest
-from app.schemas.similar import SimilarRequest, SimilarUpload
-from app.services.collections import Collections
-from app.services.metrics import Metrics
-from app.services.state import ServiceState
-from indexer.api import DEFAULT_COLLECTION, make_engine, upgrade
+from docsim.app.api.bodies import add_body_schemas
+from docsim.app.api.deps import ReadKey, reject_nul_in_url
+from docsim.app.api.routes import (
+    collections,
+    documents,
+    explain,
+    health,
+    jobs,
+    metrics,
+    pages,
+    similar,
+)
+from docsim.app.api.routes.collections import include_scoped
+from docsim.app.core.config import ServiceSettings, get_service_settings
+from docsim.app.core.errors import register_error_handlers
+from docsim.app.schemas.collections import CollectionRequest
+from docsim.app.schemas.documents import DocumentsRequest, DocumentsUpload
+from docsim.app.schemas.jobs import ReindexRequest
+from docsim.app.schemas.similar import SimilarRequest, SimilarUpload
+from docsim.app.services.collections import Collections
+from docsim.app.services.metrics import Metrics
+from docsim.app.services.state import ServiceState
+from docsim.indexer.api import DEFAULT_COLLECTION, make_engine, upgrade
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from indexer.search.lexical import Bm25Index, tokenize
+from docsim.indexer.search.lexical import Bm25Index, tokenize
 
 logger = logging.getLogger("benchmarks.bm25_changes")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019"

@@ -41,15 +41,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from indexer.config import Settings
-from indexer.text.chunking import add_chunks
-from indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
-from indexer.text.documents import Document
-from indexer.text.sentences import load_splitter
-from indexer.text.split import split_document
-from models.inference import LastHiddenState, export_openvino_int8
-from models.loading import load_encoder, resolve_encoder_path
-from models.transformer import TransformerEncoder
+from docsim.indexer.config import Settings
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
+from docsim.indexer.text.documents import Document
+from docsim.indexer.text.sentences import load_splitter
+from docsim.indexer.text.split import split_document
+from docsim.models.inference import LastHiddenState, export_openvino_int8
+from docsim.models.loading import load_encoder, resolve_encoder_path
+from docsim.models.transformer import TransformerEncoder
 
 logger = logging.getLogger("benchmarks.encode_throughput")
 AILA = Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "casedocs"

@@ -26,8 +26,8 @@ import numpy as np
 from fastapi.testclient import TestClient
 from tqdm import tqdm
 
-from app.core.config import ServiceSettings
-from app.main import create_app
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
 
 logger = logging.getLogger("benchmarks.explain_latency")
 AILA_QUERIES = (

@@ -37,16 +37,16 @@ import numpy as np
 import psutil
 import torch
 
-from indexer.config import Settings
-from indexer.search.mapped_rows import MappedRows
-from indexer.search.sentence_scan import fit_sample, padding_group
-from indexer.search.settings import SearchSettings
-from indexer.serving import open_searcher
-from indexer.store.db import make_engine
-from indexer.text.corpus import json_document
-from models.alignment import maxsim_scores, sentence_best
-from models.scan import approximate_best, compress, fit_basis, project
-from models.scoring import RaggedCollection
+from docsim.indexer.config import Settings
+from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.indexer.search.sentence_scan import fit_sample, padding_group
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.text.corpus import json_document
+from docsim.models.alignment import maxsim_scores, sentence_best
+from docsim.models.scan import approximate_best, compress, fit_basis, project
+from docsim.models.scoring import RaggedCollection
 
 logger = logging.getLogger("benchmarks.growth")
 AILA_QUERIES = (

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import psutil
 
-from indexer.config import Settings
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.sentence_scan import ScanShape, SentenceScan
-from indexer.store.db import make_engine
-from indexer.store.versions import active_version
+from docsim.indexer.config import Settings
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.versions import active_version
 
 logger = logging.getLogger("benchmarks.index_memory")
 

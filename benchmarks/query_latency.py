@@ -33,16 +33,16 @@ import numpy as np
 import torch
 from fastapi.testclient import TestClient
 
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.search.filters import parse_filter
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.searcher import Searcher
-from indexer.search.settings import SearchSettings
-from indexer.search.types import Query, ScoringMode, SearchOptions
-from indexer.store.vector_index import FaissIndex, choose_factory
-from models.pooling import segment_mean
-from models.scoring import RaggedCollection, sdr_scores
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.search.filters import parse_filter
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.types import Query, ScoringMode, SearchOptions
+from docsim.indexer.store.vector_index import FaissIndex, choose_factory
+from docsim.models.pooling import segment_mean
+from docsim.models.scoring import RaggedCollection, sdr_scores
 
 logger = logging.getLogger("benchmarks.query_latency")
 AILA_QUERIES = (
@@ -86,7 +86,7 @@ def scoring_vs_matmul(searcher: Searcher, texts: list[str]) -> dict:
     ratios, score_ms, matmul_ms = [], [], []
     collection = searcher.index.collection
     for text in texts:
-        from indexer.text.corpus import json_document
+        from docsim.indexer.text.corpus import json_document
 
         query = searcher.query_from_source(json_document({"id": "q", "text": text}))
         source = query.sentence_vectors
@@ -210,7 +210,7 @@ def indexed_latency(client: TestClient, ids: list[str], method: str | None) -> t
 def encoding_latency(searcher: Searcher, texts: list[str]) -> dict:
     """p50 of encoding a posted query as the default method needs it: its sentences, and its
     chunks for the document vector."""
-    from indexer.text.corpus import json_document
+    from docsim.indexer.text.corpus import json_document
 
     latencies = []
     for i, text in enumerate(texts):

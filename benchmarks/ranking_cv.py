@@ -39,12 +39,12 @@ from pathlib import Path
 import ir_measures
 import numpy as np
 
-from indexer.config import Settings
-from indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs
-from indexer.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
-from indexer.search.fusion import NORMALISERS, normalise
-from indexer.serving import open_searcher
-from indexer.store.db import make_engine
+from docsim.indexer.config import Settings
+from docsim.indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs
+from docsim.indexer.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
+from docsim.indexer.search.fusion import NORMALISERS, normalise
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
 
 logger = logging.getLogger("benchmarks.ranking_cv")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

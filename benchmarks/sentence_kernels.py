@@ -38,15 +38,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from indexer.config import Settings
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.sentence_scan import padding_group
-from indexer.search.settings import SearchSettings
-from indexer.store.db import make_engine
-from indexer.store.versions import active_version
-from models.alignment import sentence_best
-from models.scan import approximate_best, compress, fit_basis, project
-from models.scoring import RaggedCollection, averaging_matrix, paragraph_similarity
+from docsim.indexer.config import Settings
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.sentence_scan import padding_group
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.versions import active_version
+from docsim.models.alignment import sentence_best
+from docsim.models.scan import approximate_best, compress, fit_basis, project
+from docsim.models.scoring import RaggedCollection, averaging_matrix, paragraph_similarity
 
 BLOCK_SENTENCES = 65536
 Sims = Callable[[int, int, torch.Tensor], torch.Tensor]  # (r0, r1, query) -> (r, n) float32

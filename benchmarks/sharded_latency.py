@@ -36,9 +36,9 @@ import numpy as np
 import psutil
 import torch
 
-from indexer.search.shard_actors import LevelRows, RayShards, ShardSpec
-from indexer.search.sharded import ShardedSdr
-from indexer.search.shards import ShardQuery, shard_ranges
+from docsim.indexer.search.shard_actors import LevelRows, RayShards, ShardSpec
+from docsim.indexer.search.sharded import ShardedSdr
+from docsim.indexer.search.shards import ShardQuery, shard_ranges
 
 logger = logging.getLogger("benchmarks.sharded_latency")
 DIM, SENTENCES_PER_PARAGRAPH, PARAGRAPHS_PER_DOCUMENT = 384, 5, 20
@@ -226,7 +226,7 @@ def main() -> None:
     write_collection(path, args.sentences)
     asked = queries(args.queries)
 
-    from indexer.ray_session import private_cluster_environment
+    from docsim.indexer.ray_session import private_cluster_environment
 
     private_cluster_environment()
     import ray

@@ -21,14 +21,14 @@ from typing import Any
 import typer
 from mkdocs.structure.files import File, Files
 
-from indexer.settings_reference import table_cell, type_text
+from docsim.indexer.settings_reference import table_cell, type_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def settings_reference() -> str:
-    from app.core.config import ServiceSettings
-    from indexer.settings_reference import settings_markdown
+    from docsim.app.core.config import ServiceSettings
+    from docsim.indexer.settings_reference import settings_markdown
 
     return settings_markdown(ServiceSettings)
 
@@ -62,7 +62,7 @@ def _option_row(param: Any) -> str:
 
 
 def cli_reference() -> str:
-    from app.cli import docsim
+    from docsim.app.cli import docsim
 
     group: Any = typer.main.get_command(docsim())
     lines = []
@@ -83,8 +83,8 @@ def cli_reference() -> str:
 
 @cache
 def openapi() -> dict[str, Any]:
-    from app.core.config import ServiceSettings
-    from app.main import create_app
+    from docsim.app.core.config import ServiceSettings
+    from docsim.app.main import create_app
 
     with tempfile.TemporaryDirectory() as data_dir:  # the description needs no index
         return create_app(ServiceSettings(data_dir=Path(data_dir))).openapi()

@@ -54,8 +54,8 @@ def open_local(
     """
     from fastapi.testclient import TestClient
 
-    from app.core.config import ServiceSettings
-    from app.main import create_app
+    from docsim.app.core.config import ServiceSettings
+    from docsim.app.main import create_app
 
     values: dict[str, Any] = {**settings}
     if data_dir is not None:

@@ -30,19 +30,26 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from indexer.builder.pipeline import prepare_data_dir
-    from indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION, EngineName
-    from indexer.cli.common import DataDir
-    from indexer.cli.main import command_line
-    from indexer.config import Settings, collection_settings, with_groups
-    from indexer.jobs.figures import JobFigures, job_figures
-    from indexer.jobs.queue import JobRow, create_job, get_job, list_jobs, request_cancel, retry_job
-    from indexer.jobs.updates import DocumentChange, apply_change
-    from indexer.jobs.worker import CURRENT, ReindexParameters, Worker
-    from indexer.search.explain import Explanation, Side, explain_pair
-    from indexer.search.filters import FieldType, Filter, FilterColumns, parse_filter
-    from indexer.search.searcher import Searcher
-    from indexer.search.types import (
+    from docsim.indexer.builder.pipeline import prepare_data_dir
+    from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION, EngineName
+    from docsim.indexer.cli.common import DataDir
+    from docsim.indexer.cli.main import command_line
+    from docsim.indexer.config import Settings, collection_settings, with_groups
+    from docsim.indexer.jobs.figures import JobFigures, job_figures
+    from docsim.indexer.jobs.queue import (
+        JobRow,
+        create_job,
+        get_job,
+        list_jobs,
+        request_cancel,
+        retry_job,
+    )
+    from docsim.indexer.jobs.updates import DocumentChange, apply_change
+    from docsim.indexer.jobs.worker import CURRENT, ReindexParameters, Worker
+    from docsim.indexer.search.explain import Explanation, Side, explain_pair
+    from docsim.indexer.search.filters import FieldType, Filter, FilterColumns, parse_filter
+    from docsim.indexer.search.searcher import Searcher
+    from docsim.indexer.search.types import (
         DocumentHit,
         Granularity,
         Method,
@@ -54,8 +61,8 @@ if TYPE_CHECKING:
         SearchResult,
         UnitHit,
     )
-    from indexer.serving import open_searcher, serve_on_shards
-    from indexer.store.collections import (
+    from docsim.indexer.serving import open_searcher, serve_on_shards
+    from docsim.indexer.store.collections import (
         SETTING_GROUPS,
         CollectionRow,
         check_collection_name,
@@ -64,12 +71,12 @@ if TYPE_CHECKING:
         get_collection,
         list_collections,
     )
-    from indexer.store.data_lock import hold_data_dir
-    from indexer.store.db import make_engine, upgrade
-    from indexer.store.generations import purge_retired
-    from indexer.store.reader import stored_document_by_id
-    from indexer.store.versions import active_version
-    from indexer.text.corpus import (
+    from docsim.indexer.store.data_lock import hold_data_dir
+    from docsim.indexer.store.db import make_engine, upgrade
+    from docsim.indexer.store.generations import purge_retired
+    from docsim.indexer.store.reader import stored_document_by_id
+    from docsim.indexer.store.versions import active_version
+    from docsim.indexer.text.corpus import (
         SAMPLE_CORPUS,
         CorpusFormat,
         FileLimits,
@@ -77,24 +84,24 @@ if TYPE_CHECKING:
         json_document,
         read_document,
     )
-    from indexer.text.documents import Document, SourceDocument
-    from indexer.text.sentences import SentenceSplitter
-    from indexer.text.split import split_document
+    from docsim.indexer.text.documents import Document, SourceDocument
+    from docsim.indexer.text.sentences import SentenceSplitter
+    from docsim.indexer.text.split import split_document
 
 # name -> the module that defines it, for `__getattr__`
 _HOMES: dict[str, str] = {
     name: module
     for module, names in {
-        "indexer.builder.pipeline": ("prepare_data_dir",),
-        "indexer.choices": ("COLLECTION_NAME_PATTERN", "DEFAULT_COLLECTION", "EngineName"),
-        "indexer.cli.common": ("DataDir",),
-        "indexer.cli.main": ("command_line",),
-        "indexer.config": ("Settings", "collection_settings", "with_groups"),
-        "indexer.jobs.figures": (
+        "docsim.indexer.builder.pipeline": ("prepare_data_dir",),
+        "docsim.indexer.choices": ("COLLECTION_NAME_PATTERN", "DEFAULT_COLLECTION", "EngineName"),
+        "docsim.indexer.cli.common": ("DataDir",),
+        "docsim.indexer.cli.main": ("command_line",),
+        "docsim.indexer.config": ("Settings", "collection_settings", "with_groups"),
+        "docsim.indexer.jobs.figures": (
             "JobFigures",
             "job_figures",
         ),
-        "indexer.jobs.queue": (
+        "docsim.indexer.jobs.queue": (
             "JobRow",
             "create_job",
             "get_job",
@@ -102,7 +109,7 @@ _HOMES: dict[str, str] = {
             "request_cancel",
             "retry_job",
         ),
-        "indexer.jobs.updates": (
+        "docsim.indexer.jobs.updates": (
             "DocumentChange",
             "apply_change",
             "check_collection_name",
@@ -111,24 +118,24 @@ _HOMES: dict[str, str] = {
             "get_collection",
             "list_collections",
         ),
-        "indexer.jobs.worker": (
+        "docsim.indexer.jobs.worker": (
             "CURRENT",
             "ReindexParameters",
             "Worker",
         ),
-        "indexer.search.explain": (
+        "docsim.indexer.search.explain": (
             "Explanation",
             "Side",
             "explain_pair",
         ),
-        "indexer.search.filters": (
+        "docsim.indexer.search.filters": (
             "FieldType",
             "Filter",
             "FilterColumns",
             "parse_filter",
         ),
-        "indexer.search.searcher": ("Searcher",),
-        "indexer.search.types": (
+        "docsim.indexer.search.searcher": ("Searcher",),
+        "docsim.indexer.search.types": (
             "DocumentHit",
             "Granularity",
             "Method",
@@ -140,11 +147,11 @@ _HOMES: dict[str, str] = {
             "SearchResult",
             "UnitHit",
         ),
-        "indexer.serving": (
+        "docsim.indexer.serving": (
             "open_searcher",
             "serve_on_shards",
         ),
-        "indexer.store.collections": (
+        "docsim.indexer.store.collections": (
             "SETTING_GROUPS",
             "CollectionRow",
             "check_collection_name",
@@ -153,15 +160,15 @@ _HOMES: dict[str, str] = {
             "get_collection",
             "list_collections",
         ),
-        "indexer.store.data_lock": ("hold_data_dir",),
-        "indexer.store.db": (
+        "docsim.indexer.store.data_lock": ("hold_data_dir",),
+        "docsim.indexer.store.db": (
             "make_engine",
             "upgrade",
         ),
-        "indexer.store.generations": ("purge_retired",),
-        "indexer.store.reader": ("stored_document_by_id",),
-        "indexer.store.versions": ("active_version",),
-        "indexer.text.corpus": (
+        "docsim.indexer.store.generations": ("purge_retired",),
+        "docsim.indexer.store.reader": ("stored_document_by_id",),
+        "docsim.indexer.store.versions": ("active_version",),
+        "docsim.indexer.text.corpus": (
             "SAMPLE_CORPUS",
             "CorpusFormat",
             "FileLimits",
@@ -169,12 +176,12 @@ _HOMES: dict[str, str] = {
             "json_document",
             "read_document",
         ),
-        "indexer.text.documents": (
+        "docsim.indexer.text.documents": (
             "Document",
             "SourceDocument",
         ),
-        "indexer.text.sentences": ("SentenceSplitter",),
-        "indexer.text.split": ("split_document",),
+        "docsim.indexer.text.sentences": ("SentenceSplitter",),
+        "docsim.indexer.text.split": ("split_document",),
     }.items()
     for name in names
 }

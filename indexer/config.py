@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, Field, computed_field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
-from indexer.search.settings import SearchSettings
+from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
+from docsim.indexer.search.settings import SearchSettings
 
 if TYPE_CHECKING:  # the encoders are imported when one is loaded
-    from indexer.store.collections import CollectionRow
-    from models.encoder import Encoder
+    from docsim.indexer.store.collections import CollectionRow
+    from docsim.models.encoder import Encoder
 
 
 class DatabaseSettings(BaseModel):
@@ -236,8 +236,8 @@ def load_configured_encoder(
     precision and batching; on the OpenVINO export in `backend_dir` when given (on the CPU,
     whatever the device setting: a version's vectors came from that model); with
     `chunk_vectors` (default: the configured one) when not `encode`."""
-    from models.loading import load_encoder
-    from models.precision import resolve_device
+    from docsim.models.loading import load_encoder
+    from docsim.models.precision import resolve_device
 
     options: dict[str, Any] = {}
     if backend_dir is not None:

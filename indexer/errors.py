@@ -4,29 +4,29 @@ that raises it; this module is where callers import them from."""
 
 from __future__ import annotations
 
-from indexer.builder.backend import BackendError
-from indexer.builder.engines import EngineError
-from indexer.builder.pipeline import BuildBusyError, IndexBuildError
-from indexer.jobs.queue import JobNotFoundError, JobStateError
-from indexer.jobs.updates import IndexChangedError
-from indexer.ray_session import RaySessionError
-from indexer.search.explain import PairTooLargeError
-from indexer.search.filters import FilterError
-from indexer.search.loaded_index import IndexMismatchError
-from indexer.search.shards import ShardUnavailableError
-from indexer.search.types import DocumentNotFoundError, QueryError
-from indexer.store.collections import (
+from docsim.indexer.builder.backend import BackendError
+from docsim.indexer.builder.engines import EngineError
+from docsim.indexer.builder.pipeline import BuildBusyError, IndexBuildError
+from docsim.indexer.jobs.queue import JobNotFoundError, JobStateError
+from docsim.indexer.jobs.updates import IndexChangedError
+from docsim.indexer.ray_session import RaySessionError
+from docsim.indexer.search.explain import PairTooLargeError
+from docsim.indexer.search.filters import FilterError
+from docsim.indexer.search.loaded_index import IndexMismatchError
+from docsim.indexer.search.shards import ShardUnavailableError
+from docsim.indexer.search.types import DocumentNotFoundError, QueryError
+from docsim.indexer.store.collections import (
     CollectionConflictError,
     CollectionNameError,
     CollectionNotFoundError,
 )
-from indexer.store.data_lock import BuildRunningError, ChangesQueuedError, DataDirBusyError
-from indexer.store.db import DatabaseError
-from indexer.store.manifest import CorruptFileError
-from indexer.store.reader import RowsPurgedError
-from indexer.store.versions import NoActiveIndexError
-from indexer.text.corpus import CorpusError
-from indexer.text.split import EmptyDocumentError
+from docsim.indexer.store.data_lock import BuildRunningError, ChangesQueuedError, DataDirBusyError
+from docsim.indexer.store.db import DatabaseError
+from docsim.indexer.store.manifest import CorruptFileError
+from docsim.indexer.store.reader import RowsPurgedError
+from docsim.indexer.store.versions import NoActiveIndexError
+from docsim.indexer.text.corpus import CorpusError
+from docsim.indexer.text.split import EmptyDocumentError
 
 __all__ = [
     "BackendError",

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
-from indexer.config import LogSettings
+from docsim.indexer.config import LogSettings
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET = ("transformers", "httpx", "alembic.runtime.migration", "bm25s", "filelock")

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from indexer.config import Settings
+from docsim.indexer.config import Settings
 
 logger = logging.getLogger(__name__)
 RAY_TEMP_MAX = 45  # characters of the temporary folder: Ray's socket paths live below it

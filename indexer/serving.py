@@ -15,18 +15,18 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from indexer.config import Settings, load_configured_encoder
-from indexer.ray_session import connect_ray
-from indexer.search.loaded_index import SEARCHED_ON_SHARDS, IndexMismatchError, LoadedIndex
-from indexer.search.searcher import Searcher
-from indexer.search.sentence_scan import ScanShape, SentenceScan
-from indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
-from indexer.search.sharded import ShardedLevel, ShardedSdr
-from indexer.store.vector_index import FaissIndex, gpu_count
-from indexer.store.versions import active_version
-from indexer.text.sentences import load_splitter
-from models.inference import TORCH, BackendUnavailableError
-from models.precision import resolve_device
+from docsim.indexer.config import Settings, load_configured_encoder
+from docsim.indexer.ray_session import connect_ray
+from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, IndexMismatchError, LoadedIndex
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
+from docsim.indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
+from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
+from docsim.indexer.store.vector_index import FaissIndex, gpu_count
+from docsim.indexer.store.versions import active_version
+from docsim.indexer.text.sentences import load_splitter
+from docsim.models.inference import TORCH, BackendUnavailableError
+from docsim.models.precision import resolve_device
 
 logger = logging.getLogger(__name__)
 

@@ -13,17 +13,17 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from indexer.choices import CorpusFormat
-from indexer.text.corpus import Skipped, read_corpus
-from indexer.text.documents import Document
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import EmptyDocumentError, split_document
-from models import adapt, bregman, colde, graph, sdr
-from models.backbone import base_directory, load_tokenizer
-from models.early_stopping import Evaluation
-from models.held_out import HeldOutPairs, held_out_pairs
-from models.tokens import TextTokenizer
-from models.training import (
+from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.text.corpus import Skipped, read_corpus
+from docsim.indexer.text.documents import Document
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import EmptyDocumentError, split_document
+from docsim.models import adapt, bregman, colde, graph, sdr
+from docsim.models.backbone import base_directory, load_tokenizer
+from docsim.models.early_stopping import Evaluation
+from docsim.models.held_out import HeldOutPairs, held_out_pairs
+from docsim.models.tokens import TextTokenizer
+from docsim.models.training import (
     BatchT,
     ModelT,
     TrainConfig,
@@ -32,7 +32,7 @@ from models.training import (
     check_output,
     train,
 )
-from models.training_data import TrainingDocument, held_out_split
+from docsim.models.training_data import TrainingDocument, held_out_split
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from logging.config import fileConfig
 
 from alembic import context
 
-from indexer.store.db import make_engine
-from indexer.store.tables import metadata
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.tables import metadata
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -19,7 +19,7 @@ def _url() -> str:
     url = url or config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from indexer.config import get_settings
+    from docsim.indexer.config import get_settings
 
     return get_settings().database_url
 

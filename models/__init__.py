@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from models.encoder import DocumentInput, DocumentVectors, Encoder
-from models.registry import DEFAULT_ENCODER
+from docsim.models.encoder import DocumentInput, DocumentVectors, Encoder
+from docsim.models.registry import DEFAULT_ENCODER
 
 if TYPE_CHECKING:
-    from models.loading import load_encoder
+    from docsim.models.loading import load_encoder
 
 __all__ = ["DEFAULT_ENCODER", "DocumentInput", "DocumentVectors", "Encoder", "load_encoder"]
 
@@ -18,7 +18,7 @@ def __getattr__(name: str) -> Any:
     (seconds), which the many importers of `models` that only score tensors do not need (Ray
     shard actors, the CLI's commands that load no encoder)."""
     if name == "load_encoder":
-        from models.loading import load_encoder
+        from docsim.models.loading import load_encoder
 
         return load_encoder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,11 +19,11 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.backbone import EncoderOutput, load_backbone, mean_pooled, save_backbone_encoder
-from models.config import ModelConfig
-from models.losses import in_batch_contrastive_loss
-from models.tokens import TextTokenizer, TokenBatch
-from models.training_data import TrainingDocument, document_pairs, require_documents
+from docsim.models.backbone import EncoderOutput, load_backbone, mean_pooled, save_backbone_encoder
+from docsim.models.config import ModelConfig
+from docsim.models.losses import in_batch_contrastive_loss
+from docsim.models.tokens import TextTokenizer, TokenBatch
+from docsim.models.training_data import TrainingDocument, document_pairs, require_documents
 
 TEMPERATURE = 0.05
 

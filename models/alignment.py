@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from models.scoring import RaggedCollection, block_cosines
+from docsim.models.scoring import RaggedCollection, block_cosines
 
 
 def document_sentence_lengths(collection: RaggedCollection) -> torch.Tensor:

@@ -19,8 +19,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.backbone import backbone_from_config
-from models.config import ModelConfig
+from docsim.models.backbone import backbone_from_config
+from docsim.models.config import ModelConfig
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.scoring import RaggedCollection, RowStats, normalize_rows, paragraph_similarity
+from docsim.models.scoring import RaggedCollection, RowStats, normalize_rows, paragraph_similarity
 
 
 def cosine_matrix(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

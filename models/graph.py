@@ -23,15 +23,15 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.backbone import load_backbone, load_tokenizer, mean_pooled
-from models.composite import CompositeModel, composite_identity
-from models.config import ModelConfig
-from models.encoder import DocumentInput, DocumentVectors
-from models.losses import in_batch_contrastive_loss
-from models.pooling import segment_mean
-from models.tokens import TextTokenizer, TokenBatch, module_device
-from models.training_data import TrainingDocument, require_documents
-from models.transformer import TransformerEncoder
+from docsim.models.backbone import load_backbone, load_tokenizer, mean_pooled
+from docsim.models.composite import CompositeModel, composite_identity
+from docsim.models.config import ModelConfig
+from docsim.models.encoder import DocumentInput, DocumentVectors
+from docsim.models.losses import in_batch_contrastive_loss
+from docsim.models.pooling import segment_mean
+from docsim.models.tokens import TextTokenizer, TokenBatch, module_device
+from docsim.models.training_data import TrainingDocument, require_documents
+from docsim.models.transformer import TransformerEncoder
 
 EDGES = ("neighbours", "full")
 

@@ -13,10 +13,10 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from models.early_stopping import Evaluation
-from models.losses import in_batch_contrastive_loss
-from models.tokens import HasParameters, TokenBatch, module_device
-from models.training_data import TrainingDocument, document_pairs, require
+from docsim.models.early_stopping import Evaluation
+from docsim.models.losses import in_batch_contrastive_loss
+from docsim.models.tokens import HasParameters, TokenBatch, module_device
+from docsim.models.training_data import TrainingDocument, document_pairs, require
 
 MAX_PAIRS = 500
 

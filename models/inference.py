@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
-from models.precision import autocast
+from docsim.models.precision import autocast
 
 logger = logging.getLogger(__name__)
 

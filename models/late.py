@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.encoder import DocumentInput
+from docsim.models.encoder import DocumentInput
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
-from models.encoder import DocumentInput, DocumentVectors
-from models.pooling import segment_mean
+from docsim.models.encoder import DocumentInput, DocumentVectors
+from docsim.models.pooling import segment_mean
 
 
 def pool_levels(

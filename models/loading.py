@@ -9,10 +9,10 @@ from typing import Any
 
 from safetensors import SafetensorError
 
-from models.colde import ColdeEncoder, ColdeModel
-from models.encoder import Encoder
-from models.graph import GraphDocumentModel, GraphEncoder
-from models.registry import (
+from docsim.models.colde import ColdeEncoder, ColdeModel
+from docsim.models.encoder import Encoder
+from docsim.models.graph import GraphDocumentModel, GraphEncoder
+from docsim.models.registry import (
     BUILTIN_DISPLAY_NAMES,
     BUILTIN_ENCODERS,
     DEFAULT_ENCODER,
@@ -22,7 +22,7 @@ from models.registry import (
     builtin_for_path,
     resolve_encoder_path,
 )
-from models.transformer import WEIGHT_FILES, TransformerEncoder
+from docsim.models.transformer import WEIGHT_FILES, TransformerEncoder
 
 # the loading API re-exports where encoders live
 __all__ = [

@@ -19,12 +19,12 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.backbone import EncoderOutput, load_backbone, mean_pooled, save_backbone_encoder
-from models.config import ModelConfig
-from models.losses import mlm_loss, sdr_contrastive_loss
-from models.pooling import mean_pool
-from models.tokens import TextTokenizer, TokenBatch
-from models.training_data import TrainingDocument, require
+from docsim.models.backbone import EncoderOutput, load_backbone, mean_pooled, save_backbone_encoder
+from docsim.models.config import ModelConfig
+from docsim.models.losses import mlm_loss, sdr_contrastive_loss
+from docsim.models.pooling import mean_pool
+from docsim.models.tokens import TextTokenizer, TokenBatch
+from docsim.models.training_data import TrainingDocument, require
 
 INTRA_PROBABILITY = 0.5
 POSITIVES = ("paragraph", "document")

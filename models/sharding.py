@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.scoring import RowStats
+from docsim.models.scoring import RowStats
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,10 @@ from typing import Any, Generic, TypeVar
 import torch
 from tqdm import tqdm
 
-from models.early_stopping import BestModel, Evaluation
-from models.precision import autocast, autocast_dtype
-from models.tokens import DeviceBatch
-from models.training_data import TrainingError
+from docsim.models.early_stopping import BestModel, Evaluation
+from docsim.models.precision import autocast, autocast_dtype
+from docsim.models.tokens import DeviceBatch
+from docsim.models.training_data import TrainingError
 
 logger = logging.getLogger(__name__)
 

@@ -21,20 +21,20 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from models.batching import Batch, plan_batches
-from models.encoder import DocumentInput, DocumentVectors
-from models.inference import (
+from docsim.models.batching import Batch, plan_batches
+from docsim.models.encoder import DocumentInput, DocumentVectors
+from docsim.models.inference import (
     TORCH,
     ForwardBackend,
     TorchBackend,
     export_openvino_int8,
     openvino_backend,
 )
-from models.late import add_token_states, chunk_tokens, sentence_means, token_owners
-from models.levels import chunks_from_sentences, pool_levels
-from models.pooling import POOLING_MODES, mean_pool, pool_states
-from models.precision import autocast, autocast_dtype
-from models.tokens import content_offsets, truncated_ids
+from docsim.models.late import add_token_states, chunk_tokens, sentence_means, token_owners
+from docsim.models.levels import chunks_from_sentences, pool_levels
+from docsim.models.pooling import POOLING_MODES, mean_pool, pool_states
+from docsim.models.precision import autocast, autocast_dtype
+from docsim.models.tokens import content_offsets, truncated_ids
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 

@@ -19,9 +19,9 @@ from tests.utils.postgres import PostgresServer, running_server
 # this file but runs no test, and importing torch and transformers would cost it seconds of
 # the cores its workers start on.
 if TYPE_CHECKING:
-    from indexer.config import Settings
-    from indexer.text.sentences import SentenceSplitter
-    from models.transformer import TransformerEncoder
+    from docsim.indexer.config import Settings
+    from docsim.indexer.text.sentences import SentenceSplitter
+    from docsim.models.transformer import TransformerEncoder
     from tests.utils.indexes import PublishedCopies
 
 DATABASE_URL = "DOCSIM_DB__URL"
@@ -138,8 +138,8 @@ def _encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _database_per_test(_postgres: PostgresServer | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test's settings (and the CLI processes it starts) point at a fresh database, as a
     fresh data directory gives each test a fresh SQLite file."""
-    from app.core.config import get_service_settings
-    from indexer.config import get_settings
+    from docsim.app.core.config import get_service_settings
+    from docsim.indexer.config import get_settings
 
     if _postgres is not None:
         monkeypatch.setenv(DATABASE_URL, _postgres.database())
@@ -163,7 +163,7 @@ def _root_logging() -> Iterator[None]:
     in-process (Typer's `CliRunner`) installs it, and it would outlive its test and print the
     records of threads still running (a purge, a job) into the test run's output. pytest's own
     capture handlers come and go with each phase and are left alone."""
-    from indexer.logs import StderrHandler
+    from docsim.indexer.logs import StderrHandler
 
     root = logging.getLogger()
     level = root.level
@@ -181,14 +181,14 @@ def on_postgres(_postgres: PostgresServer | None) -> bool:
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from models.tiny import write_tiny_encoder
+    from docsim.models.tiny import write_tiny_encoder
 
     return write_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
 
 
 @pytest.fixture(scope="session")
 def _tiny_encoder(tiny_encoder_dir: Path) -> TransformerEncoder:
-    from models.loading import load_encoder
+    from docsim.models.loading import load_encoder
 
     return load_encoder(tiny_encoder_dir, precision="fp32")  # type: ignore[return-value]
 
@@ -200,35 +200,35 @@ def tiny_encoder(_tiny_encoder: TransformerEncoder) -> TransformerEncoder:
 
 @pytest.fixture(scope="session")
 def minilm() -> TransformerEncoder:
-    from models.loading import load_encoder
+    from docsim.models.loading import load_encoder
 
     return load_encoder("minilm", precision="fp32")  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")
 def splitter() -> SentenceSplitter:
-    from indexer.text.sentences import load_splitter
+    from docsim.indexer.text.sentences import load_splitter
 
     return load_splitter()
 
 
 @pytest.fixture(scope="session")
 def sample_corpus() -> Path:
-    from indexer.text.corpus import SAMPLE_CORPUS
+    from docsim.indexer.text.corpus import SAMPLE_CORPUS
 
     return SAMPLE_CORPUS
 
 
 @pytest.fixture()
 def settings(tmp_path: Path) -> Settings:
-    from indexer.config import Settings
+    from docsim.indexer.config import Settings
 
     return Settings(data_dir=tmp_path / "data")
 
 
 @pytest.fixture()
 def engine(settings: Settings) -> Iterator[Engine]:
-    from indexer.store.db import make_engine, upgrade
+    from docsim.indexer.store.db import make_engine, upgrade
 
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)

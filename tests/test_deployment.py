@@ -24,8 +24,8 @@ import pytest
 import yaml
 from sqlalchemy import inspect
 
-from indexer.config import Settings
-from indexer.store.db import make_engine
+from docsim.indexer.config import Settings
+from docsim.indexer.store.db import make_engine
 from tests.utils.postgres import free_port
 from tests.utils.waiting import until
 

@@ -15,15 +15,24 @@ pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py che
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def local(name: str) -> str:
+    """A module's name in the repository's folders: `docsim.indexer.api` is `indexer.api` (the
+    installed distribution maps the folders under `docsim`; the client is `docsim.client`)."""
+    for folder in ("app", "indexer", "models", "migrations"):
+        if name == f"docsim.{folder}" or name.startswith(f"docsim.{folder}."):
+            return name.removeprefix("docsim.")
+    return name
+
+
 def imports(package: str) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in (ROOT / package).rglob("*.py"):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
+                names |= {local(alias.name).split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
+                names.add(local(node.module).split(".")[0])
         found[str(path.relative_to(ROOT))] = names
     return found
 
@@ -61,9 +70,10 @@ def module_graph(packages: tuple[str, ...] = ("models", "indexer", "app")) -> di
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
+                targets = [local(alias.name) for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                module = local(node.module)
+                targets = [module, *(f"{module}.{a.name}" for a in node.names)]
             graph[name] |= {t for t in targets if t in modules and t != name}
     return graph
 
@@ -167,9 +177,9 @@ def test_the_command_line_starts_without_torch_or_the_pipeline() -> None:
     load with the command that needs them (`indexer.api` is lazy, each command imports its
     own)."""
     code = (
-        "import sys; from typer.testing import CliRunner; from app.cli import docsim; "
+        "import sys; from typer.testing import CliRunner; from docsim.app.cli import docsim; "
         "result = CliRunner().invoke(docsim(), ['--help']); assert result.exit_code == 0; "
-        "heavy = {'torch', 'faiss', 'nltk', 'sqlalchemy', 'indexer.builder.pipeline'}; "
+        "heavy = {'torch', 'faiss', 'nltk', 'sqlalchemy', 'docsim.indexer.builder.pipeline'}; "
         "assert not heavy & set(sys.modules), heavy & set(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
@@ -180,7 +190,7 @@ def test_the_lazy_surface_names_what_it_imports() -> None:
     resolves to its home's object."""
     import importlib
 
-    import indexer.api as api
+    import docsim.indexer.api as api
 
     tree = ast.parse((ROOT / "indexer" / "api.py").read_text(encoding="utf-8"))
     typed = {
@@ -201,8 +211,8 @@ def test_the_lazy_surface_names_what_it_imports() -> None:
 
 def test_loading_an_encoder_does_not_import_training() -> None:
     code = (
-        "import sys, models.loading; "
-        "assert 'models.training' not in sys.modules, 'models.training was imported'"
+        "import sys, docsim.models.loading; "
+        "assert 'docsim.models.training' not in sys.modules, 'models.training was imported'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -307,9 +317,34 @@ def test_the_surface_check_finds_an_internal_import() -> None:
 
 def test_the_surface_names_what_it_exports() -> None:
     """Every name `indexer.api` and `indexer.errors` list in `__all__` exists there."""
-    import indexer.api
-    import indexer.errors
+    import docsim.indexer.api
+    import docsim.indexer.errors
 
-    for module in (indexer.api, indexer.errors):
+    for module in (docsim.indexer.api, docsim.indexer.errors):
         missing = [name for name in module.__all__ if not hasattr(module, name)]
         assert missing == [], module.__name__
+
+
+def test_every_import_names_the_one_installed_package() -> None:
+    """The folders are installed only as `docsim`'s subpackages: an import of `indexer` or
+    `app` by its bare name would work from the repository's root and nowhere else (and load
+    a second copy of the module beside `docsim.indexer`'s)."""
+    bare = []
+    for folder in ("app", "indexer", "models", "migrations", "tests", "benchmarks", "docs"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                bare += [
+                    f"{path.relative_to(ROOT)}: {name}"
+                    for name in names
+                    if name.split(".")[0] in {"app", "indexer", "models", "migrations"}
+                ]
+    assert bare == []
+    installed = (ROOT / "docsim").iterdir()
+    links = {p.name: p.readlink() for p in installed if p.is_symlink()}
+    assert links == {name: Path("..") / name for name in ("app", "indexer", "models", "migrations")}

@@ -18,8 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
 
-from app.core.errors import DocumentTooLargeError
-from app.services.uploads import UploadedFile
+from docsim.app.core.errors import DocumentTooLargeError
+from docsim.app.services.uploads import UploadedFile
 
 Model = TypeVar("Model", bound=BaseModel)
 FORM = "multipart/form-data"

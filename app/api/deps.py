@@ -9,17 +9,17 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy import Engine
 
-from app.core.config import ServiceSettings
-from app.core.errors import (
+from docsim.app.core.config import ServiceSettings
+from docsim.app.core.errors import (
     ApiKeyError,
     CollectionEmptyError,
     IndexNotReadyError,
     InvalidTextError,
 )
-from app.schemas.common import has_control_characters
-from app.services.runtime import Runtime
-from app.services.state import ServiceState
-from indexer.api import DEFAULT_COLLECTION, CollectionRow, check_collection_name
+from docsim.app.schemas.common import has_control_characters
+from docsim.app.services.runtime import Runtime
+from docsim.app.services.state import ServiceState
+from docsim.indexer.api import DEFAULT_COLLECTION, CollectionRow, check_collection_name
 
 
 def get_settings(request: Request) -> ServiceSettings:

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, Field, SecretStr
 
-from indexer.api import Settings
+from docsim.indexer.api import Settings
 
 
 class ApiSettings(BaseModel):

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 
-from indexer.errors import (
+from docsim.indexer.errors import (
     BuildBusyError,
     BuildRunningError,
     ChangesQueuedError,

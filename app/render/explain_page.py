@@ -11,10 +11,12 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from app.render.grids import explanation_maps
-from indexer.api import Explanation, Side
+from docsim.app.render.grids import explanation_maps
+from docsim.indexer.api import Explanation, Side
 
-_templates = Environment(loader=PackageLoader("app", "web"), autoescape=select_autoescape(["html"]))
+_templates = Environment(
+    loader=PackageLoader("docsim.app", "web"), autoescape=select_autoescape(["html"])
+)
 
 
 def _side(side: Side) -> dict[str, Any]:

@@ -18,7 +18,7 @@ _SCRIPT = re.compile(r"<script(?![^>]*\b(?:src|type)=)[^>]*>(.*?)</script>", re.
 def _script_hashes() -> list[str]:
     hashes = []
     for page in PAGES:
-        html = files("app").joinpath(f"web/{page}").read_text(encoding="utf-8")
+        html = files("docsim.app").joinpath(f"web/{page}").read_text(encoding="utf-8")
         for body in _SCRIPT.findall(html):
             digest = hashlib.sha256(body.encode("utf-8")).digest()
             hashes.append(f"'sha256-{base64.b64encode(digest).decode()}'")

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 
-from app.schemas.common import RequestModel
-from indexer.api import COLLECTION_NAME_PATTERN
+from docsim.app.schemas.common import RequestModel
+from docsim.indexer.api import COLLECTION_NAME_PATTERN
 
 
 class CollectionRequest(RequestModel):

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from indexer.api import has_nul
+from docsim.indexer.api import has_nul
 
 
 def took_ms(started: float) -> float:

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
-from indexer.api import DocumentChange, SourceDocument
+from docsim.app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
+from docsim.indexer.api import DocumentChange, SourceDocument
 
 
 class IndexedDocumentIn(DocumentIn):

@@ -7,8 +7,8 @@ from enum import Enum
 import torch
 from pydantic import BaseModel, Field
 
-from app.schemas.common import took_ms
-from indexer.api import Explanation, Side
+from docsim.app.schemas.common import took_ms
+from docsim.indexer.api import Explanation, Side
 
 DECIMALS = 5  # of the scores and matrices /explain returns
 

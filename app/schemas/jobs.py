@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import RequestModel
-from indexer.api import CorpusFormat, EngineName, JobRow
+from docsim.app.schemas.common import RequestModel
+from docsim.indexer.api import CorpusFormat, EngineName, JobRow
 
 # an absolute path at the start of a text or after a space, quote, bracket or '='
 _SERVER_PATH = re.compile(r"""(?:(?<=^)|(?<=[\s'"(\[=]))/[^\s'"()\[\],;]+""")

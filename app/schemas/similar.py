@@ -16,8 +16,8 @@ from pydantic import (
     model_validator,
 )
 
-from app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
-from indexer.api import (
+from docsim.app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
+from docsim.indexer.api import (
     DocumentHit,
     Granularity,
     Method,

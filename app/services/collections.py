@@ -19,13 +19,13 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Engine
 
-from app.core.config import ServiceSettings
-from app.core.errors import InvalidSettingError
-from app.schemas.collections import CollectionRequest
-from app.services.jobs import checked_encoder
-from app.services.runtime import Runtime
-from app.services.state import ServiceState
-from indexer.api import (
+from docsim.app.core.config import ServiceSettings
+from docsim.app.core.errors import InvalidSettingError
+from docsim.app.schemas.collections import CollectionRequest
+from docsim.app.services.jobs import checked_encoder
+from docsim.app.services.runtime import Runtime
+from docsim.app.services.state import ServiceState
+from docsim.indexer.api import (
     DEFAULT_COLLECTION,
     CollectionRow,
     Worker,
@@ -37,7 +37,7 @@ from indexer.api import (
     list_collections,
     with_groups,
 )
-from indexer.errors import CollectionNotFoundError
+from docsim.indexer.errors import CollectionNotFoundError
 
 logger = logging.getLogger(__name__)
 

@@ -3,14 +3,14 @@ place (`indexer.jobs.updates`), then serve the changed index (`Runtime.follow`).
 
 from __future__ import annotations
 
-from app.core.config import ApiSettings
-from app.core.errors import IndexNotReadyError
-from app.schemas.documents import DocumentsRequest
-from app.services.limits import posted_document, split_within_limits
-from app.services.runtime import Runtime
-from app.services.state import ServiceState
-from app.services.uploads import UploadedFile, read_upload
-from indexer.api import (
+from docsim.app.core.config import ApiSettings
+from docsim.app.core.errors import IndexNotReadyError
+from docsim.app.schemas.documents import DocumentsRequest
+from docsim.app.services.limits import posted_document, split_within_limits
+from docsim.app.services.runtime import Runtime
+from docsim.app.services.state import ServiceState
+from docsim.app.services.uploads import UploadedFile, read_upload
+from docsim.indexer.api import (
     Document,
     DocumentChange,
     FileLimits,
@@ -21,7 +21,7 @@ from indexer.api import (
     hold_data_dir,
     stored_document_by_id,
 )
-from indexer.errors import EmptyDocumentError
+from docsim.indexer.errors import EmptyDocumentError
 
 
 def _sources(

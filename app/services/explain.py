@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.config import ApiSettings
-from app.core.errors import SourceNotFoundError
-from app.services.query_cache import CachedQuery
-from app.services.state import ServiceState
-from indexer.api import Explanation, ParagraphStats, Query, Searcher, explain_pair
-from indexer.errors import DocumentNotFoundError
+from docsim.app.core.config import ApiSettings
+from docsim.app.core.errors import SourceNotFoundError
+from docsim.app.services.query_cache import CachedQuery
+from docsim.app.services.state import ServiceState
+from docsim.indexer.api import Explanation, ParagraphStats, Query, Searcher, explain_pair
+from docsim.indexer.errors import DocumentNotFoundError
 
 
 def resolve_source(

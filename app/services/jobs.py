@@ -7,11 +7,11 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from app.core.config import ServiceSettings
-from app.core.errors import MissingPathError, PathNotAllowedError
-from app.schemas.jobs import ReindexRequest
-from indexer.api import CURRENT, SAMPLE_CORPUS, JobRow, ReindexParameters, create_job
-from models.registry import BUILTIN_ENCODERS
+from docsim.app.core.config import ServiceSettings
+from docsim.app.core.errors import MissingPathError, PathNotAllowedError
+from docsim.app.schemas.jobs import ReindexRequest
+from docsim.indexer.api import CURRENT, SAMPLE_CORPUS, JobRow, ReindexParameters, create_job
+from docsim.models.registry import BUILTIN_ENCODERS
 
 
 def allowed_roots(settings: ServiceSettings) -> list[Path]:

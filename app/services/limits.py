@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.config import ApiSettings
-from app.core.errors import DocumentTooLargeError
-from indexer.api import Document, SentenceSplitter, SourceDocument, json_document, split_document
-from indexer.errors import EmptyDocumentError
+from docsim.app.core.config import ApiSettings
+from docsim.app.core.errors import DocumentTooLargeError
+from docsim.indexer.api import (
+    Document,
+    SentenceSplitter,
+    SourceDocument,
+    json_document,
+    split_document,
+)
+from docsim.indexer.errors import EmptyDocumentError
 
 
 def posted_document(

@@ -25,8 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
 
-from app.services.state import ServiceState
-from indexer.api import DEFAULT_COLLECTION, job_figures
+from docsim.app.services.state import ServiceState
+from docsim.indexer.api import DEFAULT_COLLECTION, job_figures
 
 logger = logging.getLogger(__name__)
 

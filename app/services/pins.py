@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from app.services.state import ServiceState
+from docsim.app.services.state import ServiceState
 
 State = TypeVar("State", bound=ServiceState | None)
 

@@ -25,13 +25,13 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from app.core.config import ServiceSettings
-from app.services.pins import RevisionPins
-from app.services.retirement import ShardRetirement
-from app.services.state import ServiceState, load_state, with_change
-from app.services.watcher import Watcher
-from indexer.api import DocumentChange, active_version, prepare_data_dir, purge_retired
-from indexer.errors import IndexBuildError, NoActiveIndexError
+from docsim.app.core.config import ServiceSettings
+from docsim.app.services.pins import RevisionPins
+from docsim.app.services.retirement import ShardRetirement
+from docsim.app.services.state import ServiceState, load_state, with_change
+from docsim.app.services.watcher import Watcher
+from docsim.indexer.api import DocumentChange, active_version, prepare_data_dir, purge_retired
+from docsim.indexer.errors import IndexBuildError, NoActiveIndexError
 
 logger = logging.getLogger(__name__)
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from app.core.config import ServiceSettings
-from app.schemas.similar import Example, SimilarOptions, SimilarRequest
-from app.services.limits import posted_document, split_within_limits
-from app.services.query_cache import CachedQuery
-from app.services.state import ServiceState
-from app.services.uploads import UploadedFile, read_upload
-from indexer.api import FileLimits, Query, SearchOptions, SearchResult, parse_filter
-from indexer.errors import QueryError
+from docsim.app.core.config import ServiceSettings
+from docsim.app.schemas.similar import Example, SimilarOptions, SimilarRequest
+from docsim.app.services.limits import posted_document, split_within_limits
+from docsim.app.services.query_cache import CachedQuery
+from docsim.app.services.state import ServiceState
+from docsim.app.services.uploads import UploadedFile, read_upload
+from docsim.indexer.api import FileLimits, Query, SearchOptions, SearchResult, parse_filter
+from docsim.indexer.errors import QueryError
 
 NO_QUERY = "a query needs a `document`, a `document_id`, `like` or an uploaded file"
 

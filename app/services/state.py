@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from app.core.config import ServiceSettings
-from app.services.query_cache import QueryCache
-from indexer.api import DocumentChange, Searcher, open_searcher, serve_on_shards
+from docsim.app.core.config import ServiceSettings
+from docsim.app.services.query_cache import QueryCache
+from docsim.indexer.api import DocumentChange, Searcher, open_searcher, serve_on_shards
 
 
 @dataclass

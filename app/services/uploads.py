@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
-from app.core.errors import DocumentTooLargeError, UnreadableFileError
-from app.schemas.common import has_control_characters
-from indexer.api import FileLimits, SourceDocument, read_document
+from docsim.app.core.errors import DocumentTooLargeError, UnreadableFileError
+from docsim.app.schemas.common import has_control_characters
+from docsim.indexer.api import FileLimits, SourceDocument, read_document
 
 MAX_ID_CHARACTERS = 512  # as for ids posted in JSON
 

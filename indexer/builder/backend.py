@@ -16,26 +16,26 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from indexer.config import Settings
-from indexer.store.exported import (
+from docsim.indexer.config import Settings
+from docsim.indexer.store.exported import (
     cache_key,
     copy_into_version,
     publish_export,
     read_calibration,
 )
-from indexer.store.manifest import BackendEntry
-from indexer.text.chunking import add_chunks
-from indexer.text.documents import Document
-from models.colde import ColdeEncoder
-from models.encoder import Encoder
-from models.inference import (
+from docsim.indexer.store.manifest import BackendEntry
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.documents import Document
+from docsim.models.colde import ColdeEncoder
+from docsim.models.encoder import Encoder
+from docsim.models.inference import (
     OPENVINO_INT8,
     TORCH,
     BackendUnavailableError,
     openvino_available,
     runtime_versions,
 )
-from models.transformer import TransformerEncoder
+from docsim.models.transformer import TransformerEncoder
 
 logger = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from indexer.choices import EngineName
-from indexer.config import Settings
-from indexer.ray_session import RaySessionError, connect_ray
-from indexer.text.documents import Document
-from models.encoder import DocumentVectors, Encoder
+from docsim.indexer.choices import EngineName
+from docsim.indexer.config import Settings
+from docsim.indexer.ray_session import RaySessionError, connect_ray
+from docsim.indexer.text.documents import Document
+from docsim.models.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class EncodeActor:
     def __init__(self, source: str, device: str, options: dict[str, Any], threads: int) -> None:
         import torch
 
-        from models.loading import load_encoder
+        from docsim.models.loading import load_encoder
 
         torch.set_num_threads(threads)
         self.encoder = load_encoder(source, device=torch.device(device), **options)

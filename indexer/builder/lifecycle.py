@@ -15,10 +15,10 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from indexer.choices import DEFAULT_COLLECTION
-from indexer.store.manifest import Manifest, write_manifest
-from indexer.store.tables import VersionStatus
-from indexer.store.versions import (
+from docsim.indexer.choices import DEFAULT_COLLECTION
+from docsim.indexer.store.manifest import Manifest, write_manifest
+from docsim.indexer.store.tables import VersionStatus
+from docsim.indexer.store.versions import (
     create_version,
     discard_version,
     fail_version,

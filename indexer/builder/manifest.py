@@ -8,8 +8,8 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from indexer.choices import CorpusFormat
-from indexer.store.manifest import (
+from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.store.manifest import (
     SCHEMA_VERSION,
     BackendEntry,
     BuildEntry,
@@ -17,10 +17,10 @@ from indexer.store.manifest import (
     LevelEntry,
     Manifest,
 )
-from indexer.store.vector_index import METRIC
-from indexer.text.documents import Skipped
-from indexer.text.sentences import SentenceSplitter
-from models.encoder import Encoder
+from docsim.indexer.store.vector_index import METRIC
+from docsim.indexer.text.documents import Skipped
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.models.encoder import Encoder
 
 SKIPPED_EXAMPLES = 20  # skipped inputs named in the manifest; the rest are counted
 

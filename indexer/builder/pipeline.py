@@ -33,21 +33,21 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from indexer.builder.backend import BackendError, install_backend, prepare_backend
-from indexer.builder.engines import EncodeEngine
-from indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
-from indexer.builder.manifest import build_entry, build_manifest, corpus_entry
-from indexer.builder.split_plan import SplitPlan
-from indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
-from indexer.choices import CorpusFormat
-from indexer.config import Settings
-from indexer.store.data_lock import DataDirBusyError, hold_data_dir
-from indexer.store.manifest import BackendEntry, LevelEntry, Manifest
-from indexer.store.versions import recover_abandoned
-from indexer.text.corpus import FileLimits, Skipped, detect_format, read_corpus
-from indexer.text.documents import Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from models.encoder import Encoder
+from docsim.indexer.builder.backend import BackendError, install_backend, prepare_backend
+from docsim.indexer.builder.engines import EncodeEngine
+from docsim.indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
+from docsim.indexer.builder.manifest import build_entry, build_manifest, corpus_entry
+from docsim.indexer.builder.split_plan import SplitPlan
+from docsim.indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
+from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.config import Settings
+from docsim.indexer.store.data_lock import DataDirBusyError, hold_data_dir
+from docsim.indexer.store.manifest import BackendEntry, LevelEntry, Manifest
+from docsim.indexer.store.versions import recover_abandoned
+from docsim.indexer.text.corpus import FileLimits, Skipped, detect_format, read_corpus
+from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 

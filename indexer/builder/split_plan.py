@@ -25,10 +25,10 @@ from typing import overload
 
 from tqdm import tqdm
 
-from indexer.text.corpus import Skipped
-from indexer.text.documents import Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import EmptyDocumentError, split_document
+from docsim.indexer.text.corpus import Skipped
+from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import EmptyDocumentError, split_document
 
 logger = logging.getLogger(__name__)
 

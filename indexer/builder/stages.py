@@ -27,22 +27,22 @@ import numpy as np
 from sqlalchemy import Engine
 from tqdm import tqdm
 
-from indexer.builder.engines import EncodeEngine, LocalEngine
-from indexer.builder.split_plan import SplitPlan
-from indexer.config import Settings
-from indexer.store.manifest import LevelEntry, file_sha256
-from indexer.store.units import UnitCounter, count_units, insert_documents
-from indexer.store.vector_index import (
+from docsim.indexer.builder.engines import EncodeEngine, LocalEngine
+from docsim.indexer.builder.split_plan import SplitPlan
+from docsim.indexer.config import Settings
+from docsim.indexer.store.manifest import LevelEntry, file_sha256
+from docsim.indexer.store.units import UnitCounter, count_units, insert_documents
+from docsim.indexer.store.vector_index import (
     FaissIndex,
     FlatWriter,
     IvfFlatWriter,
     choose_factory,
     gpu_count,
 )
-from indexer.store.versions import set_build_state
-from indexer.text.chunking import add_chunks
-from indexer.text.documents import LEVELS, Document
-from models.encoder import Encoder
+from docsim.indexer.store.versions import set_build_state
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.documents import LEVELS, Document
+from docsim.models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 

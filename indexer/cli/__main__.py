@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from indexer.cli.main import main
+from docsim.indexer.cli.main import main
 
 main()

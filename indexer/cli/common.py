@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from indexer.choices import BackendChoice, CorpusFormat, EngineName
-from indexer.config import Settings, get_settings
-from indexer.logs import configure_logging
+from docsim.indexer.choices import BackendChoice, CorpusFormat, EngineName
+from docsim.indexer.config import Settings, get_settings
+from docsim.indexer.logs import configure_logging
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -34,15 +34,15 @@ def user_errors() -> tuple[type[Exception], ...]:
     A command catches `except user_errors()`, which Python evaluates only when an exception
     is raised, so the modules defining them load with the command's work, not at start-up
     (`docsim --help` imports neither torch nor the pipeline)."""
-    from indexer.builder.engines import EngineError
-    from indexer.builder.pipeline import IndexBuildError
-    from indexer.jobs.queue import JobNotFoundError, JobStateError
-    from indexer.search.loaded_index import IndexMismatchError
-    from indexer.store.collections import CollectionNotFoundError
-    from indexer.store.db import DatabaseError
-    from indexer.store.versions import NoActiveIndexError
-    from indexer.text.corpus import CorpusError
-    from models.loading import EncoderNotFoundError
+    from docsim.indexer.builder.engines import EngineError
+    from docsim.indexer.builder.pipeline import IndexBuildError
+    from docsim.indexer.jobs.queue import JobNotFoundError, JobStateError
+    from docsim.indexer.search.loaded_index import IndexMismatchError
+    from docsim.indexer.store.collections import CollectionNotFoundError
+    from docsim.indexer.store.db import DatabaseError
+    from docsim.indexer.store.versions import NoActiveIndexError
+    from docsim.indexer.text.corpus import CorpusError
+    from docsim.models.loading import EncoderNotFoundError
 
     return (
         CorpusError,
@@ -116,8 +116,8 @@ def in_collection(settings: Settings, engine: Engine, *, create: bool = False) -
     Raises:
         CollectionNotFoundError: it does not exist, and `create` is false.
     """
-    from indexer.config import collection_settings
-    from indexer.store.collections import (
+    from docsim.indexer.config import collection_settings
+    from docsim.indexer.store.collections import (
         CollectionConflictError,
         CollectionNotFoundError,
         create_collection,
@@ -183,7 +183,7 @@ def main_options(
     """docsim: which documents in my collection are most like this one, and why?"""
     setup_logging(verbose)
     if collection is not None:
-        from indexer.store.collections import CollectionNameError, check_collection_name
+        from docsim.indexer.store.collections import CollectionNameError, check_collection_name
 
         try:
             check_collection_name(collection)

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from indexer.cli.common import (
+from docsim.indexer.cli.common import (
     DataDir,
     cli,
     cli_settings,
@@ -60,11 +60,16 @@ def evaluate(
     data_dir: DataDir = None,
 ) -> None:
     """Evaluate rankings of the active index against relevance judgments."""
-    from indexer.evaluation.report import build_report, read_judged, report_table, score_methods
-    from indexer.evaluation.runs import MethodSpec, warn_unmatched_judgments
-    from indexer.search.filters import parse_filter
-    from indexer.serving import open_searcher
-    from indexer.store.db import make_engine, upgrade
+    from docsim.indexer.evaluation.report import (
+        build_report,
+        read_judged,
+        report_table,
+        score_methods,
+    )
+    from docsim.indexer.evaluation.runs import MethodSpec, warn_unmatched_judgments
+    from docsim.indexer.search.filters import parse_filter
+    from docsim.indexer.serving import open_searcher
+    from docsim.indexer.store.db import make_engine, upgrade
 
     settings = existing_data_dir(cli_settings(data_dir))
     try:

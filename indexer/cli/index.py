@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from indexer.choices import CorpusFormat, EngineName
-from indexer.cli.common import (
+from docsim.indexer.choices import CorpusFormat, EngineName
+from docsim.indexer.cli.common import (
     BackendOption,
     DataDir,
     EncoderOption,
@@ -25,8 +25,8 @@ from indexer.cli.common import (
     in_collection,
     user_errors,
 )
-from indexer.config import load_configured_encoder
-from indexer.text.sentences import DEFAULT_PARAMS  # a path: NLTK loads on first use
+from docsim.indexer.config import load_configured_encoder
+from docsim.indexer.text.sentences import DEFAULT_PARAMS  # a path: NLTK loads on first use
 
 logger = logging.getLogger("docsim")
 
@@ -48,12 +48,12 @@ def index(
     backend: BackendOption = None,
 ) -> None:
     """Build a new index version of a corpus and publish it atomically."""
-    from indexer.builder.engines import make_encode_engine
-    from indexer.builder.pipeline import build_index, prepare_data_dir
-    from indexer.store.db import make_engine, upgrade
-    from indexer.store.versions import collect_garbage
-    from indexer.text.corpus import SAMPLE_CORPUS
-    from indexer.text.sentences import load_splitter
+    from docsim.indexer.builder.engines import make_encode_engine
+    from docsim.indexer.builder.pipeline import build_index, prepare_data_dir
+    from docsim.indexer.store.db import make_engine, upgrade
+    from docsim.indexer.store.versions import collect_garbage
+    from docsim.indexer.text.corpus import SAMPLE_CORPUS
+    from docsim.indexer.text.sentences import load_splitter
 
     settings = cli_settings(data_dir)
     corpus = path or SAMPLE_CORPUS
@@ -110,9 +110,9 @@ def index(
 @cli.command()
 def info(data_dir: DataDir = None) -> None:
     """Print the active version's manifest and its counts per level as JSON."""
-    from indexer.store.db import make_engine, upgrade
-    from indexer.store.units import count_units
-    from indexer.store.versions import active_version
+    from docsim.indexer.store.db import make_engine, upgrade
+    from docsim.indexer.store.units import count_units
+    from docsim.indexer.store.versions import active_version
 
     settings = existing_data_dir(cli_settings(data_dir))
     try:
@@ -147,8 +147,8 @@ def train_splitter(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
 ) -> None:
     """Train Punkt sentence-splitting parameters offline on your own corpora."""
-    from indexer.text.corpus import CorpusError, Skipped, read_corpus
-    from indexer.text.sentences import params_to_json, train_params
+    from docsim.indexer.text.corpus import CorpusError, Skipped, read_corpus
+    from docsim.indexer.text.sentences import params_to_json, train_params
 
     texts: list[str] = []
     try:

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from indexer.choices import CURRENT, CorpusFormat, EngineName
-from indexer.cli.common import (
+from docsim.indexer.choices import CURRENT, CorpusFormat, EngineName
+from docsim.indexer.cli.common import (
     DataDir,
     EncoderOption,
     EngineOption,
@@ -50,11 +50,11 @@ def reindex(
 ) -> None:
     """Run a reindex job in the foreground: the same job as POST /jobs/reindex, recorded in
     the jobs table, with a progress bar. A running service swaps to the result."""
-    from indexer.jobs.queue import claim_job, create_job, get_job, retry_job, running_job
-    from indexer.jobs.worker import ReindexParameters, execute, worker_name
-    from indexer.store.db import make_engine, upgrade
-    from indexer.store.tables import JobStatus
-    from indexer.text.corpus import CorpusError
+    from docsim.indexer.jobs.queue import claim_job, create_job, get_job, retry_job, running_job
+    from docsim.indexer.jobs.worker import ReindexParameters, execute, worker_name
+    from docsim.indexer.store.db import make_engine, upgrade
+    from docsim.indexer.store.tables import JobStatus
+    from docsim.indexer.text.corpus import CorpusError
 
     settings = cli_settings(data_dir)
     try:
@@ -118,8 +118,8 @@ def reindex(
 def worker(data_dir: DataDir = None) -> None:
     """Run queued jobs until stopped (SIGTERM or Ctrl-C: a running job's build is kept and
     its job failed; retrying it resumes the build)."""
-    from indexer.jobs.worker import Worker
-    from indexer.store.db import make_engine, upgrade
+    from docsim.indexer.jobs.worker import Worker
+    from docsim.indexer.store.db import make_engine, upgrade
 
     settings = cli_settings(data_dir)
     if settings.db.auto_migrate:

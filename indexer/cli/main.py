@@ -10,13 +10,13 @@ from __future__ import annotations
 import typer
 
 # isort: off
-import indexer.cli.index  # noqa: F401  index, info, train-splitter
-import indexer.cli.evaluate  # noqa: F401  evaluate
-import indexer.cli.jobs  # noqa: F401  reindex, worker
-import indexer.cli.train  # noqa: F401  train
+import docsim.indexer.cli.index  # noqa: F401  index, info, train-splitter
+import docsim.indexer.cli.evaluate  # noqa: F401  evaluate
+import docsim.indexer.cli.jobs  # noqa: F401  reindex, worker
+import docsim.indexer.cli.train  # noqa: F401  train
 
 # isort: on
-from indexer.cli.common import cli
+from docsim.indexer.cli.common import cli
 
 __all__ = ["cli", "command_line", "main"]
 

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from indexer.choices import CorpusFormat
-from indexer.cli.common import FormatOption, cli, fail
-from indexer.config import get_settings
+from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.cli.common import FormatOption, cli, fail
+from docsim.indexer.config import get_settings
 
 if TYPE_CHECKING:  # training code is imported when the command runs
-    from models.training import TrainConfig, TrainResult
+    from docsim.models.training import TrainConfig, TrainResult
 
 # adapt nudges a good encoder towards the corpus: a low rate, a warmup, early stopping
 DEFAULTS = {"learning_rate": 2e-5, "warmup": 0.0, "eval_every": 0}
@@ -112,7 +112,7 @@ def train(
     progress: ProgressBarOption = True,
 ) -> None:
     """Train an encoder on a corpus; `docsim index --encoder OUT` uses it."""
-    from models.training import TrainConfig
+    from docsim.models.training import TrainConfig
 
     settings = get_settings()
     per_kind: dict[str, dict[str, Any]] = {
@@ -159,11 +159,11 @@ def train_on_corpus(
     """Read and split `corpus`, then train `config` on it into `out` (checkpoints, then the
     encoder). A user's error (a bad corpus, option or output folder) or an interrupt ends
     the command with its message."""
-    from indexer.text.corpus import CorpusError
-    from indexer.text.sentences import load_splitter
-    from indexer.train import run_training, training_documents
-    from models.precision import resolve_device
-    from models.training_data import TrainingError
+    from docsim.indexer.text.corpus import CorpusError
+    from docsim.indexer.text.sentences import load_splitter
+    from docsim.indexer.train import run_training, training_documents
+    from docsim.models.precision import resolve_device
+    from docsim.models.training_data import TrainingError
 
     settings = get_settings()
     try:

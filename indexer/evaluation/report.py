@@ -8,14 +8,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from indexer.evaluation.metrics import (
+from docsim.indexer.evaluation.metrics import (
     mean_intervals,
     mean_metrics,
     paired_tests,
     score_runs,
     write_trec_run,
 )
-from indexer.evaluation.runs import (
+from docsim.indexer.evaluation.runs import (
     EvalQuery,
     MethodSpec,
     read_pools,
@@ -23,8 +23,8 @@ from indexer.evaluation.runs import (
     read_queries,
     run_queries,
 )
-from indexer.search.filters import Filter
-from indexer.search.searcher import Searcher
+from docsim.indexer.search.filters import Filter
+from docsim.indexer.search.searcher import Searcher
 
 BASELINES = ("bm25", "hybrid")  # the methods every other one is tested against, when run
 

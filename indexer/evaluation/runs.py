@@ -12,12 +12,18 @@ from typing import Any
 
 from tqdm import tqdm
 
-from indexer.search.filters import Filter
-from indexer.search.searcher import Searcher
-from indexer.search.types import DocumentNotFoundError, Method, Query, QueryError, SearchOptions
-from indexer.text.corpus import json_document
-from indexer.text.documents import SourceDocument
-from indexer.text.split import EmptyDocumentError
+from docsim.indexer.search.filters import Filter
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.types import (
+    DocumentNotFoundError,
+    Method,
+    Query,
+    QueryError,
+    SearchOptions,
+)
+from docsim.indexer.text.corpus import json_document
+from docsim.indexer.text.documents import SourceDocument
+from docsim.indexer.text.split import EmptyDocumentError
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, func, select
 
-from indexer.jobs.queue import FINISHED
-from indexer.store.tables import JobStatus, as_utc, jobs
+from docsim.indexer.jobs.queue import FINISHED
+from docsim.indexer.store.tables import JobStatus, as_utc, jobs
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from sqlalchemy import (
     update,
 )
 
-from indexer.choices import DEFAULT_COLLECTION
-from indexer.store.db import insert_one
-from indexer.store.tables import JobStatus, VersionStatus, as_utc, index_versions, jobs
+from docsim.indexer.choices import DEFAULT_COLLECTION
+from docsim.indexer.store.db import insert_one
+from docsim.indexer.store.tables import JobStatus, VersionStatus, as_utc, index_versions, jobs
 
 FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
 

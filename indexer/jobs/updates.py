@@ -22,22 +22,22 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, insert, select, update
 
-from indexer.search.types import DocumentNotFoundError
-from indexer.store.data_lock import hold_data_dir
-from indexer.store.generations import retire_documents
-from indexer.store.tables import LEVEL_TABLES, document_vectors, documents, index_versions
-from indexer.store.units import (
+from docsim.indexer.search.types import DocumentNotFoundError
+from docsim.indexer.store.data_lock import hold_data_dir
+from docsim.indexer.store.generations import retire_documents
+from docsim.indexer.store.tables import LEVEL_TABLES, document_vectors, documents, index_versions
+from docsim.indexer.store.units import (
     UnitCounter,
     insert_documents,
     next_ordinals,
     pack_vectors,
 )
-from indexer.store.versions import VersionRow, active_version, version_row
-from indexer.text.chunking import add_chunks
-from indexer.text.documents import LEVELS, Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
-from models.encoder import DocumentVectors, Encoder
+from docsim.indexer.store.versions import VersionRow, active_version, version_row
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.documents import LEVELS, Document, SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from docsim.models.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from indexer.builder.engines import EncodeEngine, make_encode_engine
-from indexer.builder.pipeline import BuildHooks, BuildResult, build_index, prepare_data_dir
-from indexer.choices import CURRENT, DEFAULT_COLLECTION, CorpusFormat
-from indexer.config import Settings, collection_settings, load_configured_encoder
-from indexer.jobs.queue import (
+from docsim.indexer.builder.engines import EncodeEngine, make_encode_engine
+from docsim.indexer.builder.pipeline import BuildHooks, BuildResult, build_index, prepare_data_dir
+from docsim.indexer.choices import CURRENT, DEFAULT_COLLECTION, CorpusFormat
+from docsim.indexer.config import Settings, collection_settings, load_configured_encoder
+from docsim.indexer.jobs.queue import (
     JobRow,
     claim_next,
     finish_job,
@@ -33,12 +33,12 @@ from indexer.jobs.queue import (
     set_job_version,
     update_progress,
 )
-from indexer.store.collections import get_collection
-from indexer.store.reader import stored_documents
-from indexer.store.tables import JobStatus, VersionStatus
-from indexer.store.versions import active_version, collect_garbage, version_row
-from indexer.text.sentences import load_splitter
-from models.encoder import Encoder
+from docsim.indexer.store.collections import get_collection
+from docsim.indexer.store.reader import stored_documents
+from docsim.indexer.store.tables import JobStatus, VersionStatus
+from docsim.indexer.store.versions import active_version, collect_garbage, version_row
+from docsim.indexer.text.sentences import load_splitter
+from docsim.models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 

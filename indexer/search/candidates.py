@@ -6,10 +6,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.settings import SearchSettings
-from indexer.search.types import Query
-from models.pooling import segment_mean
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.types import Query
+from docsim.models.pooling import segment_mean
 
 
 def retrieve_candidates(

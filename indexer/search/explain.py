@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from indexer.search.searcher import Searcher
-from indexer.search.types import ParagraphStats, Query
-from models.encoder import DocumentInput
-from models.explain import PairAlignment, align_pair, cosine_matrix
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.types import ParagraphStats, Query
+from docsim.models.encoder import DocumentInput
+from docsim.models.explain import PairAlignment, align_pair, cosine_matrix
 
 
 class PairTooLargeError(ValueError):

@@ -18,18 +18,18 @@ import numpy as np
 import torch
 from sqlalchemy import Connection, Engine, select
 
-from indexer.search.arrays import concatenated_ranges
-from indexer.search.filters import FilterColumns
-from indexer.search.mapped_rows import MappedRows
-from indexer.search.structure import StoredStructure, read_structure
-from indexer.store.db import snapshot
-from indexer.store.manifest import CorruptFileError, check_files
-from indexer.store.tables import index_versions
-from indexer.store.units import level_ids, stored_additions
-from indexer.store.vector_index import FaissIndex, VectorIndex
-from indexer.store.versions import VersionRow
-from indexer.text.documents import LEVELS
-from models.scoring import RaggedCollection
+from docsim.indexer.search.arrays import concatenated_ranges
+from docsim.indexer.search.filters import FilterColumns
+from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.indexer.search.structure import StoredStructure, read_structure
+from docsim.indexer.store.db import snapshot
+from docsim.indexer.store.manifest import CorruptFileError, check_files
+from docsim.indexer.store.tables import index_versions
+from docsim.indexer.store.units import level_ids, stored_additions
+from docsim.indexer.store.vector_index import FaissIndex, VectorIndex
+from docsim.indexer.store.versions import VersionRow
+from docsim.indexer.text.documents import LEVELS
+from docsim.models.scoring import RaggedCollection
 
 logger = logging.getLogger(__name__)
 # a sharded coordinator maps these levels and holds no FAISS index of them; the shards hold

@@ -6,9 +6,9 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.types import DocumentHit, ParagraphMatch, Query
-from indexer.store.reader import document_texts, paragraph_offsets
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.types import DocumentHit, ParagraphMatch, Query
+from docsim.indexer.store.reader import document_texts, paragraph_offsets
 
 
 def document_hits(

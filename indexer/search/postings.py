@@ -10,10 +10,10 @@ import time
 import numpy as np
 from sqlalchemy import Engine
 
-from indexer.search.arrays import Positions
-from indexer.search.lexical import Bm25Index
-from indexer.search.loaded_index import IndexMismatchError, LoadedIndex
-from indexer.store.reader import document_paragraph_texts, document_texts
+from docsim.indexer.search.arrays import Positions
+from docsim.indexer.search.lexical import Bm25Index
+from docsim.indexer.search.loaded_index import IndexMismatchError, LoadedIndex
+from docsim.indexer.store.reader import document_paragraph_texts, document_texts
 
 logger = logging.getLogger(__name__)
 

@@ -8,17 +8,17 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.types import Query
-from indexer.store.reader import (
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.types import Query
+from docsim.indexer.store.reader import (
     document_section_titles,
     document_texts,
     document_units,
     paragraph_offsets,
 )
-from indexer.text.chunking import add_chunks
-from indexer.text.documents import Document, Paragraph, page_at
-from models.encoder import Encoder
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.documents import Document, Paragraph, page_at
+from docsim.models.encoder import Encoder
 
 
 def encode_document(encoder: Encoder, document: Document, chunk_tokens: int) -> Query:

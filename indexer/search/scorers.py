@@ -30,18 +30,18 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from indexer.search.arrays import Positions, Scores
-from indexer.search.lexical import reduced_query, rm3_weights
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.postings import Postings
-from indexer.search.ranking import top_k
-from indexer.search.sdr import SdrScorer
-from indexer.search.sentence_scan import SentenceScan
-from indexer.search.settings import SearchSettings
-from indexer.search.sharded import ShardedSdr
-from indexer.search.shards import query_on_shards
-from indexer.search.types import Method, Query
-from models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
+from docsim.indexer.search.arrays import Positions, Scores
+from docsim.indexer.search.lexical import reduced_query, rm3_weights
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.postings import Postings
+from docsim.indexer.search.ranking import top_k
+from docsim.indexer.search.sdr import SdrScorer
+from docsim.indexer.search.sentence_scan import SentenceScan
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.sharded import ShardedSdr
+from docsim.indexer.search.shards import query_on_shards
+from docsim.indexer.search.types import Method, Query
+from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
 
 
 @dataclass

@@ -14,12 +14,12 @@ import numpy as np
 import torch
 from cachetools import LRUCache
 
-from indexer.search.arrays import Positions, Scores, concatenated_ranges
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.sharded import ShardedSdr
-from indexer.search.shards import query_on_shards
-from indexer.search.types import ParagraphStats, Population, Query, ScoringMode
-from models.scoring import (
+from docsim.indexer.search.arrays import Positions, Scores, concatenated_ranges
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.sharded import ShardedSdr
+from docsim.indexer.search.shards import query_on_shards
+from docsim.indexer.search.types import ParagraphStats, Population, Query, ScoringMode
+from docsim.models.scoring import (
     RaggedCollection,
     document_scores,
     normalize_rows,

@@ -19,14 +19,14 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from indexer.search.arrays import Positions, Scores
-from indexer.search.candidates import retrieve_candidates
-from indexer.search.fusion import fuse
-from indexer.search.matches import document_hits
-from indexer.search.ranking import reciprocal_rank_fusion
-from indexer.search.scorers import QueryScratch, Scorer, ScoringContext
-from indexer.search.sdr import SdrScores
-from indexer.search.types import (
+from docsim.indexer.search.arrays import Positions, Scores
+from docsim.indexer.search.candidates import retrieve_candidates
+from docsim.indexer.search.fusion import fuse
+from docsim.indexer.search.matches import document_hits
+from docsim.indexer.search.ranking import reciprocal_rank_fusion
+from docsim.indexer.search.scorers import QueryScratch, Scorer, ScoringContext
+from docsim.indexer.search.sdr import SdrScores
+from docsim.indexer.search.types import (
     DocumentHit,
     Method,
     ParagraphStats,

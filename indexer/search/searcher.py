@@ -18,19 +18,19 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from indexer.search.arrays import Positions, Scores
-from indexer.search.filters import Filter
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.matches import document_hits
-from indexer.search.postings import Postings
-from indexer.search.queries import encode_document, encode_levels, indexed_query
-from indexer.search.scorers import QueryScratch, Scorer, ScoringContext, scorers_for
-from indexer.search.sdr import SdrScorer, ShardedSdrScorer, carry_rows
-from indexer.search.sdr_ranking import SDR_RANKED, RankedScores, SdrRanker
-from indexer.search.sentence_scan import SentenceScan
-from indexer.search.settings import SearchSettings
-from indexer.search.sharded import ShardedLevel, ShardedSdr
-from indexer.search.types import (
+from docsim.indexer.search.arrays import Positions, Scores
+from docsim.indexer.search.filters import Filter
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.matches import document_hits
+from docsim.indexer.search.postings import Postings
+from docsim.indexer.search.queries import encode_document, encode_levels, indexed_query
+from docsim.indexer.search.scorers import QueryScratch, Scorer, ScoringContext, scorers_for
+from docsim.indexer.search.sdr import SdrScorer, ShardedSdrScorer, carry_rows
+from docsim.indexer.search.sdr_ranking import SDR_RANKED, RankedScores, SdrRanker
+from docsim.indexer.search.sentence_scan import SentenceScan
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
+from docsim.indexer.search.types import (
     WHOLE_DOCUMENT_ONLY,
     DocumentNotFoundError,
     Granularity,
@@ -43,12 +43,12 @@ from indexer.search.types import (
     SearchOptions,
     SearchResult,
 )
-from indexer.search.units import similar_units
-from indexer.text.documents import Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
-from models.encoder import Encoder
-from models.precision import resolve_device
+from docsim.indexer.search.units import similar_units
+from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from docsim.models.encoder import Encoder
+from docsim.models.precision import resolve_device
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.mapped_rows import MappedRows
-from indexer.store.vector_index import Hits
-from models.scan import ScanRows, approximate_best, changed, compress, fit_basis, project
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.indexer.store.vector_index import Hits
+from docsim.models.scan import ScanRows, approximate_best, changed, compress, fit_basis, project
 
 logger = logging.getLogger(__name__)
 

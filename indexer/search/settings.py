@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from indexer.search.fusion import parse_weights
-from indexer.search.types import FUSIONS, Method
+from docsim.indexer.search.fusion import parse_weights
+from docsim.indexer.search.types import FUSIONS, Method
 
 
 class SearchSettings(BaseModel):

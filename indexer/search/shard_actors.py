@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
-from indexer.search.shards import (
+from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
+from docsim.indexer.search.shards import (
     SdrShard,
     ShardUnavailableError,
     shard_cuts,
 )
-from models.scoring import RaggedCollection
+from docsim.models.scoring import RaggedCollection
 
 logger = logging.getLogger(__name__)
 CALL_TIMEOUT_SECONDS = 120.0

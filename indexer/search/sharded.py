@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from indexer.search.ranking import top_k
-from indexer.search.shards import ShardCall, ShardHits, ShardMoments, ShardQuery
-from indexer.store.vector_index import Hits
-from models.scoring import RowStats
-from models.sharding import combine_moments, moments_stats
+from docsim.indexer.search.ranking import top_k
+from docsim.indexer.search.shards import ShardCall, ShardHits, ShardMoments, ShardQuery
+from docsim.indexer.store.vector_index import Hits
+from docsim.models.scoring import RowStats
+from docsim.models.sharding import combine_moments, moments_stats
 
 
 class ShardedSdr:

@@ -22,13 +22,13 @@ import numpy as np
 import torch
 from cachetools import TTLCache
 
-from indexer.search.arrays import concatenated_ranges
-from indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
-from indexer.search.ranking import top_k
-from indexer.search.types import Query
-from models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
-from models.scoring import RaggedCollection, RowStats, block_cosines, paragraph_similarity
-from models.sharding import (
+from docsim.indexer.search.arrays import concatenated_ranges
+from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
+from docsim.indexer.search.ranking import top_k
+from docsim.indexer.search.types import Query
+from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
+from docsim.models.scoring import RaggedCollection, RowStats, block_cosines, paragraph_similarity
+from docsim.models.sharding import (
     RowMoments,
     document_best,
     row_moments,

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, func, select
 
-from indexer.store.db import connected
-from indexer.store.generations import live_documents
-from indexer.store.tables import chunks, documents, paragraphs, sections, sentences
+from docsim.indexer.store.db import connected
+from docsim.indexer.store.generations import live_documents
+from docsim.indexer.store.tables import chunks, documents, paragraphs, sections, sentences
 
 
 @dataclass(frozen=True)

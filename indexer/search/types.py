@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:  # only annotations: the command line reads the enums without torch
     import torch
 
-    from indexer.search.filters import Filter
-    from indexer.text.documents import Document
-    from models.scoring import RowStats
+    from docsim.indexer.search.filters import Filter
+    from docsim.indexer.text.documents import Document
+    from docsim.models.scoring import RowStats
 
 
 class Method(str, Enum):

@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.mapped_rows import MappedRows
-from indexer.search.types import ScoringMode, SearchResult, UnitHit
-from indexer.store.reader import document_texts, level_unit_rows
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.indexer.search.types import ScoringMode, SearchResult, UnitHit
+from docsim.indexer.store.reader import document_texts, level_unit_rows
 
 
 def similar_units(

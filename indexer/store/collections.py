@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import Engine, delete, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
-from indexer.store.tables import (
+from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
+from docsim.indexer.store.tables import (
     JobStatus,
     VersionStatus,
     active_versions,
@@ -33,7 +33,7 @@ from indexer.store.tables import (
     index_versions,
     jobs,
 )
-from indexer.store.units import delete_version_rows
+from docsim.indexer.store.units import delete_version_rows
 
 logger = logging.getLogger(__name__)
 

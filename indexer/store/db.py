@@ -89,7 +89,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def alembic_config(url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(resources.files("migrations")))
+    config.set_main_option("script_location", str(resources.files("docsim.migrations")))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     config.attributes["configure_logger"] = False
     return config

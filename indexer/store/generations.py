@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Connection, Engine, Select, delete, select, update
 
-from indexer.store.tables import LEVEL_TABLES, document_vectors, documents
+from docsim.indexer.store.tables import LEVEL_TABLES, document_vectors, documents
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, select
 
-from indexer.store.generations import live_documents
-from indexer.store.tables import LEVEL_TABLES, documents, paragraphs, sections
-from indexer.text.documents import SectionSource, SourceDocument
+from docsim.indexer.store.generations import live_documents
+from docsim.indexer.store.tables import LEVEL_TABLES, documents, paragraphs, sections
+from docsim.indexer.text.documents import SectionSource, SourceDocument
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from sqlalchemy import (
     Text,
 )
 
-from indexer.choices import DEFAULT_COLLECTION
+from docsim.indexer.choices import DEFAULT_COLLECTION
 
 metadata = MetaData(
     naming_convention={

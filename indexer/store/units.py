@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, delete, func, insert, select
 
-from indexer.store.db import connected
-from indexer.store.generations import live_documents
-from indexer.store.tables import (
+from docsim.indexer.store.db import connected
+from docsim.indexer.store.generations import live_documents
+from docsim.indexer.store.tables import (
     LEVEL_TABLES,
     chunks,
     document_vectors,
@@ -23,7 +23,7 @@ from indexer.store.tables import (
     sentences,
     unit_id,
 )
-from indexer.text.documents import Document, page_at
+from docsim.indexer.text.documents import Document, page_at
 
 
 class UnitCounter:

@@ -23,9 +23,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
-from indexer.store.db import insert_one
-from indexer.store.manifest import Manifest
-from indexer.store.tables import (
+from docsim.indexer.store.db import insert_one
+from docsim.indexer.store.manifest import Manifest
+from docsim.indexer.store.tables import (
     DEFAULT_COLLECTION,
     JobStatus,
     VersionStatus,
@@ -34,7 +34,7 @@ from indexer.store.tables import (
     index_versions,
     jobs,
 )
-from indexer.store.units import delete_version_rows
+from docsim.indexer.store.units import delete_version_rows
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from indexer.text.documents import Chunk, Document
+from docsim.indexer.text.documents import Chunk, Document
 
 if TYPE_CHECKING:
-    from models.encoder import Encoder
+    from docsim.models.encoder import Encoder
 
 TokenSpans = Sequence[tuple[int, int]]
 

@@ -18,9 +18,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from indexer.choices import CorpusFormat
-from indexer.text.documents import Skipped, SourceDocument  # noqa: F401 - Skipped is read from here too
-from indexer.text.readers.structured import sectioned_document
+from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.text.documents import Skipped, SourceDocument  # noqa: F401 - Skipped is read from here too
+from docsim.indexer.text.readers.structured import sectioned_document
 
 logger = logging.getLogger(__name__)
 
@@ -160,10 +160,10 @@ def read_document(
     """A document file's content `data`, read by the format it shows (its `name`'s extension
     only tells HTML fragments and text files apart); its id is `name` without the extension.
     `metadata` (with the file's `source`) is kept, and its `format` added."""
-    from indexer.text.readers.docx import docx_document
-    from indexer.text.readers.html import html_document
-    from indexer.text.readers.pdf import pdf_document
-    from indexer.text.readers.sniff import FileFormat, sniff
+    from docsim.indexer.text.readers.docx import docx_document
+    from docsim.indexer.text.readers.html import html_document
+    from docsim.indexer.text.readers.pdf import pdf_document
+    from docsim.indexer.text.readers.sniff import FileFormat, sniff
 
     stem, suffix = Path(name).stem, Path(name).suffix.lower()
     ref = str(metadata.get("source", name))

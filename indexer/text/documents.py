@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.encoder import DocumentInput
+from docsim.models.encoder import DocumentInput
 
 LEVELS: tuple[str, ...] = ("document", "section", "paragraph", "sentence", "chunk")
 

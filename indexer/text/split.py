@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from indexer.text.documents import Document, Paragraph, Section, Sentence, SourceDocument
-from indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.documents import Document, Paragraph, Section, Sentence, SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
 
 
 class EmptyDocumentError(ValueError):

@@ -3,9 +3,9 @@ batches (`sampler`) and its `Encoder` wrapper (`encoder`)."""
 
 from __future__ import annotations
 
-from models.colde.chunks import ChunkTokenizer, with_special_tokens
-from models.colde.encoder import ColdeEncoder, normalized
-from models.colde.model import (
+from docsim.models.colde.chunks import ChunkTokenizer, with_special_tokens
+from docsim.models.colde.encoder import ColdeEncoder, normalized
+from docsim.models.colde.model import (
     ChunkBatch,
     ColdeConfig,
     ColdeModel,
@@ -13,7 +13,7 @@ from models.colde.model import (
     SectionBatch,
     from_base,
 )
-from models.colde.sampler import TRAIN_CHUNKS, SectionSampler
+from docsim.models.colde.sampler import TRAIN_CHUNKS, SectionSampler
 
 __all__ = [
     "TRAIN_CHUNKS",

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from models.colde.model import ChunkBatch, ColdeConfig
-from models.tokens import content_offsets
+from docsim.models.colde.model import ChunkBatch, ColdeConfig
+from docsim.models.tokens import content_offsets
 
 
 class ChunkTokenizer:

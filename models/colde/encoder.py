@@ -16,19 +16,19 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-from models.backbone import load_tokenizer
-from models.colde.chunks import ChunkTokenizer
-from models.colde.model import BackboneFn, ColdeModel, ColdeOutput
-from models.composite import composite_identity
-from models.encoder import DocumentInput, DocumentVectors
-from models.inference import (
+from docsim.models.backbone import load_tokenizer
+from docsim.models.colde.chunks import ChunkTokenizer
+from docsim.models.colde.model import BackboneFn, ColdeModel, ColdeOutput
+from docsim.models.composite import composite_identity
+from docsim.models.encoder import DocumentInput, DocumentVectors
+from docsim.models.inference import (
     TORCH,
     OpenVinoBackend,
     export_openvino_int8_embeddings,
     openvino_backend,
 )
-from models.pooling import segment_mean
-from models.precision import autocast, autocast_dtype
+from docsim.models.pooling import segment_mean
+from docsim.models.precision import autocast, autocast_dtype
 
 
 def normalized(x: torch.Tensor) -> torch.Tensor:

@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
-from models.backbone import load_backbone
-from models.composite import CompositeModel
-from models.config import ModelConfig
-from models.losses import supervised_contrastive_loss
-from models.pooling import mean_pool
+from docsim.models.backbone import load_backbone
+from docsim.models.composite import CompositeModel
+from docsim.models.config import ModelConfig
+from docsim.models.losses import supervised_contrastive_loss
+from docsim.models.pooling import mean_pool
 
 # Runs the backbone on `(n, T, H)` input embeddings and the `(n, T)` mask: token states
 # `(n, T, H)` (another inference backend than the module itself).

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
-from models.colde.chunks import ChunkTokenizer
-from models.colde.model import ChunkBatch, SectionBatch
-from models.training_data import TrainingDocument, require_documents
+from docsim.models.colde.chunks import ChunkTokenizer
+from docsim.models.colde.model import ChunkBatch, SectionBatch
+from docsim.models.training_data import TrainingDocument, require_documents
 
 TRAIN_CHUNKS = 4  # chunks per section while training (CPU budget); inference uses all
 

@@ -8,9 +8,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.core.config import ApiSettings, ServiceSettings
-from app.main import create_app
-from indexer.config import JobSettings
+from docsim.app.core.config import ApiSettings, ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.config import JobSettings
 from tests.utils.indexes import PublishedCopies, publish
 
 

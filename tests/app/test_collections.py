@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from docsim.app.main import create_app
 
 NOTES = "notes"
 A_KEY, B_KEY, A_READ, SERVER = (f"{name}-key-0123456789abcdef" for name in "abrs")

@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.core.config import ServiceSettings
-from indexer.config import JobSettings
+from docsim.app.core.config import ServiceSettings
+from docsim.indexer.config import JobSettings
 from tests.utils.indexes import publish
 from tests.utils.postgres import free_port
 

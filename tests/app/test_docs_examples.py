@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.config import ServiceSettings
-from app.main import create_app
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
 from tests.app.browser import live_server
 
 ROOT = Path(__file__).resolve().parents[2]

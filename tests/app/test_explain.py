@@ -16,14 +16,14 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from sqlalchemy import select
 
-from app.core.config import ApiSettings, ServiceSettings
-from app.main import create_app
-from indexer.search.searcher import Searcher
-from indexer.search.types import Method, ScoringMode, SearchOptions
-from indexer.store.tables import LEVEL_TABLES, documents
-from indexer.text.chunking import add_chunks
-from indexer.text.corpus import json_document
-from indexer.text.split import split_document
+from docsim.app.core.config import ApiSettings, ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.types import Method, ScoringMode, SearchOptions
+from docsim.indexer.store.tables import LEVEL_TABLES, documents
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.corpus import json_document
+from docsim.indexer.text.split import split_document
 
 POSTED = {
     "title": "Bread at home",

@@ -6,7 +6,7 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
-from app.main import create_app
+from docsim.app.main import create_app
 
 
 def test_no_input_gives_a_server_error(fresh_settings) -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.errors import UnreadableFileError
-from app.main import create_app
-from app.schemas.jobs import without_server_paths
-from app.services.uploads import UploadedFile, read_upload
-from indexer.store.data_lock import hold_data_dir
-from indexer.text.corpus import FileLimits
+from docsim.app.core.errors import UnreadableFileError
+from docsim.app.main import create_app
+from docsim.app.schemas.jobs import without_server_paths
+from docsim.app.services.uploads import UploadedFile, read_upload
+from docsim.indexer.store.data_lock import hold_data_dir
+from docsim.indexer.text.corpus import FileLimits
 
 DOC = {"id": "hardening-01", "title": "Tides", "text": "The tide turns. The moon pulls the sea."}
 
@@ -211,7 +211,7 @@ def test_a_server_file_gone_missing_is_a_503_naming_no_server_path(tmp_path: Pat
     hint), not the client's bad input; the answer names the file, never where it lives."""
     from fastapi import FastAPI
 
-    from app.core.errors import register_error_handlers
+    from docsim.app.core.errors import register_error_handlers
 
     gone = tmp_path / "secret-root" / "sentence.f16.npy"
     app = FastAPI()
@@ -231,9 +231,9 @@ def test_a_server_file_gone_missing_is_a_503_naming_no_server_path(tmp_path: Pat
 def test_a_query_without_a_document_is_a_query_error(client: TestClient) -> None:
     """What the request schema guarantees is still checked, as an error, not an assert: an
     upload's options without the file, or a body naming no document."""
-    from app.schemas.similar import SimilarRequest, SimilarUpload
-    from app.services.similar import build_query
-    from indexer.search.types import QueryError
+    from docsim.app.schemas.similar import SimilarRequest, SimilarUpload
+    from docsim.app.services.similar import build_query
+    from docsim.indexer.search.types import QueryError
 
     state, settings = client.app.state.service, client.app.state.runtime.settings
     for options in (

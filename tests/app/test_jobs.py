@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from indexer.jobs.queue import claim_job, create_job, finish_job, set_job_version
-from indexer.jobs.worker import Worker
-from indexer.store.tables import JobStatus
-from indexer.store.versions import create_version, versions
-from indexer.text.corpus import SAMPLE_CORPUS
+from docsim.app.main import create_app
+from docsim.indexer.jobs.queue import claim_job, create_job, finish_job, set_job_version
+from docsim.indexer.jobs.worker import Worker
+from docsim.indexer.store.tables import JobStatus
+from docsim.indexer.store.versions import create_version, versions
+from docsim.indexer.text.corpus import SAMPLE_CORPUS
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 

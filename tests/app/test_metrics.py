@@ -8,9 +8,9 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.main import create_app
-from indexer.store.units import count_units
-from indexer.store.versions import active_version
+from docsim.app.main import create_app
+from docsim.indexer.store.units import count_units
+from docsim.indexer.store.versions import active_version
 from tests.app.test_jobs import wait_for, wait_for_version
 
 

@@ -18,13 +18,13 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.config import DatabaseSettings, JobSettings
-from indexer.store.collections import create_collection
-from indexer.store.db import make_engine
-from indexer.text.corpus import SAMPLE_CORPUS, read_file
-from indexer.text.documents import SourceDocument
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.config import DatabaseSettings, JobSettings
+from docsim.indexer.store.collections import create_collection
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file
+from docsim.indexer.text.documents import SourceDocument
 from tests.app.browser import ARTIFACTS, console_errors, live_server, required_chromium
 from tests.utils.indexes import publish
 from tests.utils.pdfs import write_document_pdf

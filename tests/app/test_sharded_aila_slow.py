@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.config import JobSettings, ShardSettings
-from indexer.search.loaded_index import SEARCHED_ON_SHARDS
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.config import JobSettings, ShardSettings
+from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from tests.app.test_sharded_service import (
     METHODS,
     assert_same,

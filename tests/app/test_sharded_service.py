@@ -13,12 +13,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.config import ShardSettings
-from indexer.search.loaded_index import SEARCHED_ON_SHARDS
-from indexer.search.settings import SearchSettings
-from indexer.text.corpus import SAMPLE_CORPUS
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.config import ShardSettings
+from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.text.corpus import SAMPLE_CORPUS
 from tests.app.test_documents import NEW
 from tests.app.test_metrics import scrape
 from tests.utils.ray_local import local_ray

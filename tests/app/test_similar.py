@@ -7,19 +7,19 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.search.searcher import Searcher
-from indexer.search.settings import SearchSettings
-from indexer.search.types import (
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.types import (
     Granularity,
     Method,
     Query,
     ScoringMode,
     SearchOptions,
 )
-from indexer.text.corpus import json_document
-from models.scoring import RaggedCollection, sdr_scores
+from docsim.indexer.text.corpus import json_document
+from docsim.models.scoring import RaggedCollection, sdr_scores
 
 POSTED = {
     "title": "Yeast and dough",
@@ -262,12 +262,12 @@ def test_a_stored_document_of_stop_words_is_a_bm25_query(fresh_settings) -> None
 
 def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
     """bm25s cannot index a collection in which no document has a word: every score is 0."""
-    import indexer.search.postings
+    import docsim.indexer.search.postings
 
     base: Searcher = app.state.service.searcher
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     monkeypatch.setattr(
-        indexer.search.postings,  # where the BM25 postings read the texts
+        docsim.indexer.search.postings,  # where the BM25 postings read the texts
         "document_texts",
         lambda engine, ids: {int(d): "The of and." for d in ids},
     )
@@ -314,8 +314,8 @@ def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN0
     import copy
     from collections import Counter
 
-    from indexer.text.chunking import add_chunks
-    from indexer.text.split import split_document
+    from docsim.indexer.text.chunking import add_chunks
+    from docsim.indexer.text.split import split_document
 
     base: Searcher = app.state.service.searcher
     encoder = copy.deepcopy(base.encoder)

@@ -12,11 +12,11 @@ import docx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.config import FileSettings
-from indexer.text.corpus import SAMPLE_CORPUS, read_file
-from indexer.text.documents import SourceDocument
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.config import FileSettings
+from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file
+from docsim.indexer.text.documents import SourceDocument
 from tests.utils.pdfs import Block, write_document_pdf, write_pdf
 
 PDF = "application/pdf"

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.core.config import ApiSettings, ServiceSettings
 from docsim import AsyncClient, Client, DocsimError, Hit, JobFailedError, UnitHit
-from indexer.config import JobSettings
+from docsim.app.core.config import ApiSettings, ServiceSettings
+from docsim.indexer.config import JobSettings
 from tests.utils.indexes import PublishedCopies
 from tests.utils.live import live_server
 

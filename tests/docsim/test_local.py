@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.core.config import ServiceSettings
-from app.main import create_app
 from docsim import DocsimError
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
 from docsim.local import open_local
 from tests.app.browser import live_server
 
@@ -54,7 +54,8 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     """A notebook that talks to a remote docsim needs neither torch, FAISS nor FastAPI."""
     code = (
         "import sys, docsim, docsim.local; "
-        "heavy = {'torch', 'faiss', 'fastapi', 'sqlalchemy', 'app', 'indexer', 'models'}; "
+        "heavy = {'torch', 'faiss', 'fastapi', 'sqlalchemy', 'docsim.app', 'docsim.indexer', "
+        "'docsim.models'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     loaded = subprocess.run(

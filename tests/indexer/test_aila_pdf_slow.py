@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from indexer.config import EncoderSettings, Settings
-from indexer.search.searcher import Searcher
-from indexer.search.types import SearchOptions
-from indexer.serving import open_searcher
-from indexer.store.db import make_engine
-from indexer.text.corpus import aila_document, text_document
+from docsim.indexer.config import EncoderSettings, Settings
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.types import SearchOptions
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.text.corpus import aila_document, text_document
 from tests.utils.corpora import AILA_DIR
 from tests.utils.indexes import publish
 from tests.utils.pdfs import write_document_pdf

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, select
 
-from indexer.builder.pipeline import build_index
-from indexer.config import Settings
-from indexer.store.tables import documents, sentences
-from indexer.store.units import count_units, level_ids
-from indexer.store.vector_index import FaissIndex
-from indexer.text.sentences import SentenceSplitter
-from models.transformer import TransformerEncoder
+from docsim.indexer.builder.pipeline import build_index
+from docsim.indexer.config import Settings
+from docsim.indexer.store.tables import documents, sentences
+from docsim.indexer.store.units import count_units, level_ids
+from docsim.indexer.store.vector_index import FaissIndex
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.models.transformer import TransformerEncoder
 from tests.utils.corpora import AILA_DIR
 
 pytestmark = [

@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.adapt import AdaptConfig, AdaptModel, PairBatch, PairSampler
-from models.backbone import load_tokenizer
-from models.held_out import HeldOutPairs, held_out_pairs, partner_ranks
-from models.tokens import TextTokenizer, TokenBatch
-from models.training_data import TrainingDocument, document_pairs, held_out_split
+from docsim.models.adapt import AdaptConfig, AdaptModel, PairBatch, PairSampler
+from docsim.models.backbone import load_tokenizer
+from docsim.models.held_out import HeldOutPairs, held_out_pairs, partner_ranks
+from docsim.models.tokens import TextTokenizer, TokenBatch
+from docsim.models.training_data import TrainingDocument, document_pairs, held_out_split
 from tests.utils.corpora import training_documents
 
 

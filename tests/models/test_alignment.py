@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.alignment import (
+from docsim.models.alignment import (
     best_pair_scores,
     document_sentence_lengths,
     maxsim_scores,
@@ -15,7 +15,7 @@ from models.alignment import (
     sentence_best,
     sinkhorn_plan,
 )
-from models.scoring import RaggedCollection
+from docsim.models.scoring import RaggedCollection
 
 
 def unit(rows: int, dim: int, seed: int) -> torch.Tensor:

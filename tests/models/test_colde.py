@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from models.colde import ColdeConfig, ColdeEncoder, from_base, normalized
-from models.encoder import DocumentInput
+from docsim.models.colde import ColdeConfig, ColdeEncoder, from_base, normalized
+from docsim.models.encoder import DocumentInput
 from tests.models.test_transformer import TEXTS
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from models import colde, graph
-from models.backbone import load_tokenizer
-from models.loading import EncoderNotFoundError, load_encoder
+from docsim.models import colde, graph
+from docsim.models.backbone import load_tokenizer
+from docsim.models.loading import EncoderNotFoundError, load_encoder
 
 # the "architecture" keys of directories saved before the configs were dataclasses
 LEGACY_KEYS = {

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from models import colde, graph
-from models.backbone import load_tokenizer
-from models.encoder import DocumentInput
-from models.loading import load_encoder
+from docsim.models import colde, graph
+from docsim.models.backbone import load_tokenizer
+from docsim.models.encoder import DocumentInput
+from docsim.models.loading import load_encoder
 
 TEXTS = [
     "Tea.",

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.explain import align_pair, cosine_matrix, display_grid
-from models.scoring import RowStats
+from docsim.models.explain import align_pair, cosine_matrix, display_grid
+from docsim.models.scoring import RowStats
 
 
 def unit(n: int, d: int, gen: torch.Generator) -> torch.Tensor:

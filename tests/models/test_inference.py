@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.inference import (
+from docsim.models.inference import (
     OPENVINO_INT8,
     TORCH,
     BackendUnavailableError,
@@ -17,8 +17,8 @@ from models.inference import (
     export_openvino_int8,
     files_sha256,
 )
-from models.loading import load_encoder
-from models.transformer import TransformerEncoder
+from docsim.models.loading import load_encoder
+from docsim.models.transformer import TransformerEncoder
 from tests.models.test_transformer import TEXTS
 
 CALIBRATION = [

@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.encoder import DocumentInput
-from models.late import chunk_tokens, token_owners
-from models.loading import load_encoder
-from models.transformer import TransformerEncoder
+from docsim.models.encoder import DocumentInput
+from docsim.models.late import chunk_tokens, token_owners
+from docsim.models.loading import load_encoder
+from docsim.models.transformer import TransformerEncoder
 
 SENTENCES = [
     "The appellant was convicted under Section 302 of the Indian Penal Code.",

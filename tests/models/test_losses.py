@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.losses import (
+from docsim.models.losses import (
     bregman_divergence,
     bregman_loss,
     in_batch_contrastive_loss,

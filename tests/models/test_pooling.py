@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from models.pooling import mean_pool, segment_mean
+from docsim.models.pooling import mean_pool, segment_mean
 
 
 def test_mean_pool_matches_a_loop() -> None:

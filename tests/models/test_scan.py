@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.alignment import sentence_best
-from models.scan import (
+from docsim.models.alignment import sentence_best
+from docsim.models.scan import (
     approximate_best,
     changed,
     compress,
@@ -17,7 +17,7 @@ from models.scan import (
     padded_positions,
     project,
 )
-from models.scoring import RaggedCollection
+from docsim.models.scoring import RaggedCollection
 
 BF16_PRODUCT_ERROR = 0.02  # a cosine from bfloat16 rows and queries (8 significant bits)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.scoring import RaggedCollection, block_cosines, row_stats, sdr_scores
+from docsim.models.scoring import RaggedCollection, block_cosines, row_stats, sdr_scores
 
 
 def unit(n: int, d: int, gen: torch.Generator) -> torch.Tensor:

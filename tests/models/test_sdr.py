@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.backbone import load_tokenizer
-from models.losses import sdr_contrastive_loss
-from models.sdr import SdrBatch, SdrConfig, SdrModel
-from models.tokens import TextTokenizer
+from docsim.models.backbone import load_tokenizer
+from docsim.models.losses import sdr_contrastive_loss
+from docsim.models.sdr import SdrBatch, SdrConfig, SdrModel
+from docsim.models.tokens import TextTokenizer
 
 FIRST = ["The bread rose in the oven.", "Stars are far away."]
 SECOND = ["The dough was kneaded twice.", "The court dismissed the appeal."]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.scoring import document_scores, normalize_rows, row_stats
-from models.sharding import (
+from docsim.models.scoring import document_scores, normalize_rows, row_stats
+from docsim.models.sharding import (
     combine_moments,
     document_best,
     moments_stats,

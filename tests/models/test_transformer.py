@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.encoder import DocumentInput, Encoder
-from models.loading import EncoderNotFoundError, load_encoder, resolve_encoder_path
-from models.pooling import segment_mean
-from models.precision import autocast_dtype
-from models.transformer import TransformerEncoder
+from docsim.models.encoder import DocumentInput, Encoder
+from docsim.models.loading import EncoderNotFoundError, load_encoder, resolve_encoder_path
+from docsim.models.pooling import segment_mean
+from docsim.models.precision import autocast_dtype
+from docsim.models.transformer import TransformerEncoder
 
 TEXTS = [
     "The appellant was convicted under Section 302 of the Indian Penal Code.",

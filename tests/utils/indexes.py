@@ -9,12 +9,12 @@ from typing import Any
 
 from sqlalchemy import func, update
 
-from indexer.builder.pipeline import BuildResult, build_index
-from indexer.config import DatabaseSettings, Settings, load_configured_encoder
-from indexer.store.db import make_engine, upgrade
-from indexer.store.tables import index_versions
-from indexer.text.sentences import load_splitter
-from models.encoder import Encoder
+from docsim.indexer.builder.pipeline import BuildResult, build_index
+from docsim.indexer.config import DatabaseSettings, Settings, load_configured_encoder
+from docsim.indexer.store.db import make_engine, upgrade
+from docsim.indexer.store.tables import index_versions
+from docsim.indexer.text.sentences import load_splitter
+from docsim.models.encoder import Encoder
 from tests.utils.postgres import PostgresServer
 
 

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 import httpx
 import uvicorn
 
-from app.core.config import ServiceSettings
-from app.main import create_app
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
 from tests.utils.postgres import free_port
 
 

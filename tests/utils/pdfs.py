@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexer.text.documents import SourceDocument
-from indexer.text.sentences import load_splitter
-from indexer.text.split import split_document
+from docsim.indexer.text.documents import SourceDocument
+from docsim.indexer.text.sentences import load_splitter
+from docsim.indexer.text.split import split_document
 
 HEADER = "Docsim Test Reports, volume 7"
 BODY, HEADING = ("Helvetica", 11.0, 14.0), ("Helvetica-Bold", 16.0, 20.0)  # font, size, leading

@@ -11,7 +11,7 @@ from pathlib import Path
 
 @contextmanager
 def local_ray(cpus: int = 2) -> Iterator[None]:
-    from indexer.ray_session import private_cluster_environment
+    from docsim.indexer.ray_session import private_cluster_environment
 
     private_cluster_environment()  # before Ray is imported: it reads the token then
     import ray

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from sqlalchemy import DateTime, Engine, select
 
-from indexer.config import DatabaseSettings, Settings
-from indexer.search.types import Method, SearchOptions
-from indexer.serving import open_searcher
-from indexer.store.db import make_engine
-from indexer.store.tables import documents, index_versions, metadata
+from docsim.indexer.config import DatabaseSettings, Settings
+from docsim.indexer.search.types import Method, SearchOptions
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.tables import documents, index_versions, metadata
 from tests.utils.indexes import PublishedCopies, publish
 from tests.utils.postgres import PostgresServer
 

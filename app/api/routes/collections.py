@@ -8,16 +8,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from fastapi.routing import APIRoute
 
-from app.api.bodies import json_body, json_request_body
-from app.api.deps import ReadKey, ServerKey, SettingsDep, given_key, is_server_key
-from app.schemas.collections import (
+from docsim.app.api.bodies import json_body, json_request_body
+from docsim.app.api.deps import ReadKey, ServerKey, SettingsDep, given_key, is_server_key
+from docsim.app.schemas.collections import (
     CollectionDeleted,
     CollectionList,
     CollectionOut,
     CollectionRequest,
 )
-from app.services.collections import Collections, requested_groups
-from indexer.api import COLLECTION_NAME_PATTERN, CollectionRow
+from docsim.app.services.collections import Collections, requested_groups
+from docsim.indexer.api import COLLECTION_NAME_PATTERN, CollectionRow
 
 router = APIRouter(prefix="/collections", tags=["collections"])
 PREFIX = "/collections/{collection}"

@@ -5,16 +5,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
-from app.api.deps import ApiKey, RuntimeDep, SettingsDep, StateDep
-from app.schemas.documents import (
+from docsim.app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
+from docsim.app.api.deps import ApiKey, RuntimeDep, SettingsDep, StateDep
+from docsim.app.schemas.documents import (
     DocumentsChanged,
     DocumentsRequest,
     DocumentsUpload,
     StoredDocument,
 )
-from app.services import documents as service
-from app.services.uploads import UploadedFile
+from docsim.app.services import documents as service
+from docsim.app.services.uploads import UploadedFile
 
 router = APIRouter(prefix="/documents", tags=["documents"])
 # `:path` takes slashes: ids such as DOIs ("10.1000/xyz") are reachable raw or as %2F

@@ -6,11 +6,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from app.api.deps import SearchSlot, SettingsDep, StateDep
-from app.render.explain_page import render_html
-from app.render.policy import content_security_policy
-from app.schemas.explain import ExplainFormat, ExplainResponse
-from app.services import explain as service
+from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep
+from docsim.app.render.explain_page import render_html
+from docsim.app.render.policy import content_security_policy
+from docsim.app.schemas.explain import ExplainFormat, ExplainResponse
+from docsim.app.services import explain as service
 
 router = APIRouter(tags=["explain"])
 
@@ -40,7 +40,7 @@ def explain(
     if format is ExplainFormat.png:
         # matplotlib is imported by the first PNG asked for, not by every process that
         # imports the app (a third of a second: CLI commands, workers, tests)
-        from app.render.heatmaps import render_png
+        from docsim.app.render.heatmaps import render_png
 
         return Response(
             render_png(explanation, settings.api.image_max_cells_per_axis),

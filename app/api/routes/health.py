@@ -3,8 +3,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlalchemy import text
 
-from app.api.deps import EngineDep, StateDep
-from app.schemas.health import Health, Ready
+from docsim.app.api.deps import EngineDep, StateDep
+from docsim.app.schemas.health import Health, Ready
 
 router = APIRouter(tags=["health"])
 

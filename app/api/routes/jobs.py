@@ -4,11 +4,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from app.api.bodies import json_body, json_request_body
-from app.api.deps import ApiKey, EngineDep, RuntimeDep, collection_name
-from app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
-from app.services import jobs as service
-from indexer.api import get_job, list_jobs, request_cancel, retry_job
+from docsim.app.api.bodies import json_body, json_request_body
+from docsim.app.api.deps import ApiKey, EngineDep, RuntimeDep, collection_name
+from docsim.app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
+from docsim.app.services import jobs as service
+from docsim.indexer.api import get_job, list_jobs, request_cancel, retry_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]

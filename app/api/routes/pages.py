@@ -5,7 +5,7 @@ from importlib.resources import files
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from app.render.policy import content_security_policy
+from docsim.app.render.policy import content_security_policy
 
 router = APIRouter(tags=["pages"])
 
@@ -14,6 +14,6 @@ router = APIRouter(tags=["pages"])
 def search_page() -> HTMLResponse:
     """The search page: paste or upload a document, see ranked results, open explanations."""
     return HTMLResponse(
-        files("app").joinpath("web/index.html").read_text(encoding="utf-8"),
+        files("docsim.app").joinpath("web/index.html").read_text(encoding="utf-8"),
         headers={"Content-Security-Policy": content_security_policy()},
     )

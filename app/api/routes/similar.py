@@ -5,7 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from app.api.bodies import (
+from docsim.app.api.bodies import (
     form_body,
     invalid,
     is_form,
@@ -13,10 +13,15 @@ from app.api.bodies import (
     request_body,
     validated,
 )
-from app.api.deps import SearchSlot, SettingsDep, StateDep
-from app.schemas.similar import SimilarOptions, SimilarRequest, SimilarResponse, SimilarUpload
-from app.services import similar as service
-from app.services.uploads import UploadedFile
+from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep
+from docsim.app.schemas.similar import (
+    SimilarOptions,
+    SimilarRequest,
+    SimilarResponse,
+    SimilarUpload,
+)
+from docsim.app.services import similar as service
+from docsim.app.services.uploads import UploadedFile
 
 router = APIRouter(tags=["search"])
 

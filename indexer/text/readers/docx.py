@@ -9,8 +9,8 @@ import io
 import zipfile
 from typing import Any
 
-from indexer.text.documents import Skipped, SourceDocument
-from indexer.text.readers.structured import clean, structured_document
+from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.structured import clean, structured_document
 
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
 MAX_RATIO = 200  # inflated / compressed; real Word files stay far below

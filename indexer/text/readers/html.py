@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from indexer.text.documents import Skipped, SourceDocument
-from indexer.text.readers.structured import clean, structured_document
+from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.structured import clean, structured_document
 
 if TYPE_CHECKING:  # lxml is imported when a page is read
     from lxml.html import HtmlElement

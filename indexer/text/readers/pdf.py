@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-from indexer.text.documents import Skipped, SourceDocument
-from indexer.text.readers.structured import clean, structured_document
+from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.structured import clean, structured_document
 
 if TYPE_CHECKING:  # pdfminer is imported when a PDF is read
     from pdfminer.layout import LTChar

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from indexer.text.documents import SectionSource, Skipped, SourceDocument
+from docsim.indexer.text.documents import SectionSource, Skipped, SourceDocument
 
 _SPACE = re.compile(r"\s+")
 

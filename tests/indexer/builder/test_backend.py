@@ -10,22 +10,22 @@ import pytest
 import torch
 from sqlalchemy import Engine
 
-from indexer.builder.backend import BackendError, calibration_texts, resolve_backend
-from indexer.builder.pipeline import BuildResult, IndexBuildError
-from indexer.config import Settings, load_configured_encoder
-from indexer.search.loaded_index import IndexMismatchError
-from indexer.search.searcher import Searcher
-from indexer.serving import open_searcher
-from indexer.text.chunking import add_chunks
-from indexer.text.corpus import read_corpus
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
-from models.colde import ColdeEncoder
-from models.colde import from_base as from_colde_base
-from models.graph import GraphEncoder
-from models.graph import from_base as from_graph_base
-from models.inference import OPENVINO_INT8, TORCH, files_sha256
-from models.transformer import TransformerEncoder
+from docsim.indexer.builder.backend import BackendError, calibration_texts, resolve_backend
+from docsim.indexer.builder.pipeline import BuildResult, IndexBuildError
+from docsim.indexer.config import Settings, load_configured_encoder
+from docsim.indexer.search.loaded_index import IndexMismatchError
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.corpus import read_corpus
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from docsim.models.colde import ColdeEncoder
+from docsim.models.colde import from_base as from_colde_base
+from docsim.models.graph import GraphEncoder
+from docsim.models.graph import from_base as from_graph_base
+from docsim.models.inference import OPENVINO_INT8, TORCH, files_sha256
+from docsim.models.transformer import TransformerEncoder
 from tests.indexer.builder.test_pipeline import build
 
 
@@ -118,7 +118,7 @@ def test_a_second_build_of_the_same_encoder_does_not_export_again(
 
     monkeypatch.setattr(TransformerEncoder, "export_openvino_int8", no_export)
     fresh = TransformerEncoder.from_directory(tiny_encoder.source_dir, precision="fp32")
-    with caplog.at_level(logging.INFO, logger="indexer.builder.backend"):
+    with caplog.at_level(logging.INFO, logger="docsim.indexer.builder.backend"):
         second = build(sample_corpus, own_cache, engine, fresh, splitter)
     assert "Using the cached openvino-int8 export" in caplog.text
     assert second.manifest["encoder"]["backend"] == first.manifest["encoder"]["backend"]
@@ -226,7 +226,7 @@ def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
 def test_the_backend_choices_are_the_runtimes_names() -> None:
     """`indexer.choices` spells the backends out so that the command line need not import
     the runtimes; they must stay `models.inference`'s names."""
-    from indexer.choices import BackendChoice
-    from models.inference import OPENVINO_INT8, TORCH
+    from docsim.indexer.choices import BackendChoice
+    from docsim.models.inference import OPENVINO_INT8, TORCH
 
     assert {c.value for c in BackendChoice} == {"auto", TORCH, OPENVINO_INT8}

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.builder.engines import EngineError, make_encode_engine, one_ahead
-from indexer.config import RaySettings, Settings
-from indexer.search.loaded_index import LoadedIndex
-from indexer.store.db import make_engine
-from indexer.store.versions import active_version
-from models.encoder import Encoder
+from docsim.indexer.builder.engines import EngineError, make_encode_engine, one_ahead
+from docsim.indexer.config import RaySettings, Settings
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.versions import active_version
+from docsim.models.encoder import Encoder
 from tests.utils.indexes import publish
 
 LEVELS = ("document", "section", "paragraph", "sentence", "chunk")
@@ -85,12 +85,12 @@ def test_unknown_engines_are_refused(tiny_encoder: Encoder) -> None:
 def test_a_stopped_ray_build_stops_its_local_ray_at_once(
     sample_corpus: Path, tiny_encoder: Encoder, short_dir: Path
 ) -> None:
-    from indexer.ray_session import private_cluster_environment
+    from docsim.indexer.ray_session import private_cluster_environment
 
     private_cluster_environment()  # as the build sets it, before Ray is imported here
     import ray
 
-    from indexer.builder.pipeline import BuildHooks
+    from docsim.indexer.builder.pipeline import BuildHooks
 
     class Stop(Exception):
         pass

@@ -9,19 +9,19 @@ import torch
 import torch.nn.functional as F
 from sqlalchemy import Engine, select
 
-from indexer.builder.pipeline import IndexBuildError, build_index
-from indexer.builder.split_plan import PLAN_PREFIX
-from indexer.config import Settings
-from indexer.store.tables import LEVEL_TABLES, documents, index_versions, sentences
-from indexer.store.units import count_units, level_ids
-from indexer.store.vector_index import FaissIndex
-from indexer.store.versions import active_version
-from indexer.text.chunking import add_chunks
-from indexer.text.corpus import read_corpus
-from indexer.text.documents import Document
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
-from models.transformer import TransformerEncoder
+from docsim.indexer.builder.pipeline import IndexBuildError, build_index
+from docsim.indexer.builder.split_plan import PLAN_PREFIX
+from docsim.indexer.config import Settings
+from docsim.indexer.store.tables import LEVEL_TABLES, documents, index_versions, sentences
+from docsim.indexer.store.units import count_units, level_ids
+from docsim.indexer.store.vector_index import FaissIndex
+from docsim.indexer.store.versions import active_version
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.corpus import read_corpus
+from docsim.indexer.text.documents import Document
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from docsim.models.transformer import TransformerEncoder
 from tests.utils.corpora import write_text_corpus
 
 

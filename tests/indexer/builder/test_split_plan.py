@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from indexer.builder.backend import CALIBRATION_SEED, calibration_texts
-from indexer.builder.split_plan import PLAN_PREFIX, SplitPlan
-from indexer.config import Settings
-from indexer.text.corpus import Skipped, read_corpus
-from indexer.text.documents import SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
-from models.transformer import TransformerEncoder
+from docsim.indexer.builder.backend import CALIBRATION_SEED, calibration_texts
+from docsim.indexer.builder.split_plan import PLAN_PREFIX, SplitPlan
+from docsim.indexer.config import Settings
+from docsim.indexer.text.corpus import Skipped, read_corpus
+from docsim.indexer.text.documents import SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from docsim.models.transformer import TransformerEncoder
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

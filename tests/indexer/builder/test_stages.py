@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.builder.stages import interrupts_held, write_vector_indexes
-from indexer.config import Settings
-from indexer.store.vector_index import FaissIndex
-from indexer.text.documents import LEVELS
+from docsim.indexer.builder.stages import interrupts_held, write_vector_indexes
+from docsim.indexer.config import Settings
+from docsim.indexer.store.vector_index import FaissIndex
+from docsim.indexer.text.documents import LEVELS
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

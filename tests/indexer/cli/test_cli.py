@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from indexer.cli.main import cli
-from indexer.config import Settings
-from indexer.store.db import make_engine
-from indexer.store.tables import documents, index_versions
-from indexer.store.versions import active_version
+from docsim.indexer.cli.main import cli
+from docsim.indexer.config import Settings
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.tables import documents, index_versions
+from docsim.indexer.store.versions import active_version
 from tests.utils.corpora import synthetic_markdown, write_jsonl, write_text_corpus
 
 runner = CliRunner()
@@ -95,12 +95,12 @@ def test_bad_input_gets_a_clear_message(
 def test_a_missing_corpus_is_reported_before_the_encoder_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import indexer.cli.index
+    import docsim.indexer.cli.index
 
     def never(*_args, **_kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the encoder was loaded for a corpus that does not exist")
 
-    monkeypatch.setattr(indexer.cli.index, "load_configured_encoder", never)
+    monkeypatch.setattr(docsim.indexer.cli.index, "load_configured_encoder", never)
     result = invoke("index", str(tmp_path / "nonexistent"), "--data-dir", str(tmp_path / "d"))
     assert result.exit_code == 2 and "does not exist" in result.stderr
 
@@ -132,7 +132,7 @@ def _start_build(corpus: Path, tiny: Path, data: Path) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "indexer.cli.main",
+            "docsim.indexer.cli.main",
             "index",
             str(corpus),
             "--encoder",
@@ -252,7 +252,7 @@ def test_reindex_runs_a_recorded_job(
 def test_evaluate_migrates_an_older_database_first(
     sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
-    from indexer.store.db import downgrade
+    from docsim.indexer.store.db import downgrade
 
     data = tmp_path / "data"
     assert index_with_tiny(sample_corpus, tiny_encoder_dir, data).exit_code == 0

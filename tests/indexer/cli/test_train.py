@@ -12,16 +12,16 @@ import torch
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from app.core.config import ServiceSettings
-from app.main import create_app
-from indexer.choices import CorpusFormat
-from indexer.cli.main import cli
-from indexer.config import JobSettings
-from indexer.text.sentences import SentenceSplitter
-from indexer.train import EVALUATED, KINDS, run_training, training_documents
-from models.loading import load_encoder
-from models.training import TrainConfig, TrainingError
-from models.transformer import TransformerEncoder
+from docsim.app.core.config import ServiceSettings
+from docsim.app.main import create_app
+from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.cli.main import cli
+from docsim.indexer.config import JobSettings
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.train import EVALUATED, KINDS, run_training, training_documents
+from docsim.models.loading import load_encoder
+from docsim.models.training import TrainConfig, TrainingError
+from docsim.models.transformer import TransformerEncoder
 from tests.utils.indexes import publish
 
 OPTIONS = {

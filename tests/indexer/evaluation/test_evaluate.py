@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from indexer.cli.main import cli
-from indexer.config import Settings
-from indexer.evaluation.metrics import bootstrap_interval, paired_tests, sdr_rank_metrics
+from docsim.indexer.cli.main import cli
+from docsim.indexer.config import Settings
+from docsim.indexer.evaluation.metrics import bootstrap_interval, paired_tests, sdr_rank_metrics
 from tests.utils.corpora import write_jsonl
 from tests.utils.indexes import publish
 
@@ -71,7 +71,7 @@ def test_unknown_judged_queries_and_documents_are_warned_about(
     data_dir: Path, sample_corpus: Path, tmp_path: Path, caplog, monkeypatch
 ) -> None:
     # the CLI's logging setup replaces the root handlers, caplog's among them
-    monkeypatch.setattr("indexer.cli.common.setup_logging", lambda verbose: None)
+    monkeypatch.setattr("docsim.indexer.cli.common.setup_logging", lambda verbose: None)
     queries = write_jsonl(
         tmp_path / "queries.jsonl",
         [{"qid": "q1", "text": (sample_corpus / "baking-01.md").read_text()}],
@@ -296,7 +296,7 @@ def test_without_a_method_the_services_default_is_evaluated_and_tested_against_b
 
 
 def test_bad_qrels_name_the_file_and_line(tmp_path: Path) -> None:
-    from indexer.evaluation.runs import read_qrels
+    from docsim.indexer.evaluation.runs import read_qrels
 
     good = tmp_path / "good.txt"
     good.write_text("Q1 0 C1 1\n\nQ1 0 C2 0\n")

@@ -7,7 +7,7 @@ import threading
 
 from sqlalchemy import Engine
 
-from indexer.jobs.queue import (
+from docsim.indexer.jobs.queue import (
     claim_job,
     claim_next,
     create_job,
@@ -20,8 +20,8 @@ from indexer.jobs.queue import (
     set_job_version,
     update_progress,
 )
-from indexer.store.tables import JobStatus
-from indexer.store.versions import create_version, publish_version, version_row
+from docsim.indexer.store.tables import JobStatus
+from docsim.indexer.store.versions import create_version, publish_version, version_row
 
 
 def _race(engine: Engine, workers: int) -> list[int]:

@@ -15,22 +15,22 @@ import pytest
 import torch
 from sqlalchemy import Engine
 
-from indexer.builder.pipeline import build_index
-from indexer.config import JobSettings, Settings
-from indexer.jobs.queue import create_job, get_job, reap_stale, retry_job
-from indexer.jobs.worker import Worker
-from indexer.search.loaded_index import LoadedIndex
-from indexer.search.types import SearchOptions
-from indexer.serving import open_searcher
-from indexer.store.tables import JobStatus
-from indexer.store.units import count_units, level_ids
-from indexer.store.vector_index import FaissIndex
-from indexer.store.versions import active_version, version_row
-from indexer.text.chunking import add_chunks
-from indexer.text.corpus import read_corpus
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
-from models.loading import load_encoder
+from docsim.indexer.builder.pipeline import build_index
+from docsim.indexer.config import JobSettings, Settings
+from docsim.indexer.jobs.queue import create_job, get_job, reap_stale, retry_job
+from docsim.indexer.jobs.worker import Worker
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.types import SearchOptions
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.tables import JobStatus
+from docsim.indexer.store.units import count_units, level_ids
+from docsim.indexer.store.vector_index import FaissIndex
+from docsim.indexer.store.versions import active_version, version_row
+from docsim.indexer.text.chunking import add_chunks
+from docsim.indexer.text.corpus import read_corpus
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from docsim.models.loading import load_encoder
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 
@@ -69,7 +69,14 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
         "DOCSIM_JOBS__POLL_SECONDS": "0.05",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "indexer.cli.main", "worker", "--data-dir", str(settings.data_dir)],
+        [
+            sys.executable,
+            "-m",
+            "docsim.indexer.cli.main",
+            "worker",
+            "--data-dir",
+            str(settings.data_dir),
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

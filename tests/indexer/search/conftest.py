@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from indexer.config import DatabaseSettings, Settings
-from indexer.search.searcher import Searcher
-from indexer.search.settings import SearchSettings
-from indexer.serving import open_searcher
-from indexer.store.db import make_engine
+from docsim.indexer.config import DatabaseSettings, Settings
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
 from tests.utils.indexes import publish
 
 

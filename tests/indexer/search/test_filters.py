@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.search.filters import (
+from docsim.indexer.search.filters import (
     All,
     AnyOf,
     Equals,

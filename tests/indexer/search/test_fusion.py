@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexer.search.fusion import fuse, normalise, parse_weights
+from docsim.indexer.search.fusion import fuse, normalise, parse_weights
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

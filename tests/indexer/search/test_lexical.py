@@ -7,8 +7,8 @@ import bm25s
 import numpy as np
 import pytest
 
-from indexer.search.lexical import Bm25Index, reduced_query, rm3_weights
-from indexer.text.corpus import SAMPLE_CORPUS, read_corpus
+from docsim.indexer.search.lexical import Bm25Index, reduced_query, rm3_weights
+from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_corpus
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
@@ -183,7 +183,7 @@ def test_term_counts_are_each_documents_tokens_counted_after_any_change() -> Non
 def test_shards_with_the_collections_statistics_score_as_one_index(stemmer: str | None) -> None:
     """Exact BM25 over shards: each shard's index, given the summed document counts, lengths
     and document frequencies, scores its documents to the bit as the whole index does."""
-    from indexer.search.lexical import Bm25Collection
+    from docsim.indexer.search.lexical import Bm25Collection
 
     ids = np.arange(len(TEXTS), dtype=np.int64) * 2 + 1
     whole = Bm25Index.build(ids.tolist(), TEXTS, stemmer)

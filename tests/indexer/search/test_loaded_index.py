@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from indexer.search.loaded_index import MAPPED_WHEN_SHARDED, LoadedIndex
-from indexer.search.mapped_rows import MappedRows
-from indexer.search.searcher import Searcher
-from indexer.store.reader import document_units
-from indexer.store.versions import active_version
-from indexer.text.documents import LEVELS
+from docsim.indexer.search.loaded_index import MAPPED_WHEN_SHARDED, LoadedIndex
+from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.store.reader import document_units
+from docsim.indexer.store.versions import active_version
+from docsim.indexer.text.documents import LEVELS
 
 
 def test_flat_levels_hold_one_copy_with_the_files_values(searcher: Searcher) -> None:
@@ -105,7 +105,7 @@ def _with_changes_in_memory(
 ) -> LoadedIndex:
     """`LoadedIndex.with_changes`' level updates without its SQL read (the structure is not
     what this test is about)."""
-    from indexer.search.loaded_index import _apply_level
+    from docsim.indexer.search.loaded_index import _apply_level
 
     indices, vectors, ids = dict(index.indices), dict(index.vectors), dict(index.ids)
     for level in index.ids:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from indexer.search.mapped_rows import MappedRows
+from docsim.indexer.search.mapped_rows import MappedRows
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

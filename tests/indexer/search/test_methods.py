@@ -10,20 +10,20 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from indexer.search.lexical import stemmer_for
-from indexer.search.scorers import top_mean_per_group
-from indexer.search.sdr_ranking import windowed
-from indexer.search.searcher import Searcher
-from indexer.search.settings import SearchSettings
-from indexer.search.types import (
+from docsim.indexer.search.lexical import stemmer_for
+from docsim.indexer.search.scorers import top_mean_per_group
+from docsim.indexer.search.sdr_ranking import windowed
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.types import (
     WHOLE_DOCUMENT_ONLY,
     Granularity,
     Method,
     QueryError,
     SearchOptions,
 )
-from indexer.store.reader import document_units
-from indexer.text.corpus import json_document
+from docsim.indexer.store.reader import document_units
+from docsim.indexer.text.corpus import json_document
 from tests.indexer.search.test_search import query_of, stored_texts
 
 # the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
@@ -259,8 +259,8 @@ def test_stemming_is_turned_off_by_none_and_a_wrong_language_is_named() -> None:
 def test_every_method_has_a_scorer_or_an_sdr_ranking() -> None:
     """A method is ranked by its registered scorer, or by one of SDR's rankings; a sharded
     scorer is a second implementation of a registered method, never the only one."""
-    from indexer.search.scorers import ON_SHARDS, REGISTRY
-    from indexer.search.sdr_ranking import SDR_RANKED
+    from docsim.indexer.search.scorers import ON_SHARDS, REGISTRY
+    from docsim.indexer.search.sdr_ranking import SDR_RANKED
 
     assert set(REGISTRY) | SDR_RANKED == set(Method)
     assert not set(REGISTRY) & SDR_RANKED
@@ -268,7 +268,7 @@ def test_every_method_has_a_scorer_or_an_sdr_ranking() -> None:
 
 
 def test_a_scorer_registered_twice_is_refused() -> None:
-    from indexer.search.scorers import REGISTRY, register
+    from docsim.indexer.search.scorers import REGISTRY, register
 
     with pytest.raises(ValueError, match="'bm25' already scored by Bm25"):
         register(Method.bm25)(REGISTRY[Method.document])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from indexer.search.sdr import carry_rows, reuse_rows
+from docsim.indexer.search.sdr import carry_rows, reuse_rows
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 from sqlalchemy import select
 
-from indexer.search.arrays import concatenated_ranges
-from indexer.search.lexical import stemmer_for
-from indexer.search.searcher import Searcher
-from indexer.search.settings import SearchSettings
-from indexer.search.types import (
+from docsim.indexer.search.arrays import concatenated_ranges
+from docsim.indexer.search.lexical import stemmer_for
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.types import (
     Granularity,
     Method,
     Query,
@@ -22,8 +22,8 @@ from indexer.search.types import (
     SearchOptions,
     UnitHit,
 )
-from indexer.store.tables import LEVEL_TABLES, documents
-from indexer.text.corpus import json_document
+from docsim.indexer.store.tables import LEVEL_TABLES, documents
+from docsim.indexer.text.corpus import json_document
 
 RRF_K = 60  # reciprocal-rank fusion's constant, as documented for `hybrid`
 UNIT_LEVELS = ("section", "paragraph", "sentence")

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 import torch
 
-from indexer.config import DatabaseSettings, Settings
-from indexer.jobs.updates import apply_change
-from indexer.search.mapped_rows import MappedRows
-from indexer.search.searcher import Searcher
-from indexer.search.sentence_scan import ScanShape, SentenceScan
-from indexer.search.settings import SearchSettings
-from indexer.search.types import Method, SearchOptions
-from indexer.serving import open_searcher
-from indexer.store.db import make_engine
-from indexer.text.documents import SourceDocument
+from docsim.indexer.config import DatabaseSettings, Settings
+from docsim.indexer.jobs.updates import apply_change
+from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
+from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.types import Method, SearchOptions
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.text.documents import SourceDocument
 from tests.utils.indexes import publish
 
 RESCORED = 12  # of the 48 documents: most are scored from the compressed rows only

@@ -12,11 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from indexer.search.loaded_index import SEARCHED_ON_SHARDS
-from indexer.search.searcher import Searcher
-from indexer.search.shard_actors import RayShards, ShardPlacementError, load_shard, shard_specs
-from indexer.search.sharded import ShardedSdr
-from indexer.search.shards import ShardUnavailableError, in_process, shards_of
+from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.shard_actors import (
+    RayShards,
+    ShardPlacementError,
+    load_shard,
+    shard_specs,
+)
+from docsim.indexer.search.sharded import ShardedSdr
+from docsim.indexer.search.shards import ShardUnavailableError, in_process, shards_of
 from tests.indexer.search.test_search import posted_query
 from tests.indexer.search.test_shards import POOL, shard_query
 from tests.utils.ray_local import local_ray as start_local_ray

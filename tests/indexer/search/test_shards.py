@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexer.search.loaded_index import SEARCHED_ON_SHARDS
-from indexer.search.scorers import QueryScratch
-from indexer.search.searcher import Searcher
-from indexer.search.sharded import ShardedLevel, ShardedSdr
-from indexer.search.shards import (
+from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
+from docsim.indexer.search.scorers import QueryScratch
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
+from docsim.indexer.search.shards import (
     ShardQuery,
     ShardUnavailableError,
     in_process,
     shard_ranges,
     shards_of,
 )
-from indexer.search.types import Method, Query, ScoringMode, SearchOptions
+from docsim.indexer.search.types import Method, Query, ScoringMode, SearchOptions
 from tests.indexer.search.test_search import posted_query
 
 POOL = ["coffee-01", "coffee-02", "baking-01", "oceans-03", "medieval-01", "running-04"]
@@ -76,7 +76,7 @@ def test_sharded_sdr_equals_in_process(
 def test_every_score_comes_back_for_the_fusions(searcher: Searcher, normalize: bool) -> None:
     """`hybrid` and `fused` fuse SDR's scores of every document: k None returns them all,
     equal to the in-process scorer's, including a `sdr-window` query's regrouped paragraphs."""
-    from indexer.search.sdr_ranking import windowed
+    from docsim.indexer.search.sdr_ranking import windowed
 
     tiebreak = searcher.tiebreak
     sharded = ShardedSdr(in_process(shards_of(searcher.index, tiebreak, 3)), 3, tiebreak)
@@ -117,7 +117,7 @@ def test_ranges_hold_about_equal_sentences() -> None:
 def test_sentence_methods_on_shards_equal_in_process(
     searcher: Searcher, method: Method, source: str, pool: list[str] | None
 ) -> None:
-    from indexer.search.sharded import sentence_method_scores
+    from docsim.indexer.search.sharded import sentence_method_scores
 
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
     tiebreak = searcher.tiebreak

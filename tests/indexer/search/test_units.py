@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from indexer.search.units import best_cosines
+from docsim.indexer.search.units import best_cosines
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

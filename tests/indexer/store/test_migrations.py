@@ -7,14 +7,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import insert, inspect, text
 
-from indexer.config import Settings
-from indexer.jobs.queue import create_job, list_jobs
-from indexer.search.types import SearchOptions
-from indexer.serving import open_searcher
-from indexer.store.collections import create_collection, list_collections
-from indexer.store.db import downgrade, make_engine, upgrade
-from indexer.store.tables import jobs, metadata
-from indexer.store.versions import active_version, create_version, publish_version
+from docsim.indexer.config import Settings
+from docsim.indexer.jobs.queue import create_job, list_jobs
+from docsim.indexer.search.types import SearchOptions
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.collections import create_collection, list_collections
+from docsim.indexer.store.db import downgrade, make_engine, upgrade
+from docsim.indexer.store.tables import jobs, metadata
+from docsim.indexer.store.versions import active_version, create_version, publish_version
 
 TABLES = {
     "index_versions",

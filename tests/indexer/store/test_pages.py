@@ -7,13 +7,13 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from indexer.config import Settings
-from indexer.search.types import Method, SearchOptions
-from indexer.serving import open_searcher
-from indexer.store.db import make_engine
-from indexer.store.tables import documents, paragraphs
-from indexer.text.corpus import SAMPLE_CORPUS, read_file
-from indexer.text.documents import page_at
+from docsim.indexer.config import Settings
+from docsim.indexer.search.types import Method, SearchOptions
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.tables import documents, paragraphs
+from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file
+from docsim.indexer.text.documents import page_at
 from tests.utils.indexes import publish
 from tests.utils.pdfs import Block, write_pdf
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.store import vector_index
-from indexer.store.vector_index import (
+from docsim.indexer.store import vector_index
+from docsim.indexer.store.vector_index import (
     FaissIndex,
     FlatWriter,
     IvfFlatWriter,

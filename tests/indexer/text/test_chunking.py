@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from indexer.text.chunking import add_chunks, chunk_document
-from indexer.text.corpus import read_corpus, text_document
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import split_document
-from models.transformer import TransformerEncoder
+from docsim.indexer.text.chunking import add_chunks, chunk_document
+from docsim.indexer.text.corpus import read_corpus, text_document
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from docsim.models.transformer import TransformerEncoder
 
 
 @pytest.mark.parametrize("capacity", [8, 40, 126])

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from indexer.choices import CorpusFormat
-from indexer.text.corpus import CorpusError, Skipped, detect_format, read_corpus
-from indexer.text.documents import SourceDocument
+from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.text.corpus import CorpusError, Skipped, detect_format, read_corpus
+from docsim.indexer.text.documents import SourceDocument
 from tests.utils.corpora import AILA_DIR, write_jsonl, write_text_corpus
 
 

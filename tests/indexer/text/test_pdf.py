@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from indexer.text.corpus import SAMPLE_CORPUS, FileLimits, read_corpus, read_file
-from indexer.text.documents import Skipped, SourceDocument
-from indexer.text.readers.pdf import Box, continues, join_lines, reading_order
-from indexer.text.sentences import load_splitter
-from indexer.text.split import split_document
+from docsim.indexer.text.corpus import SAMPLE_CORPUS, FileLimits, read_corpus, read_file
+from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.pdf import Box, continues, join_lines, reading_order
+from docsim.indexer.text.sentences import load_splitter
+from docsim.indexer.text.split import split_document
 from tests.utils.pdfs import BODY, HEADER, Block, blocks_of, structure, wrap, write_pdf
 
 SOURCES = ("medieval-01", "oceans-03", "databases-02", "running-04")
@@ -116,8 +116,8 @@ def test_the_same_text_as_markdown_and_as_pdf_encodes_alike(
 ) -> None:  # noqa: ANN001
     """Issue 16's check: the same sections and paragraphs (at least 95% identical; here all),
     and MiniLM document vectors with cosine at least 0.99."""
-    from indexer.text.chunking import add_chunks
-    from indexer.text.readers.structured import structured_document
+    from docsim.indexer.text.chunking import add_chunks
+    from docsim.indexer.text.readers.structured import structured_document
 
     first = markdown[: len(structure(read_file(SAMPLE_CORPUS / f"{SOURCES[0]}.md")))]  # type: ignore[arg-type]
     md = structured_document("essay", "Fairs", first, {})

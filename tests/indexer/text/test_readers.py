@@ -9,12 +9,12 @@ from pathlib import Path
 import docx
 import pytest
 
-from indexer.text.corpus import Skipped, read_corpus, read_file
-from indexer.text.documents import SourceDocument
-from indexer.text.readers.docx import MAX_RATIO
-from indexer.text.readers.sniff import FileFormat, sniff
-from indexer.text.sentences import load_splitter
-from indexer.text.split import split_document
+from docsim.indexer.text.corpus import Skipped, read_corpus, read_file
+from docsim.indexer.text.documents import SourceDocument
+from docsim.indexer.text.readers.docx import MAX_RATIO
+from docsim.indexer.text.readers.sniff import FileFormat, sniff
+from docsim.indexer.text.sentences import load_splitter
+from docsim.indexer.text.split import split_document
 
 PAGE = """<!DOCTYPE html>
 <html><head><meta charset="iso-8859-1"><title>Bread at home</title>

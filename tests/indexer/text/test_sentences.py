@@ -3,7 +3,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from indexer.text.sentences import SentenceSplitter, params_from_json, params_to_json, train_params
+from docsim.indexer.text.sentences import (
+    SentenceSplitter,
+    params_from_json,
+    params_to_json,
+    train_params,
+)
 
 GOLD = Path(__file__).parents[1] / "data" / "sentence_gold.json"
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from indexer.text.corpus import aila_document, read_corpus, sectioned_document, text_document
-from indexer.text.documents import Document, SourceDocument
-from indexer.text.sentences import SentenceSplitter
-from indexer.text.split import EmptyDocumentError, is_title_like, split_document
+from docsim.indexer.text.corpus import aila_document, read_corpus, sectioned_document, text_document
+from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import EmptyDocumentError, is_title_like, split_document
 from tests.utils.corpora import AILA_DIR
 
 
