@@ -100,7 +100,8 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     register_error_handlers(app)
     # every collection's routes: at the root for `default`, and under /collections/{name}
     per_collection = [health.router, similar.router, explain.router, jobs.router, documents.router]
-    for router in per_collection:
+    app.include_router(health.router)  # liveness reads no SQL; /ready reads the state anyway
+    for router in per_collection[1:]:
         app.include_router(router, dependencies=[ReadKey])
     app.include_router(collections.router)
     include_scoped(app, per_collection, ReadKey)

@@ -58,6 +58,7 @@ def test_a_database_outage_is_a_503_and_the_service_recovers(
                 assert response.status_code == 503, response.text
                 assert "database is unavailable" in response.json()["detail"]
                 assert response.headers["retry-after"]
+            assert client.get("/health").status_code == 200  # alive: liveness reads no SQL
             server.resume()
             until(lambda: client.get("/ready").status_code == 200)
             again = client.post("/documents", json={"documents": [DOC]})
