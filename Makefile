@@ -51,7 +51,7 @@ run: setup
 # threads, and the SQLite pass took 8:44 that way against 5:47 on one thread each.
 # `make lint` runs beside the SQLite pass (make -j2): the pass keeps the cores about 70% busy,
 # and mypy's 40 s on a fresh clone fit in the rest. Either failing fails `make test`.
-PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
+PARALLEL := -n auto --dist loadfile --no-loadscope-reorder --durations=10
 test: setup browser postgres
 	@$(MAKE) --no-print-directory -j2 lint test-sqlite
 	@$(MAKE) --no-print-directory test-postgresql

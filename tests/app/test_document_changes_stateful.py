@@ -79,19 +79,25 @@ class DocumentChanges(RuleBasedStateMachine):
         self.steps = 0
 
     # --- helpers ---------------------------------------------------------------------------
-    def _settings(self, name: str, embedded_worker: bool) -> ServiceSettings:
-        (self.root / name).mkdir(exist_ok=True)
+    def _settings(self, name: str, embedded_worker: bool, on_sqlite: bool) -> ServiceSettings:
+        """`on_sqlite`: a SQLite file whatever the pass's database (a fresh build that the
+        served index is compared with is a reference: on PostgreSQL it only costs time)."""
+        folder = self.root / name
+        folder.mkdir(exist_ok=True)
+        url = sqlite_url(folder) if on_sqlite else self.new_database(folder)
         return ServiceSettings(
-            data_dir=self.root / name,
-            db=DatabaseSettings(url=self.new_database(self.root / name)),
+            data_dir=folder,
+            db=DatabaseSettings(url=url),
             jobs=FAST_JOBS.model_copy(update={"embedded_worker": embedded_worker}),
             api=ApiSettings(swap_poll_seconds=0.05),
         )
 
-    def _publish(self, name: str, documents: dict[str, str], embedded_worker: bool):
+    def _publish(
+        self, name: str, documents: dict[str, str], embedded_worker: bool, on_sqlite: bool = False
+    ):
         corpus = self.root / f"{name}-corpus.jsonl"
         corpus.write_text("".join(json.dumps(_document(i, t)) + "\n" for i, t in documents.items()))
-        settings = self._settings(name, embedded_worker)
+        settings = self._settings(name, embedded_worker, on_sqlite)
         publish(corpus, settings, self.encoder_dir)
         return settings
 
@@ -257,7 +263,7 @@ class DocumentChanges(RuleBasedStateMachine):
         if not self.expected:
             return
         name = f"fresh-{self.steps}"
-        built = self._publish(name, self.expected, embedded_worker=False)
+        built = self._publish(name, self.expected, embedded_worker=False, on_sqlite=True)
         with TestClient(create_app(built)) as fresh:
             rebuilt = self._rankings(fresh)
         shutil.rmtree(self.root / name, ignore_errors=True)
@@ -293,7 +299,11 @@ def new_database(_postgres):  # noqa: ANN001, ANN201
     data directory."""
     if _postgres is not None:
         return lambda _data_dir: _postgres.database()
-    return lambda data_dir: f"sqlite:///{Path(data_dir).resolve() / 'docsim.sqlite3'}"
+    return sqlite_url
+
+
+def sqlite_url(data_dir: Path) -> str:
+    return f"sqlite:///{Path(data_dir).resolve() / 'docsim.sqlite3'}"
 
 
 @pytest.mark.long
