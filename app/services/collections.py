@@ -55,7 +55,8 @@ class Collections:
         self.engine = engine
         self._publish_default = publish_default  # `app.state.service`: the default's state
         self._runtimes: dict[str, tuple[CollectionRow, Runtime]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards `_runtimes` and `_starting`, held briefly
+        self._starting: dict[str, threading.Lock] = {}  # one start at a time per collection
         self.worker: Worker | None = None
         self._worker_thread: threading.Thread | None = None
 
@@ -77,11 +78,20 @@ class Collections:
             if held is not None and held[0].created_at == row.created_at:
                 self._runtimes[name] = (row, held[1])  # its keys may have changed
                 return row, held[1]
-            if held is not None:  # deleted and created again elsewhere: a new collection
-                held[1].stop(timeout=5.0)
+            starting = self._starting.setdefault(name, threading.Lock())
+        # a start loads the collection's index (seconds): one start per collection at a time,
+        # outside the registry's lock, so that the other collections' requests go on
+        with starting:
+            with self._lock:
+                held = self._runtimes.get(name)
+            if held is not None and held[0].created_at == row.created_at:
+                return row, held[1]  # started meanwhile by another request
             runtime = self._start(row)
-            self._runtimes[name] = (row, runtime)
-            return row, runtime
+            with self._lock:
+                self._runtimes[name] = (row, runtime)
+        if held is not None:  # deleted and created again elsewhere: a new collection
+            held[1].stop(timeout=5.0)
+        return row, runtime
 
     def runtime(self, name: str) -> Runtime:
         return self.open(name)[1]

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from docsim.app.services.state import ServiceState
-from docsim.indexer.api import DEFAULT_COLLECTION, job_figures
+from docsim.indexer.api import job_figures
 
 logger = logging.getLogger(__name__)
 
@@ -133,30 +133,31 @@ class Metrics:
             status = response.status_code
             return response
         finally:
-            route = route_template(request)
             self.latency.labels(
-                request.method, route, str(status), collection_label(request, route, status)
+                request.method, route_template(request), str(status), collection_label(request)
             ).observe(time.perf_counter() - started)
 
 
-def collection_label(request: Request, route: str, status: int) -> str:
-    """The collection a request was for: the `{collection}` of a route under
-    `/collections/{name}` that found it, `default` for the other collection routes, and ""
-    for the rest (an unknown name is not a label value: the set stays as small as the
-    collections)."""
-    if (
-        route == UNMATCHED
-        or route.startswith(("/metrics", "/collections"))
-        and ("{collection}/" not in route or status == 404)
-    ):
-        return ""
-    return request.scope.get("path_params", {}).get("collection", DEFAULT_COLLECTION)
+def collection_label(request: Request) -> str:
+    """The collection the request was answered for (`app.api.deps.get_collection` found it),
+    else "": an unknown or invalid name never becomes a label value, so the label set stays
+    as small as the collections."""
+    held = getattr(request.state, "collection", None)
+    return held[0].name if held is not None else ""
+
+
+SCOPED_PREFIX = "/collections/{collection}"  # app.api.routes.collections.PREFIX
 
 
 def route_template(request: Request) -> str:
-    """The path template of the route that serves `request` (e.g. `/jobs/{job_id}`)."""
+    """The path template of the route that serves `request` (e.g. `/jobs/{job_id}`, and
+    `/collections/{collection}/similar` for a collection's route: FastAPI hands the route
+    as it was declared, without the prefix it was included under)."""
     route = request.scope.get("route")
     if route is not None:
+        scoped = "collection" in request.scope.get("path_params", {})
+        if scoped and not route.path.startswith("/collections"):
+            return SCOPED_PREFIX + route.path
         return route.path
     for candidate in request.app.router.routes:
         if candidate.matches(request.scope)[0] == Match.FULL:

@@ -4,6 +4,7 @@ and keys; the routes at the root are the collection `default`'s."""
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -188,3 +189,47 @@ def test_a_bad_collection_is_refused_with_what_is_wrong(fresh_settings) -> None:
         assert client.post("/collections/Bad%20Name/similar", json={}).status_code == 422
         absent = client.post("/collections/absent/similar", json={"document": {"text": "A. B."}})
         assert absent.status_code == 404 and "absent" in absent.json()["detail"]
+
+
+def test_a_collection_loading_holds_up_no_other(fresh_settings, monkeypatch) -> None:
+    """The first request to a collection started elsewhere loads its runtime (seconds, for a
+    real index); requests to other collections go on meanwhile, and concurrent requests to
+    the loading one start it once."""
+    from docsim.app.services import collections as registry_module
+    from docsim.indexer.store.collections import create_collection
+    from docsim.indexer.store.db import make_engine
+
+    settings = fresh_settings()
+    engine = make_engine(settings.database_url)
+    registry = registry_module.Collections(settings, engine)
+    for name in ("slow", "fast"):
+        create_collection(engine, name)
+    release, starts = threading.Event(), []
+    real_start = registry._start
+
+    def start(row):  # noqa: ANN001, ANN202
+        starts.append(row.name)
+        if row.name == "slow":
+            assert release.wait(30)
+        return real_start(row)
+
+    monkeypatch.setattr(registry, "_start", start)
+    opened: list[str] = []
+    waiting = [
+        threading.Thread(target=lambda: opened.append(registry.open("slow")[0].name))
+        for _ in range(3)
+    ]
+    for thread in waiting:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while "slow" not in starts:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert registry.open("fast")[0].name == "fast"  # while `slow` is still loading
+    assert opened == []
+    release.set()
+    for thread in waiting:
+        thread.join(30)
+    assert opened == ["slow"] * 3 and sorted(starts) == ["fast", "slow"]
+    registry.stop(timeout=5)
+    engine.dispose()

@@ -45,7 +45,15 @@ def test_metrics_count_requests_index_sizes_and_jobs(
         assert client.get("/jobs/424242").status_code == 404
         assert client.get("/no/such/page").status_code == 404
         assert client.post("/similar", json={"top_k": 0}).status_code == 422
+        scoped = "/collections/{collection}/similar"
+        assert client.post("/collections/default/similar", json={"top_k": 0}).status_code == 422
+        assert client.post("/collections/Bad%20Name/similar", json={}).status_code == 422
+        assert client.post("/collections/absent/similar", json={}).status_code == 404
         seen = scrape(client)
+        assert requests_seen(seen, "POST", scoped, 422) == 1  # in `default`
+        # an invalid or unknown name is no label value
+        assert requests_seen(seen, "POST", scoped, 422, collection="") == 1
+        assert requests_seen(seen, "POST", scoped, 404, collection="") == 1
         assert requests_seen(seen, "POST", "/similar", 200) == 2
         assert requests_seen(seen, "POST", "/similar", 422) == 1
         assert requests_seen(seen, "GET", "/jobs/{job_id}", 404) == 1  # the template, not the id
