@@ -3,6 +3,7 @@ and keys; the routes at the root are the collection `default`'s."""
 
 from __future__ import annotations
 
+import random
 import shutil
 import threading
 import time
@@ -233,3 +234,106 @@ def test_a_collection_loading_holds_up_no_other(fresh_settings, monkeypatch) -> 
     assert opened == ["slow"] * 3 and sorted(starts) == ["fast", "slow"]
     registry.stop(timeout=5)
     engine.dispose()
+
+
+@pytest.mark.slow
+def test_many_clients_in_several_collections_at_once(
+    fresh_settings, tiny_encoder_dir: Path, notes_corpus: Path
+) -> None:
+    """Readers and writers in two collections, and a client creating, querying and deleting
+    a third, all at once against a live server: no 5xx, and each collection ends holding
+    exactly the changes acknowledged in it."""
+    import httpx
+
+    from tests.utils.live import live_server
+
+    with live_server(fresh_settings()) as url, httpx.Client(base_url=url, timeout=120) as http:
+        http.post("/collections", json={"name": NOTES}).raise_for_status()
+        reindex = {"source": str(notes_corpus), "encoder": str(tiny_encoder_dir)}
+        job = http.post(f"/collections/{NOTES}/jobs/reindex", json=reindex).json()
+        deadline = time.monotonic() + 120
+        while http.get(f"/collections/{NOTES}/jobs/{job['job_id']}").json()["status"] not in (
+            "succeeded",
+            "failed",
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        prefixes = {"default": "", NOTES: f"/collections/{NOTES}"}
+        errors: list[str] = []
+        acked: dict[tuple[str, str], str | None] = {}  # (collection, id) -> text, None: deleted
+        stop = threading.Event()
+        answered: list[str] = []  # the 200 rankings, per collection
+
+        def check(response: httpx.Response, what: str) -> httpx.Response:
+            if response.status_code >= 500:
+                errors.append(f"{what}: {response.status_code} {response.text[:200]}")
+            return response
+
+        def write(collection: str, writer: int) -> None:
+            rng = random.Random(f"{collection}-{writer}")
+            with httpx.Client(base_url=url, timeout=120) as own:
+                while not stop.is_set():
+                    doc_id = f"w-{collection}-{writer}-{rng.randrange(3)}"
+                    if acked.get((collection, doc_id)) and rng.random() < 0.3:
+                        path = f"{prefixes[collection]}/documents/{doc_id}"
+                        if check(own.delete(path), "delete").status_code == 200:
+                            acked[(collection, doc_id)] = None
+                        continue
+                    text = f"Tides and bakers. Note {rng.random()}."
+                    body = {"documents": [{"id": doc_id, "text": text}]}
+                    response = check(
+                        own.post(f"{prefixes[collection]}/documents", json=body), "put"
+                    )
+                    if response.status_code == 200:
+                        acked[(collection, doc_id)] = text
+
+        def read(collection: str) -> None:
+            with httpx.Client(base_url=url, timeout=120) as own:
+                while not stop.is_set():
+                    found = check(
+                        own.post(
+                            f"{prefixes[collection]}/similar",
+                            json={"document": {"text": "Tides turn. Bakers fold."}, "top_k": 20},
+                        ),
+                        "similar",
+                    )
+                    if found.status_code == 200:
+                        answered.append(collection)
+                        ids = [h["document_id"] for h in found.json()["results"]]
+                        mine = [i.startswith(("note-", f"w-{NOTES}")) for i in ids]
+                        if any(mine) != (collection == NOTES) or len(set(mine)) > 1:
+                            errors.append(f"{collection} ranked another collection's: {ids}")
+
+        def admin() -> None:
+            with httpx.Client(base_url=url, timeout=120) as own:
+                for round_ in range(1000):
+                    if stop.is_set():
+                        return
+                    name = f"temp-{round_}"
+                    check(own.post("/collections", json={"name": name}), "create")
+                    check(own.post(f"/collections/{name}/similar", json={}), "empty")
+                    check(own.get("/collections"), "list")
+                    check(own.delete(f"/collections/{name}"), "delete collection")
+
+        threads = [
+            threading.Thread(target=write, args=(c, w)) for c in prefixes for w in range(2)
+        ] + [threading.Thread(target=read, args=(c,)) for c in prefixes for _ in range(2)]
+        threads.append(threading.Thread(target=admin))
+        for thread in threads:
+            thread.start()
+        time.sleep(8)
+        stop.set()
+        for thread in threads:
+            thread.join(120)
+        assert errors == []
+        print(f"{len(answered)} rankings, {len(acked)} documents changed")
+        assert set(answered) == set(prefixes) and len(acked) >= 2 * len(prefixes)
+        for (collection, doc_id), text in acked.items():
+            other = NOTES if collection == "default" else "default"
+            shown = http.get(f"{prefixes[collection]}/documents/{doc_id}")
+            assert shown.status_code == (404 if text is None else 200), (collection, doc_id)
+            if text is not None:
+                assert shown.json()["text"] == text
+            assert http.get(f"{prefixes[other]}/documents/{doc_id}").status_code == 404
+        names = [c["name"] for c in http.get("/collections").json()["collections"]]
+        assert names == ["default", NOTES]
