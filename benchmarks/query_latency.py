@@ -2,7 +2,7 @@
 28) and with the compressed one, in one run, and how far their rankings agree.
 
     python benchmarks/query_latency.py --data-dir DIR [--queries FILE] [--by-id 40]
-        [--repeats 2] [--scale-sentences N] [--filter JSON]
+        [--repeats 2] [--scale-sentences N] [--filter JSON] [--stores float32 compressed]
         [--out benchmarks/results/query_latency.json]
 
 (default queries: the AILA 2019 development queries in ../shared/data)
@@ -292,6 +292,21 @@ def measure_store(  # noqa: ANN201
     return out, rankings
 
 
+def compare_stores(result: dict, rankings: dict) -> dict:
+    """The compressed store's top-10 overlap with float32's rankings, and its p50 ratios."""
+    return {
+        "top10_overlap": {
+            name: overlap(rankings["float32"][name], rankings["compressed"][name])
+            for name in rankings["float32"]
+        },
+        **{
+            f"{name}_p50_ratio": result["compressed"][name]["p50_ms"]
+            / result["float32"][name]["p50_ms"]
+            for name in ("default_method", "default_by_id", "maxsim", "sdr_exhaustive")
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -302,6 +317,13 @@ def main() -> None:
     parser.add_argument("--by-id", type=int, default=40, help="indexed documents as queries")
     parser.add_argument("--scale-sentences", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/query_latency.json"))
+    parser.add_argument(
+        "--stores",
+        nargs="+",
+        choices=("float32", "compressed"),
+        default=["float32", "compressed"],
+        help="the sentence stores measured (a GPU service holds float32 on the device)",
+    )
     parser.add_argument(
         "--filter",
         type=json.loads,
@@ -316,24 +338,19 @@ def main() -> None:
     texts = [
         line.split("||", 1)[1] for line in args.queries.read_text().splitlines() if "||" in line
     ]
-    result: dict = {"queries": len(texts), "threads": torch.get_num_threads()}
+    result: dict = {
+        "queries": len(texts),
+        "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+    }
     rankings = {}
-    for store in ("float32", "compressed"):  # float32: the sentence level before issue 28
+    for store in args.stores:  # float32: the sentence level before issue 28
         result[store], rankings[store] = measure_store(
             args.data_dir, store, texts, args.by_id, args.repeats, args.filter
         )
         logger.info("%s: %s", store, json.dumps(result[store]))
-    result["compressed_vs_float32"] = {
-        "top10_overlap": {
-            name: overlap(rankings["float32"][name], rankings["compressed"][name])
-            for name in rankings["float32"]
-        },
-        **{
-            f"{name}_p50_ratio": result["compressed"][name]["p50_ms"]
-            / result["float32"][name]["p50_ms"]
-            for name in ("default_method", "default_by_id", "maxsim", "sdr_exhaustive")
-        },
-    }
+    if len(rankings) == 2:
+        result["compressed_vs_float32"] = compare_stores(result, rankings)
     if args.scale_sentences:
         result["synthetic_scale"] = synthetic_scale(args.scale_sentences, 384)
     print(json.dumps(result, indent=2))
