@@ -44,9 +44,17 @@ class EncoderSettings(BaseModel):
         description="Torch precision: `auto` is bf16 where the device computes it natively "
         "(recent GPUs, CPUs with AVX-512 BF16 or AMX), else fp32.",
     )
-    batch_tokens: int = Field(default=2048, ge=1, description="Padded tokens per forward batch.")
-    max_batch_size: int = Field(
-        default=256, ge=1, description="Inputs per forward batch at most, however short."
+    batch_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Padded tokens per forward batch; default: 2,048 on the CPU, 32,768 on a "
+        "GPU (where each forward pass has a fixed cost).",
+    )
+    max_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Inputs per forward batch at most, however short; default: 256 on the "
+        "CPU, 4,096 on a GPU.",
     )
     backend: Literal["auto", "torch", "openvino-int8"] = Field(
         default="auto",

@@ -15,6 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+# Padded tokens and inputs per forward batch where the caller names none. A GPU pays a fixed
+# cost per forward pass (kernel launches and host work: about 6 ms for MiniLM on an H200), so
+# it wants few, large batches: AILA's 340,178 sentences took 42.6 s at 2,048 tokens a batch
+# and 12.1 s at 32,768 there (`benchmarks/device_build.py`). A CPU gains nothing from them.
+CPU_BATCHING = (2048, 256)
+GPU_BATCHING = (32768, 4096)
+
+
+def default_batching(device: torch.device) -> tuple[int, int]:
+    """`(batch_tokens, max_batch_size)` for a forward pass on `device`."""
+    return GPU_BATCHING if device.type == "cuda" else CPU_BATCHING
+
 
 @dataclass(frozen=True)
 class Batch:

@@ -161,4 +161,4 @@ def _one_line(error: BaseException) -> str:
 def _runtime(options: dict[str, Any]) -> dict[str, Any]:
     """CoLDE runs its own batching (by texts, not tokens): `batch_tokens` does not apply."""
     kept = ("device", "precision", "max_batch_size", "backend_dir", "streams")
-    return {k: v for k, v in options.items() if k in kept}
+    return {k: v for k, v in options.items() if k in kept and v is not None}

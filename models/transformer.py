@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from docsim.models.batching import Batch, plan_batches
+from docsim.models.batching import Batch, default_batching, plan_batches
 from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.inference import (
     TORCH,
@@ -61,8 +61,9 @@ class TransformerEncoder:
         pooling: `mean` or `cls`.
         device: where the forward pass runs; results always come back on the CPU.
         precision: `auto`, `fp32` or `bf16` (autocast).
-        batch_tokens: padded tokens per batch (batch size x longest input).
-        max_batch_size: cap on inputs per batch.
+        batch_tokens: padded tokens per batch (batch size x longest input); default: the
+            device's (`models.batching.default_batching`).
+        max_batch_size: cap on inputs per batch; default: the device's.
         head: an optional projection after pooling.
         source: how a loader finds the encoder again, recorded in manifests (a built-in's name,
             such as `minilm`); default: `source_dir`.
@@ -86,8 +87,8 @@ class TransformerEncoder:
         pooling: str = "mean",
         device: str | torch.device = "cpu",
         precision: str = "auto",
-        batch_tokens: int = 2048,
-        max_batch_size: int = 256,
+        batch_tokens: int | None = None,
+        max_batch_size: int | None = None,
         head: torch.nn.Module | None = None,
         source: str | None = None,
         display_name: str | None = None,
@@ -107,7 +108,9 @@ class TransformerEncoder:
         self.max_length, self.pooling, self.chunk_vectors = max_length, pooling, chunk_vectors
         self.precision = precision
         self.amp_dtype = autocast_dtype(precision, self.device)
-        self.batch_tokens, self.max_batch_size = batch_tokens, max_batch_size
+        tokens, inputs = default_batching(self.device)
+        self.batch_tokens = batch_tokens or tokens
+        self.max_batch_size = max_batch_size or inputs
         self.head = head.to(self.device).eval() if head is not None else None
         self.dim = _output_dim(model, head)
         self.load_options: dict[str, Any] | None = None  # set by `load_encoder`

@@ -141,3 +141,19 @@ def test_one_pass_chunks_are_their_sentences_pooled_token_states(
     assert plain.identity()["config_hash"] != encoder.identity()["config_hash"]
     with pytest.raises(ValueError, match="chunk_vectors"):
         load_encoder(tiny_encoder_dir, chunk_vectors="tokens")
+
+
+def test_batching_defaults_follow_the_device(tiny_encoder_dir: Path) -> None:
+    from docsim.models.batching import CPU_BATCHING, GPU_BATCHING, default_batching
+
+    assert default_batching(torch.device("cpu")) == CPU_BATCHING == (2048, 256)
+    assert default_batching(torch.device("cuda", 0)) == GPU_BATCHING == (32768, 4096)
+    default = load_encoder(tiny_encoder_dir, device="cpu")
+    assert isinstance(default, TransformerEncoder)
+    assert (default.batch_tokens, default.max_batch_size) == CPU_BATCHING
+    chosen = load_encoder(tiny_encoder_dir, device="cpu", batch_tokens=64, max_batch_size=3)
+    assert isinstance(chosen, TransformerEncoder)
+    assert (chosen.batch_tokens, chosen.max_batch_size) == (64, 3)
+    none = load_encoder(tiny_encoder_dir, device="cpu", batch_tokens=None, max_batch_size=None)
+    assert isinstance(none, TransformerEncoder)  # the settings' "unset" is the device's default
+    assert (none.batch_tokens, none.max_batch_size) == CPU_BATCHING
