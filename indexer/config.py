@@ -103,6 +103,12 @@ class IndexSettings(BaseModel):
         default=None, ge=8, description="Tokens per chunk; default: the encoder's input limit."
     )
     block_documents: int = Field(default=64, ge=1, description="Documents encoded per block.")
+    split_workers: int = Field(
+        default=0,
+        ge=0,
+        description="Processes that split a build's documents into sentences after its first "
+        "block; 0: one per CPU core, at most 8; 1: none (the build's own process).",
+    )
     use_gpu: Literal["auto", "never"] = Field(
         default="auto", description="FAISS on the GPU when faiss-gpu sees one; `never`: CPU."
     )

@@ -80,16 +80,26 @@ def content_offsets(
     tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]
 ) -> list[list[tuple[int, int]]]:
     """Character spans of each text's content tokens (no special tokens); a fast tokenizer."""
+    return content_tokens(tokenizer, texts)[1]
+
+
+def content_tokens(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]
+) -> tuple[list[list[int]], list[list[tuple[int, int]]]]:
+    """Each text's content token ids (no special tokens, not truncated) and their character
+    spans, from one call of a fast tokenizer."""
     if not texts:
-        return []
+        return [], []
     encoded = tokenizer(
         list(texts),
         add_special_tokens=False,
         return_offsets_mapping=True,
         return_attention_mask=False,
         return_token_type_ids=False,
+        verbose=False,  # no warning for a text longer than the model takes: it is chunked
     )
-    return [[(int(a), int(b)) for a, b in spans] for spans in encoded["offset_mapping"]]
+    offsets = [[(int(a), int(b)) for a, b in spans] for spans in encoded["offset_mapping"]]
+    return encoded["input_ids"], offsets
 
 
 def module_device(module: HasParameters) -> torch.device:

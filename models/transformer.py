@@ -34,7 +34,7 @@ from docsim.models.late import add_token_states, chunk_tokens, sentence_means, t
 from docsim.models.levels import chunks_from_sentences, pool_levels
 from docsim.models.pooling import POOLING_MODES, mean_pool, pool_states
 from docsim.models.precision import autocast, autocast_dtype
-from docsim.models.tokens import content_offsets, truncated_ids
+from docsim.models.tokens import content_tokens, truncated_ids
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -116,6 +116,7 @@ class TransformerEncoder:
         self.load_options: dict[str, Any] | None = None  # set by `load_encoder`
         self._identity: dict[str, Any] | None = None
         self._special: tuple[list[int], list[int]] | None = None
+        self._content_ids: tuple[list[str], list[list[int]]] | None = None  # `content_ids`
         self.backend: ForwardBackend = TorchBackend(self.model, self.device, self.amp_dtype)
         self.backend_record: dict[str, str] = {"name": TORCH}
 
@@ -162,7 +163,21 @@ class TransformerEncoder:
         return truncated_ids(self.tokenizer, texts, self.max_length)
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
-        return content_offsets(self.tokenizer, texts)
+        """Character spans of each text's content tokens. The ids come from the same call and
+        are kept for the texts: chunking a block asks for its sentences' spans, then late
+        chunking for the same sentences' ids (`content_ids`), which need no second pass."""
+        ids, offsets = content_tokens(self.tokenizer, texts)
+        self._content_ids = (list(texts), ids)
+        return offsets
+
+    def content_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's content token ids (no special tokens, not truncated): those of the last
+        `token_offsets` call when it was given the same texts, else tokenised now. Another
+        thread's call in between is only a miss: the texts are compared, not trusted."""
+        kept = self._content_ids  # one read: another thread may replace it
+        if kept is not None and kept[0] == list(texts):
+            return kept[1]
+        return content_tokens(self.tokenizer, texts)[0]
 
     def plan_batches(self, token_ids: Sequence[Sequence[int]]) -> Iterator[Batch]:
         """Length-sorted, padded batches whose padded size stays under the token budget."""
@@ -291,14 +306,7 @@ def _late_chunked(
     `(ΣC, d)`, pooled as `encode` pools a text, and each sentence's `(ΣN, d)` as the mean of
     its tokens' states there. A sentence without a content token is encoded alone."""
     texts = [s for doc in documents for s in doc.sentences]
-    sentence_ids = (
-        encoder.tokenizer(
-            texts, add_special_tokens=False, return_attention_mask=False,
-            return_token_type_ids=False, verbose=False,
-        )["input_ids"]
-        if texts else []
-    )  # fmt: skip
-    plan = chunk_tokens(documents, sentence_ids)
+    plan = chunk_tokens(documents, encoder.content_ids(texts))
     before, after = encoder.special_tokens()
     inputs = [before + ids + after for ids in plan.ids]
     chunks = torch.empty((len(inputs), encoder.dim))  # (ΣC, d)

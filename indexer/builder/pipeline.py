@@ -38,6 +38,7 @@ from docsim.indexer.builder.engines import EncodeEngine
 from docsim.indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
 from docsim.indexer.builder.manifest import build_entry, build_manifest, corpus_entry
 from docsim.indexer.builder.split_plan import SplitPlan
+from docsim.indexer.builder.split_workers import default_workers
 from docsim.indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.config import Settings
@@ -285,6 +286,7 @@ def split_source(ctx: BuildContext, source: Source, splitter: SentenceSplitter) 
         ctx.indexes_dir,
         block_documents=ctx.settings.index.block_documents,
         show_progress=ctx.show_progress,
+        workers=ctx.settings.index.split_workers or default_workers(),
     )
     if not len(plan):
         plan.remove()

@@ -25,10 +25,9 @@ from typing import overload
 
 from tqdm import tqdm
 
-from docsim.indexer.text.corpus import Skipped
-from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.builder.split_workers import split_all
+from docsim.indexer.text.documents import Document, Skipped, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
-from docsim.indexer.text.split import EmptyDocumentError, split_document
 
 logger = logging.getLogger(__name__)
 
@@ -68,23 +67,20 @@ class SplitPlan(Sequence[Document]):
         *,
         block_documents: int,
         show_progress: bool,
+        workers: int = 1,
     ) -> SplitPlan:
         """Split every document of `source` (a corpus reader, or stored documents) into a new
-        scratch folder under `parent`, a block of `block_documents` at a time. An empty plan
-        (nothing indexable) is valid; the caller decides what that means."""
+        scratch folder under `parent`, a block of `block_documents` at a time; after the first
+        block, in `workers` processes (`split_workers.split_all`). An empty plan (nothing
+        indexable) is valid; the caller decides what that means."""
         folder = Path(tempfile.mkdtemp(prefix=PLAN_PREFIX, dir=parent))
         plan = cls(folder, block_documents, [], [])
         block: list[Document] = []
+        split = split_all(source, splitter, workers=workers, in_process=block_documents)
         try:
-            for item in tqdm(source, desc="split", unit="doc", disable=not show_progress):
-                if isinstance(item, Skipped):
-                    plan.skipped.append(item)
-                    continue
-                try:
-                    doc = split_document(item, splitter)
-                except EmptyDocumentError:
-                    ref = str(item.metadata.get("source", item.doc_id))
-                    plan.skipped.append(Skipped(ref, "no sentences"))
+            for doc in tqdm(split, desc="split", unit="doc", disable=not show_progress):
+                if isinstance(doc, Skipped):
+                    plan.skipped.append(doc)
                     continue
                 block.append(doc)
                 plan.sentence_counts.append(doc.counts()["sentence"])

@@ -107,8 +107,13 @@ class SentenceSplitter:
     def __init__(self, params_json: str) -> None:
         from nltk.tokenize.punkt import PunktSentenceTokenizer
 
+        self._params_json = params_json
         self._tokenizer = PunktSentenceTokenizer(params_from_json(params_json))
         self.sha256 = hashlib.sha256(params_json.encode()).hexdigest()
+
+    def __reduce__(self) -> tuple[type[SentenceSplitter], tuple[str]]:
+        """Pickled as its parameters (a split worker process builds its own)."""
+        return SentenceSplitter, (self._params_json,)
 
     @classmethod
     def from_file(cls, path: Path) -> SentenceSplitter:

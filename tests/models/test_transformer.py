@@ -157,3 +157,18 @@ def test_batching_defaults_follow_the_device(tiny_encoder_dir: Path) -> None:
     none = load_encoder(tiny_encoder_dir, device="cpu", batch_tokens=None, max_batch_size=None)
     assert isinstance(none, TransformerEncoder)  # the settings' "unset" is the device's default
     assert (none.batch_tokens, none.max_batch_size) == CPU_BATCHING
+
+
+def test_content_ids_reuse_the_last_offsets_call_only_for_the_same_texts(
+    tiny_encoder: TransformerEncoder,
+) -> None:
+    texts = ["One sentence here.", "Another, longer sentence with more words in it."]
+    reference = [tiny_encoder.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    spans = tiny_encoder.token_offsets(texts)
+    assert [len(s) for s in spans] == [len(r) for r in reference]
+    reused = tiny_encoder.content_ids(texts)
+    assert reused == reference
+    assert reused is tiny_encoder.content_ids(list(texts))  # the same call's ids, kept
+    tiny_encoder.token_offsets(["Something else entirely."])
+    fresh = tiny_encoder.content_ids(texts)
+    assert fresh == reference and fresh is not reused  # other texts: tokenised afresh

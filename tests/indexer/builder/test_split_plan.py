@@ -26,8 +26,9 @@ def sources(corpus: Path) -> list[SourceDocument | Skipped]:
     return items
 
 
+@pytest.mark.parametrize("workers", [1, 2])  # 2: split in processes after the first block
 def test_a_plan_on_disk_gives_back_the_documents_split_in_memory(
-    sample_corpus: Path, splitter: SentenceSplitter, tmp_path: Path
+    sample_corpus: Path, splitter: SentenceSplitter, tmp_path: Path, workers: int
 ) -> None:
     items = sources(sample_corpus)
     expected = [  # the reference: every document split in memory
@@ -35,7 +36,9 @@ def test_a_plan_on_disk_gives_back_the_documents_split_in_memory(
         for s in items
         if isinstance(s, SourceDocument) and s.doc_id != "blank"
     ]
-    plan = SplitPlan.write(items, splitter, tmp_path, block_documents=2, show_progress=False)
+    plan = SplitPlan.write(
+        items, splitter, tmp_path, block_documents=2, show_progress=False, workers=workers
+    )
 
     assert len(plan) == len(expected) and plan.n_blocks == -(-len(expected) // 2)
     assert len(list(plan.folder.glob("*.pickle"))) == plan.n_blocks
@@ -57,15 +60,18 @@ def test_a_plan_on_disk_gives_back_the_documents_split_in_memory(
     assert not plan.folder.exists()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_source_that_fails_half_way_leaves_no_plan_behind(
-    sample_corpus: Path, splitter: SentenceSplitter, tmp_path: Path
+    sample_corpus: Path, splitter: SentenceSplitter, tmp_path: Path, workers: int
 ) -> None:
     def failing() -> Iterator[SourceDocument]:
-        yield from list(read_corpus(sample_corpus))[:3]
+        yield from list(read_corpus(sample_corpus))[:30]
         raise OSError("disk gone")
 
     with pytest.raises(OSError, match="disk gone"):
-        SplitPlan.write(failing(), splitter, tmp_path, block_documents=1, show_progress=False)
+        SplitPlan.write(
+            failing(), splitter, tmp_path, block_documents=1, show_progress=False, workers=workers
+        )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,0 +1,98 @@
+"""Stage 1's sentence splitting in worker processes.
+
+Punkt is pure Python: AILA's 2,914 judgments take 38 s to split on one core, and a build
+splits every document before it encodes the first (`SplitPlan`). On a GPU, whose encode stage
+is short, that is a fifth of the build. `split_all` splits a stream of documents in order, in
+a pool of spawned processes (they import the splitter, not torch) once the stream proves
+longer than `in_process` documents: a small corpus is split here, since starting a worker
+costs about half a second. At most `2 * workers` batches are in flight, so the memory held
+does not grow with the corpus.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from docsim.indexer.text.documents import Document, Skipped, SourceDocument
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import EmptyDocumentError, split_document
+
+BATCH_DOCUMENTS = 8  # documents per task: large enough that pickling them costs little
+MAX_WORKERS = 8
+
+Item = SourceDocument | Skipped
+Split = Document | Skipped
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on, at most `MAX_WORKERS`."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+def split_one(item: Item, splitter: SentenceSplitter) -> Split:
+    """`item` split, or why it is not indexed: a skipped input as it came, or a document
+    without sentences."""
+    if isinstance(item, Skipped):
+        return item
+    try:
+        return split_document(item, splitter)
+    except EmptyDocumentError:
+        return Skipped(str(item.metadata.get("source", item.doc_id)), "no sentences")
+
+
+def split_all(
+    source: Iterable[Item], splitter: SentenceSplitter, *, workers: int, in_process: int
+) -> Iterator[Split]:
+    """Each item of `source` split (`split_one`), in order: the first `in_process` here, the
+    rest in `workers` processes when there is more than one."""
+    items = iter(source)
+    for item in itertools.islice(items, in_process):
+        yield split_one(item, splitter)
+    if workers <= 1:
+        for item in items:
+            yield split_one(item, splitter)
+        return
+    batches = _batches(items)
+    first = next(batches, None)
+    if first is None:
+        return
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),  # safe beside the caller's threads
+        initializer=_start_worker,
+        initargs=(splitter,),
+    )
+    try:
+        pending: deque[Future[list[Split]]] = deque([pool.submit(_split_batch, first)])
+        for batch in batches:
+            pending.append(pool.submit(_split_batch, batch))
+            if len(pending) >= 2 * workers:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _batches(items: Iterator[Item]) -> Iterator[list[Item]]:
+    while batch := list(itertools.islice(items, BATCH_DOCUMENTS)):
+        yield batch
+
+
+_splitter: SentenceSplitter | None = None  # a worker process's splitter, set when it starts
+
+
+def _start_worker(splitter: SentenceSplitter) -> None:
+    global _splitter
+    _splitter = splitter
+
+
+def _split_batch(items: list[Item]) -> list[Split]:
+    if _splitter is None:
+        raise RuntimeError("a split worker was not started with a splitter")
+    return [split_one(item, _splitter) for item in items]
