@@ -172,3 +172,19 @@ def test_content_ids_reuse_the_last_offsets_call_only_for_the_same_texts(
     tiny_encoder.token_offsets(["Something else entirely."])
     fresh = tiny_encoder.content_ids(texts)
     assert fresh == reference and fresh is not reused  # other texts: tokenised afresh
+
+
+def test_content_tokens_equal_the_tokenizer_wrappers_even_after_a_truncating_call(
+    minilm: TransformerEncoder,
+) -> None:
+    from docsim.models.tokens import content_tokens, truncated_ids
+
+    long = " ".join(["The appellant's counsel argued at length."] * 80)  # > 512 tokens
+    texts = ["Café au lait, s'il vous plaît!", "", "  spaced  out  ", long, "No. 5 of 1990."]
+    truncated_ids(minilm.tokenizer, texts, 16)  # leaves truncation set on the wrapper's backend
+    ids, offsets = content_tokens(minilm.tokenizer, texts)
+    reference = minilm.tokenizer(  # the plain wrapper call
+        texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+    )
+    assert ids == reference["input_ids"] and len(ids[3]) > 512
+    assert offsets == [[tuple(span) for span in spans] for spans in reference["offset_mapping"]]
