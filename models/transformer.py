@@ -310,15 +310,17 @@ def _late_chunked(
     before, after = encoder.special_tokens()
     inputs = [before + ids + after for ids in plan.ids]
     chunks = torch.empty((len(inputs), encoder.dim))  # (ΣC, d)
-    sums = torch.zeros((len(texts), encoder.model.config.hidden_size))  # (ΣN, H)
-    counts = torch.zeros(len(texts))  # (ΣN,)
+    # the sums stay where the states are made: on a GPU, only they cross to the host
+    home = encoder.device if encoder.device.type == "cuda" else torch.device("cpu")
+    sums = torch.zeros((len(texts), encoder.model.config.hidden_size), device=home)  # (ΣN, H)
+    counts = torch.zeros(len(texts), device=home)  # (ΣN,)
     for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(inputs)):
         chunks[torch.from_numpy(batch.rows)] = encoder._pooled(batch, hidden)
         owners = [plan.owners[r] for r in batch.rows]
         owner = token_owners(owners, len(before), hidden.shape[1])  # (B, T)
         with torch.inference_mode():
             add_token_states(sums, counts, hidden, owner)
-    means, covered = sentence_means(sums, counts)
+    means, covered = sentence_means(sums.cpu(), counts.cpu())
     sentences = torch.empty((len(texts), encoder.dim))  # (ΣN, d)
     sentences[covered] = encoder._project(means[covered])
     if not bool(covered.all()):

@@ -93,3 +93,22 @@ def test_the_transformer_encoder_runs_on_cuda(tiny_encoder_dir: Path) -> None:
     gpu = load_encoder(tiny_encoder_dir, precision="fp32", device="cuda")
     assert _devices(gpu) == {"cuda"}
     torch.testing.assert_close(gpu.encode(TEXTS), cpu.encode(TEXTS), atol=1e-4, rtol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_late_chunking_on_cuda_equals_the_cpu(tiny_encoder_dir: Path) -> None:
+    """Late chunking sums each sentence's token states on the GPU (`add_token_states`
+    without runs); the vectors equal the CPU's, which sums runs on the host."""
+    from dataclasses import replace
+
+    cpu = load_encoder(tiny_encoder_dir, precision="fp32", device="cpu", chunk_vectors="late")
+    gpu = load_encoder(tiny_encoder_dir, precision="fp32", device="cuda", chunk_vectors="late")
+    document = replace(DOCUMENT, chunk_sentences=[(0, 2), (2, 4)])
+    tokens = [len(t) for t in cpu.token_offsets(list(document.chunks))]
+    document = replace(document, chunk_tokens=tokens)
+    (expected,), (found,) = cpu.encode_documents([document]), gpu.encode_documents([document])
+    for level in ("sentences", "chunks", "paragraphs", "sections", "document"):
+        torch.testing.assert_close(
+            getattr(found, level), getattr(expected, level), atol=1e-4, rtol=0
+        )

@@ -149,3 +149,26 @@ def test_chunk_tokens_take_windows_in_turn_and_check_counts() -> None:
         chunk_tokens([DocumentInput(**{**doc.__dict__, "chunk_sentences": ()})], ids)
     owners = token_owners([np.array([0, 0, 1]), np.array([2])], 1, 5)
     assert owners.tolist() == [[-1, 0, 0, 1, -1], [-1, 2, -1, -1, -1]]
+
+
+def test_token_states_added_one_by_one_equal_the_runs_summed_on_the_host() -> None:
+    """The GPU's way (every token added where the sums are) against the CPU's (runs of a
+    sentence's tokens summed first), on the CPU, against a plain loop."""
+    from docsim.models.late import add_token_states
+
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(3, 7, 5, generator=generator)  # (B, T, H)
+    owner = torch.tensor(
+        [[-1, 0, 0, 1, 1, 1, -1], [-1, 1, 2, 2, -1, -1, -1], [-1, 4, 4, 4, 4, 4, -1]]
+    )  # (B, T): sentence 1 spans two chunks, sentence 3 has no token
+    reference_sums, reference_counts = torch.zeros(5, 5), torch.zeros(5)
+    for b in range(3):
+        for t in range(7):
+            if owner[b, t] >= 0:
+                reference_sums[owner[b, t]] += hidden[b, t]
+                reference_counts[owner[b, t]] += 1
+    for by_runs in (True, False):
+        sums, counts = torch.zeros(5, 5), torch.zeros(5)
+        add_token_states(sums, counts, hidden, owner, by_runs=by_runs)
+        torch.testing.assert_close(sums, reference_sums)
+        assert torch.equal(counts, reference_counts)
