@@ -106,8 +106,8 @@ class IndexSettings(BaseModel):
     split_workers: int = Field(
         default=0,
         ge=0,
-        description="Processes that split a build's documents into sentences after its first "
-        "block; 0: one per CPU core, at most 8; 1: none (the build's own process).",
+        description="Processes that split a build's documents into sentences once splitting "
+        "has taken 2 s; 0: one per CPU core, at most 8; 1: none (the build's own process).",
     )
     use_gpu: Literal["auto", "never"] = Field(
         default="auto", description="FAISS on the GPU when faiss-gpu sees one; `never`: CPU."

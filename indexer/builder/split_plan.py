@@ -25,7 +25,7 @@ from typing import overload
 
 from tqdm import tqdm
 
-from docsim.indexer.builder.split_workers import split_all
+from docsim.indexer.builder.split_workers import IN_PROCESS_SECONDS, split_all
 from docsim.indexer.text.documents import Document, Skipped, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
 
@@ -68,15 +68,16 @@ class SplitPlan(Sequence[Document]):
         block_documents: int,
         show_progress: bool,
         workers: int = 1,
+        in_process_seconds: float = IN_PROCESS_SECONDS,
     ) -> SplitPlan:
         """Split every document of `source` (a corpus reader, or stored documents) into a new
         scratch folder under `parent`, a block of `block_documents` at a time; after the first
-        block, in `workers` processes (`split_workers.split_all`). An empty plan (nothing
-        indexable) is valid; the caller decides what that means."""
+        `in_process_seconds` of splitting, in `workers` processes (`split_workers.split_all`).
+        An empty plan (nothing indexable) is valid; the caller decides what that means."""
         folder = Path(tempfile.mkdtemp(prefix=PLAN_PREFIX, dir=parent))
         plan = cls(folder, block_documents, [], [])
         block: list[Document] = []
-        split = split_all(source, splitter, workers=workers, in_process=block_documents)
+        split = split_all(source, splitter, workers=workers, in_process_seconds=in_process_seconds)
         try:
             for doc in tqdm(split, desc="split", unit="doc", disable=not show_progress):
                 if isinstance(doc, Skipped):

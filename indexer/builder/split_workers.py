@@ -2,11 +2,11 @@
 
 Punkt is pure Python: AILA's 2,914 judgments take 38 s to split on one core, and a build
 splits every document before it encodes the first (`SplitPlan`). On a GPU, whose encode stage
-is short, that is a fifth of the build. `split_all` splits a stream of documents in order, in
-a pool of spawned processes (they import the splitter, not torch) once the stream proves
-longer than `in_process` documents: a small corpus is split here, since starting a worker
-costs about half a second. At most `2 * workers` batches are in flight, so the memory held
-does not grow with the corpus.
+is short, that is a fifth of the build. `split_all` splits a stream of documents in order,
+here at first, then in a pool of spawned processes (they import the splitter, not torch) once
+splitting here has taken `in_process_seconds`: a corpus split within them (most test corpora,
+small collections) never pays for starting the workers. At most `2 * workers` batches are in
+flight, so the memory held does not grow with the corpus.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -24,6 +25,9 @@ from docsim.indexer.text.split import EmptyDocumentError, split_document
 
 BATCH_DOCUMENTS = 8  # documents per task: large enough that pickling them costs little
 MAX_WORKERS = 8
+# Seconds of splitting done here before any worker starts: a corpus split within them costs
+# less than starting the workers would (each imports NLTK: about a second of a core).
+IN_PROCESS_SECONDS = 2.0
 
 Item = SourceDocument | Skipped
 Split = Document | Skipped
@@ -46,17 +50,23 @@ def split_one(item: Item, splitter: SentenceSplitter) -> Split:
 
 
 def split_all(
-    source: Iterable[Item], splitter: SentenceSplitter, *, workers: int, in_process: int
+    source: Iterable[Item],
+    splitter: SentenceSplitter,
+    *,
+    workers: int,
+    in_process_seconds: float = IN_PROCESS_SECONDS,
 ) -> Iterator[Split]:
-    """Each item of `source` split (`split_one`), in order: the first `in_process` here, the
-    rest in `workers` processes when there is more than one."""
+    """Each item of `source` split (`split_one`), in order: here for `in_process_seconds` of
+    splitting, the rest in `workers` processes when there is more than one."""
     items = iter(source)
-    for item in itertools.islice(items, in_process):
-        yield split_one(item, splitter)
-    if workers <= 1:
-        for item in items:
-            yield split_one(item, splitter)
-        return
+    spent = 0.0  # seconds split here (not counting the caller's time between items)
+    for item in items:
+        started = time.perf_counter()
+        split = split_one(item, splitter)
+        spent += time.perf_counter() - started
+        yield split
+        if workers > 1 and spent >= in_process_seconds:
+            break
     batches = _batches(items)
     first = next(batches, None)
     if first is None:

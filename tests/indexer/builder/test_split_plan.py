@@ -37,7 +37,13 @@ def test_a_plan_on_disk_gives_back_the_documents_split_in_memory(
         if isinstance(s, SourceDocument) and s.doc_id != "blank"
     ]
     plan = SplitPlan.write(
-        items, splitter, tmp_path, block_documents=2, show_progress=False, workers=workers
+        items,
+        splitter,
+        tmp_path,
+        block_documents=2,
+        show_progress=False,
+        workers=workers,
+        in_process_seconds=0,
     )
 
     assert len(plan) == len(expected) and plan.n_blocks == -(-len(expected) // 2)
@@ -70,7 +76,13 @@ def test_a_source_that_fails_half_way_leaves_no_plan_behind(
 
     with pytest.raises(OSError, match="disk gone"):
         SplitPlan.write(
-            failing(), splitter, tmp_path, block_documents=1, show_progress=False, workers=workers
+            failing(),
+            splitter,
+            tmp_path,
+            block_documents=1,
+            show_progress=False,
+            workers=workers,
+            in_process_seconds=0,
         )
     assert list(tmp_path.iterdir()) == []
 

@@ -20,9 +20,9 @@ def test_a_splitter_pickles_as_its_parameters(splitter: SentenceSplitter) -> Non
     assert copy.sha256 == splitter.sha256 and copy.spans(text) == splitter.spans(text)
 
 
-@pytest.mark.parametrize("in_process", [0, 3])
+@pytest.mark.parametrize("in_process_seconds", [0.0, 0.01])  # one document here, or a few
 def test_workers_split_as_this_process_does_in_order(
-    sample_corpus: Path, splitter: SentenceSplitter, in_process: int
+    sample_corpus: Path, splitter: SentenceSplitter, in_process_seconds: float
 ) -> None:
     items: list[SourceDocument | Skipped] = list(read_corpus(sample_corpus))
     items.insert(5, Skipped("broken.pdf", "not a PDF"))
@@ -33,7 +33,7 @@ def test_workers_split_as_this_process_does_in_order(
         if not (isinstance(item, SourceDocument) and item.doc_id == "blank")
     ]
 
-    split = list(split_all(items, splitter, workers=2, in_process=in_process))
+    split = list(split_all(items, splitter, workers=2, in_process_seconds=in_process_seconds))
 
     assert [s for s in split if not (isinstance(s, Skipped) and s.ref == "blank")] == reference
     assert Skipped("blank", "no sentences") in split
@@ -44,4 +44,4 @@ def test_an_error_in_a_worker_reaches_the_caller(splitter: SentenceSplitter) -> 
     items: list = [SourceDocument(doc_id=f"d{i}", title="", text="One. Two.") for i in range(20)]
     items[12] = 12  # not a document: the worker's split_document fails on it
     with pytest.raises(AttributeError, match="text"):
-        list(split_all(items, splitter, workers=2, in_process=0))
+        list(split_all(items, splitter, workers=2, in_process_seconds=0))
