@@ -51,16 +51,19 @@ run: setup
 # threads, and the SQLite pass took 8:44 that way against 5:47 on one thread each.
 # `make lint` runs beside the SQLite pass (make -j2): the pass keeps the cores about 70% busy,
 # and mypy's 40 s on a fresh clone fit in the rest. Either failing fails `make test`.
+# For the same reason builds split documents in their own process (DOCSIM_INDEX__SPLIT_WORKERS=1):
+# split workers would each import the CLI and NLTK again, beside two busy test workers. Their
+# tests (tests/indexer/builder/test_split_*.py) ask for workers explicitly.
 PARALLEL := -n auto --dist loadfile --no-loadscope-reorder --durations=10
 test: setup browser postgres
 	@$(MAKE) --no-print-directory -j2 lint test-sqlite
 	@$(MAKE) --no-print-directory test-postgresql
 
 test-sqlite: setup browser
-	DOCSIM_REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 $(BIN)/pytest --db sqlite $(PARALLEL)
+	DOCSIM_REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 DOCSIM_INDEX__SPLIT_WORKERS=1 $(BIN)/pytest --db sqlite $(PARALLEL)
 
 test-postgresql: setup browser postgres
-	DOCSIM_REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 $(BIN)/pytest --db postgresql $(PARALLEL)
+	DOCSIM_REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 DOCSIM_INDEX__SPLIT_WORKERS=1 $(BIN)/pytest --db postgresql $(PARALLEL)
 
 # Style and types: ruff, and mypy (strict on `models` and `indexer.search`; see pyproject.toml).
 lint: setup

@@ -120,22 +120,13 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    started = time.perf_counter()
-    splitter = load_splitter()
-    docs = [
-        split_document(source, splitter)
-        for source in read_corpus(args.corpus)
-        if not isinstance(source, Skipped)
-    ]
-    split_seconds = time.perf_counter() - started
     result: dict = {
         "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
         "corpus": str(args.corpus),
-        "documents": len(docs),
-        "read_and_split_seconds": round(split_seconds, 1),
         "bare_forward_bf16": {},
         "builds": [],
     }
+    docs = [] if args.no_bare else split_corpus(args.corpus, result)  # the builds split their own
     for batch_tokens in [] if args.no_bare else args.batch_tokens:
         encoder = load_encoder(
             args.encoder,
@@ -177,6 +168,20 @@ def main() -> None:
             logger.info("build: %s", row)
             save(result, args.out)
     print(json.dumps(result, indent=2))
+
+
+def split_corpus(corpus: Path, result: dict) -> list:
+    """The corpus's documents split in this process (one core), timed into `result`."""
+    started = time.perf_counter()
+    splitter = load_splitter()
+    docs = [
+        split_document(source, splitter)
+        for source in read_corpus(corpus)
+        if not isinstance(source, Skipped)
+    ]
+    result["documents"] = len(docs)
+    result["read_and_split_seconds"] = round(time.perf_counter() - started, 1)
+    return docs
 
 
 def save(result: dict, out: Path) -> None:
