@@ -74,7 +74,6 @@ def test_calibration_samples_sentences_and_chunks_of_the_corpus(
     assert (sentences, chunks) == calibration_texts(docs, tiny_encoder, 60, settings)
 
 
-@pytest.mark.long  # the file: four int8 exports and builds
 def test_an_int8_build_keeps_its_export_and_serves_with_it(
     sample_corpus: Path,
     own_cache: Settings,
