@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from growth import query_texts  # benchmarks/growth.py: scripts run as `python benchmarks/X.py`
 
 from docsim.indexer.config import Settings
 from docsim.indexer.search.settings import SearchSettings
@@ -43,13 +44,6 @@ logger = logging.getLogger("benchmarks.device_scoring")
 AILA_QUERIES = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "queries_dev.txt"
 )
-
-
-def query_texts(path: Path) -> list[str]:
-    if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [row.get("facet_text") or row["text"] for row in rows]
-    return [line.split("||", 1)[1] for line in path.read_text().splitlines() if "||" in line]
 
 
 def synchronize(device: torch.device) -> None:
