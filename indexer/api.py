@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from docsim.indexer.store.db import make_engine, upgrade
     from docsim.indexer.store.generations import purge_retired
     from docsim.indexer.store.reader import stored_document_by_id
-    from docsim.indexer.store.versions import active_version
+    from docsim.indexer.store.versions import active_slots, active_version
     from docsim.indexer.text.corpus import (
         SAMPLE_CORPUS,
         CorpusFormat,
@@ -167,7 +167,7 @@ _HOMES: dict[str, str] = {
         ),
         "docsim.indexer.store.generations": ("purge_retired",),
         "docsim.indexer.store.reader": ("stored_document_by_id",),
-        "docsim.indexer.store.versions": ("active_version",),
+        "docsim.indexer.store.versions": ("active_slots", "active_version"),
         "docsim.indexer.text.corpus": (
             "SAMPLE_CORPUS",
             "CorpusFormat",
@@ -222,6 +222,7 @@ __all__ = [
     "SourceDocument",
     "UnitHit",
     "Worker",
+    "active_slots",
     "active_version",
     "apply_change",
     "check_collection_name",

@@ -245,12 +245,16 @@ def load_configured_encoder(
     name_or_path: str | Path | None = None,
     backend_dir: Path | None = None,
     chunk_vectors: str | None = None,
+    *,
+    shared: bool = False,
 ) -> Encoder:
     """The encoder `name_or_path` (default: the configured one) with the configured device,
     precision and batching; on the OpenVINO export in `backend_dir` when given (on the CPU,
     whatever the device setting: a version's vectors came from that model); with
-    `chunk_vectors` (default: the configured one) when not `encode`."""
-    from docsim.models.loading import load_encoder
+    `chunk_vectors` (default: the configured one) when not `encode`. `shared`: one loaded
+    copy per process for every caller that asks for the same (`load_shared_encoder`), for
+    serving, which never changes its encoder."""
+    from docsim.models.loading import load_encoder, load_shared_encoder
     from docsim.models.precision import resolve_device
 
     options: dict[str, Any] = {}
@@ -260,7 +264,8 @@ def load_configured_encoder(
     if chunk_vectors != "encode":  # an option of transformer encoders only
         options["chunk_vectors"] = chunk_vectors
     device = "cpu" if backend_dir is not None else settings.encoder.device
-    return load_encoder(
+    load = load_shared_encoder if shared else load_encoder
+    return load(
         name_or_path or settings.encoder.name,
         device=resolve_device(device),
         precision=settings.encoder.precision,

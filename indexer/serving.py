@@ -54,7 +54,7 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
     backend_dir = index.path / backend["dir"] if backend.get("dir") else None
     try:
         encoder = load_configured_encoder(
-            settings, source, backend_dir, recorded.get("chunk_vectors") or "encode"
+            settings, source, backend_dir, recorded.get("chunk_vectors") or "encode", shared=True
         )
     except BackendUnavailableError as error:
         raise IndexMismatchError(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ __all__ = [
     "_minilm_path",
     "builtin_for_path",
     "load_encoder",
+    "load_shared_encoder",
     "resolve_encoder_path",
 ]
 
@@ -54,6 +58,57 @@ def load_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
         encoder = _load_encoder(name_or_path, **options)
     encoder.load_options = {k: v for k, v in options.items() if k != "device"}
     return encoder
+
+
+# Served encoders by what they were loaded from and how, while something holds them.
+_SHARED: weakref.WeakValueDictionary[tuple[Any, ...], Encoder] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def load_shared_encoder(name_or_path: str | Path, **options: Any) -> Encoder:
+    """`load_encoder`, or the encoder an earlier call loaded from the same files with the same
+    options, while anything still holds it: the versions a reindex swaps between, the
+    collections of one server and the apps of one process then hold one copy of a model, and
+    a swap does not load the weights again.
+
+    The files are told apart by name, size and modification time (an export copied into each
+    version keeps those, see `indexer.store.exported.copy_into_version`), so that an encoder
+    saved again in place is loaded again. For serving only: whoever gets a shared encoder must
+    not change it (a build moves its own encoder onto its backend, `use_openvino`)."""
+    name, path = resolve_encoder_path(name_or_path)
+    backend_dir = options.get("backend_dir")
+    key = (
+        name,
+        str(path),
+        _fingerprint(path),
+        _fingerprint(Path(backend_dir)) if backend_dir is not None else None,
+        tuple(  # an export by its files, not its folder: each version has its own copy
+            sorted(
+                (option, repr(value))
+                for option, value in options.items()
+                if option != "backend_dir"
+            )
+        ),
+    )
+    with _SHARED_LOCK:
+        encoder = _SHARED.get(key)
+        if encoder is None:
+            encoder = load_encoder(name_or_path, **options)
+            _SHARED[key] = encoder
+        else:
+            logger.info("Serving the loaded encoder %s again", name)
+        return encoder
+
+
+def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file under `directory`: its relative path, size and modification time."""
+    found = []
+    for root, _, files in os.walk(directory):
+        for file in files:
+            stat = os.stat(os.path.join(root, file))
+            relative = os.path.relpath(os.path.join(root, file), directory)
+            found.append((relative, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
 
 
 def _load_encoder(name_or_path: str | Path, **options: Any) -> LoadedEncoder:

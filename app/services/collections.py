@@ -25,6 +25,7 @@ from docsim.app.schemas.collections import CollectionRequest
 from docsim.app.services.jobs import checked_encoder
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
+from docsim.app.services.watcher import ActiveVersions
 from docsim.indexer.api import (
     DEFAULT_COLLECTION,
     CollectionRow,
@@ -57,6 +58,7 @@ class Collections:
         self._runtimes: dict[str, tuple[CollectionRow, Runtime]] = {}
         self._lock = threading.Lock()  # guards `_runtimes` and `_starting`, held briefly
         self._starting: dict[str, threading.Lock] = {}  # one start at a time per collection
+        self._versions = ActiveVersions(engine)  # one SQL read per poll for every runtime
         self.worker: Worker | None = None
         self._worker_thread: threading.Thread | None = None
 
@@ -151,7 +153,7 @@ class Collections:
     def _start(self, row: CollectionRow) -> Runtime:
         settings = collection_settings(self.settings, row)
         publish = self._publish_default if row.name == DEFAULT_COLLECTION else _ignore
-        runtime = Runtime(settings, self.engine, publish=publish)
+        runtime = Runtime(settings, self.engine, publish=publish, versions=self._versions)
         runtime.start()
         return runtime
 

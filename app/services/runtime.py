@@ -29,7 +29,7 @@ from docsim.app.core.config import ServiceSettings
 from docsim.app.services.pins import RevisionPins
 from docsim.app.services.retirement import ShardRetirement
 from docsim.app.services.state import ServiceState, load_state, with_change
-from docsim.app.services.watcher import Watcher
+from docsim.app.services.watcher import ActiveVersions, Watcher
 from docsim.indexer.api import DocumentChange, active_version, prepare_data_dir, purge_retired
 from docsim.indexer.errors import IndexBuildError, NoActiveIndexError
 
@@ -44,15 +44,18 @@ class Runtime:
         settings: ServiceSettings,
         engine: Engine,
         publish: Callable[[ServiceState | None], None] = lambda _state: None,
+        versions: ActiveVersions | None = None,
     ) -> None:
         self.settings = settings  # the collection's (`collection_settings`)
         self.collection = settings.collection
         self.engine = engine
         self._publish = publish
+        # what SQL's active slots hold, shared by the collections of a process
+        self._versions = versions if versions is not None else ActiveVersions(engine)
         self.state: ServiceState | None = None
         self.failure: str | None = None  # why nothing is served although a version is active
         self._reload_lock = threading.Lock()
-        self._watcher = Watcher(self.refresh, self.purge, settings.api.swap_poll_seconds)
+        self._watcher = Watcher(self.poll, self.purge, settings.api.swap_poll_seconds)
         self._retiring = ShardRetirement()  # shards of swapped-out states, closing later
         self._pins = RevisionPins()  # what requests read: its rows are not purged
         self.indexes_dir: Path = settings.indexes_dir
@@ -120,6 +123,19 @@ class Runtime:
                 self.fail(error)
                 raise
             return True
+
+    def poll(self, woken: bool) -> None:
+        """The watcher's tick: `refresh` when SQL's active version or revision is not the
+        served one (or something is served although SQL has nothing active). SQL is read at
+        most once per half interval for all collections (`ActiveVersions`); when woken, now.
+
+        Raises what `refresh` raised."""
+        interval = self.settings.api.swap_poll_seconds
+        active = self._versions.get(self.collection, max_age=0.0 if woken else interval / 2)
+        state = self.state
+        served = (state.version_id, state.revision) if state is not None else None
+        if served != active:
+            self.refresh()
 
     def _load_and_swap_again_if_moved(self, current: ServiceState | None) -> None:
         """`_load_and_swap`, once more when it failed because a document change committed

@@ -243,6 +243,18 @@ def active_version(engine: Engine, collection: str = DEFAULT_COLLECTION) -> Vers
     return VersionRow(*row)
 
 
+def active_slots(engine: Engine) -> dict[str, tuple[int, int]]:
+    """Every collection's active version and its revision, in one query: what a server's
+    watcher compares with what it serves, whatever the number of collections."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                active_versions.c.slot, index_versions.c.version_id, index_versions.c.revision
+            ).join(active_versions, active_versions.c.version_id == index_versions.c.version_id)
+        ).all()
+    return {slot: (version_id, revision) for slot, version_id, revision in rows}
+
+
 def version_dir_name(version_id: int) -> str:
     return f"{version_id:06d}"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, event
 
 from docsim.app.main import create_app
 
@@ -337,3 +338,30 @@ def test_many_clients_in_several_collections_at_once(
             assert http.get(f"{prefixes[other]}/documents/{doc_id}").status_code == 404
         names = [c["name"] for c in http.get("/collections").json()["collections"]]
         assert names == ["default", NOTES]
+
+
+def test_watching_many_collections_reads_sql_once_per_interval(fresh_settings) -> None:
+    """Every collection's watcher follows SQL, but the active versions are read for all of
+    them at once: the reads per second do not grow with the number of collections (before,
+    each collection read its own, 20 times a second at this interval)."""
+    settings = fresh_settings(embedded_worker=False)
+    poll = settings.api.swap_poll_seconds
+    with TestClient(create_app(settings)) as client:
+        for i in range(11):
+            assert client.post("/collections", json={"name": f"many-{i}"}).status_code == 201
+        reads: list[float] = []
+
+        def count(_conn, _cursor, statement: str, *_args) -> None:  # noqa: ANN001
+            if "active_versions" in statement:
+                reads.append(time.monotonic())
+
+        event.listen(Engine, "before_cursor_execute", count)
+        try:
+            time.sleep(2.0)
+        finally:
+            event.remove(Engine, "before_cursor_execute", count)
+        per_second = len(reads) / 2.0
+        # 12 watchers reading for themselves: 12 / poll = 240 a second; shared: at most one
+        # read per half interval, 2 / poll = 40
+        assert 0 < per_second <= 2 / poll + 2, per_second
+        assert client.get("/ready").status_code == 200  # the default is still served
