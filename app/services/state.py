@@ -26,9 +26,11 @@ class ServiceState:
 def load_state(
     settings: ServiceSettings, engine: Engine, make_room: Callable[[], None] | None = None
 ) -> ServiceState:
-    """Load the active version and a searcher over it (see `open_searcher`), on shards when
-    configured (`make_room`: see `on_shards`)."""
+    """Load the active version and a searcher over it (see `open_searcher`), warmed (its
+    default methods' BM25 postings built: the first request would wait seconds for them), on
+    shards when configured (`make_room`: see `on_shards`)."""
     searcher = open_searcher(settings, engine, sharded=settings.shards.count > 0)
+    searcher.warm()
     return ServiceState(
         shards=on_shards(settings, searcher, make_room),
         searcher=searcher,

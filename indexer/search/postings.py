@@ -36,6 +36,12 @@ class Postings:
         with self._lock:
             return self._documents
 
+    @property
+    def built_paragraphs(self) -> tuple[Bm25Index, Positions] | None:
+        """The paragraph postings if they were built, else None (nothing is built)."""
+        with self._lock:
+            return self._paragraphs
+
     def documents(self) -> Bm25Index:
         """The postings of every document, rows in `index.doc_ids` order."""
         with self._lock:

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 
 from docsim.indexer.search.arrays import Positions, Scores
 from docsim.indexer.search.filters import Filter
+from docsim.indexer.search.fusion import parse_weights
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.matches import document_hits
 from docsim.indexer.search.postings import Postings
@@ -115,6 +116,23 @@ class Searcher:
             - 1
         )  # (n,) the document position of each sentence row
         self.sdr_ranker = SdrRanker(context, self.scorers, self.engine, sentence_doc)
+
+    def default_methods(self) -> set[Method]:
+        """The methods a request naming none is scored with: the default, or what it fuses."""
+        default = self.settings.default_method
+        if default is not Method.fused:
+            return {default}
+        return {Method(name) for name in parse_weights(self.settings.fusion)}
+
+    def warm(self) -> None:
+        """Build now what the default methods would build on their first request (the BM25
+        postings over documents or paragraphs: seconds for a few thousand long documents),
+        so that no request waits for it; the service warms a version before it serves it."""
+        methods = self.default_methods()
+        if methods & {Method.bm25, Method.bm25_reduced, Method.bm25_rm3}:
+            self.context.postings.documents()
+        if Method.bm25_paragraph in methods:
+            self.context.postings.paragraphs()
 
     def use_shards(
         self, shards: ShardedSdr | None, levels: Mapping[str, ShardedLevel] | None = None

@@ -458,3 +458,10 @@ def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> No
     newer = LoadedIndex.load(engine, active_version(engine))
     assert newer.revision == 2 and "midway-01" in newer.external_ids
     assert "baking-02" not in newer.external_ids
+
+
+def test_a_loaded_version_is_warm_before_it_serves(fresh_settings) -> None:
+    """The default method's BM25 postings are built while the version loads, not by the
+    first request (seconds on a real collection)."""
+    with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
+        assert client.app.state.service.searcher.context.postings.built_documents is not None

@@ -318,3 +318,26 @@ def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
     # measured with the tiny random encoder: mean overlap@10 0.3375 (min 0.1, max 0.6)
     assert np.mean(overlaps) >= 0.30
     assert min(overlaps) < 1.0  # candidate mode really did miss documents
+
+
+@pytest.mark.parametrize(
+    ("settings", "documents", "paragraphs"),
+    [
+        (SearchSettings(), True, False),  # fused: bm25-rm3, document, maxsim
+        (SearchSettings(default_method="bm25-paragraph"), False, True),
+        (SearchSettings(default_method="fused", fusion="document:1,maxsim:1"), False, False),
+    ],
+)
+def test_warm_builds_the_postings_the_default_methods_read(
+    searcher: Searcher, settings: SearchSettings, documents: bool, paragraphs: bool
+) -> None:
+    """What `warm` builds is what the first request with no method would build."""
+    fresh = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings)
+    warmed = Searcher(
+        searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings
+    )
+    warmed.warm()
+    fresh.similar(fresh.query_from_index("baking-01"), SearchOptions())
+    for built in (warmed, fresh):
+        assert (built.context.postings.built_documents is not None) is documents
+        assert (built.context.postings.built_paragraphs is not None) is paragraphs
