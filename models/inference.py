@@ -248,6 +248,16 @@ def openvino_backend(device: torch.device, directory: Path, *, streams: int = 1)
     return OpenVinoBackend(directory, streams=streams)
 
 
+# OpenVINO's CPU plugin keeps the kernels it prepared for each input shape, 5,000 shapes by
+# default. Batches of varied lengths (late chunking's chunks, queries) keep adding shapes, so a
+# build's memory grew with the corpus: with a one-layer model of the default's width, the
+# encode stage's peak went from 1.44 GiB for AILA to 1.79 GiB for three times AILA (1.38 GiB
+# with no cache at all, but query encoding then took 15% longer). The most recent 256 shapes
+# bound it and keep the speed (`benchmarks/build_memory.py`; docs/architecture.md, "Memory of
+# a build").
+SHAPE_CACHE_CAPACITY = 256
+
+
 class OpenVinoBackend:
     """An exported OpenVINO model compiled for the CPU, at least two requests in flight.
 
@@ -281,6 +291,7 @@ class OpenVinoBackend:
                         "PERFORMANCE_HINT": "THROUGHPUT",
                         "NUM_STREAMS": self.streams,
                         "INFERENCE_NUM_THREADS": threads,
+                        "CPU_RUNTIME_CACHE_CAPACITY": str(SHAPE_CACHE_CAPACITY),
                     },
                 )
             self.compiled = _COMPILED[key]

@@ -159,3 +159,29 @@ def test_a_copied_encoder_shares_the_compiled_model_and_encodes_alike(
     assert clone.backend is not tiny_encoder.backend
     assert clone.backend.compiled is tiny_encoder.backend.compiled
     torch.testing.assert_close(clone.encode(TEXTS), tiny_encoder.encode(TEXTS))
+
+
+def test_the_compiled_model_keeps_a_bounded_cache_of_shapes(
+    exported: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenVINO keeps prepared kernels for at most `SHAPE_CACHE_CAPACITY` input shapes (its
+    default, 5,000, let a build's memory grow with the variety of its batches)."""
+    import openvino
+
+    from docsim.models import inference
+
+    configs: list[dict] = []
+    compile_model = openvino.Core.compile_model
+
+    def recorded(self, model, device, config):  # noqa: ANN001, ANN202
+        configs.append(dict(config))
+        return compile_model(self, model, device, config)
+
+    monkeypatch.setattr(openvino.Core, "compile_model", recorded)
+    backend = OpenVinoBackend(exported, streams=3)  # not compiled yet with 3 streams
+    assert configs and configs[-1]["CPU_RUNTIME_CACHE_CAPACITY"] == "256"
+    assert inference.SHAPE_CACHE_CAPACITY == 256
+    batch = type("B", (), {"input_ids": torch.full((1, 7), 101), "attention_mask": None})
+    batch.attention_mask = torch.ones(1, 7, dtype=torch.long)
+    ((_, hidden),) = list(backend.hidden_states([batch]))
+    assert hidden.shape[:2] == (1, 7)
