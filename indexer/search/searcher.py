@@ -20,7 +20,6 @@ from sqlalchemy import Engine
 
 from docsim.indexer.search.arrays import Positions, Scores
 from docsim.indexer.search.filters import Filter
-from docsim.indexer.search.fusion import parse_weights
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.matches import document_hits
 from docsim.indexer.search.postings import Postings
@@ -120,9 +119,11 @@ class Searcher:
     def default_methods(self) -> set[Method]:
         """The methods a request naming none is scored with: the default, or what it fuses."""
         default = self.settings.default_method
-        if default is not Method.fused:
-            return {default}
-        return {Method(name) for name in parse_weights(self.settings.fusion)}
+        if default is Method.fused:
+            return {method for method, _ in self.settings.fusion_weights}
+        if default is Method.hybrid:  # reciprocal-rank fusion of BM25 and SDR
+            return {Method.bm25, Method.sdr}
+        return {default}
 
     def warm(self) -> None:
         """Build now what the default methods would build on their first request (the BM25

@@ -325,6 +325,7 @@ def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
     [
         (SearchSettings(), True, False),  # fused: bm25-rm3, document, maxsim
         (SearchSettings(default_method="bm25-paragraph"), False, True),
+        (SearchSettings(default_method="hybrid"), True, False),
         (SearchSettings(default_method="fused", fusion="document:1,maxsim:1"), False, False),
     ],
 )
