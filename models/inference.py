@@ -26,6 +26,7 @@ import importlib.util
 import io
 import logging
 import queue
+import sys
 import threading
 import warnings
 from collections import deque
@@ -122,7 +123,18 @@ class _LastHiddenFromEmbeddings(torch.nn.Module):
         return hidden
 
 
+# OpenVINO (at import and in its converter) and NNCF send usage events to Google Analytics
+# unless the machine's user opted out, each event from a forked copy of the whole process: a
+# fork of a process that holds a model costs about a second, and then waits out its timeout
+# where there is no network, as on most servers. docsim indexes private collections and sends
+# nothing: it imports OpenVINO as if the optional `openvino-telemetry` package were absent, a
+# case both handle (the converter with its own stub, NNCF with a no-op), unless the process
+# imported that package before (its own choice, then).
+TELEMETRY_PACKAGE = "openvino_telemetry"
+
+
 def _import_openvino() -> Any:
+    sys.modules.setdefault(TELEMETRY_PACKAGE, None)  # type: ignore[arg-type]
     try:
         import openvino
     except ImportError as error:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from copy import deepcopy
 from pathlib import Path
@@ -185,3 +188,22 @@ def test_the_compiled_model_keeps_a_bounded_cache_of_shapes(
     batch.attention_mask = torch.ones(1, 7, dtype=torch.long)
     ((_, hidden),) = list(backend.hidden_states([batch]))
     assert hidden.shape[:2] == (1, 7)
+
+
+def test_openvino_and_nncf_send_no_telemetry() -> None:
+    """OpenVINO's converter and NNCF would send usage events to Google Analytics, each from a
+    fork of the whole process: docsim imports them as if `openvino-telemetry` were absent.
+    Checked in a fresh interpreter: NNCF turns itself off under pytest, and another test may
+    have imported OpenVINO already."""
+    script = (
+        "from docsim.models import inference\n"
+        "inference._import_openvino()\n"
+        "import nncf.telemetry.wrapper as nncf_telemetry\n"
+        "import openvino.tools.ovc.convert_impl as convert\n"
+        "print(convert.tm.__name__, type(nncf_telemetry.telemetry).__name__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "NNCF_CI", "NNCF_DEV")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "MagicMock"]
