@@ -8,7 +8,9 @@ implementation where one is registered (`on_shards=True`), as FAISS's `IndexShar
 sums scorers, and `docsim evaluate` runs through `Searcher.similar`, so a registered scorer
 works everywhere (`docs/adding-a-method.md`, in the README's developer section).
 
-- `document`: cosine of the document vectors.
+- `document`: cosine of the document vectors; `document-prf`: the same after dense
+  pseudo-relevance feedback (Rocchio): the query vector moved toward the mean of its top
+  `prf_documents` documents' vectors.
 - `maxsim`, `best-sentence`, `ot`: sentence-set matching without paragraphs
   (`models.alignment`): the mean best match of the query's sentences, the single best pair,
   and the optimal-transport alignment of the two sentence sets.
@@ -29,6 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from docsim.indexer.search.arrays import Positions, Scores
 from docsim.indexer.search.lexical import reduced_query, rm3_weights
@@ -138,14 +141,28 @@ def scorers_for(context: ScoringContext) -> dict[Method, Scorer]:
     return out
 
 
-@register(Method.document)
+@register(Method.document, Method.document_prf)
 class DocumentCosine(Scorer):
+    """Cosine of the document vectors; for `document-prf`, of the query's vector after
+    Rocchio feedback from its top `prf_documents` among `docs`, as RM3 does for BM25:
+    `w q + (1 - w) mean(top)`, renormalised, with `w` = `prf_query_weight`."""
+
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
         document = self.context.level_vectors(query, "document")[0]  # (d,)
         vectors = self.context.index.vectors["document"]  # (D, d)
         if not isinstance(vectors, torch.Tensor):  # one row a document: never mapped
             raise ValueError("the document level's vectors are mapped, not in memory")
-        return (vectors @ document).numpy().astype(np.float64)
+        first = vectors @ document  # (D,)
+        if self.method is Method.document:
+            return first.numpy().astype(np.float64)
+        settings = self.context.settings
+        top = self.context.top(first.numpy().astype(np.float64), docs, settings.prf_documents)
+        if len(top) == 0:
+            return first.numpy().astype(np.float64)
+        feedback = vectors[torch.from_numpy(top)].mean(dim=0)  # (d,)
+        weight = settings.prf_query_weight
+        moved = F.normalize(weight * document + (1 - weight) * feedback, dim=0)  # (d,)
+        return (vectors @ moved).numpy().astype(np.float64)
 
 
 @register(Method.bm25, Method.bm25_reduced, Method.bm25_rm3)

@@ -45,6 +45,16 @@ class SearchSettings(BaseModel):
     rm3_query_weight: float = Field(
         default=0.5, ge=0, le=1, description="`bm25-rm3`: the original query's share of weight."
     )
+    prf_documents: int = Field(
+        default=10, ge=1, description="`document-prf`: feedback documents."
+    )
+    prf_query_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="`document-prf`: the query vector's share against the feedback documents' "
+        "mean.",
+    )
     ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
     ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
     exhaustive_max_sentences: int = Field(

@@ -21,6 +21,7 @@ class Method(str, Enum):
     sdr = "sdr"
     sdr_window = "sdr-window"
     document = "document"
+    document_prf = "document-prf"
     maxsim = "maxsim"
     best_sentence = "best-sentence"
     ot = "ot"

@@ -272,3 +272,30 @@ def test_a_scorer_registered_twice_is_refused() -> None:
 
     with pytest.raises(ValueError, match="'bm25' already scored by Bm25"):
         register(Method.bm25)(REGISTRY[Method.document])
+
+
+@pytest.mark.parametrize("kind", ["posted", "astronomy-02"])
+def test_document_prf_is_rocchio_on_the_document_vectors_by_hand(
+    searcher: Searcher, kind: str
+) -> None:
+    """`document-prf` against Rocchio computed here in float64: the query's document vector
+    and the mean of its 10 nearest other documents, half and half, renormalised."""
+    query, source = query_of(searcher, kind)
+    index = searcher.index
+    vectors = index.vectors["document"].numpy().astype(np.float64)  # (D, d)
+    own = searcher.level_vectors(query, "document")[0].numpy().astype(np.float64)  # (d,)
+    first = vectors @ own
+    others = [d for d, e in enumerate(index.external_ids) if e != source]
+    top = sorted(others, key=lambda d: -first[d])[:10]
+    moved = 0.5 * own + 0.5 * vectors[top].mean(axis=0)
+    moved /= np.linalg.norm(moved)
+    expected = {index.external_ids[d]: float(vectors[d] @ moved) for d in others}
+    found = all_scores(searcher, query, Method.document_prf)
+    assert found.keys() == expected.keys()
+    for external, score in expected.items():
+        assert found[external] == pytest.approx(score, abs=1e-5), external
+    # with the query's whole weight, the feedback changes nothing but the query's norm
+    alone = all_scores(with_config(searcher, prf_query_weight=1.0), query, Method.document_prf)
+    cosines = all_scores(searcher, query, Method.document)
+    norm = float(np.linalg.norm(own))
+    assert alone == pytest.approx({e: s / norm for e, s in cosines.items()}, abs=1e-6)
