@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: splitting documents (a worker process) needs no torch
+    from pathlib import Path
+
     import torch
 
 
@@ -102,4 +104,18 @@ class Encoder(Protocol):
         """Vectors for every level of each document; `sentence_vectors` (one `(N, d)` per
         document, from `encode`) are used as they are instead of encoding the sentences
         again."""
+        ...
+
+
+@runtime_checkable
+class Int8Exportable(Encoder, Protocol):
+    """An encoder whose backbone runs on its own int8 OpenVINO export (the transformer and
+    CoLDE encoders): `indexer.builder.backend` exports it once and moves it there."""
+
+    def export_openvino_int8(self, texts: list[str], out_dir: Path) -> None:
+        """Export and quantise the backbone into `out_dir`, calibrated on `texts`."""
+        ...
+
+    def use_openvino(self, directory: Path, *, streams: int = 1) -> None:
+        """Run the backbone on the export in `directory` from now on."""
         ...

@@ -8,13 +8,11 @@ import os
 import threading
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safetensors import SafetensorError
 
-from docsim.models.colde import ColdeEncoder, ColdeModel
 from docsim.models.encoder import Encoder
-from docsim.models.graph import GraphDocumentModel, GraphEncoder
 from docsim.models.registry import (
     BUILTIN_DISPLAY_NAMES,
     BUILTIN_ENCODERS,
@@ -26,6 +24,12 @@ from docsim.models.registry import (
     resolve_encoder_path,
 )
 from docsim.models.transformer import WEIGHT_FILES, TransformerEncoder
+
+if TYPE_CHECKING:  # imported where they load: their modules import transformers' model classes
+    from docsim.models.colde import ColdeEncoder
+    from docsim.models.graph import GraphEncoder
+
+    LoadedEncoder = TransformerEncoder | ColdeEncoder | GraphEncoder
 
 # the loading API re-exports where encoders live
 __all__ = [
@@ -43,8 +47,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-LoadedEncoder = TransformerEncoder | ColdeEncoder | GraphEncoder
 
 # docsim types saved as a plain backbone that mean pooling makes the encoder (`None`: a
 # Hugging Face / sentence-transformers directory)
@@ -175,7 +177,11 @@ def _build_encoder(
             options = {**options, "source": name, "display_name": BUILTIN_DISPLAY_NAMES[name]}
         return TransformerEncoder.from_directory(path, name=name, **options)
     if docsim_type == "colde":
+        from docsim.models.colde import ColdeEncoder, ColdeModel
+
         return ColdeEncoder(ColdeModel.load(path), name=name, source_dir=path, **_runtime(options))
+    from docsim.models.graph import GraphDocumentModel, GraphEncoder
+
     return GraphEncoder(GraphDocumentModel.load(path), name=name, source_dir=path, **options)
 
 

@@ -13,13 +13,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+# the tokenizer side only: transformers' model classes (`AutoModel`) take seconds to import,
+# and an encoder served on its OpenVINO export never needs them (`from_directory`)
+from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
 
 from docsim.models.batching import Batch, default_batching, plan_batches
 from docsim.models.encoder import DocumentInput, DocumentVectors
@@ -36,9 +40,13 @@ from docsim.models.pooling import POOLING_MODES, mean_pool, pool_states
 from docsim.models.precision import autocast, autocast_dtype
 from docsim.models.tokens import content_tokens, truncated_ids
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 CHUNK_VECTORS = ("encode", "sentences", "late")
+_MODEL_LOCK = threading.Lock()  # one thread loads a deferred model (`TransformerEncoder.model`)
 
 
 def sha256_file(path: Path, block: int = 1 << 20) -> str:
@@ -53,7 +61,9 @@ class TransformerEncoder:
     """A transformer backbone + mean (or CLS) pooling, loaded from a local directory.
 
     Args:
-        model: the backbone; its forward returns `last_hidden_state`.
+        model: the backbone; its forward returns `last_hidden_state`. None defers it: then
+            `config` is the backbone's configuration and `load_model` loads it on first use
+            (an encoder that runs on an OpenVINO export never does).
         tokenizer: a fast tokenizer (offsets are needed for chunking).
         name: a short name recorded in manifests.
         max_length: the most tokens one input may hold, special tokens included.
@@ -74,11 +84,13 @@ class TransformerEncoder:
             is the mean of its tokens' states in its chunk, `models.late`); `auto`: `late`
             with mean pooling, else `encode`.
         display_name: what answers report (`all-MiniLM-L6-v2`); default: `name`.
+        config: the backbone's configuration, with a deferred `model`.
+        load_model: loads the deferred `model`.
     """
 
     def __init__(
         self,
-        model: PreTrainedModel,
+        model: PreTrainedModel | None,
         tokenizer: PreTrainedTokenizerBase,
         *,
         name: str,
@@ -93,14 +105,21 @@ class TransformerEncoder:
         source: str | None = None,
         display_name: str | None = None,
         chunk_vectors: str = "encode",
+        config: PretrainedConfig | None = None,
+        load_model: Callable[[], PreTrainedModel] | None = None,
     ) -> None:
+        if model is None and (config is None or load_model is None):
+            raise ValueError("a deferred model needs its config and a load_model")
         if chunk_vectors == "auto":  # late chunking pools token states: mean pooling only
             chunk_vectors = "late" if pooling == "mean" else "encode"
         _check_modes(pooling, chunk_vectors, tokenizer)
         self.device = torch.device(device)
-        module: torch.nn.Module = model  # nn.Module's signatures: transformers' are unannotated
-        module.to(self.device).eval()
-        self.model = model
+        self._model = self._placed(model) if model is not None else None
+        self._load_model = load_model
+        if model is not None:
+            config = model.config
+        assert config is not None  # checked above
+        self.config: PretrainedConfig = config
         self.tokenizer = tokenizer
         self.name, self.display_name = name, display_name or name
         self.source_dir = source_dir
@@ -112,13 +131,39 @@ class TransformerEncoder:
         self.batch_tokens = batch_tokens or tokens
         self.max_batch_size = max_batch_size or inputs
         self.head = head.to(self.device).eval() if head is not None else None
-        self.dim = _output_dim(model, head)
+        self.dim = _output_dim(self.config, head)
         self.load_options: dict[str, Any] | None = None  # set by `load_encoder`
         self._identity: dict[str, Any] | None = None
         self._special: tuple[list[int], list[int]] | None = None
         self._content_ids: tuple[list[str], list[list[int]]] | None = None  # `content_ids`
-        self.backend: ForwardBackend = TorchBackend(self.model, self.device, self.amp_dtype)
+        self._backend: ForwardBackend | None = None  # torch's, made on first use
         self.backend_record: dict[str, str] = {"name": TORCH}
+
+    def _placed(self, model: PreTrainedModel) -> PreTrainedModel:
+        module: torch.nn.Module = model  # nn.Module's signatures: transformers' are unannotated
+        module.to(self.device).eval()
+        return model
+
+    @property
+    def model(self) -> PreTrainedModel:
+        """The torch backbone, loaded now if it was deferred."""
+        if self._model is None:
+            with _MODEL_LOCK:
+                if self._model is None:
+                    assert self._load_model is not None
+                    self._model = self._placed(self._load_model())
+        return self._model
+
+    @property
+    def backend(self) -> ForwardBackend:
+        """What runs the forward pass: torch on `model` unless `use_openvino` set another."""
+        if self._backend is None:
+            self._backend = TorchBackend(self.model, self.device, self.amp_dtype)
+        return self._backend
+
+    @backend.setter
+    def backend(self, backend: ForwardBackend) -> None:
+        self._backend = backend
 
     @classmethod
     def from_directory(
@@ -131,16 +176,28 @@ class TransformerEncoder:
         **options: Any,
     ) -> TransformerEncoder:
         """Load a local Hugging Face model directory (never touches a model hub); with
-        `backend_dir`, on the OpenVINO int8 model exported there (`use_openvino`)."""
+        `backend_dir`, on the OpenVINO int8 model exported there (`use_openvino`), with the
+        torch model deferred until something asks for it (`model`): serving an export then
+        neither imports transformers' model classes nor holds a second copy of the weights."""
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
-        model = AutoModel.from_pretrained(path, local_files_only=True)
+
+        def load_model() -> PreTrainedModel:
+            from transformers import AutoModel
+
+            loaded: PreTrainedModel = AutoModel.from_pretrained(path, local_files_only=True)
+            return loaded
+
+        model = load_model() if backend_dir is None else None
+        config = model.config if model is not None else _loaded_config(path)
         encoder = cls(
             model,
             tokenizer,
             name=name or path.name,
-            max_length=_max_length(path, tokenizer, model),
+            max_length=_max_length(path, tokenizer, config),
             source_dir=path,
             pooling=_pooling_mode(path),
+            config=config,
+            load_model=load_model,
             **options,
         )
         if backend_dir is not None:
@@ -289,7 +346,7 @@ def _sentences_and_pooled_chunks(
     """One forward pass over the sentences: their vectors `(ΣN, d)`, and each chunk's
     vector `(ΣC, d)` as the token-weighted mean of its sentences' mean token states."""
     token_ids = encoder.tokenize([s for doc in documents for s in doc.sentences])
-    means = torch.empty((len(token_ids), encoder.model.config.hidden_size))  # (ΣN, H)
+    means = torch.empty((len(token_ids), encoder.config.hidden_size))  # (ΣN, H)
     counts = torch.empty(len(token_ids))  # (ΣN,) tokens, special tokens included
     for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(token_ids)):
         rows = torch.from_numpy(batch.rows)
@@ -312,7 +369,7 @@ def _late_chunked(
     chunks = torch.empty((len(inputs), encoder.dim))  # (ΣC, d)
     # the sums stay where the states are made: on a GPU, only they cross to the host
     home = encoder.device if encoder.device.type == "cuda" else torch.device("cpu")
-    sums = torch.zeros((len(texts), encoder.model.config.hidden_size), device=home)  # (ΣN, H)
+    sums = torch.zeros((len(texts), encoder.config.hidden_size), device=home)  # (ΣN, H)
     counts = torch.zeros(len(texts), device=home)  # (ΣN,)
     for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(inputs)):
         chunks[torch.from_numpy(batch.rows)] = encoder._pooled(batch, hidden)
@@ -346,7 +403,7 @@ def _check_modes(pooling: str, chunk_vectors: str, tokenizer: PreTrainedTokenize
 
 def _identity(encoder: TransformerEncoder) -> dict[str, Any]:
     """What an index manifest records of `encoder`: its config's hash, its weights' sha256."""
-    config = encoder.model.config.to_dict()
+    config = encoder.config.to_dict()
     config.pop("transformers_version", None)
     config.pop("_name_or_path", None)
     described = {"config": config, "pooling": encoder.pooling, "max_length": encoder.max_length}
@@ -357,7 +414,7 @@ def _identity(encoder: TransformerEncoder) -> dict[str, Any]:
     source_dir = str(encoder.source_dir) if encoder.source_dir else None
     return {
         "name": encoder.name,
-        "type": getattr(encoder.model.config, "docsim_type", None) or "transformer",
+        "type": getattr(encoder.config, "docsim_type", None) or "transformer",
         "architecture": config.get("model_type"),
         "dim": encoder.dim,
         "max_length": encoder.max_length,
@@ -371,9 +428,19 @@ def _identity(encoder: TransformerEncoder) -> dict[str, Any]:
     }
 
 
-def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> int:
+def _loaded_config(path: Path) -> PretrainedConfig:
+    """The configuration `AutoModel.from_pretrained(path)` leaves on the model it loads, read
+    without loading it: loading records the weights' dtype, float32 where the file names none
+    (the identity hashes the configuration: both ways must hash alike)."""
+    config: PretrainedConfig = AutoConfig.from_pretrained(path, local_files_only=True)
+    if getattr(config, "dtype", None) is None:
+        config.dtype = torch.float32
+    return config
+
+
+def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig) -> int:
     """sentence-transformers' `max_seq_length` when present, else the model's own limit."""
-    limits = [int(getattr(model.config, "max_position_embeddings", 512))]
+    limits = [int(getattr(config, "max_position_embeddings", 512))]
     st_config = path / "sentence_bert_config.json"
     if st_config.exists():
         limits.append(int(json.loads(st_config.read_text())["max_seq_length"]))
@@ -382,10 +449,10 @@ def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, model: PreTraine
     return min(limits)
 
 
-def _output_dim(model: PreTrainedModel, head: torch.nn.Module | None) -> int:
+def _output_dim(config: PretrainedConfig, head: torch.nn.Module | None) -> int:
     """The vector size: the head's output, else the model's hidden size."""
     if head is None:
-        return int(model.config.hidden_size)
+        return int(config.hidden_size)
     out_features = getattr(head, "out_features", None)
     if not isinstance(out_features, int):
         raise ValueError(f"the head {type(head).__name__} does not declare its out_features")

@@ -26,8 +26,7 @@ from docsim.indexer.store.exported import (
 from docsim.indexer.store.manifest import BackendEntry
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import Document
-from docsim.models.colde import ColdeEncoder
-from docsim.models.encoder import Encoder
+from docsim.models.encoder import Encoder, Int8Exportable
 from docsim.models.inference import (
     OPENVINO_INT8,
     TORCH,
@@ -35,7 +34,6 @@ from docsim.models.inference import (
     openvino_available,
     runtime_versions,
 )
-from docsim.models.transformer import TransformerEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +59,7 @@ def resolve_backend(settings: Settings, encoder: Encoder) -> str:
     asked = settings.encoder.backend
     if asked == TORCH:
         return TORCH
-    fits = isinstance(encoder, (TransformerEncoder, ColdeEncoder))
+    fits = isinstance(encoder, Int8Exportable)
     device = getattr(encoder, "device", None)  # not part of `Encoder`: torch encoders have one
     on_cpu = device is not None and device.type == "cpu"
     if asked == "auto":
@@ -127,7 +125,7 @@ def prepare_backend(
     backend = resolve_backend(settings, encoder)
     if backend == TORCH:
         return {"name": TORCH}
-    assert isinstance(encoder, (TransformerEncoder, ColdeEncoder))
+    assert isinstance(encoder, Int8Exportable)
     key = cache_key(encoder.identity(), backend, runtime_versions())
     root = cache_root(settings)
     target = root / key if key else None
@@ -144,7 +142,7 @@ def prepare_backend(
 
 def _export(
     settings: Settings,
-    encoder: TransformerEncoder | ColdeEncoder,
+    encoder: Int8Exportable,
     docs: Sequence[Document],
     capacity: int,
     corpus_label: str,

@@ -45,9 +45,7 @@ class SearchSettings(BaseModel):
     rm3_query_weight: float = Field(
         default=0.5, ge=0, le=1, description="`bm25-rm3`: the original query's share of weight."
     )
-    prf_documents: int = Field(
-        default=10, ge=1, description="`document-prf`: feedback documents."
-    )
+    prf_documents: int = Field(default=10, ge=1, description="`document-prf`: feedback documents.")
     prf_query_weight: float = Field(
         default=0.5,
         ge=0,

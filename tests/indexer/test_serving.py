@@ -1,9 +1,13 @@
 """`open_searcher`: the versions a reindex swaps between, built with the same encoder, are
-served with one loaded copy of it (`load_shared_encoder`, tested in tests/models)."""
+served with one loaded copy of it (`load_shared_encoder`, tested in tests/models); a version
+built on an int8 export is served on it without the torch model."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from docsim.indexer.config import DatabaseSettings, Settings
@@ -34,3 +38,41 @@ def test_versions_of_one_encoder_share_it(
         assert second.encoder is first.encoder
     finally:
         engine.dispose()
+
+
+SERVE_ONE_QUERY = """
+import sys
+from docsim.indexer.config import Settings
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+settings = Settings()
+searcher = open_searcher(settings, make_engine(settings.database_url))
+vectors = searcher.encoder.encode(["A lighthouse keeper climbs the tower at dusk."])
+print(searcher.encoder.backend_record["name"], tuple(vectors.shape),
+      searcher.encoder._model is None, "transformers.modeling_utils" in sys.modules)
+"""
+
+
+def test_a_version_on_its_int8_export_is_served_without_the_torch_model(
+    tmp_path: Path,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    _postgres,  # noqa: ANN001
+) -> None:
+    """Serving an int8 version reads the tokenizer and the export: transformers' model classes
+    (seconds to import) are never imported and the weights are not held twice. In a fresh
+    interpreter: this one imported them long ago."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in sorted(sample_corpus.glob("*.md"))[:4]:
+        shutil.copy(path, corpus / path.name)
+    database = DatabaseSettings(url=_postgres.database() if _postgres is not None else None)
+    settings = Settings(data_dir=tmp_path / "data", db=database)
+    publish(corpus, settings, tiny_encoder_dir)
+    env = {**os.environ, "DOCSIM_DATA_DIR": str(settings.data_dir)}
+    env["DOCSIM_DB__URL"] = settings.database_url
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_ONE_QUERY], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["openvino-int8", "(1,", "32)", "True", "False"]

@@ -207,3 +207,31 @@ def test_openvino_and_nncf_send_no_telemetry() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
     )
     assert done.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "MagicMock"]
+
+
+def test_an_encoder_loaded_on_its_export_defers_the_torch_model(
+    exported: Path, tiny_encoder_dir: Path
+) -> None:
+    """`backend_dir` loads the tokenizer and the export only: the same identity and vectors
+    as the torch model moved onto that export, and the model only when asked for."""
+    deferred = load_encoder(tiny_encoder_dir, precision="fp32", backend_dir=str(exported))
+    moved = load_encoder(tiny_encoder_dir, precision="fp32")
+    moved.use_openvino(exported)
+    assert deferred._model is None
+    assert deferred.identity() == moved.identity()
+    torch.testing.assert_close(deferred.encode(TEXTS), moved.encode(TEXTS))
+    assert deferred._model is None  # encoding ran on the export
+    assert deferred.model.config.to_dict() == moved.model.config.to_dict()  # loaded now
+
+
+@pytest.mark.parametrize("which", ["tiny", "minilm"])
+def test_the_config_read_alone_is_the_one_loading_leaves(
+    which: str, tiny_encoder: TransformerEncoder, minilm: TransformerEncoder
+) -> None:
+    """The identity hashes the configuration: read without the model (`_loaded_config`), it
+    must equal what `AutoModel.from_pretrained` leaves on the model (which adds the dtype)."""
+    from docsim.models.transformer import _loaded_config
+
+    encoder = tiny_encoder if which == "tiny" else minilm
+    assert encoder.source_dir is not None
+    assert _loaded_config(encoder.source_dir).to_dict() == encoder.model.config.to_dict()
