@@ -95,8 +95,5 @@ def backbone_from_config(config: dict[str, Any]) -> PreTrainedModel:
     config = dict(config)
     model_type = config.pop("model_type")
     with LOAD_LOCK:
-        # transformers leaves `from_config` unannotated
-        model: PreTrainedModel = AutoModel.from_config(  # type: ignore[no-untyped-call]
-            AutoConfig.for_model(model_type, **config)
-        )
+        model: PreTrainedModel = AutoModel.from_config(AutoConfig.for_model(model_type, **config))
     return model

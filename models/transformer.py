@@ -207,7 +207,7 @@ class TransformerEncoder:
     # --- identity -------------------------------------------------------------------------
     @property
     def chunk_capacity(self) -> int:
-        return self.max_length - self.tokenizer.num_special_tokens_to_add(pair=False)
+        return self.max_length - int(self.tokenizer.num_special_tokens_to_add(pair=False))
 
     def identity(self) -> dict[str, Any]:
         if self._identity is None:

@@ -28,7 +28,7 @@ class ChunkTokenizer:
     @property
     def capacity(self) -> int:
         """The most content tokens of one chunk (special tokens excluded)."""
-        return self.max_tokens - self.tokenizer.num_special_tokens_to_add(pair=False)
+        return self.max_tokens - int(self.tokenizer.num_special_tokens_to_add(pair=False))
 
     def content_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Each text's token ids, without special tokens and not truncated."""
