@@ -49,16 +49,15 @@ run: setup
 # worker, and every process it starts, computes on one thread (OMP_NUM_THREADS: torch, FAISS,
 # OpenVINO): two workers of two threads each on two cores wait on each other's spinning
 # threads, and the SQLite pass took 8:44 that way against 5:47 on one thread each.
-# The two passes and `make lint` run at once (make -j3): one pass keeps the cores only about 80%
-# busy (its tests wait on servers, subprocesses and polls), and a third worker within a pass did
-# not help (282 s against 273 s), while the other pass fills the gaps. Each target's output is
-# printed whole when it ends (--output-sync). Any of them failing fails `make test`.
+# `make lint` runs beside the SQLite pass (make -j2): the pass keeps the cores about 70% busy,
+# and mypy's 40 s on a fresh clone fit in the rest. Either failing fails `make test`.
 # For the same reason builds split documents in their own process (DOCSIM_INDEX__SPLIT_WORKERS=1):
 # split workers would each import the CLI and NLTK again, beside two busy test workers. Their
 # tests (tests/indexer/builder/test_split_*.py) ask for workers explicitly.
 PARALLEL := -n auto --dist loadfile --no-loadscope-reorder --durations=10
 test: setup browser postgres
-	@$(MAKE) --no-print-directory -j3 --output-sync=target lint test-sqlite test-postgresql
+	@$(MAKE) --no-print-directory -j2 lint test-sqlite
+	@$(MAKE) --no-print-directory test-postgresql
 
 test-sqlite: setup browser
 	DOCSIM_REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 DOCSIM_INDEX__SPLIT_WORKERS=1 $(BIN)/pytest --db sqlite $(PARALLEL)
