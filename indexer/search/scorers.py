@@ -152,13 +152,13 @@ class DocumentCosine(Scorer):
         vectors = self.context.index.vectors["document"]  # (D, d)
         if not isinstance(vectors, torch.Tensor):  # one row a document: never mapped
             raise ValueError("the document level's vectors are mapped, not in memory")
-        first = vectors @ document  # (D,)
-        if self.method is Method.document:
-            return first.numpy().astype(np.float64)
+        first = (vectors @ document).numpy().astype(np.float64)  # (D,)
         settings = self.context.settings
-        top = self.context.top(first.numpy().astype(np.float64), docs, settings.prf_documents)
+        if self.method is Method.document:
+            return first
+        top = self.context.top(first, docs, settings.prf_documents)
         if len(top) == 0:
-            return first.numpy().astype(np.float64)
+            return first
         feedback = vectors[torch.from_numpy(top)].mean(dim=0)  # (d,)
         weight = settings.prf_query_weight
         moved = F.normalize(weight * document + (1 - weight) * feedback, dim=0)  # (d,)

@@ -16,19 +16,32 @@ from docsim.indexer.store.db import make_engine
 from tests.utils.indexes import publish
 
 
+def published(
+    tmp_path: Path,
+    sample_corpus: Path,
+    encoder_dir: Path,
+    postgres,  # noqa: ANN001
+    documents: int,
+) -> tuple[Path, Settings]:
+    """The first `documents` of the sample corpus copied and published (int8, the default
+    backend) on the run's database: the corpus folder and the settings."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in sorted(sample_corpus.glob("*.md"))[:documents]:
+        shutil.copy(path, corpus / path.name)
+    database = DatabaseSettings(url=postgres.database() if postgres is not None else None)
+    settings = Settings(data_dir=tmp_path / "data", db=database)
+    publish(corpus, settings, encoder_dir)
+    return corpus, settings
+
+
 def test_versions_of_one_encoder_share_it(
     tmp_path: Path,
     sample_corpus: Path,
     tiny_encoder_dir: Path,
     _postgres,  # noqa: ANN001
 ) -> None:
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for path in sorted(sample_corpus.glob("*.md"))[:6]:
-        shutil.copy(path, corpus / path.name)
-    database = DatabaseSettings(url=_postgres.database() if _postgres is not None else None)
-    settings = Settings(data_dir=tmp_path / "data", db=database)
-    publish(corpus, settings, tiny_encoder_dir)
+    corpus, settings = published(tmp_path, sample_corpus, tiny_encoder_dir, _postgres, 6)
     engine = make_engine(settings.database_url)
     try:
         first = open_searcher(settings, engine)
@@ -62,13 +75,7 @@ def test_a_version_on_its_int8_export_is_served_without_the_torch_model(
     """Serving an int8 version reads the tokenizer and the export: transformers' model classes
     (seconds to import) are never imported and the weights are not held twice. In a fresh
     interpreter: this one imported them long ago."""
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for path in sorted(sample_corpus.glob("*.md"))[:4]:
-        shutil.copy(path, corpus / path.name)
-    database = DatabaseSettings(url=_postgres.database() if _postgres is not None else None)
-    settings = Settings(data_dir=tmp_path / "data", db=database)
-    publish(corpus, settings, tiny_encoder_dir)
+    _, settings = published(tmp_path, sample_corpus, tiny_encoder_dir, _postgres, 4)
     env = {**os.environ, "DOCSIM_DATA_DIR": str(settings.data_dir)}
     env["DOCSIM_DB__URL"] = settings.database_url
     done = subprocess.run(
