@@ -1,0 +1,77 @@
+"""`scripts/install.py`: uv gets the package sources pip's configuration names."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytestmark = pytest.mark.no_sql
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "install.py"
+
+
+@pytest.fixture(scope="module")
+def install() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("install_script", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_option_takes_its_strongest_scope(install: ModuleType) -> None:
+    listing = [
+        "global.index-url='https://mirror.example/simple'",
+        "global.find-links='/opt/old'",
+        "global.extra-index-url='file:///opt/a file:///opt/b'",
+        "install.index-url='https://install.example/simple'",
+        "global.constraint='/etc/constraints.txt'",
+        ":env:.find-links='/opt/w1 /opt/w2'",
+        ":env:.default-timeout='180'",
+        "not a setting",
+    ]
+    settings = install.pip_settings(listing)
+    assert settings == {
+        "index-url": "https://install.example/simple",
+        "find-links": "/opt/w1 /opt/w2",
+        "extra-index-url": "file:///opt/a file:///opt/b",
+        "constraint": "/etc/constraints.txt",
+        "default-timeout": "180",
+    }
+    assert install.uv_arguments(settings) == [
+        "--index-strategy", "unsafe-best-match",
+        "--default-index", "https://install.example/simple",
+        "--index", "file:///opt/a",
+        "--index", "file:///opt/b",
+        "--find-links", "/opt/w1",
+        "--find-links", "/opt/w2",
+        "--constraint", "/etc/constraints.txt",
+    ]  # fmt: skip
+
+
+def test_no_index_is_passed_on(install: ModuleType) -> None:
+    settings = install.pip_settings([":env:.no-index='true'", "global.find-links='/w'"])
+    assert install.uv_arguments(settings)[-3:] == ["--find-links", "/w", "--no-index"]
+
+
+def test_the_real_pip_listing_is_read(install: ModuleType, tmp_path: Path) -> None:
+    """pip's own `config list` output, for a config file and an environment variable."""
+    config = tmp_path / "pip.conf"
+    config.write_text(
+        "[global]\nextra-index-url = file:///a file:///b\n[install]\nindex-url = file:///c\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env |= {"PIP_CONFIG_FILE": str(config), "PIP_FIND_LINKS": "/w1 /w2"}
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    settings = install.pip_settings(listing)
+    assert settings["index-url"] == "file:///c"
+    assert settings["extra-index-url"] == "file:///a file:///b"
+    assert settings["find-links"] == "/w1 /w2"
