@@ -1,7 +1,7 @@
 """Every ranking lever on the judged sets, and score fusion of the levers with its weights chosen
 by leave-one-query-out cross-validation.
 
-    python benchmarks/ranking_cv.py --set aila=DATA_DIR --set csfcube=DATA_DIR \\
+    python benchmarks/ranking_cv.py --set aila=DATA_DIR --set csfcube=DATA_DIR[@COLLECTION] \\
         [--cache DIR] [--out benchmarks/results/ranking_cv.json]
 
 Each DATA_DIR holds an index of that set's corpus (`docsim index`). The sets' queries and
@@ -24,6 +24,13 @@ judgments come from ../shared/data (development sets only).
    on the query it is scored on. The cross-validated figure of a set is the mean over its
    held-out queries. The in-sample figure is that of the weight vector chosen on all queries
    (the one shipped as the default).
+4. Nested leave-one-out (`indexer.evaluation.selection`), the error of the whole procedure: for each
+   query, how much freedom the choice has (the shipped default alone, one method, equal
+   weights over at most 2, at most 3 or any methods, the grid) is chosen by leave-one-out on
+   the other queries (rule `best`, or `one-se`: the simplest within one standard error of the
+   best), then the configuration within it, and the held-out query is ranked by that. Every
+   figure comes with a bootstrap 95% interval over queries, and paired tests against `bm25`,
+   `document` and the shipped default.
 """
 
 from __future__ import annotations
@@ -39,10 +46,19 @@ from pathlib import Path
 import ir_measures
 import numpy as np
 
+from docsim.indexer.choices import DEFAULT_COLLECTION
+from docsim.indexer.cli.common import in_collection
 from docsim.indexer.config import Settings
-from docsim.indexer.evaluation.metrics import mean_metrics, paired_tests, score_runs
+from docsim.indexer.evaluation.metrics import (
+    mean_intervals,
+    mean_metrics,
+    paired_tests,
+    score_runs,
+)
 from docsim.indexer.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
+from docsim.indexer.evaluation.selection import Family, choose, nested
 from docsim.indexer.search.fusion import NORMALISERS, normalise
+from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 
@@ -100,15 +116,19 @@ LEXICAL = ("bm25", "bm25-reduced", "bm25-rm3", "bm25-paragraph")
 GRID = (0.0, 1.0, 2.0)
 
 
-def lever_runs(name: str, data_dir: Path, judged: JudgedSet, cache: Path) -> dict:
-    """`{qid: [(doc_id, score), ...]}` of `name` over each query's whole population."""
-    path = cache / f"{data_dir.name}.{name}.json"
+def lever_runs(name: str, index: str, judged: JudgedSet, cache: Path) -> dict:
+    """`{qid: [(doc_id, score), ...]}` of `name` over each query's whole population, on
+    `index`: a data directory, or `DATA_DIR@COLLECTION`."""
+    folder, _, collection = index.partition("@")
+    data_dir = Path(folder)
+    path = cache / f"{data_dir.name}{'.' + collection if collection else ''}.{name}.json"
     if path.exists():
         return {q: [tuple(x) for x in r] for q, r in json.loads(path.read_text()).items()}
     method, overrides = LEVERS[name]
-    base = Settings(data_dir=data_dir)
+    base = Settings(data_dir=data_dir, collection=collection or DEFAULT_COLLECTION)
+    engine = make_engine(base.database_url)
+    base = in_collection(base, engine)
     settings = base.model_copy(update={"search": base.search.model_copy(update=overrides)})
-    engine = make_engine(settings.database_url)
     searcher = open_searcher(settings, engine)
     pools = read_pools(judged.pools) if judged.pools else None
     queries = read_queries(judged.queries, judged.query_field)
@@ -244,9 +264,121 @@ def config_metrics(
     return out
 
 
+def shipped_config(configs: list[tuple], components: list[str]) -> int:
+    """The index in `configs` of the service's default fusion (`SearchSettings`' defaults)."""
+    search = SearchSettings()
+    weights = dict.fromkeys(components, 0.0)
+    for method, weight in search.fusion_weights:
+        weights[method.value] = weight
+    target = (search.fusion_normaliser, search.bm25_stemmer is not None, weights)
+    return configs.index(target)
+
+
+def fusion_families(configs: list[tuple], shipped: int) -> list[Family]:
+    """The freedoms the nested procedure may choose among, simplest first: the shipped
+    default alone; one method; equal weights over at most 2, at most 3, or any methods; the
+    whole grid (weights 0, 1, 2). Each also chooses the normaliser and the stemmer."""
+    nonzero = np.array([sum(w > 0 for w in c[2].values()) for c in configs])
+    equal = np.array([all(w in (0.0, 1.0) for w in c[2].values()) for c in configs])
+    masks = [
+        ("shipped default", np.arange(len(configs)) == shipped),
+        ("one method", equal & (nonzero == 1)),
+        ("equal weights, 2 methods", equal & (nonzero <= 2)),
+        ("equal weights, 3 methods", equal & (nonzero <= 3)),
+        ("equal weights, any", equal),
+        ("grid", np.ones(len(configs), bool)),
+    ]
+    return [Family(name, np.flatnonzero(mask)) for name, mask in masks]
+
+
+def describe(config: tuple) -> str:
+    how, stemmed, weights = config
+    fusion = ",".join(f"{c}:{w:g}" for c, w in weights.items() if w)
+    return f"{fusion} ({how}{', stemmed' if stemmed else ''})"
+
+
+def per_query_of(
+    value: dict[str, np.ndarray], tables: list[QueryTable], picks: np.ndarray
+) -> dict[str, dict[str, float]]:
+    """`{qid: {metric: value}}` with query `i` ranked by configuration `picks[i]`."""
+    return {
+        t.qid: {m: float(v[picks[i], i]) for m, v in value.items()} for i, t in enumerate(tables)
+    }
+
+
+def with_intervals(
+    mine: dict[str, dict[str, float]], others: dict[str, dict], metrics: tuple[str, ...]
+) -> dict:
+    """Each metric's mean with its bootstrap interval, and paired tests (with the difference's
+    bootstrap interval) against each of `others` (`{name: {qid: {metric: value}}}`)."""
+    tests = {
+        f"vs_{name}_{m}": paired_tests({"this": mine, name: runs}, name, m)["this"]
+        for name, runs in others.items()
+        for m in metrics
+    }
+    return {"mean": mean_metrics(mine), "interval_95": mean_intervals(mine), "tests": tests}
+
+
+def nested_report(
+    configs: list[tuple],
+    components: list[str],
+    value: dict[str, dict[str, np.ndarray]],
+    objective: dict[str, np.ndarray],
+    baseline: dict[str, np.ndarray],
+    lever_queries: dict[str, dict],
+    per_set: dict,
+) -> dict:
+    """Nested leave-one-out of the whole choice, under both family rules, with bootstrap
+    intervals and paired tests against BM25, `document` and the shipped default."""
+    shipped = shipped_config(configs, components)
+    families = fusion_families(configs, shipped)
+    everyone = {s: np.ones(v.shape[1], bool) for s, v in objective.items()}
+    report: dict = {"shipped": describe(configs[shipped]), "families": {}}
+    for family in families:
+        report["families"][family.name] = {
+            "configurations": len(family.members),
+            "chosen_on_all_queries": describe(
+                configs[choose(objective, baseline, everyone, family.members)]
+            ),
+        }
+    for name, (_, tables) in per_set.items():
+        fixed = per_query_of(value[name], tables, np.full(len(tables), shipped))
+        report.setdefault("shipped_in_sample", {})[name] = with_intervals(fixed, {}, ())
+    # the shipped default was itself chosen on these queries (on earlier vectors): the
+    # procedures without it choose from scratch
+    procedures = {
+        rule + suffix: (rule, candidates)
+        for suffix, candidates in (("", families), (" from scratch", families[1:]))
+        for rule in ("best", "one-se")
+    }
+    for label, (rule, candidates) in procedures.items():
+        result = nested(objective, baseline, candidates, rule)
+        report[label] = {}
+        for name, (_, tables) in per_set.items():
+            mine = per_query_of(value[name], tables, result.picks[name])
+            others = {
+                "bm25": lever_queries[name]["bm25"],
+                "document": lever_queries[name]["document"],
+                "shipped": per_query_of(value[name], tables, np.full(len(tables), shipped)),
+            }
+            metrics = ("MAP", "NDCG@20%" if name == "csfcube" else "NDCG@20")
+            chosen = [candidates[f].name for f in result.families[name]]
+            report[label][name] = {
+                **with_intervals(mine, others, metrics),
+                "families_chosen": {f.name: chosen.count(f.name) for f in candidates},
+                "per_query": mine,
+            }
+            means = {m: round(v, 4) for m, v in report[label][name]["mean"].items()}
+            logger.info("nested (%s) %s: %s", label, name, means)
+            logger.info("nested (%s) %s families: %s", label, name, chosen)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", action="append", required=True, help="NAME=DATA_DIR")
+    parser.add_argument(
+        "--set", action="append", required=True, help="NAME=DATA_DIR or NAME=DATA_DIR@COLLECTION"
+    )
     parser.add_argument("--cache", type=Path, default=Path("ranking-cv-cache"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ranking_cv.json"))
     parser.add_argument("--components", default=",".join(LEXICAL + DENSE))
@@ -273,7 +405,7 @@ def main() -> None:
         pools = read_pools(judged.pools) if judged.pools else None
         runs, per_lever = {}, {}
         for lever in LEVERS:
-            runs[lever] = lever_runs(lever, Path(folder), judged, args.cache)
+            runs[lever] = lever_runs(lever, folder, judged, args.cache)
             depth = {q: r[:DEPTH] for q, r in runs[lever].items()}
             per_lever[lever] = score_runs(depth, qrels, min_rel=judged.min_rel, pools=pools)
         tests = {b: paired_tests(per_lever, b) for b in ("bm25", "hybrid")}
@@ -386,6 +518,9 @@ def main() -> None:
         logger.info("%s fused in-sample %s", name, report["fusion"][name]["in_sample"])
         logger.info("%s fused cross-validated %s", name, report["fusion"][name]["cross_validated"])
     logger.info("chosen on all queries: %s", report["fusion"]["chosen_on_all_queries"])
+    report["nested"] = nested_report(
+        configs, components, value, objective, baseline, lever_queries, per_set
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     logger.info("Saved %s", args.out)
