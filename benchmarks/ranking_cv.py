@@ -264,6 +264,39 @@ def config_metrics(
     return out
 
 
+def fusion_values(
+    per_set: dict[str, tuple[JudgedSet, list[QueryTable]]],
+    configs: list[tuple],
+    components: list[str],
+) -> dict[str, dict[str, np.ndarray]]:
+    """`value[set][metric]` `(C, q)`: every configuration's per-query metrics."""
+    value: dict[str, dict[str, np.ndarray]] = {}
+    for name, (judged, tables) in per_set.items():
+        columns: dict[str, list[np.ndarray]] = {}
+        for table in tables:
+            for metric, v in config_metrics(table, configs, components, judged.min_rel).items():
+                columns.setdefault(metric, []).append(v)
+        value[name] = {m: np.stack(v, axis=1) for m, v in columns.items()}
+    return value
+
+
+def objective_of(name: str, metrics: dict[str, np.ndarray]) -> np.ndarray:
+    """The per-query value the choice maximises: AP, and (AP + NDCG%20) / 2 on CSFCube."""
+    if name == "csfcube":
+        return (metrics["MAP"] + metrics["NDCG@20%"]) / 2
+    return metrics["MAP"]
+
+
+def bm25_baseline(per_set: dict[str, tuple[JudgedSet, list[QueryTable]]]) -> dict[str, np.ndarray]:
+    """BM25 alone, per query `(q,)`: what each set's gain is measured against."""
+    baseline = {}
+    for name, (judged, tables) in per_set.items():
+        alone = [query_metrics(t, t.scores["bm25"][None, :], judged.min_rel) for t in tables]
+        metrics = {m: np.array([float(a[m][0]) for a in alone])[None, :] for m in alone[0]}
+        baseline[name] = objective_of(name, metrics)[0]
+    return baseline
+
+
 def shipped_config(configs: list[tuple], components: list[str]) -> int:
     """The index in `configs` of the service's default fusion (`SearchSettings`' defaults)."""
     search = SearchSettings()
@@ -351,6 +384,7 @@ def nested_report(
         for suffix, candidates in (("", families), (" from scratch", families[1:]))
         for rule in ("best", "one-se")
     }
+    report["procedures"] = list(procedures)
     for label, (rule, candidates) in procedures.items():
         result = nested(objective, baseline, candidates, rule)
         report[label] = {}
@@ -412,6 +446,7 @@ def main() -> None:
         report["levers"][name] = {
             lever: {
                 "mean": mean_metrics(pq),
+                "interval_95": mean_intervals(pq),
                 "vs_bm25": tests["bm25"].get(lever),
                 "vs_hybrid": tests["hybrid"].get(lever),
             }
@@ -448,30 +483,9 @@ def main() -> None:
         for weights in weight_grid(components)
     ]
     logger.info("Fusing %d configurations", len(configs))
-    # value[set][metric] (C, q): every configuration's per-query metrics
-    value: dict[str, dict[str, np.ndarray]] = {}
-    for name, (judged, tables) in per_set.items():
-        columns: dict[str, list[np.ndarray]] = {}
-        for table in tables:
-            for metric, v in config_metrics(table, configs, components, judged.min_rel).items():
-                columns.setdefault(metric, []).append(v)
-        value[name] = {m: np.stack(v, axis=1) for m, v in columns.items()}
-    objective = {
-        name: value[name]["MAP"]
-        if name != "csfcube"
-        else (value[name]["MAP"] + value[name]["NDCG@20%"]) / 2
-        for name in value
-    }
-    # BM25 alone, per query: what each set's gain is measured against
-    baseline: dict[str, np.ndarray] = {}
-    for name, (judged, tables) in per_set.items():
-        alone = [query_metrics(t, t.scores["bm25"][None, :], judged.min_rel) for t in tables]
-        maps = np.array([float(m["MAP"][0]) for m in alone])
-        baseline[name] = (
-            maps
-            if name != "csfcube"
-            else (maps + np.array([float(m["NDCG@20%"][0]) for m in alone])) / 2
-        )
+    value = fusion_values(per_set, configs, components)
+    objective = {name: objective_of(name, value[name]) for name in value}
+    baseline = bm25_baseline(per_set)
 
     def choose(excluded: tuple[str, int] | None) -> int:
         gains = []
