@@ -227,6 +227,21 @@ def query_metrics(table: QueryTable, fused: np.ndarray, min_rel: int) -> dict[st
     return out
 
 
+def all_configs(components: list[str]) -> list[tuple[str, bool, dict[str, float]]]:
+    """Every fusion configuration: (normaliser, stemmed BM25, weights of the grid)."""
+    return [
+        (how, stemmed, weights)
+        for how in NORMALISERS
+        for stemmed in (False, True)
+        for weights in weight_grid(components)
+    ]
+
+
+def ndcg_metric(name: str) -> str:
+    """CSFCube is judged on NDCG at 20% of each pool, AILA at rank 20."""
+    return "NDCG@20%" if name == "csfcube" else "NDCG@20"
+
+
 def weight_grid(components: list[str]) -> list[dict[str, float]]:
     return [
         dict(zip(components, w, strict=True))
@@ -395,7 +410,7 @@ def nested_report(
                 "document": lever_queries[name]["document"],
                 "shipped": per_query_of(value[name], tables, np.full(len(tables), shipped)),
             }
-            metrics = ("MAP", "NDCG@20%" if name == "csfcube" else "NDCG@20")
+            metrics = ("MAP", ndcg_metric(name))
             chosen = [candidates[f].name for f in result.families[name]]
             report[label][name] = {
                 **with_intervals(mine, others, metrics),
@@ -476,12 +491,7 @@ def main() -> None:
                 lever,
                 json.dumps({k: round(v, 4) for k, v in values["mean"].items()}),
             )
-    configs = [
-        (how, stemmed, weights)
-        for how in NORMALISERS
-        for stemmed in (False, True)
-        for weights in weight_grid(components)
-    ]
+    configs = all_configs(components)
     logger.info("Fusing %d configurations", len(configs))
     value = fusion_values(per_set, configs, components)
     objective = {name: objective_of(name, value[name]) for name in value}
@@ -524,7 +534,7 @@ def main() -> None:
         }
         cross_validated = report["fusion"][name]["cross_validated_per_query"]
         for against in ("bm25", "hybrid"):
-            for metric in ("MAP", "NDCG@20%" if name == "csfcube" else "NDCG@20"):
+            for metric in ("MAP", ndcg_metric(name)):
                 pair = {"cv": cross_validated, against: lever_queries[name][against]}
                 report["fusion"][name][f"cv_vs_{against}_{metric}"] = paired_tests(
                     pair, against, metric
