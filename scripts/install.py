@@ -61,10 +61,8 @@ def uv_arguments(settings: dict[str, str]) -> list[str]:
 def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     pip = [sys.executable, "-m", "pip"]
-    listing = subprocess.run(
-        [*pip, "config", "list"], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    settings = pip_settings(listing)
+    listed = subprocess.run([*pip, "config", "list"], capture_output=True, text=True)
+    settings = pip_settings(listed.stdout.splitlines() if listed.returncode == 0 else [])
     env = dict(os.environ)
     if "cert" in settings:
         env.setdefault("SSL_CERT_FILE", settings["cert"])
