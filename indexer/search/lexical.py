@@ -66,12 +66,11 @@ def tokenize(texts: Sequence[str], stemmer: str | None = None) -> list[list[str]
     return tokens
 
 
-@dataclass(frozen=True)
-class Posting:
-    """The documents holding one token `(n,)` (ascending ids) and its count in each `(n,)`."""
-
-    doc_ids: np.ndarray
-    counts: np.ndarray
+# The documents holding one token `(n,)` (ascending ids), and its count in each `(n,)`. A plain
+# tuple, not a class: the garbage collector stops tracking a tuple that holds only arrays, and
+# a collection holds one posting per distinct token (AILA: 55,853), each of which every full
+# collection, which pauses every thread, would otherwise walk.
+Posting = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -163,9 +162,7 @@ class Bm25Index:
         ends = np.r_[starts[1:], len(pairs)]
         ranked_ids = np.sort(doc_ids)
         postings = {
-            str(vocabulary[token_of[s]]): Posting(
-                ranked_ids[doc_of[s:e]], counts[s:e].astype(np.int32)
-            )
+            str(vocabulary[token_of[s]]): (ranked_ids[doc_of[s:e]], counts[s:e].astype(np.int32))
             for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
         }
         return cls(postings, by_id, terms, term_counts, stemmer)
@@ -195,7 +192,7 @@ class Bm25Index:
             term_counts[doc_id] = np.fromiter(counts.values(), np.int32, len(counts))
         for token in drop.keys() | put.keys():
             posting = _changed(postings.get(token), drop.get(token, ()), put.get(token, []))
-            if len(posting.doc_ids):
+            if len(posting[0]):
                 postings[token] = posting
             else:
                 postings.pop(token, None)
@@ -206,7 +203,7 @@ class Bm25Index:
         return Bm25Collection(
             len(self._lengths),
             int(sum(self._lengths.values())),
-            {token: len(p.doc_ids) for token, p in self._postings.items()},
+            {token: len(ids) for token, (ids, _) in self._postings.items()},
         )
 
     def within(self, collection: Bm25Collection) -> Bm25Index:
@@ -252,7 +249,7 @@ class Bm25Index:
             n, df = self.collection.documents, self.collection.frequencies.get(token, 0)
         else:
             posting = self._postings.get(token)
-            n, df = len(self.doc_ids), len(posting.doc_ids) if posting is not None else 0
+            n, df = len(self.doc_ids), len(posting[0]) if posting is not None else 0
         if not df:
             return 0.0
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
@@ -262,10 +259,10 @@ class Bm25Index:
         computed once per index: N and the average length are fixed for it."""
         found = self._weights.get(token)
         if found is None:
-            posting = self._postings[token]
+            doc_ids, counts = self._postings[token]
             idf = np.float32(self.idf(token))
-            rows = np.searchsorted(self.doc_ids, posting.doc_ids)  # (df,)
-            tf = posting.counts.astype(np.float32)
+            rows = np.searchsorted(self.doc_ids, doc_ids)  # (df,)
+            tf = counts.astype(np.float32)
             norm = K1 * ((1 - B) + B * self._length_of[rows] / self._average)  # float64
             found = (rows, (idf * (tf / (norm + tf))).astype(np.float32))
             with self._weights_lock:
@@ -321,10 +318,10 @@ def rm3_weights(
 
 def _changed(old: Posting | None, drop: Iterable[int], put: list[tuple[int, int]]) -> Posting:
     """`old` without the documents of `drop`, with those of `put` (id, count), by id."""
-    old = old or Posting(np.empty(0, np.int64), np.empty(0, np.int32))
-    keep = ~np.isin(old.doc_ids, np.fromiter(drop, np.int64))
+    old_ids, old_counts = old or (np.empty(0, np.int64), np.empty(0, np.int32))
+    keep = ~np.isin(old_ids, np.fromiter(drop, np.int64))
     new = np.array(put, dtype=np.int64).reshape(-1, 2)  # (a, 2)
-    doc_ids = np.concatenate([old.doc_ids[keep], new[:, 0]])
+    doc_ids = np.concatenate([old_ids[keep], new[:, 0]])
     order = np.argsort(doc_ids, kind="stable")
-    counts = np.concatenate([old.counts[keep], new[:, 1].astype(np.int32)])
-    return Posting(doc_ids[order], counts[order])
+    counts = np.concatenate([old_counts[keep], new[:, 1].astype(np.int32)])
+    return doc_ids[order], counts[order]

@@ -18,14 +18,20 @@ A few rules are layered on top of Punkt, for what it gets wrong on legal and str
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
 import json
 import re
+import sys
+import threading
+import types
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # NLTK (a second to import) loads with the first splitter or training run
+if TYPE_CHECKING:  # Punkt loads with the first splitter or training run (see `punkt`)
     from nltk.tokenize.punkt import PunktParameters
 
 DEFAULT_PARAMS = Path(__file__).parents[1] / "data" / "punkt_params.json"
@@ -60,13 +66,55 @@ _INITIALISM_END = re.compile(r"(?:\b[A-Z]\.){2,}$")
 _NUMBERED_REFERENCE = re.compile(r"(?:No|Nos|S|Ss|Sec|Art|Cl|Para|pp?)\.\s*\d")
 
 
+_PUNKT_LOCK = threading.Lock()
+_PUNKT: list[types.ModuleType] = []  # the module, once loaded
+
+
+def punkt() -> types.ModuleType:
+    """NLTK's `nltk.tokenize.punkt`, loaded without NLTK's package `__init__`s.
+
+    `import nltk` (which importing any of its submodules runs first) imports most of NLTK,
+    and with it scipy.stats, scikit-learn and pandas: about 2 s of CPU and 180 MB of memory in
+    every process that splits text (servers, builds, job workers, split workers), for modules
+    docsim never calls. Punkt itself needs eight small NLTK modules. Empty stand-ins for the
+    `nltk` and `nltk.tokenize` packages (their real folders, none of their code) let it import
+    those alone. Everything this loads is then taken out of `sys.modules` again, kept only by
+    the module returned here, so that a later `import nltk` anywhere gets the whole package,
+    loaded as usual. Where NLTK is already imported, its own Punkt is returned.
+    """
+    with _PUNKT_LOCK:
+        if not _PUNKT:
+            _PUNKT.append(_load_punkt())
+        return _PUNKT[0]
+
+
+def _load_punkt() -> types.ModuleType:
+    if "nltk" in sys.modules:
+        return importlib.import_module("nltk.tokenize.punkt")
+    spec = importlib.util.find_spec("nltk")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        return importlib.import_module("nltk.tokenize.punkt")  # fails as NLTK's own
+    roots = list(spec.submodule_search_locations)
+    before = set(sys.modules)
+    for name, folders in (("nltk", roots), ("nltk.tokenize", [f"{r}/tokenize" for r in roots])):
+        stand_in = types.ModuleType(name)
+        stand_in.__path__ = folders
+        stand_in.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        stand_in.__spec__.submodule_search_locations = folders
+        sys.modules[name] = stand_in
+    try:
+        return importlib.import_module("nltk.tokenize.punkt")
+    finally:
+        for name in set(sys.modules) - before:
+            if name == "nltk" or name.startswith("nltk."):
+                del sys.modules[name]
+
+
 def train_params(
     texts: Iterable[str], extra_abbreviations: Iterable[str] = EXTRA_ABBREVIATIONS
 ) -> PunktParameters:
     """Train Punkt parameters on `texts` and add `extra_abbreviations`."""
-    from nltk.tokenize.punkt import PunktTrainer
-
-    trainer = PunktTrainer()
+    trainer = punkt().PunktTrainer()
     trainer.INCLUDE_ALL_COLLOCS = True
     for text in texts:
         trainer.train(text, finalize=False)
@@ -89,10 +137,8 @@ def params_to_json(params: PunktParameters) -> str:
 
 
 def params_from_json(blob: str) -> PunktParameters:
-    from nltk.tokenize.punkt import PunktParameters
-
     data = json.loads(blob)
-    params = PunktParameters()
+    params = punkt().PunktParameters()
     params.abbrev_types = set(data["abbrev_types"])
     params.collocations = {(a, b) for a, b in data["collocations"]}
     params.sent_starters = set(data["sent_starters"])
@@ -105,10 +151,8 @@ class SentenceSplitter:
     """Character spans of the sentences in a paragraph of text."""
 
     def __init__(self, params_json: str) -> None:
-        from nltk.tokenize.punkt import PunktSentenceTokenizer
-
         self._params_json = params_json
-        self._tokenizer = PunktSentenceTokenizer(params_from_json(params_json))
+        self._tokenizer = punkt().PunktSentenceTokenizer(params_from_json(params_json))
         self.sha256 = hashlib.sha256(params_json.encode()).hexdigest()
 
     def __reduce__(self) -> tuple[type[SentenceSplitter], tuple[str]]:

@@ -3,6 +3,8 @@ untouched postings are shared, not copied."""
 
 from __future__ import annotations
 
+import gc
+
 import bm25s
 import numpy as np
 import pytest
@@ -81,8 +83,8 @@ def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time() -> No
     assert built._postings.keys() == added._postings.keys()
     for token, posting in built._postings.items():
         other = added._postings[token]
-        for name in ("doc_ids", "counts"):
-            np.testing.assert_array_equal(getattr(posting, name), getattr(other, name), token)
+        for mine, theirs in zip(posting, other, strict=True):  # doc ids, then counts
+            np.testing.assert_array_equal(mine, theirs, token)
     assert built._lengths == added._lengths
     assert {d: set(t) for d, t in built._terms.items()} == {
         d: set(t) for d, t in added._terms.items()
@@ -210,3 +212,15 @@ def test_shards_with_the_collections_statistics_score_as_one_index(stemmer: str 
     assert not np.array_equal(
         np.concatenate([p.scores(QUERIES[0]) for p in parts]), whole.scores(QUERIES[0])
     )
+
+
+def test_the_postings_leave_the_garbage_collectors_walk() -> None:
+    """A full collection pauses every thread for each object it tracks: after one, no posting
+    (nor the dict holding them) is tracked any more, built or changed."""
+    built = Bm25Index.build([1, 2, 3], TEXTS[:3])
+    changed = built.with_changes(removed=[2], added=[(9, "zeppelin over the lake")])
+    gc.collect()
+    for index in (built, changed):
+        assert index._postings
+        assert not any(gc.is_tracked(posting) for posting in index._postings.values())
+        assert not gc.is_tracked(index._postings)

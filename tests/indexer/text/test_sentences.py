@@ -1,9 +1,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from docsim.indexer.text.sentences import (
+    DEFAULT_PARAMS,
     SentenceSplitter,
     params_from_json,
     params_to_json,
@@ -84,3 +89,47 @@ def test_params_round_trip_through_json() -> None:
     assert again.collocations == params.collocations
     assert dict(again.ortho_context) == dict(params.ortho_context)
     assert SentenceSplitter(blob).sha256 == SentenceSplitter(params_to_json(again)).sha256
+
+
+_SPLIT = """
+import json, sys
+from docsim.indexer.text.sentences import load_splitter
+text = open(sys.argv[1]).read()
+spans = load_splitter().spans(text)
+heavy = sorted(m for m in ("nltk", "scipy.stats", "sklearn", "pandas") if m in sys.modules)
+if sys.argv[2] == "then-nltk":  # the whole package, imported after the splitter
+    import nltk
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+    assert callable(nltk.word_tokenize) and nltk.tokenize.punkt.PunktSentenceTokenizer
+    assert PunktSentenceTokenizer is nltk.tokenize.punkt.PunktSentenceTokenizer
+print(json.dumps({"spans": spans, "heavy": heavy}))
+"""
+
+
+@pytest.mark.parametrize("after", ["alone", "then-nltk"])
+def test_punkt_loads_without_the_rest_of_nltk(tmp_path: Path, after: str) -> None:
+    """A process that splits text imports Punkt's few NLTK modules, never NLTK's package
+    (scipy.stats, scikit-learn and pandas with it), and splits exactly as NLTK's own Punkt,
+    imported the usual way, with the same parameters; NLTK imported afterwards is whole."""
+    text = "\n\n".join(p["text"] for p in json.loads(GOLD.read_text())["passages"])
+    source = tmp_path / "text.txt"
+    source.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-c", _SPLIT, str(source), after],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    light = json.loads(done.stdout)
+    assert light["heavy"] == []
+    # the reference: NLTK's Punkt imported the usual way, its parameters set by hand
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+    data = json.loads(DEFAULT_PARAMS.read_text())
+    params = PunktParameters()
+    params.abbrev_types = set(data["abbrev_types"])
+    params.collocations = {(a, b) for a, b in data["collocations"]}
+    params.sent_starters = set(data["sent_starters"])
+    for word, flags in data["ortho_context"].items():
+        params.ortho_context[word] = int(flags)
+    reference = SentenceSplitter.from_file(DEFAULT_PARAMS)
+    reference._tokenizer = PunktSentenceTokenizer(params)
+    assert [list(s) for s in reference.spans(text)] == light["spans"]
