@@ -177,55 +177,61 @@ def main() -> None:
     components = list(cv.LEXICAL + cv.DENSE)
     configs = cv.all_configs(components)
     shipped = cv.shipped_config(configs, components)
-    families = cv.fusion_families(configs, shipped)
     report: dict = {"shipped": cv.describe(configs[shipped]), "sets": {}}
     for spec in args.set:
         name, _, index = spec.partition("=")
         work = args.work / name
         work.mkdir(parents=True, exist_ok=True)
         copied, pseudo = make_pseudo_set(index, work, args.queries, args.seed)
-        real = cv.SETS[name]
         per_set = {
             "pseudo": (pseudo, tables_of(copied, pseudo, args.cache)),
-            name: (real, tables_of(index, real, args.cache)),
+            name: (cv.SETS[name], tables_of(index, cv.SETS[name], args.cache)),
         }
-        value = cv.fusion_values(per_set, configs, components)
-        baseline = cv.bm25_baseline({"pseudo": per_set["pseudo"]})
-        pseudo_values = {"pseudo": value["pseudo"]["MAP"]}
-        everyone = {"pseudo": np.ones(pseudo_values["pseudo"].shape[1], bool)}
-        real_tables = per_set[name][1]
-        others = {
-            "shipped": cv.per_query_of(
-                value[name], real_tables, np.full(len(real_tables), shipped)
-            ),
-            **single_levers(value[name], real_tables, configs, ("bm25", "document")),
-        }
-        metrics = ("MAP", cv.ndcg_metric(name))
-        out: dict = {
-            "pseudo_queries": len(per_set["pseudo"][1]),
-            "pseudo_bm25_map": float(baseline["pseudo"].mean()),
-            "families": {},
-        }
-        for family in families:
-            pick = choose(pseudo_values, baseline, everyone, family.members)
-            mine = cv.per_query_of(value[name], real_tables, np.full(len(real_tables), pick))
-            out["families"][family.name] = {
-                "chosen": cv.describe(configs[pick]),
-                "pseudo_map": float(value["pseudo"]["MAP"][pick].mean()),
-                **cv.with_intervals(mine, others, metrics),
-            }
-            logger.info(
-                "%s %s: %s, pseudo MAP %.4f, dev %s",
-                name,
-                family.name,
-                cv.describe(configs[pick]),
-                out["families"][family.name]["pseudo_map"],
-                {m: round(v, 4) for m, v in out["families"][family.name]["mean"].items()},
-            )
-        report["sets"][name] = out
+        report["sets"][name] = tune_and_check(name, per_set, configs, components, shipped)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     logger.info("Saved %s", args.out)
+
+
+def tune_and_check(
+    name: str, per_set: dict, configs: list[tuple], components: list[str], shipped: int
+) -> dict:
+    """Each family's choice on the pseudo-queries of `per_set`, scored on the set `name`'s
+    development queries against the shipped default, `bm25` and `document`."""
+    value = cv.fusion_values(per_set, configs, components)
+    baseline = cv.bm25_baseline({"pseudo": per_set["pseudo"]})
+    pseudo_values = {"pseudo": value["pseudo"]["MAP"]}
+    everyone = {"pseudo": np.ones(pseudo_values["pseudo"].shape[1], bool)}
+    tables = per_set[name][1]
+    fixed = np.full(len(tables), shipped)
+    others = {
+        "shipped": cv.per_query_of(value[name], tables, fixed),
+        **single_levers(value[name], tables, configs, ("bm25", "document")),
+    }
+    metrics = ("MAP", cv.ndcg_metric(name))
+    out: dict = {
+        "pseudo_queries": len(per_set["pseudo"][1]),
+        "pseudo_bm25_map": float(baseline["pseudo"].mean()),
+        "families": {},
+    }
+    for family in cv.fusion_families(configs, shipped):
+        pick = choose(pseudo_values, baseline, everyone, family.members)
+        mine = cv.per_query_of(value[name], tables, np.full(len(tables), pick))
+        result = {
+            "chosen": cv.describe(configs[pick]),
+            "pseudo_map": float(value["pseudo"]["MAP"][pick].mean()),
+            **cv.with_intervals(mine, others, metrics),
+        }
+        out["families"][family.name] = result
+        logger.info(
+            "%s %s: %s, pseudo MAP %.4f, dev %s",
+            name,
+            family.name,
+            result["chosen"],
+            result["pseudo_map"],
+            {m: round(v, 4) for m, v in result["mean"].items()},
+        )
+    return out
 
 
 def single_levers(
