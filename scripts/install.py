@@ -28,6 +28,25 @@ FLAGS = {
     "find-links": "--find-links",
     "constraint": "--constraint",
 }
+# Options uv is told about (FLAGS, `no-index`, `cert`) or that change nothing it installs. Any
+# other (`only-binary`, `pre`, `require-hashes`, `trusted-host`, `proxy`, ...) could make uv
+# install something pip would not: then pip installs.
+UNDERSTOOD = {
+    *FLAGS,
+    "no-index",
+    "cert",
+    "timeout",
+    "default-timeout",
+    "retries",
+    "disable-pip-version-check",
+    "no-cache-dir",
+    "progress-bar",
+    "quiet",
+    "verbose",
+    "root-user-action",
+    "config-file",
+}
+TRUE = {"1", "true", "yes", "on", "y", "t"}  # pip's strtobool
 # `pip config list` scopes, weakest first: files' [global], then their [install], then PIP_*
 SCOPES = ("global", "install", ":env:")
 
@@ -40,9 +59,11 @@ def pip_settings(listing: Sequence[str]) -> dict[str, str]:
         scope, _, key = name.strip().rpartition(".")
         if not sep or scope not in SCOPES:
             continue
-        rank = SCOPES.index(scope)
+        rank, value = SCOPES.index(scope), str(ast.literal_eval(quoted.strip()))
+        if not value:  # pip skips an empty value, and a weaker scope's applies
+            continue
         if key not in chosen or rank >= chosen[key][0]:  # later files override earlier ones
-            chosen[key] = (rank, str(ast.literal_eval(quoted.strip())))
+            chosen[key] = (rank, value)
     return {key: value for key, (_, value) in chosen.items()}
 
 
@@ -53,26 +74,45 @@ def uv_arguments(settings: dict[str, str]) -> list[str]:
     for key, flag in FLAGS.items():
         for value in settings.get(key, "").split():
             args += [flag, value]
-    if settings.get("no-index", "").lower() in {"1", "true", "yes", "on"}:
+    if settings.get("no-index", "").lower() in TRUE:
         args.append("--no-index")
     return args
+
+
+def unknown_options(settings: dict[str, str]) -> list[str]:
+    """pip's options set here that uv would not honour (pip must install then)."""
+    return sorted(set(settings) - UNDERSTOOD)
+
+
+def uv_install(argv: Sequence[str], pip: list[str]) -> bool:
+    """Install `argv` with uv under pip's settings; False where pip should do it instead."""
+    listed = subprocess.run([*pip, "config", "list"], capture_output=True, text=True)
+    if listed.returncode != 0:  # a configuration pip cannot read: leave it to pip
+        logger.warning("pip config list failed: pip installs")
+        return False
+    settings = pip_settings(listed.stdout.splitlines())
+    unknown = unknown_options(settings)
+    if unknown:
+        logger.info("pip's configuration sets %s, which uv is not told: pip installs", unknown)
+        return False
+    env = dict(os.environ)
+    if "cert" in settings:
+        env.setdefault("SSL_CERT_FILE", settings["cert"])
+    has_uv = importlib.util.find_spec("uv") is not None
+    if not has_uv and subprocess.run([*pip, "install", "--quiet", "uv"], env=env).returncode:
+        return False
+    uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable]
+    if subprocess.run([*uv, *uv_arguments(settings), *argv], env=env).returncode == 0:
+        return True
+    logger.warning("uv could not install %s: pip tries", " ".join(argv))
+    return False
 
 
 def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     pip = [sys.executable, "-m", "pip"]
-    listed = subprocess.run([*pip, "config", "list"], capture_output=True, text=True)
-    settings = pip_settings(listed.stdout.splitlines() if listed.returncode == 0 else [])
-    env = dict(os.environ)
-    if "cert" in settings:
-        env.setdefault("SSL_CERT_FILE", settings["cert"])
-    has_uv = importlib.util.find_spec("uv") is not None
-    if has_uv or subprocess.run([*pip, "install", "--quiet", "uv"], env=env).returncode == 0:
-        uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable]
-        done = subprocess.run([*uv, *uv_arguments(settings), *argv], env=env)
-        if done.returncode == 0:
-            return 0
-        logger.warning("uv could not install %s: pip tries", " ".join(argv))
+    if uv_install(argv, pip):
+        return 0
     return subprocess.run([*pip, "install", "--quiet", "--no-compile", *argv]).returncode
 
 

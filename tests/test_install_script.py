@@ -55,8 +55,31 @@ def test_each_option_takes_its_strongest_scope(install: ModuleType) -> None:
 
 
 def test_no_index_is_passed_on(install: ModuleType) -> None:
-    settings = install.pip_settings([":env:.no-index='true'", "global.find-links='/w'"])
-    assert install.uv_arguments(settings)[-3:] == ["--find-links", "/w", "--no-index"]
+    for value in ("true", "1", "y", "on"):
+        settings = install.pip_settings([f":env:.no-index='{value}'", "global.find-links='/w'"])
+        assert install.uv_arguments(settings)[-3:] == ["--find-links", "/w", "--no-index"]
+
+
+def test_an_empty_value_leaves_the_weaker_scope_in_force(install: ModuleType) -> None:
+    """As pip does: `PIP_INDEX_URL=` does not erase the configuration file's index."""
+    listing = ["global.index-url='https://mirror.example/simple'", ":env:.index-url=''"]
+    assert install.pip_settings(listing) == {"index-url": "https://mirror.example/simple"}
+
+
+def test_options_uv_would_not_honour_leave_the_install_to_pip(install: ModuleType) -> None:
+    machine = install.pip_settings(
+        [
+            "global.cert='/etc/ssl/certs/ca-certificates.crt'",
+            "global.constraint='/etc/xdg/pip/constraints.txt'",
+            "global.extra-index-url='file:///opt/pypi/simple'",
+            ":env:.default-timeout='180'",
+            ":env:.disable-pip-version-check='1'",
+            ":env:.find-links='/opt/wheels'",
+        ]
+    )
+    assert install.unknown_options(machine) == []
+    stricter = {**machine, "only-binary": ":all:", "require-hashes": "1"}
+    assert install.unknown_options(stricter) == ["only-binary", "require-hashes"]
 
 
 def test_the_real_pip_listing_is_read(install: ModuleType, tmp_path: Path) -> None:
@@ -67,6 +90,7 @@ def test_the_real_pip_listing_is_read(install: ModuleType, tmp_path: Path) -> No
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env |= {"PIP_CONFIG_FILE": str(config), "PIP_FIND_LINKS": "/w1 /w2"}
+    env |= {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}  # no user pip.conf
     listing = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"],
         env=env, capture_output=True, text=True, check=True,

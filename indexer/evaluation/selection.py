@@ -60,6 +60,7 @@ def leave_one_out(
     """Per set `(n_s,)`: for each kept query, the configuration chosen on the other kept
     queries (-1 for queries not kept). Vectorised: the other queries' sums are the kept sums
     minus the held-out column."""
+    _enough(keep, 2, "leave-one-out")
     sub = {s: v[members] for s, v in values.items()}  # (C_f, n_s)
     sums = {s: sub[s][:, keep[s]].sum(axis=1) for s in sub}  # (C_f,)
     base_sums = {s: float(baseline[s][keep[s]].sum()) for s in sub}
@@ -75,6 +76,13 @@ def leave_one_out(
                 gains.append((total / n) / max(base / n, 1e-12))
             picks[held][q] = members[int(np.argmax(np.min(gains, axis=0)))]
     return picks
+
+
+def _enough(keep: Masks, least: int, what: str) -> None:
+    """Refuse sets too small for `what`: a held-out fold would average over no query."""
+    small = {s: int(m.sum()) for s, m in keep.items() if int(m.sum()) < least}
+    if small:
+        raise ValueError(f"{what} needs at least {least} queries in each set; got {small}")
 
 
 def held_out(values: Values, picks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -129,6 +137,7 @@ def nested(values: Values, baseline: Values, families: list[Family], rule: str) 
     on all the other queries (the family by their own leave-one-out), and the query is ranked
     by that configuration."""
     everyone = {s: np.ones(v.shape[1], bool) for s, v in values.items()}
+    _enough(everyone, 3, "nested leave-one-out")  # 2 left in each inner fold
     picks = {s: np.full(v.shape[1], -1) for s, v in values.items()}
     chosen = {s: np.full(v.shape[1], -1) for s, v in values.items()}
     for held in values:

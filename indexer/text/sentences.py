@@ -17,16 +17,18 @@ A few rules are layered on top of Punkt, for what it gets wrong on legal and str
 
 from __future__ import annotations
 
+import copyreg
 import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
 import json
+import os
 import re
 import sys
 import threading
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -80,12 +82,37 @@ def punkt() -> types.ModuleType:
     `nltk` and `nltk.tokenize` packages (their real folders, none of their code) let it import
     those alone. Everything this loads is then taken out of `sys.modules` again, kept only by
     the module returned here, so that a later `import nltk` anywhere gets the whole package,
-    loaded as usual. Where NLTK is already imported, its own Punkt is returned.
+    loaded as usual (with its own copy of Punkt's classes; parameters pickle as JSON, so that
+    either copy reads them). Where NLTK was imported before the first call, its own Punkt is
+    returned, and the first call's module is kept for the process.
+
+    For the tenth of a second the stand-ins are in place, an `import nltk` on another thread
+    would get one: docsim imports NLTK nowhere else.
     """
     with _PUNKT_LOCK:
         if not _PUNKT:
-            _PUNKT.append(_load_punkt())
+            module = _load_punkt()
+            if module is not sys.modules.get("nltk.tokenize.punkt"):  # our own copy
+                copyreg.pickle(module.PunktParameters, _pickled_params)
+            _PUNKT.append(module)
         return _PUNKT[0]
+
+
+def _pickled_params(
+    params: PunktParameters,
+) -> tuple[Callable[[str], PunktParameters], tuple[str]]:
+    """Punkt parameters pickled as their JSON: pickle finds a class by its module's name,
+    which here names NLTK's own copy, not the one `punkt` loaded."""
+    return params_from_json, (params_to_json(params),)
+
+
+def _reset_after_fork() -> None:
+    """A child forked while another thread held the lock gets a free one."""
+    global _PUNKT_LOCK
+    _PUNKT_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _load_punkt() -> types.ModuleType:

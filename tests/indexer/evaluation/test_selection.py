@@ -130,3 +130,27 @@ def test_a_configuration_best_on_every_query_is_always_chosen(problem) -> None: 
         result = nested(values, baseline, families, rule)
         assert all((p == 11).all() for p in result.picks.values())
         assert all((f == 1).all() for f in result.families.values()) or rule == "best"
+
+
+def test_equal_configurations_choose_the_first(problem) -> None:  # noqa: ANN001
+    """Ties go to the lower index, alone and in every leave-one-out fold."""
+    values, baseline, _ = problem
+    values = {s: v.copy() for s, v in values.items()}
+    for v in values.values():
+        v[7] = v.max(axis=0) + 0.5
+        v[2] = v[7]  # the same row twice: every mean and every fold ties
+    everyone = {s: np.ones(v.shape[1], bool) for s, v in values.items()}
+    members = np.array([9, 7, 2])
+    assert choose(values, baseline, everyone, np.sort(members)) == 2
+    picks = leave_one_out(values, baseline, everyone, np.sort(members))
+    assert all((p == 2).all() for p in picks.values())
+
+
+def test_sets_too_small_are_refused(problem) -> None:  # noqa: ANN001
+    values, baseline, families = problem
+    keep = {"a": np.array([1, 0, 0, 0, 0, 0], bool), "b": np.ones(5, bool)}
+    with pytest.raises(ValueError, match="at least 2 queries"):
+        leave_one_out(values, baseline, keep, families[2].members)
+    small = {s: v[:, :2] for s, v in values.items()}
+    with pytest.raises(ValueError, match="at least 3 queries"):
+        nested(small, {s: b[:2] for s, b in baseline.items()}, families, "best")

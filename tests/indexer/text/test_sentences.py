@@ -92,16 +92,20 @@ def test_params_round_trip_through_json() -> None:
 
 
 _SPLIT = """
-import json, sys
-from docsim.indexer.text.sentences import load_splitter
+import json, pickle, sys
+from docsim.indexer.text.sentences import load_splitter, params_to_json, train_params
 text = open(sys.argv[1]).read()
 spans = load_splitter().spans(text)
+params = train_params([text])
+again = pickle.loads(pickle.dumps(params))  # as it would cross to a worker process
+assert params_to_json(again) == params_to_json(params)
 heavy = sorted(m for m in ("nltk", "scipy.stats", "sklearn", "pandas") if m in sys.modules)
 if sys.argv[2] == "then-nltk":  # the whole package, imported after the splitter
     import nltk
     from nltk.tokenize.punkt import PunktSentenceTokenizer
     assert callable(nltk.word_tokenize) and nltk.tokenize.punkt.PunktSentenceTokenizer
-    assert PunktSentenceTokenizer is nltk.tokenize.punkt.PunktSentenceTokenizer
+    assert nltk.tokenize.PunktSentenceTokenizer is PunktSentenceTokenizer  # whole and coherent
+    assert load_splitter().spans(text) == spans  # the splitter made before is unchanged
 print(json.dumps({"spans": spans, "heavy": heavy}))
 """
 
