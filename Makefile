@@ -53,7 +53,7 @@ run: setup
 # `make lint` runs beside the SQLite pass (make -j2): the pass keeps the cores about 70% busy,
 # and mypy's 40 s on a fresh clone fit in the rest. Either failing fails `make test`.
 # For the same reason builds split documents in their own process (DOCSIM_INDEX__SPLIT_WORKERS=1):
-# split workers would each import the CLI and NLTK again, beside two busy test workers. Their
+# split workers would each import the CLI again, beside two busy test workers. Their
 # tests (tests/indexer/builder/test_split_*.py) ask for workers explicitly.
 PARALLEL := -n auto --dist loadfile --no-loadscope-reorder --durations=10
 test: setup browser postgres
