@@ -30,6 +30,7 @@ import random
 import shutil
 from pathlib import Path
 
+import ir_measures
 import numpy as np
 import ranking_cv as cv  # this folder is on the path when the script runs
 from fastapi.testclient import TestClient
@@ -39,6 +40,8 @@ from docsim.app.core.config import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.choices import DEFAULT_COLLECTION
 from docsim.indexer.config import JobSettings
+from docsim.indexer.evaluation.metrics import score_runs
+from docsim.indexer.evaluation.runs import read_pools
 from docsim.indexer.evaluation.selection import choose
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.generations import live_documents
@@ -155,11 +158,25 @@ def make_pseudo_set(index: str, work: Path, n: int, seed: int) -> tuple[str, cv.
     return copied_index, judged
 
 
-def tables_of(index: str, judged: cv.JudgedSet, cache: Path) -> list[cv.QueryTable]:
-    """The fusion components' runs (plain and stemmed BM25 levers) as per-query tables."""
+def lever_runs(index: str, judged: cv.JudgedSet, cache: Path) -> dict[str, dict]:
+    """The fusion components' runs (plain and stemmed BM25 levers), `{lever: {qid: run}}`."""
     levers = [*cv.LEXICAL, *(f"{c}+stem" for c in cv.LEXICAL), *cv.DENSE]
-    runs = {lever: cv.lever_runs(lever, index, judged, cache) for lever in levers}
-    return cv.query_tables(runs, judged)
+    return {lever: cv.lever_runs(lever, index, judged, cache) for lever in levers}
+
+
+def scored_levers(runs: dict[str, dict], judged: cv.JudgedSet, levers: tuple) -> dict:
+    """`{lever: {qid: {metric: value}}}` by ir_measures, as `ranking_cv.py` scores its levers."""
+    qrels = list(ir_measures.read_trec_qrels(str(judged.qrels)))
+    pools = read_pools(judged.pools) if judged.pools else None
+    return {
+        lever: score_runs(
+            {q: r[: cv.DEPTH] for q, r in runs[lever].items()},
+            qrels,
+            min_rel=judged.min_rel,
+            pools=pools,
+        )
+        for lever in levers
+    }
 
 
 def main() -> None:
@@ -183,21 +200,32 @@ def main() -> None:
         work = args.work / name
         work.mkdir(parents=True, exist_ok=True)
         copied, pseudo = make_pseudo_set(index, work, args.queries, args.seed)
+        real = cv.SETS[name]
+        pseudo_runs, real_runs = (
+            lever_runs(copied, pseudo, args.cache),
+            lever_runs(index, real, args.cache),
+        )
         per_set = {
-            "pseudo": (pseudo, tables_of(copied, pseudo, args.cache)),
-            name: (cv.SETS[name], tables_of(index, cv.SETS[name], args.cache)),
+            "pseudo": (pseudo, cv.query_tables(pseudo_runs, pseudo)),
+            name: (real, cv.query_tables(real_runs, real)),
         }
-        report["sets"][name] = tune_and_check(name, per_set, configs, components, shipped)
+        singles = scored_levers(real_runs, real, ("bm25", "document"))
+        report["sets"][name] = tune_and_check(name, per_set, configs, components, shipped, singles)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     logger.info("Saved %s", args.out)
 
 
 def tune_and_check(
-    name: str, per_set: dict, configs: list[tuple], components: list[str], shipped: int
+    name: str,
+    per_set: dict,
+    configs: list[tuple],
+    components: list[str],
+    shipped: int,
+    singles: dict[str, dict],
 ) -> dict:
     """Each family's choice on the pseudo-queries of `per_set`, scored on the set `name`'s
-    development queries against the shipped default, `bm25` and `document`."""
+    development queries against the shipped default and the levers of `singles`."""
     value = cv.fusion_values(per_set, configs, components)
     baseline = cv.bm25_baseline({"pseudo": per_set["pseudo"]})
     pseudo_values = {"pseudo": value["pseudo"]["MAP"]}
@@ -206,7 +234,7 @@ def tune_and_check(
     fixed = np.full(len(tables), shipped)
     others = {
         "shipped": cv.per_query_of(value[name], tables, fixed),
-        **single_levers(value[name], tables, configs, ("bm25", "document")),
+        **singles,
     }
     metrics = ("MAP", cv.ndcg_metric(name))
     out: dict = {
@@ -231,22 +259,6 @@ def tune_and_check(
             result["pseudo_map"],
             {m: round(v, 4) for m, v in result["mean"].items()},
         )
-    return out
-
-
-def single_levers(
-    value: dict[str, np.ndarray], tables: list[cv.QueryTable], configs: list[tuple], levers: tuple
-) -> dict[str, dict]:
-    """Per lever `{qid: {metric: value}}`: the configuration weighting it alone (plain BM25
-    for `bm25`, as `ranking_cv.py`'s baselines; any normaliser: one method ranks the same)."""
-    out = {}
-    for lever in levers:
-        index = next(
-            i
-            for i, (how, stemmed, weights) in enumerate(configs)
-            if not stemmed and weights[lever] == 1 and sum(weights.values()) == 1
-        )
-        out[lever] = cv.per_query_of(value, tables, np.full(len(tables), index))
     return out
 
 

@@ -389,9 +389,11 @@ def nested_report(
                 configs[choose(objective, baseline, everyone, family.members)]
             ),
         }
-    for name, (_, tables) in per_set.items():
-        fixed = per_query_of(value[name], tables, np.full(len(tables), shipped))
-        report.setdefault("shipped_in_sample", {})[name] = with_intervals(fixed, {}, ())
+    fixed = {  # the shipped default's per-query metrics, in sample
+        name: per_query_of(value[name], tables, np.full(len(tables), shipped))
+        for name, (_, tables) in per_set.items()
+    }
+    report["shipped_in_sample"] = {name: with_intervals(fixed[name], {}, ()) for name in fixed}
     # the shipped default was itself chosen on these queries (on earlier vectors): the
     # procedures without it choose from scratch
     procedures = {
@@ -408,7 +410,7 @@ def nested_report(
             others = {
                 "bm25": lever_queries[name]["bm25"],
                 "document": lever_queries[name]["document"],
-                "shipped": per_query_of(value[name], tables, np.full(len(tables), shipped)),
+                "shipped": fixed[name],
             }
             metrics = ("MAP", ndcg_metric(name))
             chosen = [candidates[f].name for f in result.families[name]]
