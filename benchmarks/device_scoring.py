@@ -194,12 +194,16 @@ def main() -> None:
         if device.type == "cuda":
             row["max_memory_allocated_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
         result["factors"][str(factor)] = row
+        save(result, args.out)  # after every factor, so that a run stopped early keeps it
         del half, full
         if device.type == "cuda":
             torch.cuda.empty_cache()
     print(json.dumps(result, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+
+
+def save(result: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
