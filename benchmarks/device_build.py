@@ -31,10 +31,10 @@ from pathlib import Path
 
 import torch
 
+from docsim.indexer.builder.split_workers import default_workers, split_all
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import Skipped, read_corpus
 from docsim.indexer.text.sentences import load_splitter
-from docsim.indexer.text.split import split_document
 from docsim.models.loading import load_encoder
 from docsim.models.precision import autocast
 from docsim.models.transformer import TransformerEncoder
@@ -136,10 +136,12 @@ def main() -> None:
             max_batch_size=max(256, batch_tokens // 8),
         )
         assert isinstance(encoder, TransformerEncoder)
+        started = time.perf_counter()
         chunked = add_chunks(docs, encoder, encoder.chunk_capacity)
         inputs = [doc.encoder_input() for doc in chunked]
         sentences = encoder.tokenize([s for doc in inputs for s in doc.sentences])
         chunks = encoder.tokenize([c for doc in inputs for c in doc.chunks])
+        logger.info("chunked and tokenised in %.1f s", time.perf_counter() - started)
         result["sentences"], result["chunks"] = len(sentences), len(chunks)
         result["bare_forward_bf16"][str(batch_tokens)] = {
             "sentences": bare_forward(encoder, sentences),
@@ -171,16 +173,16 @@ def main() -> None:
 
 
 def split_corpus(corpus: Path, result: dict) -> list:
-    """The corpus's documents split in this process (one core), timed into `result`."""
+    """The corpus's documents split as a build splits them (worker processes), timed."""
     started = time.perf_counter()
     splitter = load_splitter()
-    docs = [
-        split_document(source, splitter)
-        for source in read_corpus(corpus)
-        if not isinstance(source, Skipped)
-    ]
+    split = split_all(read_corpus(corpus), splitter, workers=default_workers())
+    docs = [doc for doc in split if not isinstance(doc, Skipped)]
     result["documents"] = len(docs)
     result["read_and_split_seconds"] = round(time.perf_counter() - started, 1)
+    logger.info(
+        "%d documents read and split in %.1f s", len(docs), result["read_and_split_seconds"]
+    )
     return docs
 
 

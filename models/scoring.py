@@ -141,7 +141,10 @@ def document_scores(paragraph_scores: torch.Tensor, document_lengths: torch.Tens
     """Stage two: `S` `(D,)`, the mean over source paragraphs of the best candidate paragraph
     of each document."""
     best = torch.segment_reduce(
-        paragraph_scores.T.contiguous(), "max", lengths=document_lengths, axis=0
+        paragraph_scores.T.contiguous(),
+        "max",
+        lengths=document_lengths.to(paragraph_scores.device),
+        axis=0,
     )
     return best.mean(dim=1)  # (D, I) -> (D,)
 
