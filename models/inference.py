@@ -37,7 +37,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
-from docsim.models.precision import autocast
+from docsim.models.precision import autocast, to_device
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +88,8 @@ class TorchBackend:
 
     def hidden_states(self, batches: Iterable[BatchT]) -> Iterator[tuple[BatchT, torch.Tensor]]:
         for batch in batches:
-            input_ids = batch.input_ids.to(self.device)
-            mask = batch.attention_mask.to(self.device)
+            input_ids = to_device(batch.input_ids, self.device)
+            mask = to_device(batch.attention_mask, self.device)
             with torch.inference_mode(), autocast(self.device, self.amp_dtype):
                 hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state
             yield batch, hidden  # (B, T, H) on the device

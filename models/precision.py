@@ -51,3 +51,13 @@ def autocast(
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor` on `device`. From the host to a GPU the copy goes through pinned memory and
+    does not wait: the host goes on preparing the next batch while the GPU works (a plain
+    `.to` waits for the GPU to finish everything queued before it). Pinned blocks come from
+    torch's caching host allocator, which keeps each one until its copy is done."""
+    if device.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)

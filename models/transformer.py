@@ -37,7 +37,7 @@ from docsim.models.inference import (
 from docsim.models.late import add_token_states, chunk_tokens, sentence_means, token_owners
 from docsim.models.levels import chunks_from_sentences, pool_levels
 from docsim.models.pooling import POOLING_MODES, mean_pool, pool_states
-from docsim.models.precision import autocast, autocast_dtype
+from docsim.models.precision import autocast, autocast_dtype, to_device
 from docsim.models.tokens import content_tokens, truncated_ids
 
 if TYPE_CHECKING:
@@ -135,7 +135,8 @@ class TransformerEncoder:
         self.load_options: dict[str, Any] | None = None  # set by `load_encoder`
         self._identity: dict[str, Any] | None = None
         self._special: tuple[list[int], list[int]] | None = None
-        self._content_ids: tuple[list[str], list[list[int]]] | None = None  # `content_ids`
+        # `content_ids`: the last two `token_offsets` calls (a build chunks one block ahead)
+        self._content_ids: tuple[tuple[list[str], list[list[int]]], ...] = ()
         self._backend: ForwardBackend | None = None  # torch's, made on first use
         self.backend_record: dict[str, str] = {"name": TORCH}
 
@@ -221,19 +222,22 @@ class TransformerEncoder:
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character spans of each text's content tokens. The ids come from the same call and
-        are kept for the texts: chunking a block asks for its sentences' spans, then late
-        chunking for the same sentences' ids (`content_ids`), which need no second pass."""
+        are kept for the texts (the last two calls'): chunking a block asks for its sentences'
+        spans, then late chunking for the same sentences' ids (`content_ids`), which need no
+        second pass, also when the next block was chunked in between."""
         ids, offsets = content_tokens(self.tokenizer, texts)
-        self._content_ids = (list(texts), ids)
+        self._content_ids = (*self._content_ids, (list(texts), ids))[-2:]  # one assignment
         return offsets
 
     def content_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Each text's content token ids (no special tokens, not truncated): those of the last
-        `token_offsets` call when it was given the same texts, else tokenised now. Another
-        thread's call in between is only a miss: the texts are compared, not trusted."""
-        kept = self._content_ids  # one read: another thread may replace it
-        if kept is not None and kept[0] == list(texts):
-            return kept[1]
+        """Each text's content token ids (no special tokens, not truncated): those of one of
+        the last two `token_offsets` calls when it was given the same texts, else tokenised
+        now. Other threads' calls in between are only a miss: the texts are compared, not
+        trusted."""
+        wanted = list(texts)
+        for kept_texts, kept_ids in self._content_ids:  # one read: another thread may replace it
+            if kept_texts == wanted:
+                return kept_ids
         return content_tokens(self.tokenizer, texts)[0]
 
     def plan_batches(self, token_ids: Sequence[Sequence[int]]) -> Iterator[Batch]:
@@ -265,21 +269,23 @@ class TransformerEncoder:
         if self.load_options is not None:
             self.load_options = {**self.load_options, "backend_dir": str(directory)}
 
-    def _pooled(self, batch: Batch, hidden: torch.Tensor) -> torch.Tensor:
+    def _pooled(self, batch: Batch, hidden: torch.Tensor, *, host: bool = True) -> torch.Tensor:
         """Pooled, normalised vectors of one batch from its `(B, T, H)` token states:
-        `(B, dim)` float32 on the CPU."""
+        `(B, dim)` float32 on the CPU (`host`) or where the states are."""
         with torch.inference_mode():
-            mask = batch.attention_mask.to(hidden.device)
+            mask = to_device(batch.attention_mask, hidden.device)
             pooled = pool_states(hidden, mask, self.pooling)  # (B, H)
-        return self._project(pooled)
+        return self._project(pooled, host=host)
 
-    def _project(self, pooled: torch.Tensor) -> torch.Tensor:
-        """The head (if any) and L2 normalisation of pooled states `(n, H)`: `(n, d)`."""
+    def _project(self, pooled: torch.Tensor, *, host: bool = True) -> torch.Tensor:
+        """The head (if any) and L2 normalisation of pooled states `(n, H)`: `(n, d)`, on
+        the CPU (`host`) or where they were computed."""
         with torch.inference_mode():
             if self.head is not None:
                 with self._autocast():
                     pooled = self.head(pooled.to(self.device)).to(torch.float32)
-            return F.normalize(pooled, dim=-1).cpu()
+            projected = F.normalize(pooled, dim=-1)
+            return projected.cpu() if host else projected
 
     def encode_token_ids(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:
         out = torch.empty((len(token_ids), self.dim), dtype=torch.float32)  # (N, d)
@@ -366,17 +372,20 @@ def _late_chunked(
     plan = chunk_tokens(documents, encoder.content_ids(texts))
     before, after = encoder.special_tokens()
     inputs = [before + ids + after for ids in plan.ids]
-    chunks = torch.empty((len(inputs), encoder.dim))  # (ΣC, d)
-    # the sums stay where the states are made: on a GPU, only they cross to the host
+    # the chunk vectors and sentence sums stay where the states are made: on a GPU they
+    # cross to the host once, at the end, and nothing in the loop waits for the GPU
     home = encoder.device if encoder.device.type == "cuda" else torch.device("cpu")
+    chunks_home = torch.empty((len(inputs), encoder.dim), device=home)  # (ΣC, d)
     sums = torch.zeros((len(texts), encoder.config.hidden_size), device=home)  # (ΣN, H)
     counts = torch.zeros(len(texts), device=home)  # (ΣN,)
     for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(inputs)):
-        chunks[torch.from_numpy(batch.rows)] = encoder._pooled(batch, hidden)
+        rows = to_device(torch.from_numpy(batch.rows), home)  # (B,)
+        chunks_home[rows] = encoder._pooled(batch, hidden, host=False).to(home)
         owners = [plan.owners[r] for r in batch.rows]
         owner = token_owners(owners, len(before), hidden.shape[1])  # (B, T)
         with torch.inference_mode():
             add_token_states(sums, counts, hidden, owner)
+    chunks = chunks_home.cpu()
     means, covered = sentence_means(sums.cpu(), counts.cpu())
     sentences = torch.empty((len(texts), encoder.dim))  # (ΣN, d)
     sentences[covered] = encoder._project(means[covered])

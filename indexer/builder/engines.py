@@ -20,6 +20,7 @@ import logging
 import pickle
 import queue
 import threading
+import time
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -60,10 +61,14 @@ class LocalEngine:
     def __init__(self, encoder: Encoder, *, ahead: bool = True) -> None:
         self.encoder = encoder
         self.ahead = ahead
+        self.seconds = 0.0  # spent encoding (not waiting for blocks)
 
     def _encoded(self, blocks: Iterable[list[Document]]) -> EncodedBlocks:
         for block in blocks:
-            yield block, self.encoder.encode_documents([doc.encoder_input() for doc in block])
+            started = time.perf_counter()
+            vectors = self.encoder.encode_documents([doc.encoder_input() for doc in block])
+            self.seconds += time.perf_counter() - started
+            yield block, vectors
 
     def encode_blocks(self, blocks: Iterable[list[Document]]) -> EncodedBlocks:
         if not self.ahead:
@@ -75,7 +80,7 @@ class LocalEngine:
 _DONE = object()
 
 
-def one_ahead(items: Iterator[Any]) -> Iterator[Any]:
+def one_ahead(items: Iterator[Any]) -> Generator[Any, None, None]:
     """`items`, produced by a thread one item ahead of the consumer. The producer's error is
     raised in the consumer. A consumer that stops (or fails, or is interrupted) waits for the
     item being made, which is then dropped: no thread is left running native code (a forward

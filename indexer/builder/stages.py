@@ -18,7 +18,9 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,7 +29,7 @@ import numpy as np
 from sqlalchemy import Engine
 from tqdm import tqdm
 
-from docsim.indexer.builder.engines import EncodeEngine, LocalEngine
+from docsim.indexer.builder.engines import EncodeEngine, LocalEngine, one_ahead
 from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.config import Settings
 from docsim.indexer.store.manifest import LevelEntry, file_sha256
@@ -124,17 +126,25 @@ def encode_and_store(
     counter = UnitCounter(version_id)
     counter.next.update(count_units(engine, version_id))  # after the blocks already committed
     total, done = plan.n_sentences, plan.sentences_before(blocks_done)
-    pending = (add_chunks(block, encoder, capacity) for block in plan.blocks(blocks_done))
-    # closing(): an engine's resources (a local Ray) go as soon as the loop ends or fails
+    times = EncodeTimes()
+    local = encode_engine or LocalEngine(encoder)
+    # read back and chunked in a thread one block ahead of the encoder, so that a GPU is
+    # not left idle while the host tokenises the next block
+    pending = one_ahead(_chunked(plan.blocks(blocks_done), encoder, capacity, times))
+    started = time.perf_counter()
+    # closing(): an engine's resources (a local Ray) go as soon as the loop ends or fails;
+    # the encoder's thread first (it reads `pending`), then the chunking thread
     with (
         tqdm(
             total=total, initial=done, desc="encode", unit="sent", disable=not show_progress
         ) as bar,
-        contextlib.closing(
-            (encode_engine or LocalEngine(encoder)).encode_blocks(pending)
-        ) as encoded,
+        contextlib.closing(pending),
+        contextlib.closing(local.encode_blocks(pending)) as encoded,
     ):
+        waited = time.perf_counter()
         for b, (block, vectors) in enumerate(encoded, start=blocks_done):
+            stored = time.perf_counter()
+            times.waiting += stored - waited
             arrays = {"document": np.stack([v.document.numpy() for v in vectors])}
             for level, attr in (
                 ("section", "sections"),
@@ -163,7 +173,46 @@ def encode_and_store(
             bar.update(n)
             if on_progress is not None:
                 on_progress(done, total)
+            waited = time.perf_counter()
+            times.storing += waited - stored
+    times.log(time.perf_counter() - started, getattr(local, "seconds", None))
     return plan.n_blocks
+
+
+@dataclass
+class EncodeTimes:
+    """Seconds spent by each thread of the encode stage (they run at once): reading blocks
+    back and chunking them, storing them (SQL rows and block files), and the build's thread
+    waiting for the encoder."""
+
+    chunking: float = 0.0
+    storing: float = 0.0
+    waiting: float = 0.0
+
+    def log(self, wall: float, encoding: float | None) -> None:
+        logger.info(
+            "encode stage: %.1f s; encoding %s, chunking %.1f s (one block ahead), storing "
+            "%.1f s, waiting for the encoder %.1f s",
+            wall,
+            "in the engine" if encoding is None else f"{encoding:.1f} s",
+            self.chunking,
+            self.storing,
+            self.waiting,
+        )
+
+
+def _chunked(
+    blocks: Iterable[list[Document]], encoder: Encoder, capacity: int, times: EncodeTimes
+) -> Iterator[list[Document]]:
+    """Each block with its documents' chunks filled in (`add_chunks`), timed into `times`."""
+    started = time.perf_counter()
+    for block in blocks:
+        chunked = add_chunks(block, encoder, capacity)
+        del block  # not held while the chunked copy waits for the encoder
+        times.chunking += time.perf_counter() - started
+        yield chunked
+        del chunked
+        started = time.perf_counter()
 
 
 class LevelBlocks:

@@ -159,7 +159,7 @@ def test_batching_defaults_follow_the_device(tiny_encoder_dir: Path) -> None:
     assert (none.batch_tokens, none.max_batch_size) == CPU_BATCHING
 
 
-def test_content_ids_reuse_the_last_offsets_call_only_for_the_same_texts(
+def test_content_ids_reuse_the_last_two_offsets_calls_only_for_the_same_texts(
     tiny_encoder: TransformerEncoder,
 ) -> None:
     texts = ["One sentence here.", "Another, longer sentence with more words in it."]
@@ -169,9 +169,11 @@ def test_content_ids_reuse_the_last_offsets_call_only_for_the_same_texts(
     reused = tiny_encoder.content_ids(texts)
     assert reused == reference
     assert reused is tiny_encoder.content_ids(list(texts))  # the same call's ids, kept
-    tiny_encoder.token_offsets(["Something else entirely."])
+    tiny_encoder.token_offsets(["Something else entirely."])  # the next block, chunked ahead
+    assert tiny_encoder.content_ids(texts) is reused  # still one of the last two calls
+    tiny_encoder.token_offsets(["And a third text."])
     fresh = tiny_encoder.content_ids(texts)
-    assert fresh == reference and fresh is not reused  # other texts: tokenised afresh
+    assert fresh == reference and fresh is not reused  # no longer kept: tokenised afresh
 
 
 def test_content_tokens_equal_the_tokenizer_wrappers_even_after_a_truncating_call(

@@ -200,14 +200,16 @@ def test_a_build_holds_a_few_blocks_of_documents_not_the_corpus(
     splitter: SentenceSplitter,
 ) -> None:
     """The split documents wait on disk (`SplitPlan`): while a block is encoded, the process
-    holds the block, the one encoded ahead and the one being stored, not all 48."""
-    settings.index.block_documents = 4
+    holds at most six blocks, not all 48 documents: the one being stored, one encoded and
+    queued, the one being encoded, two chunked ahead (one queued, one waiting to be) and one
+    being read back and chunked."""
+    settings.index.block_documents = 2
     gc.collect()
     before = sum(type(o) is Document for o in gc.get_objects())
     counting = DocumentCountingEncoder(tiny_encoder)
     result = build(sample_corpus, settings, engine, counting, splitter)
-    assert result.manifest["counts"]["document"] == 48 and len(counting.alive) == 12
-    assert max(counting.alive) - before <= 3 * 4
+    assert result.manifest["counts"]["document"] == 48 and len(counting.alive) == 24
+    assert max(counting.alive) - before <= 6 * 2
 
 
 def test_corpus_without_documents_publishes_nothing(
