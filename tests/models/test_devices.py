@@ -112,3 +112,24 @@ def test_late_chunking_on_cuda_equals_the_cpu(tiny_encoder_dir: Path) -> None:
         torch.testing.assert_close(
             getattr(found, level), getattr(expected, level), atol=1e-4, rtol=0
         )
+
+
+def test_to_device_leaves_a_tensor_on_the_cpu_as_it_is() -> None:
+    from docsim.models.precision import to_device
+
+    t = torch.arange(6).reshape(2, 3)
+    assert to_device(t, torch.device("cpu")) is t
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_to_device_copies_through_pinned_memory_to_cuda() -> None:
+    """The copy does not wait for the GPU, and the pinned block outlives the copy: the
+    values arrive even when the source is changed right after the call."""
+    from docsim.models.precision import to_device
+
+    source = torch.arange(1 << 20)
+    copies = [to_device(source, torch.device("cuda")) for _ in range(4)]
+    source.zero_()
+    for copy in copies:
+        assert torch.equal(copy.cpu(), torch.arange(1 << 20))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,39 @@ def test_failed_build_leaves_the_active_version_untouched(
         ).one()
     assert failed.status == "failed" and "encoder crashed" in failed.error
     assert all(n == 0 for n in count_units(engine, failed.version_id).values())
+
+
+class ChunkingFailsEncoder:
+    """Delegates to a real encoder; chunking its third block fails (`token_offsets` runs in
+    the thread that chunks one block ahead of the encoder)."""
+
+    def __init__(self, inner: TransformerEncoder) -> None:
+        self.inner, self.calls = inner, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def token_offsets(self, texts):
+        self.calls += 1
+        if self.calls == 3:
+            raise RuntimeError("tokenizer crashed")
+        return self.inner.token_offsets(texts)
+
+
+def test_a_failure_while_chunking_ahead_fails_the_build_and_stops_its_threads(
+    sample_corpus: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    settings.index.block_documents = 4
+    with pytest.raises(RuntimeError, match="tokenizer crashed"):
+        build(sample_corpus, settings, engine, ChunkingFailsEncoder(tiny_encoder), splitter)
+    with engine.connect() as conn:
+        (status,) = conn.execute(select(index_versions.c.status)).scalars().all()
+        assert status == "failed"
+    assert not [t for t in threading.enumerate() if t.name == "docsim-encode"]
 
 
 class DocumentCountingEncoder:
