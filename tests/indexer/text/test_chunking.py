@@ -83,3 +83,17 @@ def test_chunk_rejects_bad_capacity(splitter: SentenceSplitter) -> None:
     doc = split_document(text_document("x", "T\n\nA sentence."), splitter)
     with pytest.raises(ValueError, match="at least 1 token"):
         chunk_document(doc, [[(0, 1)]], capacity=0)
+
+
+def test_chunked_documents_cross_a_pickle_unchanged(
+    sample_corpus: Path, splitter: SentenceSplitter, tiny_encoder: TransformerEncoder
+) -> None:
+    """Split plans and split workers pickle documents (`__reduce__` of the slotted spans)."""
+    import pickle
+
+    docs = [split_document(d, splitter) for d in list(read_corpus(sample_corpus))[:4]]
+    chunked = add_chunks(docs, tiny_encoder, 16)
+    again = pickle.loads(pickle.dumps(chunked, protocol=pickle.HIGHEST_PROTOCOL))
+    assert again == chunked and all(d.chunks for d in again)
+    sentence = chunked[0].sections[0].paragraphs[0].sentences[0]
+    assert pickle.loads(pickle.dumps(sentence)) == sentence
