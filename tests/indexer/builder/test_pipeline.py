@@ -133,14 +133,18 @@ def test_second_build_flips_the_active_version(
     assert count_units(engine, first.version_id)["document"] == 1  # kept until garbage-collected
 
 
-class ExplodingEncoder:
-    """Delegates to a real encoder and fails on the second block."""
+class Delegating:
+    """A real encoder, every attribute delegated to it; a subclass changes one method."""
 
     def __init__(self, inner: TransformerEncoder) -> None:
         self.inner, self.calls = inner, 0
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
+
+
+class ExplodingEncoder(Delegating):
+    """Fails on the second block."""
 
     def encode_documents(self, docs):
         self.calls += 1
@@ -178,15 +182,9 @@ def test_failed_build_leaves_the_active_version_untouched(
     assert all(n == 0 for n in count_units(engine, failed.version_id).values())
 
 
-class ChunkingFailsEncoder:
-    """Delegates to a real encoder; chunking its third block fails (`token_offsets` runs in
-    the thread that chunks one block ahead of the encoder)."""
-
-    def __init__(self, inner: TransformerEncoder) -> None:
-        self.inner, self.calls = inner, 0
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
+class ChunkingFailsEncoder(Delegating):
+    """Chunking the third block fails (`token_offsets` runs in the thread that chunks one
+    block ahead of the encoder)."""
 
     def token_offsets(self, texts):
         self.calls += 1
@@ -211,15 +209,12 @@ def test_a_failure_while_chunking_ahead_fails_the_build_and_stops_its_threads(
     assert not [t for t in threading.enumerate() if t.name == "docsim-encode"]
 
 
-class DocumentCountingEncoder:
-    """Delegates to a real encoder and records, at each block, how many split documents are
-    alive in the process."""
+class DocumentCountingEncoder(Delegating):
+    """Records, at each block, how many split documents are alive in the process."""
 
     def __init__(self, inner: TransformerEncoder) -> None:
-        self.inner, self.alive = inner, []
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
+        super().__init__(inner)
+        self.alive: list[int] = []
 
     def encode_documents(self, docs):
         self.alive.append(sum(type(o) is Document for o in gc.get_objects()))
