@@ -143,14 +143,25 @@ class Delegating:
         return getattr(self.inner, name)
 
 
-class ExplodingEncoder(Delegating):
-    """Fails on the second block."""
+class FailingEncoder(Delegating):
+    """The `call`-th call of its `method` raises `RuntimeError(message)`."""
 
-    def encode_documents(self, docs):
-        self.calls += 1
-        if self.calls == 2:
-            raise RuntimeError("encoder crashed")
-        return self.inner.encode_documents(docs)
+    def __init__(self, inner: TransformerEncoder, method: str, call: int, message: str) -> None:
+        super().__init__(inner)
+        self.method, self.call, self.message = method, call, message
+
+    def __getattr__(self, name: str):
+        found = getattr(self.inner, name)
+        if name != self.method:
+            return found
+
+        def failing(*args, **kwargs):
+            self.calls += 1
+            if self.calls == self.call:
+                raise RuntimeError(self.message)
+            return found(*args, **kwargs)
+
+        return failing
 
 
 def test_failed_build_leaves_the_active_version_untouched(
@@ -165,7 +176,8 @@ def test_failed_build_leaves_the_active_version_untouched(
     first = build(small, settings, engine, tiny_encoder, splitter)
     settings.index.block_documents = 4
     with pytest.raises(RuntimeError, match="encoder crashed"):
-        build(sample_corpus, settings, engine, ExplodingEncoder(tiny_encoder), splitter)
+        exploding = FailingEncoder(tiny_encoder, "encode_documents", 2, "encoder crashed")
+        build(sample_corpus, settings, engine, exploding, splitter)
     assert active_version(engine).version_id == first.version_id
     indexes = settings.data_dir / "indexes"
     assert sorted(p.name for p in indexes.iterdir() if not p.name.startswith(".")) == [
@@ -182,17 +194,6 @@ def test_failed_build_leaves_the_active_version_untouched(
     assert all(n == 0 for n in count_units(engine, failed.version_id).values())
 
 
-class ChunkingFailsEncoder(Delegating):
-    """Chunking the third block fails (`token_offsets` runs in the thread that chunks one
-    block ahead of the encoder)."""
-
-    def token_offsets(self, texts):
-        self.calls += 1
-        if self.calls == 3:
-            raise RuntimeError("tokenizer crashed")
-        return self.inner.token_offsets(texts)
-
-
 def test_a_failure_while_chunking_ahead_fails_the_build_and_stops_its_threads(
     sample_corpus: Path,
     settings: Settings,
@@ -201,8 +202,10 @@ def test_a_failure_while_chunking_ahead_fails_the_build_and_stops_its_threads(
     splitter: SentenceSplitter,
 ) -> None:
     settings.index.block_documents = 4
+    # `token_offsets` runs in the thread that chunks one block ahead of the encoder
+    failing = FailingEncoder(tiny_encoder, "token_offsets", 3, "tokenizer crashed")
     with pytest.raises(RuntimeError, match="tokenizer crashed"):
-        build(sample_corpus, settings, engine, ChunkingFailsEncoder(tiny_encoder), splitter)
+        build(sample_corpus, settings, engine, failing, splitter)
     with engine.connect() as conn:
         (status,) = conn.execute(select(index_versions.c.status)).scalars().all()
         assert status == "failed"
