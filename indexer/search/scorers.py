@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from docsim.indexer.search.arrays import Positions, Scores
+from docsim.indexer.search.centroid_candidates import LazyCentroids
 from docsim.indexer.search.lexical import reduced_query, rm3_weights
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.postings import Postings
@@ -69,6 +70,7 @@ class ScoringContext:
     level_vectors: Callable[[Query, str], torch.Tensor]  # a query's (m, d) vectors at a level
     shards: ShardedSdr | None = None  # the shard actors, on a sharded service
     scan: SentenceScan | None = None  # the compressed sentence level, when it is compressed
+    centroids: LazyCentroids | None = None  # candidate mode's cells, fitted on first use
 
     def top(self, scores: Scores, allowed: Positions, k: int) -> Positions:
         return top_k(scores, allowed, k, self.tiebreak)

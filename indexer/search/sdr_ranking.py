@@ -1,8 +1,9 @@
 """The methods built on SDR's paragraph matrix, whose best paragraph pairs explain each hit.
 
 - `sdr`: the paper's hierarchical scoring (`indexer.search.sdr`). Exhaustive mode scores every
-  allowed document; candidate mode only those retrieved through the FAISS indices
-  (`indexer.search.candidates`), normalised over a fixed sample.
+  allowed document; candidate mode only those centroid interaction retrieves
+  (`indexer.search.centroid_candidates`; or the nearest units in the FAISS indices,
+  `indexer.search.candidates`), normalised over a fixed sample.
 - `sdr-window`: `sdr` with the query's paragraphs cut into pseudo-paragraphs of `query_window`
   sentences, so that the per-paragraph z-score acts on a one-paragraph query.
 - `hybrid`: reciprocal-rank fusion of `bm25` and `sdr`, score = sum 1 / (60 + rank).
@@ -99,11 +100,7 @@ class SdrRanker:
         SDR scoring in `mode`."""
         method = options.method
         context, settings = self.context, self.context.settings
-        scored = (
-            allowed
-            if mode is ScoringMode.exhaustive
-            else retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)
-        )
+        scored = allowed if mode is ScoringMode.exhaustive else self.candidates(query, allowed)
         fusion = dict(settings.fusion_weights)
         sdr = None
         if method is not Method.fused or fusion.get(Method.sdr):
@@ -150,6 +147,19 @@ class SdrRanker:
         # the statistics of a windowed query are the windows', not the paragraphs'
         stats = sdr.stats if sdr is not None and method is not Method.sdr_window else None
         return RankedScores(scores, pool, method, sdr, stats)
+
+    def candidates(self, query: Query, allowed: Positions) -> Positions:
+        """Candidate mode's documents of `allowed` (ascending), found as
+        `SearchSettings.candidate_generator` says."""
+        context, settings = self.context, self.context.settings
+        if settings.candidate_generator == "centroids" and context.centroids is not None:
+            return context.centroids.get().candidates(
+                query.sentence_vectors,
+                allowed,
+                settings.candidate_probe,
+                settings.candidate_max_documents,
+            )
+        return retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)
 
     def _scorer(self, method: Method) -> Scorer:
         try:

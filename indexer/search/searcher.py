@@ -19,6 +19,7 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.search.arrays import Positions, Scores
+from docsim.indexer.search.centroid_candidates import LazyCentroids
 from docsim.indexer.search.filters import Filter
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.matches import document_hits
@@ -69,6 +70,7 @@ class Searcher:
         sentences_on_device: torch.Tensor | None = None,
         postings: Postings | None = None,
         scan: SentenceScan | None = None,
+        centroids: LazyCentroids | None = None,
     ) -> None:
         self.index = index
         if scan is not None:  # it searches the sentence level, whose FAISS index is not loaded
@@ -103,6 +105,13 @@ class Searcher:
             sdr=sdr,
             level_vectors=self.level_vectors,
             scan=scan,
+            centroids=centroids
+            or LazyCentroids(
+                index,
+                dimensions=settings.scan_dimensions,
+                seed=settings.seed,
+                basis=scan.scan.basis if scan is not None else None,
+            ),
         )
         self._score_with(self.context)
 
@@ -134,6 +143,10 @@ class Searcher:
             self.context.postings.documents()
         if Method.bm25_paragraph in methods:
             self.context.postings.paragraphs()
+        n_sentences = len(self.index.ids["sentence"])
+        large = n_sentences > self.settings.exhaustive_max_sentences
+        if large and self.settings.candidate_generator == "centroids" and self.context.centroids:
+            self.context.centroids.get()  # every default query retrieves candidates
 
     def use_shards(
         self, shards: ShardedSdr | None, levels: Mapping[str, ShardedLevel] | None = None
@@ -154,9 +167,11 @@ class Searcher:
         the changed documents only: the BM25 postings, and the copy of the sentence vectors on
         the device (only added sentences are copied). The z-score statistics depend on every
         document, so the new searcher computes them afresh; this one keeps serving unchanged.
-        A compressed sentence level projects the added sentences only."""
+        A compressed sentence level projects the added sentences only, and candidate mode's
+        cells, when fitted, assign only the added sentences."""
         old = self.index
         scan = self.context.scan
+        new_scan = scan.changed(old, index) if scan is not None else None
         return Searcher(
             index,
             self.encoder,
@@ -171,7 +186,12 @@ class Searcher:
                 index.collection.sentences,
             ),
             postings=self.context.postings.with_changes(index),
-            scan=scan.changed(old, index) if scan is not None else None,
+            scan=new_scan,
+            centroids=self.context.centroids.changed(
+                index, new_scan.scan.basis if new_scan is not None else None
+            )
+            if self.context.centroids is not None
+            else None,
         )
 
     def vector_sizes(self) -> dict[str, tuple[int, int]]:
@@ -283,7 +303,7 @@ class Searcher:
                 if options.filter is None
                 else self._sentences_of(allowed)
             )
-            mode = scoring_mode(options, sentences, self.settings)
+            mode = scoring_mode(options, sentences, self.settings, len(query.sentence_vectors))
             return self.sdr_ranker.score(query, options, allowed, mode), mode
         scores = self.scorers[method].scores(query, allowed, QueryScratch())
         return RankedScores(scores, allowed, method, None, None), ScoringMode.exhaustive
@@ -363,15 +383,21 @@ class Searcher:
         )
 
 
-def scoring_mode(options: SearchOptions, n_sentences: int, settings: SearchSettings) -> ScoringMode:
-    """`options.mode`, with `auto` resolved: exhaustive over a pool, or over a collection (or
-    the documents a filter keeps) of at most `exhaustive_max_sentences` sentences (it holds
-    `n_sentences`), else candidate."""
+def scoring_mode(
+    options: SearchOptions, n_sentences: int, settings: SearchSettings, query_sentences: int = 0
+) -> ScoringMode:
+    """`options.mode`, with `auto` resolved by cost: exhaustive over a pool, or over a
+    collection (or the documents a filter keeps) of `n_sentences` sentences, at most
+    `exhaustive_max_sentences`, whose products with the query's `query_sentences` are at most
+    `exhaustive_max_products`; else candidate."""
     if options.mode is not ScoringMode.auto:
         return options.mode
     if options.candidates is not None:
         return ScoringMode.exhaustive
-    if n_sentences <= settings.exhaustive_max_sentences:
+    if (
+        n_sentences <= settings.exhaustive_max_sentences
+        and n_sentences * query_sentences <= settings.exhaustive_max_products
+    ):
         return ScoringMode.exhaustive
     return ScoringMode.candidate
 

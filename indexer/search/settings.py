@@ -58,8 +58,15 @@ class SearchSettings(BaseModel):
     exhaustive_max_sentences: int = Field(
         default=2_000_000,
         ge=0,
-        description="SDR's `auto` mode scores every document up to this many indexed "
-        "sentences, and retrieves candidates above it.",
+        description="SDR's `auto` mode retrieves candidates in a collection of more indexed "
+        "sentences than this (and normalises over a fixed sample of it), whatever the query.",
+    )
+    exhaustive_max_products: int = Field(
+        default=40_000_000,
+        ge=0,
+        description="SDR's `auto` mode scores every document while the query's sentences times "
+        "the collection's (the sentence products an exhaustive pass costs) are at most this "
+        "many, and retrieves candidates above it: a long query over a large collection.",
     )
     filter_population: Literal["collection", "filtered"] = Field(
         default="collection",
@@ -67,14 +74,24 @@ class SearchSettings(BaseModel):
         "every other document of the collection (a document scores as it would unfiltered), "
         "or only the documents the filter keeps (cheaper: the rest are never scored).",
     )
+    candidate_generator: Literal["centroids", "neighbours"] = Field(
+        default="centroids",
+        description="How candidate mode finds the documents it scores: `centroids`, by "
+        "centroid interaction over cells of the sentence level (PLAID-style, fitted on the "
+        "version's first candidate query); `neighbours`, by the nearest sentences, paragraphs "
+        "and documents of the query's in the levels' vector indices.",
+    )
+    candidate_probe: int = Field(
+        default=8, ge=1, description="`centroids`: the cells each query sentence probes."
+    )
     candidate_sentence_k: int = Field(
-        default=20, ge=1, description="Candidate mode: neighbours of each query sentence."
+        default=20, ge=1, description="`neighbours`: neighbours of each query sentence."
     )
     candidate_paragraph_k: int = Field(
-        default=200, ge=1, description="Candidate mode: neighbours of each query paragraph."
+        default=200, ge=1, description="`neighbours`: neighbours of each query paragraph."
     )
     candidate_document_k: int = Field(
-        default=200, ge=1, description="Candidate mode: neighbours of the query document."
+        default=200, ge=1, description="`neighbours`: neighbours of the query document."
     )
     candidate_max_documents: int = Field(
         default=500, ge=1, description="Candidate mode: documents scored at most."

@@ -54,6 +54,25 @@ def choose_factory(n_vectors: int, flat_max_vectors: int, large_factory: str) ->
     return large_factory.format(nlist=nlist)
 
 
+def kmeans(sample: np.ndarray, k: int, *, seed: int, iterations: int = 20) -> np.ndarray:
+    """`(k, d)` float32 centroids of the rows of `sample` `(m, d)`, by FAISS's k-means with
+    unit-norm centroids (spherical: the products with them are cosines)."""
+    sample = _as_float32(sample)
+    if not 1 <= k <= len(sample):
+        raise ValueError(f"cannot fit {k} centroids on {len(sample)} rows")
+    found = faiss.Kmeans(
+        sample.shape[1],
+        k,
+        niter=iterations,
+        seed=seed,
+        spherical=True,
+        max_points_per_centroid=max(256, -(-len(sample) // k)),
+        min_points_per_centroid=1,
+    )
+    found.train(sample)
+    return np.asarray(found.centroids, dtype=np.float32)
+
+
 def _as_float32(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vectors, dtype=np.float32)
 

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.lexical import stemmer_for
-from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.searcher import Searcher, scoring_mode
 from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.types import (
     Granularity,
@@ -282,12 +282,19 @@ def test_unit_search_in_a_pool_equals_brute_force(searcher: Searcher) -> None:
 # --- candidate mode -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    # measured with the tiny random encoder: mean overlap@10 0.3375 (min 0.1, max 0.6) with
+    # the nearest units, 0.246 with 8 of 15 cells probed
+    ("generator", "least_overlap"),
+    [("neighbours", 0.30), ("centroids", 0.20)],
+)
 def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
-    searcher: Searcher,
+    searcher: Searcher, generator: str, least_overlap: float
 ) -> None:
     """Every document as the query: candidate mode scores at most 10 documents of 47, and its
     top 10 still holds a share of exhaustive mode's top 10."""
     small = SearchSettings(
+        candidate_generator=generator,
         candidate_sentence_k=2,
         candidate_paragraph_k=2,
         candidate_document_k=2,
@@ -315,8 +322,7 @@ def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
             h.document_id for h in candidate.results
         }
         overlaps.append(len(shared) / 10)
-    # measured with the tiny random encoder: mean overlap@10 0.3375 (min 0.1, max 0.6)
-    assert np.mean(overlaps) >= 0.30
+    assert np.mean(overlaps) >= least_overlap
     assert min(overlaps) < 1.0  # candidate mode really did miss documents
 
 
@@ -342,3 +348,34 @@ def test_warm_builds_the_postings_the_default_methods_read(
     for built in (warmed, fresh):
         assert (built.context.postings.built_documents is not None) is documents
         assert (built.context.postings.built_paragraphs is not None) is paragraphs
+
+
+def test_auto_mode_weighs_the_query_against_the_collection() -> None:
+    """`auto` scores exhaustively while the query's sentence products with the collection's
+    stay within budget, and in a collection of at most `exhaustive_max_sentences`."""
+    budget = SearchSettings(exhaustive_max_sentences=1_000, exhaustive_max_products=10_000)
+    auto = SearchOptions()
+    assert scoring_mode(auto, 1_000, budget, 10) is ScoringMode.exhaustive
+    assert scoring_mode(auto, 1_000, budget, 11) is ScoringMode.candidate
+    assert scoring_mode(auto, 100, budget, 100) is ScoringMode.exhaustive
+    assert scoring_mode(auto, 1_001, budget, 1) is ScoringMode.candidate
+    assert scoring_mode(SearchOptions(candidates=["a"]), 10**9, budget, 10**3) is (
+        ScoringMode.exhaustive  # a pool is always scored whole
+    )
+    assert scoring_mode(SearchOptions(mode=ScoringMode.candidate), 1, budget, 1) is (
+        ScoringMode.candidate
+    )
+
+
+def test_a_long_query_retrieves_candidates_through_the_cells(searcher: Searcher) -> None:
+    """With a budget below a query's products, `auto` ranks by candidate mode: the cells are
+    fitted on that first query, and the ranking scores at most `candidate_max_documents`."""
+    budget = SearchSettings(exhaustive_max_products=1, candidate_max_documents=12)
+    ranker = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine, budget)
+    assert ranker.context.centroids is not None and not ranker.context.centroids.fitted
+    query = ranker.query_from_index(searcher.index.external_ids[0])
+    found = ranker.similar(query, SearchOptions(top_k=5, method=Method.sdr))
+    assert found.mode == "candidate" and found.scored_documents == 12
+    assert ranker.context.centroids.fitted
+    wide = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine)
+    assert wide.similar(query, SearchOptions(top_k=5, method=Method.sdr)).mode == "exhaustive"

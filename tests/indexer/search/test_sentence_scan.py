@@ -15,6 +15,7 @@ import torch
 
 from docsim.indexer.config import DatabaseSettings, Settings
 from docsim.indexer.jobs.updates import apply_change
+from docsim.indexer.search.centroid_candidates import codes_of
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
@@ -23,6 +24,7 @@ from docsim.indexer.search.types import Method, SearchOptions
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.documents import SourceDocument
+from docsim.models.centroids import postings
 from tests.utils.indexes import publish
 
 RESCORED = 12  # of the 48 documents: most are scored from the compressed rows only
@@ -129,6 +131,8 @@ def test_a_change_carries_the_scan_as_compressing_afresh(
 ) -> None:
     _, compressed = both
     old = compressed.index
+    assert compressed.context.centroids is not None
+    cells = compressed.context.centroids.get()  # fitted before the change: carried through it
     removed = [old.external_ids[1], old.external_ids[7]]
     change = apply_change(
         compressed.engine,
@@ -158,6 +162,16 @@ def test_a_change_carries_the_scan_as_compressing_afresh(
     assert torch.equal(carried.scan.group_counts, afresh.scan.group_counts)
     found = ranking(changed, old.external_ids[0], Method.maxsim)
     assert "new-1" in found and not set(removed) & set(found)
+    carried_cells = changed.context.centroids
+    assert carried_cells is not None and carried_cells.fitted
+    afresh_cells = postings(
+        codes_of(new.vectors["sentence"], cells.basis, cells.cells.centroids),
+        torch.from_numpy(new.doc_unit_start["sentence"]),
+        cells.cells.centroids,
+    )
+    assert torch.equal(carried_cells.get().cells.codes, afresh_cells.codes)
+    assert torch.equal(carried_cells.get().cells.documents, afresh_cells.documents)
+    assert torch.equal(carried_cells.get().cells.cell_start, afresh_cells.cell_start)
 
 
 def test_a_fitted_scan_is_the_same_for_the_same_seed(both: tuple[Searcher, Searcher]) -> None:

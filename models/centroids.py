@@ -1,0 +1,130 @@
+"""PLAID-style candidate generation: every sentence stands for its centroid, and a document
+is scored by the centroids of its sentences (centroid interaction).
+
+A collection's R sentences are assigned to C centroids (cells) fitted on a sample of them.
+For each cell the documents with a sentence in it are listed once (its postings). A query
+of n sentences then ranks every document in three steps, none of which reads a sentence
+vector:
+
+1. the n x C products of the query's sentences with the centroids;
+2. each query sentence probes its `n_probe` best cells; the rest of its products are
+   replaced by its `n_probe`-th best product (its floor);
+3. a document's score is the mean over the query's sentences of the best product among the
+   probed cells it has a sentence in (the floor where it has none): an approximate `maxsim`
+   read from the probed cells' postings only.
+
+The caller scores the best documents exactly. Everything runs in the space the centroids
+were fitted in (`models.scan`'s projection, when the caller projects). Dimensions: R
+sentences, D documents, C cells, P postings, n query sentences, k dimensions.
+Tensors in, tensors out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+ASSIGN_ROWS = 65536  # sentences assigned to their cells at a time
+
+
+@dataclass(frozen=True)
+class CellPostings:
+    """The documents of each cell, and the cells themselves.
+
+    Attributes:
+        centroids: `(C, k)` float32 cell centres.
+        cell_start: `(C + 1,)` int64: cell c's documents are `documents[cell_start[c]:
+            cell_start[c + 1]]`.
+        documents: `(P,)` int64 document positions, ascending within each cell, each once.
+        codes: `(R,)` int32 the cell of each sentence row (kept to apply document changes).
+        n_documents: D.
+    """
+
+    centroids: torch.Tensor
+    cell_start: torch.Tensor
+    documents: torch.Tensor
+    codes: torch.Tensor
+    n_documents: int
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.centroids)
+
+    def memory_bytes(self) -> int:
+        held = (self.centroids, self.cell_start, self.documents, self.codes)
+        return sum(t.element_size() * t.numel() for t in held)
+
+
+def cell_count(n_sentences: int, per_cell: int = 32) -> int:
+    """The cells for `n_sentences`: the power of two at or below twice their square root (1,024
+    for AILA's 340,178), with at least `per_cell` sentences a cell (at least one cell)."""
+    if n_sentences < 2 * per_cell:
+        return 1
+    wanted = 2 ** int(math.log2(2 * math.sqrt(n_sentences)))
+    return max(1, min(wanted, n_sentences // per_cell))
+
+
+def assign(rows: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+    """`(m,)` int32 the cell of each row `(m, k)`: the centroid `(C, k)` of largest product."""
+    out = torch.empty(len(rows), dtype=torch.int32)
+    for i in range(0, len(rows), ASSIGN_ROWS):
+        block = rows[i : i + ASSIGN_ROWS].float()
+        out[i : i + len(block)] = (block @ centroids.T).argmax(dim=1).to(torch.int32)
+    return out
+
+
+def postings(
+    codes: torch.Tensor, document_start: torch.Tensor, centroids: torch.Tensor
+) -> CellPostings:
+    """The postings of sentences in cells `codes` `(R,)`, document d's sentences being rows
+    `document_start[d]:document_start[d + 1]` (`(D + 1,)`)."""
+    n_documents = len(document_start) - 1
+    n_cells = len(centroids)
+    lengths = document_start.diff()  # (D,)
+    documents = torch.repeat_interleave(torch.arange(n_documents), lengths)  # (R,)
+    pairs = torch.unique(codes.long() * n_documents + documents)  # (P,) ascending: by cell
+    cells = pairs // max(n_documents, 1)
+    counts = torch.bincount(cells, minlength=n_cells)  # (C,)
+    cell_start = torch.zeros(n_cells + 1, dtype=torch.long)
+    cell_start[1:] = counts.cumsum(0)
+    return CellPostings(centroids, cell_start, pairs % max(n_documents, 1), codes, n_documents)
+
+
+def changed(
+    found: CellPostings,
+    old_document_start: torch.Tensor,
+    kept: torch.Tensor,
+    added_codes: torch.Tensor,
+    document_start: torch.Tensor,
+) -> CellPostings:
+    """`found` (over documents starting at rows `old_document_start` `(D_old + 1,)`) after a
+    document change: the documents where `kept` `(D_old,)` holds, in their order, then the
+    added documents, whose sentences are in cells `added_codes` `(a,)`; `document_start`
+    `(D_new + 1,)` is the new collection's."""
+    row_kept = torch.repeat_interleave(kept, old_document_start.diff())  # (R_old,)
+    codes = torch.cat([found.codes[row_kept], added_codes.to(torch.int32)])
+    return postings(codes, document_start, found.centroids)
+
+
+def interaction(query: torch.Tensor, found: CellPostings, n_probe: int) -> torch.Tensor:
+    """`(D,)` each document's approximate `maxsim` for query sentences `query` `(n, k)`: the
+    mean over the query's sentences of the best product among the probed cells the
+    document has a sentence in, floored at the sentence's `n_probe`-th best cell."""
+    if not len(query):
+        return torch.zeros(found.n_documents)
+    products = query.float() @ found.centroids.T  # (n, C)
+    probe = min(n_probe, found.n_cells)
+    top = torch.topk(products, probe, dim=1)  # (n, p)
+    floor = top.values[:, -1:]  # (n, 1)
+    cells = torch.unique(top.indices)  # (u,)
+    starts, ends = found.cell_start[cells], found.cell_start[cells + 1]  # (u,)
+    sizes = ends - starts
+    cell_of = torch.repeat_interleave(cells, sizes)  # (P',)
+    first = torch.repeat_interleave(starts - (sizes.cumsum(0) - sizes), sizes)  # (P',)
+    documents = found.documents[first + torch.arange(len(first))]  # (P',)
+    values = torch.maximum(products[:, cell_of], floor)  # (n, P')
+    best = floor.expand(-1, found.n_documents).contiguous()  # (n, D)
+    best.scatter_reduce_(1, documents.expand(len(query), -1), values, reduce="amax")
+    return best.mean(dim=0)

@@ -1,0 +1,115 @@
+"""Centroid interaction (`models.centroids`) against plain loops over every document."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from docsim.models.centroids import assign, cell_count, changed, interaction, postings
+
+
+def collection(seed: int, n_documents: int = 30, n_cells: int = 12, k: int = 8):  # noqa: ANN201
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 9, (n_documents,), generator=g)
+    lengths[3] = 0  # a document without sentences has no postings
+    start = torch.zeros(n_documents + 1, dtype=torch.long)
+    start[1:] = lengths.cumsum(0)
+    rows = F.normalize(torch.randn(int(start[-1]), k, generator=g), dim=-1)
+    centroids = F.normalize(torch.randn(n_cells, k, generator=g), dim=-1)
+    return rows, start, centroids
+
+
+def reference_interaction(
+    query: torch.Tensor,
+    codes: torch.Tensor,
+    start: torch.Tensor,
+    centroids: torch.Tensor,
+    probe: int,
+) -> torch.Tensor:
+    """Per document and query sentence: the best product with the cell of any of the
+    document's sentences whose cell some query sentence probes, floored at the sentence's
+    `probe`-th best cell."""
+    products = query @ centroids.T  # (n, C)
+    probed = {int(c) for row in products for c in torch.topk(row, probe).indices}
+    out = []
+    for d in range(len(start) - 1):
+        cells = [int(c) for c in codes[start[d] : start[d + 1]] if int(c) in probed]
+        total = 0.0
+        for q in range(len(query)):
+            floor = float(torch.topk(products[q], probe).values[-1])
+            total += max([floor] + [float(products[q, c]) for c in cells])
+        out.append(total / len(query))
+    return torch.tensor(out)
+
+
+def test_assign_picks_the_centroid_of_largest_product() -> None:
+    rows, _, centroids = collection(0)
+    codes = assign(rows, centroids)
+    assert codes.dtype == torch.int32
+    assert torch.equal(codes.long(), torch.tensor([int(torch.argmax(centroids @ r)) for r in rows]))
+
+
+def test_postings_list_each_document_of_a_cell_once_in_order() -> None:
+    rows, start, centroids = collection(1)
+    codes = assign(rows, centroids)
+    found = postings(codes, start, centroids)
+    assert found.cell_start[0] == 0 and found.cell_start[-1] == len(found.documents)
+    for c in range(len(centroids)):
+        docs = found.documents[found.cell_start[c] : found.cell_start[c + 1]].tolist()
+        expected = sorted(
+            {d for d in range(len(start) - 1) if (codes[start[d] : start[d + 1]] == c).any()}
+        )
+        assert docs == expected
+
+
+@pytest.mark.parametrize("probe", [1, 3, 12])
+@pytest.mark.parametrize("seed", [2, 3])
+def test_interaction_equals_the_plain_loops(probe: int, seed: int) -> None:
+    rows, start, centroids = collection(seed)
+    codes = assign(rows, centroids)
+    query = F.normalize(
+        torch.randn(5, 8, generator=torch.Generator().manual_seed(seed + 10)), dim=-1
+    )
+    found = interaction(query, postings(codes, start, centroids), probe)
+    expected = reference_interaction(query, codes, start, centroids, probe)
+    assert torch.allclose(found, expected, atol=1e-6)
+
+
+def test_probing_every_cell_is_maxsim_over_the_sentences_cells() -> None:
+    rows, start, centroids = collection(4)
+    codes = assign(rows, centroids)
+    query = F.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(5)), dim=-1)
+    found = interaction(query, postings(codes, start, centroids), len(centroids))
+    stand_ins = centroids[codes.long()]  # each sentence replaced by its centroid
+    for d in range(len(start) - 1):
+        if start[d] == start[d + 1]:
+            continue  # no sentences: the floor, the worst cell of each query sentence
+        best = (query @ stand_ins[start[d] : start[d + 1]].T).max(dim=1).values.mean()
+        assert float(found[d]) == pytest.approx(float(best), abs=1e-6)
+
+
+def test_a_change_equals_the_postings_of_the_new_collection() -> None:
+    rows, start, centroids = collection(6)
+    codes = assign(rows, centroids)
+    before = postings(codes, start, centroids)
+    kept = torch.ones(len(start) - 1, dtype=torch.bool)
+    kept[[0, 5, 17]] = False
+    added = F.normalize(torch.randn(9, 8, generator=torch.Generator().manual_seed(7)), dim=-1)
+    lengths = torch.cat([start.diff()[kept], torch.tensor([4, 0, 5])])
+    new_start = torch.zeros(len(lengths) + 1, dtype=torch.long)
+    new_start[1:] = lengths.cumsum(0)
+    after = changed(before, start, kept, assign(added, centroids), new_start)
+    row_kept = torch.repeat_interleave(kept, start.diff())
+    afresh = postings(assign(torch.cat([rows[row_kept], added]), centroids), new_start, centroids)
+    assert torch.equal(after.codes, afresh.codes)
+    assert torch.equal(after.cell_start, afresh.cell_start)
+    assert torch.equal(after.documents, afresh.documents)
+    assert after.n_documents == len(lengths)
+
+
+def test_cell_count() -> None:
+    assert cell_count(0) == cell_count(63) == 1
+    assert cell_count(340_178) == 1024  # AILA
+    assert cell_count(3_401_780) == 2048  # ten times AILA
+    assert cell_count(1000) == 31  # at least 32 sentences a cell
