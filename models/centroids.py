@@ -50,11 +50,11 @@ class CellPostings:
 
     @property
     def n_cells(self) -> int:
-        return len(self.centroids)
+        return int(self.centroids.shape[0])
 
     def memory_bytes(self) -> int:
         held = (self.centroids, self.cell_start, self.documents, self.codes)
-        return sum(t.element_size() * t.numel() for t in held)
+        return sum(int(t.element_size() * t.numel()) for t in held)
 
 
 def cell_count(n_sentences: int, per_cell: int = 32) -> int:
@@ -62,7 +62,7 @@ def cell_count(n_sentences: int, per_cell: int = 32) -> int:
     for AILA's 340,178), with at least `per_cell` sentences a cell (at least one cell)."""
     if n_sentences < 2 * per_cell:
         return 1
-    wanted = 2 ** int(math.log2(2 * math.sqrt(n_sentences)))
+    wanted: int = 2 ** int(math.log2(2 * math.sqrt(n_sentences)))
     return max(1, min(wanted, n_sentences // per_cell))
 
 

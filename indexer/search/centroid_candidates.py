@@ -20,6 +20,7 @@ import torch
 
 from docsim.indexer.search.arrays import Positions
 from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import BLOCK_ROWS, fit_sample
 from docsim.indexer.store.vector_index import kmeans
 from docsim.models.centroids import CellPostings, assign, cell_count, changed, interaction, postings
@@ -152,7 +153,9 @@ class LazyCentroids:
         )
 
 
-def codes_of(rows: torch.Tensor, basis: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+def codes_of(
+    rows: torch.Tensor | MappedRows, basis: torch.Tensor, centroids: torch.Tensor
+) -> torch.Tensor:
     """`(R,)` the cell of each of `rows` `(R, d)` (a tensor or mapped rows), in blocks."""
     return torch.cat(
         [torch.empty(0, dtype=torch.int32)]
