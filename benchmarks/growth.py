@@ -1,5 +1,6 @@
 """The sentence-vector part of the default ranking as the collection grows: the float32 level
-in memory (the code before issue 28) against the compressed level, at 1x, 3x and 10x AILA.
+in memory (the code before issue 28) against the compressed level and against candidate
+mode's cells, at 1x, 3x and 10x AILA.
 
     python benchmarks/growth.py --data-dir DIR [--factors 1 3 10] [--noise 0.35]
         [--queries FILE] [--out benchmarks/results/growth.json]
@@ -16,9 +17,12 @@ store and factor runs in a process of its own (so that its resident memory is it
 holds the level as the service does (`float32`: all of it as a tensor; `compressed`: the
 projected bfloat16 rows in memory, the float16 file memory-mapped), then scores `maxsim` over
 every document for each query (`compressed`: the approximate pass, then `scan_rescore`
-documents exactly from the file, as `SentenceSets` does). Reported: p50 and p95, the resident
-set after loading and its peak, the bytes per sentence held, and the top-10 overlap of the
-compressed ranking with the float32 one.
+documents exactly from the file, as `SentenceSets` does; `centroids`: candidate mode's cells,
+fitted as `CentroidCandidates` fits them, give `candidate_max_documents` documents by
+centroid interaction, scored exactly from the file). Reported: p50 and p95, the resident
+set after loading and its peak, the bytes per sentence held (the cells' postings and codes
+for `centroids`), the cells' fitting time, and each ranking's top-10 overlap with the
+float32 one.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import psutil
 import torch
 
 from docsim.indexer.config import Settings
+from docsim.indexer.search.centroid_candidates import fit_cells
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import fit_sample, padding_group
 from docsim.indexer.search.settings import SearchSettings
@@ -45,6 +50,7 @@ from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.alignment import maxsim_scores, sentence_best
+from docsim.models.centroids import interaction
 from docsim.models.scan import approximate_best, compress, fit_basis, project
 from docsim.models.scoring import RaggedCollection
 
@@ -126,6 +132,21 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         def rank(query: torch.Tensor) -> np.ndarray:
             return maxsim_scores(sentence_best(query, collection)).numpy()
 
+    elif store == "centroids":
+        started = time.perf_counter()
+        starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
+        basis, cells = fit_cells(
+            mapped, starts, dimensions=search.scan_dimensions, seed=search.seed
+        )
+        fit_seconds = time.perf_counter() - started
+        held = cells.memory_bytes()
+
+        def rank(query: torch.Tensor) -> np.ndarray:
+            scores = interaction(project(query, basis), cells, search.candidate_probe).numpy()
+            scores = scores.astype(np.float64)
+            best = np.sort(np.argsort(-scores, kind="stable")[: search.candidate_max_documents])
+            return exactly(query, best, scores)
+
     else:
         basis = fit_basis(fit_sample(mapped, search.seed), search.scan_dimensions)
         projected = torch.cat(
@@ -140,15 +161,17 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         def rank(query: torch.Tensor) -> np.ndarray:
             scores = maxsim_scores(approximate_best(query, scan)).numpy().astype(np.float64)
             best = np.sort(np.argsort(-scores, kind="stable")[: search.scan_rescore])
-            rows = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in best])
-            exact_rows = mapped[torch.from_numpy(rows)].float()
-            sub = RaggedCollection(
-                exact_rows, lengths[best], torch.ones(len(best), dtype=torch.long)
-            )
-            exact = maxsim_scores(sentence_best(query, sub)).numpy()
-            scores = np.minimum(scores, np.nextafter(exact.min(), -np.inf))
-            scores[best] = exact
-            return scores
+            return exactly(query, best, scores)
+
+    def exactly(query: torch.Tensor, best: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """`scores` with documents `best` scored exactly from the file, the rest below them."""
+        rows = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in best])
+        exact_rows = mapped[torch.from_numpy(rows)].float()
+        sub = RaggedCollection(exact_rows, lengths[best], torch.ones(len(best), dtype=torch.long))
+        exact = maxsim_scores(sentence_best(query, sub)).numpy()
+        scores = np.minimum(scores, np.nextafter(exact.min(), -np.inf))
+        scores[best] = exact
+        return scores
 
     loaded = rss()
     rank(queries[0])  # warm-up
@@ -170,6 +193,7 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         "rss_after_queries_gib": rss() / 2**30,
         "peak_rss_gib": status_bytes("VmHWM") / 2**30,
         "tops": tops,
+        **({"fit_seconds": fit_seconds} if store == "centroids" else {}),
     }
 
 
@@ -203,7 +227,7 @@ def main() -> None:
         }
         for factor in args.factors:
             row = {}
-            for store in ("float32", "compressed"):
+            for store in ("float32", "compressed", "centroids"):
                 logger.info("factor %d, %s", factor, store)
                 child = [sys.executable, __file__, "--child", str(factor), store]
                 child += ["--work", str(work), "--data-dir", str(args.data_dir)]
@@ -211,14 +235,17 @@ def main() -> None:
                 if found.returncode:
                     raise RuntimeError(f"{' '.join(child)} failed:\n{found.stderr[-3000:]}")
                 row[store] = json.loads(found.stdout.strip().splitlines()[-1])
-            overlaps = [
-                len(set(a) & set(b)) / 10
-                for a, b in zip(
-                    row["float32"].pop("tops"), row["compressed"].pop("tops"), strict=True
-                )
-            ]
-            row["top10_overlap"] = {"mean": statistics.mean(overlaps), "min": min(overlaps)}
-            row["p50_ratio"] = row["compressed"]["p50_ms"] / row["float32"]["p50_ms"]
+            exact = row["float32"].pop("tops")
+            for store in ("compressed", "centroids"):
+                overlaps = [
+                    len(set(a) & set(b)) / 10
+                    for a, b in zip(exact, row[store].pop("tops"), strict=True)
+                ]
+                row[store]["top10_overlap"] = {
+                    "mean": statistics.mean(overlaps),
+                    "min": min(overlaps),
+                }
+                row[store]["p50_ratio"] = row[store]["p50_ms"] / row["float32"]["p50_ms"]
             result["factors"][str(factor)] = row
             logger.info("factor %d: %s", factor, json.dumps(row))
     print(json.dumps(result, indent=2))

@@ -51,18 +51,8 @@ class CentroidCandidates:
         `dimensions` kept) and assign every sentence to one."""
         started = time.perf_counter()
         rows = index.vectors["sentence"]
-        sample = fit_sample(rows, seed)  # (m, d)
-        if basis is None:
-            basis = fit_basis(sample, min(dimensions, index.dim))  # (d, k)
-        n_cells = min(cell_count(len(rows)), len(sample))
-        centroids = (  # (C, k)
-            torch.from_numpy(kmeans(project(sample, basis).float().numpy(), n_cells, seed=seed))
-            if n_cells
-            else torch.zeros(1, basis.shape[1])
-        )
-        codes = codes_of(rows, basis, centroids)
         start = index.doc_unit_start["sentence"]
-        cells = postings(codes, torch.from_numpy(start), centroids)
+        basis, cells = fit_cells(rows, start, dimensions=dimensions, seed=seed, basis=basis)
         logger.info(
             "Fitted %d cells over %d sentences in %.1f s (%.1f MiB)",
             cells.n_cells,
@@ -110,6 +100,30 @@ class CentroidCandidates:
         scores = self.scores(query, n_probe)[allowed]
         best = np.argsort(-scores, kind="stable")[:most]
         return np.sort(allowed[best])
+
+
+def fit_cells(
+    rows: torch.Tensor | MappedRows,
+    document_start: np.ndarray,
+    *,
+    dimensions: int,
+    seed: int,
+    basis: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, CellPostings]:
+    """The basis (given, or fitted with `dimensions` kept) and the cells of sentences `rows`
+    `(R, d)`, document d's being rows `document_start[d]:document_start[d + 1]`: k-means on
+    the fixed sample `fit_sample` draws with `seed`, projected, then every row assigned."""
+    sample = fit_sample(rows, seed)  # (m, d)
+    if basis is None:
+        basis = fit_basis(sample, min(dimensions, sample.shape[1]))  # (d, k)
+    n_cells = min(cell_count(len(rows)), len(sample))
+    centroids = (  # (C, k)
+        torch.from_numpy(kmeans(project(sample, basis).float().numpy(), n_cells, seed=seed))
+        if n_cells
+        else torch.zeros(1, basis.shape[1])
+    )
+    codes = codes_of(rows, basis, centroids)
+    return basis, postings(codes, torch.from_numpy(document_start), centroids)
 
 
 class LazyCentroids:
