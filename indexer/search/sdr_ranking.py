@@ -103,7 +103,7 @@ class SdrRanker:
         scored = allowed if mode is ScoringMode.exhaustive else self.candidates(query, allowed)
         fusion = dict(settings.fusion_weights)
         sdr = None
-        if method is not Method.fused or fusion.get(Method.sdr):
+        if self.scores_sdr(method):
             windowed_query = (
                 windowed(query, settings.query_window) if method is Method.sdr_window else query
             )
@@ -147,6 +147,13 @@ class SdrRanker:
         # the statistics of a windowed query are the windows', not the paragraphs'
         stats = sdr.stats if sdr is not None and method is not Method.sdr_window else None
         return RankedScores(scores, pool, method, sdr, stats)
+
+    def scores_sdr(self, method: Method | None) -> bool:
+        """Whether ranking by `method` computes SDR's paragraph matrix: every SDR-ranked
+        method but a fusion that does not weigh `sdr`."""
+        return method is not Method.fused or bool(
+            dict(self.context.settings.fusion_weights).get(Method.sdr)
+        )
 
     def candidates(self, query: Query, allowed: Positions) -> Positions:
         """Candidate mode's documents of `allowed` (ascending), found as

@@ -303,7 +303,11 @@ class Searcher:
                 if options.filter is None
                 else self._sentences_of(allowed)
             )
-            mode = scoring_mode(options, sentences, self.settings, len(query.sentence_vectors))
+            # exact SDR costs the query's sentences times the collection's; the fusions
+            # without it score sentences through the compressed level or in candidate mode
+            # at a cost that does not favour candidate mode (benchmarks/candidate_cost.py)
+            products_of = len(query.sentence_vectors) if self.sdr_ranker.scores_sdr(method) else 0
+            mode = scoring_mode(options, sentences, self.settings, products_of)
             return self.sdr_ranker.score(query, options, allowed, mode), mode
         scores = self.scorers[method].scores(query, allowed, QueryScratch())
         return RankedScores(scores, allowed, method, None, None), ScoringMode.exhaustive

@@ -64,9 +64,10 @@ class SearchSettings(BaseModel):
     exhaustive_max_products: int = Field(
         default=40_000_000,
         ge=0,
-        description="SDR's `auto` mode scores every document while the query's sentences times "
-        "the collection's (the sentence products an exhaustive pass costs) are at most this "
-        "many, and retrieves candidates above it: a long query over a large collection.",
+        description="`auto` mode, for the methods that compute SDR exactly (`sdr`, "
+        "`sdr-window`, `hybrid`, a fusion weighing `sdr`): every document is scored while the "
+        "query's sentences times the collection's (the products of the exact pass) are at most "
+        "this many, and candidates are retrieved above it: a long query on a large collection.",
     )
     filter_population: Literal["collection", "filtered"] = Field(
         default="collection",

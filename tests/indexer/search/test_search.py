@@ -368,8 +368,8 @@ def test_auto_mode_weighs_the_query_against_the_collection() -> None:
 
 
 def test_a_long_query_retrieves_candidates_through_the_cells(searcher: Searcher) -> None:
-    """With a budget below a query's products, `auto` ranks by candidate mode: the cells are
-    fitted on that first query, and the ranking scores at most `candidate_max_documents`."""
+    """With a budget below a query's products, `auto` ranks `sdr` by candidate mode: the cells
+    are fitted on that first query, and the ranking scores at most `candidate_max_documents`."""
     budget = SearchSettings(exhaustive_max_products=1, candidate_max_documents=12)
     ranker = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine, budget)
     assert ranker.context.centroids is not None and not ranker.context.centroids.fitted
@@ -377,5 +377,8 @@ def test_a_long_query_retrieves_candidates_through_the_cells(searcher: Searcher)
     found = ranker.similar(query, SearchOptions(top_k=5, method=Method.sdr))
     assert found.mode == "candidate" and found.scored_documents == 12
     assert ranker.context.centroids.fitted
+    # the default fusion does not weigh `sdr`: no exact pass whose cost grows with the query
+    default = ranker.similar(query, SearchOptions(top_k=5, method=Method.fused))
+    assert default.mode == "exhaustive"
     wide = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine)
     assert wide.similar(query, SearchOptions(top_k=5, method=Method.sdr)).mode == "exhaustive"
