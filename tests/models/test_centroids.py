@@ -109,7 +109,7 @@ def test_a_change_equals_the_postings_of_the_new_collection() -> None:
 
 
 def test_cell_count() -> None:
-    assert cell_count(0) == cell_count(63) == 1
-    assert cell_count(340_178) == 1024  # AILA
-    assert cell_count(3_401_780) == 2048  # ten times AILA
-    assert cell_count(1000) == 31  # at least 32 sentences a cell
+    assert cell_count(0) == cell_count(31) == 1
+    assert cell_count(340_178) == 4096  # AILA
+    assert cell_count(3_401_780) == 8192  # ten times AILA
+    assert cell_count(1000) == 62  # at least 16 sentences a cell
