@@ -18,8 +18,8 @@ holds the level as the service does (`float32`: all of it as a tensor; `compress
 projected bfloat16 rows in memory, the float16 file memory-mapped), then scores `maxsim` over
 every document for each query (`compressed`: the approximate pass, then `scan_rescore`
 documents exactly from the file, as `SentenceSets` does; `centroids`: candidate mode's cells,
-fitted as `CentroidCandidates` fits them, give `candidate_max_documents` documents by
-centroid interaction, scored exactly from the file). Reported: p50 and p95, the resident
+fitted as the service fits them, give `candidate_max_documents` documents by centroid
+interaction and residual codes, scored exactly from the file). Reported: p50 and p95, the resident
 set after loading and its peak, the bytes per sentence held (the cells' postings and codes
 for `centroids`), the cells' fitting time, and each ranking's top-10 overlap with the
 float32 one.
@@ -42,7 +42,7 @@ import psutil
 import torch
 
 from docsim.indexer.config import Settings
-from docsim.indexer.search.centroid_candidates import fit_cells
+from docsim.indexer.search.centroid_candidates import CentroidCandidates, fit_cells
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import fit_sample, padding_group
 from docsim.indexer.search.settings import SearchSettings
@@ -50,7 +50,6 @@ from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.alignment import maxsim_scores, sentence_best
-from docsim.models.centroids import interaction
 from docsim.models.scan import approximate_best, compress, fit_basis, project
 from docsim.models.scoring import RaggedCollection
 
@@ -135,17 +134,23 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
     elif store == "centroids":
         started = time.perf_counter()
         starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
-        basis, cells = fit_cells(
-            mapped, starts, dimensions=search.scan_dimensions, seed=search.seed
+        cells = CentroidCandidates(
+            fit_cells(mapped, starts, dimensions=search.scan_dimensions, seed=search.seed),
+            starts,
         )
         fit_seconds = time.perf_counter() - started
         held = cells.memory_bytes()
+        every = np.arange(len(lengths))
 
         def rank(query: torch.Tensor) -> np.ndarray:
-            scores = interaction(project(query, basis), cells, search.candidate_probe).numpy()
-            scores = scores.astype(np.float64)
-            best = np.sort(np.argsort(-scores, kind="stable")[: search.candidate_max_documents])
-            return exactly(query, best, scores)
+            best = cells.candidates(
+                query,
+                every,
+                n_probe=search.candidate_probe,
+                wide=search.candidate_refine,
+                most=search.candidate_max_documents,
+            )
+            return exactly(query, best, np.full(len(lengths), -np.inf))
 
     else:
         basis = fit_basis(fit_sample(mapped, search.seed), search.scan_dimensions)

@@ -37,7 +37,7 @@ class CellPostings:
         centroids: `(C, k)` float32 cell centres.
         cell_start: `(C + 1,)` int64: cell c's documents are `documents[cell_start[c]:
             cell_start[c + 1]]`.
-        documents: `(P,)` int64 document positions, ascending within each cell, each once.
+        documents: `(P,)` int32 document positions, ascending within each cell, each once.
         codes: `(R,)` int32 the cell of each sentence row (kept to apply document changes).
         n_documents: D.
     """
@@ -90,23 +90,8 @@ def postings(
     counts = torch.bincount(cells, minlength=n_cells)  # (C,)
     cell_start = torch.zeros(n_cells + 1, dtype=torch.long)
     cell_start[1:] = counts.cumsum(0)
-    return CellPostings(centroids, cell_start, pairs % max(n_documents, 1), codes, n_documents)
-
-
-def changed(
-    found: CellPostings,
-    old_document_start: torch.Tensor,
-    kept: torch.Tensor,
-    added_codes: torch.Tensor,
-    document_start: torch.Tensor,
-) -> CellPostings:
-    """`found` (over documents starting at rows `old_document_start` `(D_old + 1,)`) after a
-    document change: the documents where `kept` `(D_old,)` holds, in their order, then the
-    added documents, whose sentences are in cells `added_codes` `(a,)`; `document_start`
-    `(D_new + 1,)` is the new collection's."""
-    row_kept = torch.repeat_interleave(kept, old_document_start.diff())  # (R_old,)
-    codes = torch.cat([found.codes[row_kept], added_codes.to(torch.int32)])
-    return postings(codes, document_start, found.centroids)
+    documents_of = (pairs % max(n_documents, 1)).to(torch.int32)
+    return CellPostings(centroids, cell_start, documents_of, codes.to(torch.int32), n_documents)
 
 
 def interaction(query: torch.Tensor, found: CellPostings, n_probe: int) -> torch.Tensor:
@@ -124,7 +109,7 @@ def interaction(query: torch.Tensor, found: CellPostings, n_probe: int) -> torch
     sizes = ends - starts
     cell_of = torch.repeat_interleave(cells, sizes)  # (P',)
     first = torch.repeat_interleave(starts - (sizes.cumsum(0) - sizes), sizes)  # (P',)
-    documents = found.documents[first + torch.arange(len(first))]  # (P',)
+    documents = found.documents[first + torch.arange(len(first))].long()  # (P',)
     values = torch.maximum(products[:, cell_of], floor)  # (n, P')
     best = floor.expand(-1, found.n_documents).contiguous()  # (n, D)
     best.scatter_reduce_(1, documents.expand(len(query), -1), values, reduce="amax")

@@ -1,12 +1,14 @@
-"""Candidate mode's documents, PLAID-style: centroid interaction over the sentence level's cells
-(`models.centroids`), fitted once per loaded version in the projection `models.scan` uses.
+"""Candidate mode's documents, PLAID-style: centroid interaction over the sentence level's
+cells (`models.centroids`), then the best of those by their sentences' residual codes
+(`models.residuals`), fitted once per loaded version in the projection `models.scan` uses.
 
 The cells are fitted on the same fixed sample of runs of sentences as the compressed level's
 basis (`sentence_scan.fit_sample`), in its space (`scan_dimensions` leading directions), with
-FAISS's k-means; every sentence is then assigned to its cell. A document change assigns only
-the added documents' sentences and keeps the cells. Nothing here reads a sentence vector per
-query: a query costs the products of its sentences with the centroids and a pass over the
-probed cells' postings.
+FAISS's k-means; every sentence is then assigned to its cell, and its offset from the cell's
+centre coded in 2 bits a dimension. A document change codes only the added documents'
+sentences and keeps the cells. A query reads no sentence vector: it costs the products of
+its sentences with the centroids, a pass over the probed cells' postings, and the decoding
+of the sentences of `candidate_refine` documents.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -23,107 +26,117 @@ from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import BLOCK_ROWS, fit_sample
 from docsim.indexer.store.vector_index import kmeans
-from docsim.models.centroids import CellPostings, assign, cell_count, changed, interaction, postings
+from docsim.models.centroids import CellPostings, assign, cell_count, interaction, postings
+from docsim.models.residuals import Residuals, encode, fit_buckets, refine
 from docsim.models.scan import fit_basis, project
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A collection's cells: the basis they live in, the centroids' postings (with each
+    sentence's cell) and each sentence's residual code, rows in document order."""
+
+    basis: torch.Tensor  # (d, k)
+    postings: CellPostings
+    residuals: Residuals
+
+    def memory_bytes(self) -> int:
+        basis = int(self.basis.element_size() * self.basis.numel())
+        return basis + self.postings.memory_bytes() + self.residuals.memory_bytes()
 
 
 class CentroidCandidates:
     """The cells of one loaded version's sentences, and the candidates they give a query.
 
     Args:
-        basis: `(d, k)` the projection the cells live in.
-        cells: the cells' centroids and postings.
+        cells: the basis, postings and residual codes.
         document_start: `(D + 1,)` each document's first sentence row.
     """
 
-    def __init__(self, basis: torch.Tensor, cells: CellPostings, document_start: np.ndarray):
-        self.basis = basis
+    def __init__(self, cells: Cells, document_start: np.ndarray) -> None:
         self.cells = cells
         self.document_start = document_start
+        self._document_start = torch.from_numpy(document_start)
 
     @classmethod
     def of_index(
         cls, index: LoadedIndex, *, dimensions: int, seed: int, basis: torch.Tensor | None = None
     ) -> CentroidCandidates:
         """Fit the cells of `index`'s sentences (in `basis`, or one fitted on the sample with
-        `dimensions` kept) and assign every sentence to one."""
+        `dimensions` kept) and code every sentence."""
         started = time.perf_counter()
         rows = index.vectors["sentence"]
         start = index.doc_unit_start["sentence"]
-        basis, cells = fit_cells(rows, start, dimensions=dimensions, seed=seed, basis=basis)
+        cells = fit_cells(rows, start, dimensions=dimensions, seed=seed, basis=basis)
         logger.info(
-            "Fitted %d cells over %d sentences in %.1f s (%.1f MiB)",
-            cells.n_cells,
+            "Fitted %d cells over %d sentences in %.1f s (%.1f bytes a sentence)",
+            cells.postings.n_cells,
             len(rows),
             time.perf_counter() - started,
-            cells.memory_bytes() / 2**20,
+            cells.memory_bytes() / max(1, len(rows)),
         )
-        return cls(basis, cells, start)
+        return cls(cells, start)
 
     def changed(self, old: LoadedIndex, new: LoadedIndex) -> CentroidCandidates:
         """These cells for `new`, `old` with a document change applied: the kept documents'
-        sentences keep their cells, the added ones are assigned."""
+        sentences keep their codes, the added ones are coded (the cells stay)."""
         keep = np.isin(old.doc_ids, new.doc_ids)  # (D_old,)
         n_kept = int(keep.sum())
         start = new.doc_unit_start["sentence"]
+        cells = self.cells
         if not np.array_equal(new.doc_ids[:n_kept], old.doc_ids[keep]):
-            codes = codes_of(new.vectors["sentence"], self.basis, self.cells.centroids)
-            return CentroidCandidates(
-                self.basis, postings(codes, torch.from_numpy(start), self.cells.centroids), start
-            )
+            return CentroidCandidates(recoded(new.vectors["sentence"], start, cells), start)
+        row_kept = np.repeat(keep, np.diff(self.document_start))  # (R_old,)
         added = new.vectors["sentence"][int(start[n_kept]) : int(start[-1])]  # (a, d)
-        cells = changed(
-            self.cells,
-            torch.from_numpy(self.document_start),
-            torch.from_numpy(keep),
-            codes_of(added, self.basis, self.cells.centroids),
-            torch.from_numpy(start),
+        codes, packed = code_rows(added, cells)
+        kept = torch.from_numpy(row_kept)
+        found = Cells(
+            cells.basis,
+            postings(
+                torch.cat([cells.postings.codes[kept], codes]),
+                torch.from_numpy(start),
+                cells.postings.centroids,
+            ),
+            cells.residuals.kept(kept, packed),
         )
-        return CentroidCandidates(self.basis, cells, start)
+        return CentroidCandidates(found, start)
 
     def memory_bytes(self) -> int:
-        return self.cells.memory_bytes() + self.basis.element_size() * self.basis.numel()
+        return self.cells.memory_bytes()
 
     def scores(self, query: torch.Tensor, n_probe: int) -> np.ndarray:
-        """`(D,)` every document's approximate `maxsim` for the query's sentences `(n, d)`."""
-        return interaction(project(query, self.basis), self.cells, n_probe).numpy()
+        """`(D,)` every document's centroid interaction with the query's sentences `(n, d)`."""
+        projected = project(query, self.cells.basis)
+        return interaction(projected, self.cells.postings, n_probe).numpy()
+
+    def refined(self, query: torch.Tensor, documents: Positions) -> np.ndarray:
+        """`(M,)` the approximate `maxsim` of `documents` `(M,)` from their residual codes."""
+        cells = self.cells
+        return refine(
+            project(query, cells.basis),
+            torch.from_numpy(np.asarray(documents, dtype=np.int64)),
+            self._document_start,
+            cells.postings.codes,
+            cells.residuals,
+            cells.postings.centroids,
+        ).numpy()
 
     def candidates(
-        self, query: torch.Tensor, allowed: Positions, n_probe: int, most: int
+        self, query: torch.Tensor, allowed: Positions, *, n_probe: int, wide: int, most: int
     ) -> Positions:
-        """Positions (ascending) of the `most` documents of `allowed` with the best
-        approximate `maxsim` for the query's sentences `(n, d)` (ties: the lower position)."""
+        """Positions (ascending) of at most `most` documents of `allowed` for the query's
+        sentences `(n, d)`: the `wide` best by centroid interaction, then the `most` best of
+        those by their residual codes (ties: the lower position)."""
         if len(allowed) <= most:
             return np.sort(allowed)
         scores = self.scores(query, n_probe)[allowed]
-        best = np.argsort(-scores, kind="stable")[:most]
-        return np.sort(allowed[best])
-
-
-def fit_cells(
-    rows: torch.Tensor | MappedRows,
-    document_start: np.ndarray,
-    *,
-    dimensions: int,
-    seed: int,
-    basis: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, CellPostings]:
-    """The basis (given, or fitted with `dimensions` kept) and the cells of sentences `rows`
-    `(R, d)`, document d's being rows `document_start[d]:document_start[d + 1]`: k-means on
-    the fixed sample `fit_sample` draws with `seed`, projected, then every row assigned."""
-    sample = fit_sample(rows, seed)  # (m, d)
-    if basis is None:
-        basis = fit_basis(sample, min(dimensions, sample.shape[1]))  # (d, k)
-    n_cells = min(cell_count(len(rows)), len(sample))
-    centroids = (  # (C, k)
-        torch.from_numpy(kmeans(project(sample, basis).float().numpy(), n_cells, seed=seed))
-        if n_cells
-        else torch.zeros(1, basis.shape[1])
-    )
-    codes = codes_of(rows, basis, centroids)
-    return basis, postings(codes, torch.from_numpy(document_start), centroids)
+        first = np.sort(allowed[np.argsort(-scores, kind="stable")[: max(wide, most)]])
+        if len(first) <= most:
+            return first
+        second = self.refined(query, first)
+        return np.sort(first[np.argsort(-second, kind="stable")[:most]])
 
 
 class LazyCentroids:
@@ -167,14 +180,62 @@ class LazyCentroids:
         )
 
 
-def codes_of(
-    rows: torch.Tensor | MappedRows, basis: torch.Tensor, centroids: torch.Tensor
-) -> torch.Tensor:
-    """`(R,)` the cell of each of `rows` `(R, d)` (a tensor or mapped rows), in blocks."""
-    return torch.cat(
-        [torch.empty(0, dtype=torch.int32)]
-        + [
-            assign(project(rows[i : i + BLOCK_ROWS], basis), centroids)
-            for i in range(0, len(rows), BLOCK_ROWS)
-        ]
+def fit_cells(
+    rows: torch.Tensor | MappedRows,
+    document_start: np.ndarray,
+    *,
+    dimensions: int,
+    seed: int,
+    basis: torch.Tensor | None = None,
+) -> Cells:
+    """The cells of sentences `rows` `(R, d)`, document d's being rows
+    `document_start[d]:document_start[d + 1]`, in `basis` (or one fitted with `dimensions`
+    kept): k-means and the residuals' buckets on the fixed sample `fit_sample` draws with
+    `seed`, then every row coded."""
+    sample = fit_sample(rows, seed)  # (m, d)
+    if basis is None:
+        basis = fit_basis(sample, min(dimensions, sample.shape[1]))  # (d, k)
+    projected = project(sample, basis).float()  # (m, k)
+    n_cells = min(cell_count(len(rows)), len(sample))
+    centroids = (  # (C, k)
+        torch.from_numpy(kmeans(projected.numpy(), n_cells, seed=seed))
+        if n_cells
+        else torch.zeros(1, basis.shape[1])
     )
+    offsets = projected - centroids[assign(projected, centroids).long()]  # (m, k)
+    cutoffs, values = fit_buckets(offsets) if len(offsets) else _no_buckets(basis.shape[1])
+    empty = Cells(
+        basis,
+        postings(torch.empty(0, dtype=torch.int32), torch.zeros(1, dtype=torch.long), centroids),
+        Residuals(torch.empty(0, -(-basis.shape[1] // 4), dtype=torch.uint8), cutoffs, values),
+    )
+    return recoded(rows, document_start, empty)
+
+
+def recoded(rows: torch.Tensor | MappedRows, document_start: np.ndarray, cells: Cells) -> Cells:
+    """`cells` (their basis, centroids and buckets) with every one of `rows` `(R, d)` coded."""
+    codes, packed = code_rows(rows, cells)
+    residuals = cells.residuals
+    return Cells(
+        cells.basis,
+        postings(codes, torch.from_numpy(document_start), cells.postings.centroids),
+        Residuals(packed, residuals.cutoffs, residuals.values),
+    )
+
+
+def code_rows(rows: torch.Tensor | MappedRows, cells: Cells) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(R,)` int32 the cell and `(R, ceil(k / 4))` uint8 the residual code of each of `rows`
+    `(R, d)` (a tensor or mapped rows), in blocks."""
+    centroids, cutoffs = cells.postings.centroids, cells.residuals.cutoffs
+    codes = [torch.empty(0, dtype=torch.int32)]
+    packed = [torch.empty(0, -(-cells.basis.shape[1] // 4), dtype=torch.uint8)]
+    for i in range(0, len(rows), BLOCK_ROWS):
+        block = project(rows[i : i + BLOCK_ROWS], cells.basis).float()  # (b, k)
+        found = assign(block, centroids)
+        codes.append(found)
+        packed.append(encode(block, found, centroids, cutoffs))
+    return torch.cat(codes), torch.cat(packed)
+
+
+def _no_buckets(k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.zeros(k, 3), torch.zeros(k, 4)

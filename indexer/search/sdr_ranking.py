@@ -163,8 +163,9 @@ class SdrRanker:
             return context.centroids.get().candidates(
                 query.sentence_vectors,
                 allowed,
-                settings.candidate_probe,
-                settings.candidate_max_documents,
+                n_probe=settings.candidate_probe,
+                wide=settings.candidate_refine,
+                most=settings.candidate_max_documents,
             )
         return retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)
 

@@ -78,12 +78,18 @@ class SearchSettings(BaseModel):
     candidate_generator: Literal["centroids", "neighbours"] = Field(
         default="centroids",
         description="How candidate mode finds the documents it scores: `centroids`, by "
-        "centroid interaction over cells of the sentence level (PLAID-style, fitted on the "
-        "version's first candidate query); `neighbours`, by the nearest sentences, paragraphs "
-        "and documents of the query's in the levels' vector indices.",
+        "centroid interaction over cells of the sentence level, then residual codes "
+        "(PLAID-style, fitted on the version's first candidate query); `neighbours`, by the "
+        "nearest sentences, paragraphs and documents of the query's in the levels' indices.",
     )
     candidate_probe: int = Field(
-        default=8, ge=1, description="`centroids`: the cells each query sentence probes."
+        default=32, ge=1, description="`centroids`: the cells each query sentence probes."
+    )
+    candidate_refine: int = Field(
+        default=2000,
+        ge=1,
+        description="`centroids`: the documents centroid interaction passes on to be ranked "
+        "by their sentences' residual codes, which keep `candidate_max_documents` of them.",
     )
     candidate_sentence_k: int = Field(
         default=20, ge=1, description="`neighbours`: neighbours of each query sentence."

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from docsim.models.centroids import assign, cell_count, changed, interaction, postings
+from docsim.models.centroids import assign, cell_count, interaction, postings
 
 
 def collection(seed: int, n_documents: int = 30, n_cells: int = 12, k: int = 8):  # noqa: ANN201
@@ -87,25 +87,6 @@ def test_probing_every_cell_is_maxsim_over_the_sentences_cells() -> None:
             continue  # no sentences: the floor, the worst cell of each query sentence
         best = (query @ stand_ins[start[d] : start[d + 1]].T).max(dim=1).values.mean()
         assert float(found[d]) == pytest.approx(float(best), abs=1e-6)
-
-
-def test_a_change_equals_the_postings_of_the_new_collection() -> None:
-    rows, start, centroids = collection(6)
-    codes = assign(rows, centroids)
-    before = postings(codes, start, centroids)
-    kept = torch.ones(len(start) - 1, dtype=torch.bool)
-    kept[[0, 5, 17]] = False
-    added = F.normalize(torch.randn(9, 8, generator=torch.Generator().manual_seed(7)), dim=-1)
-    lengths = torch.cat([start.diff()[kept], torch.tensor([4, 0, 5])])
-    new_start = torch.zeros(len(lengths) + 1, dtype=torch.long)
-    new_start[1:] = lengths.cumsum(0)
-    after = changed(before, start, kept, assign(added, centroids), new_start)
-    row_kept = torch.repeat_interleave(kept, start.diff())
-    afresh = postings(assign(torch.cat([rows[row_kept], added]), centroids), new_start, centroids)
-    assert torch.equal(after.codes, afresh.codes)
-    assert torch.equal(after.cell_start, afresh.cell_start)
-    assert torch.equal(after.documents, afresh.documents)
-    assert after.n_documents == len(lengths)
 
 
 def test_cell_count() -> None:

@@ -15,7 +15,7 @@ import torch
 
 from docsim.indexer.config import DatabaseSettings, Settings
 from docsim.indexer.jobs.updates import apply_change
-from docsim.indexer.search.centroid_candidates import codes_of
+from docsim.indexer.search.centroid_candidates import recoded
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
@@ -24,7 +24,6 @@ from docsim.indexer.search.types import Method, SearchOptions
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.documents import SourceDocument
-from docsim.models.centroids import postings
 from tests.utils.indexes import publish
 
 RESCORED = 12  # of the 48 documents: most are scored from the compressed rows only
@@ -164,14 +163,11 @@ def test_a_change_carries_the_scan_as_compressing_afresh(
     assert "new-1" in found and not set(removed) & set(found)
     carried_cells = changed.context.centroids
     assert carried_cells is not None and carried_cells.fitted
-    afresh_cells = postings(
-        codes_of(new.vectors["sentence"], cells.basis, cells.cells.centroids),
-        torch.from_numpy(new.doc_unit_start["sentence"]),
-        cells.cells.centroids,
-    )
-    assert torch.equal(carried_cells.get().cells.codes, afresh_cells.codes)
-    assert torch.equal(carried_cells.get().cells.documents, afresh_cells.documents)
-    assert torch.equal(carried_cells.get().cells.cell_start, afresh_cells.cell_start)
+    carried = carried_cells.get().cells
+    afresh = recoded(new.vectors["sentence"], new.doc_unit_start["sentence"], cells.cells)
+    for name in ("codes", "documents", "cell_start"):
+        assert torch.equal(getattr(carried.postings, name), getattr(afresh.postings, name))
+    assert torch.equal(carried.residuals.packed, afresh.residuals.packed)
 
 
 def test_a_fitted_scan_is_the_same_for_the_same_seed(both: tuple[Searcher, Searcher]) -> None:
