@@ -148,6 +148,7 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
                 every,
                 n_probe=search.candidate_probe,
                 wide=search.candidate_refine,
+                refine_probe=search.candidate_refine_probe,
                 most=search.candidate_max_documents,
             )
             return exactly(query, best, np.full(len(lengths), -np.inf))

@@ -7,8 +7,8 @@ of n sentences then ranks every document in three steps, none of which reads a s
 vector:
 
 1. the n x C products of the query's sentences with the centroids;
-2. each query sentence probes its `n_probe` best cells; the rest of its products are
-   replaced by its `n_probe`-th best product (its floor);
+2. each query sentence probes its `n_probe` best cells (`probe`); the rest of its products
+   are replaced by its `n_probe`-th best product (its floor);
 3. a document's score is the mean over the query's sentences of the best product among the
    probed cells it has a sentence in (the floor where it has none): an approximate `maxsim`
    read from the probed cells' postings only.
@@ -94,17 +94,37 @@ def postings(
     return CellPostings(centroids, cell_start, documents_of, codes.to(torch.int32), n_documents)
 
 
-def interaction(query: torch.Tensor, found: CellPostings, n_probe: int) -> torch.Tensor:
-    """`(D,)` each document's approximate `maxsim` for query sentences `query` `(n, k)`: the
-    mean over the query's sentences of the best product among the probed cells the
-    document has a sentence in, floored at the sentence's `n_probe`-th best cell."""
-    if not len(query):
+@dataclass(frozen=True)
+class Probe:
+    """A query's products with the centroids and the cells its sentences probe.
+
+    Attributes:
+        products: `(n, C)` each query sentence's product with each centroid.
+        cells: `(u,)` the cells some query sentence probes, ascending.
+        floor: `(n, 1)` each query sentence's `n_probe`-th best product, which stands for
+            its product with any sentence outside the probed cells.
+    """
+
+    products: torch.Tensor
+    cells: torch.Tensor
+    floor: torch.Tensor
+
+
+def probe(products: torch.Tensor, n_probe: int) -> Probe:
+    """The cells each query sentence probes, its `n_probe` best by its `products` `(n, C)`
+    with the centroids (`query @ centroids.T`)."""
+    top = torch.topk(products, min(n_probe, products.shape[1]), dim=1)  # (n, p)
+    return Probe(products, torch.unique(top.indices), top.values[:, -1:])
+
+
+def interaction(probed: Probe, found: CellPostings) -> torch.Tensor:
+    """`(D,)` each document's approximate `maxsim` for the `probed` query: the mean over the
+    query's sentences of the best product among the probed cells the document has a
+    sentence in, floored at the sentence's floor."""
+    products, floor = probed.products, probed.floor
+    if not len(products):
         return torch.zeros(found.n_documents)
-    products = query.float() @ found.centroids.T  # (n, C)
-    probe = min(n_probe, found.n_cells)
-    top = torch.topk(products, probe, dim=1)  # (n, p)
-    floor = top.values[:, -1:]  # (n, 1)
-    cells = torch.unique(top.indices)  # (u,)
+    cells = probed.cells
     starts, ends = found.cell_start[cells], found.cell_start[cells + 1]  # (u,)
     sizes = ends - starts
     cell_of = torch.repeat_interleave(cells, sizes)  # (P',)
@@ -112,5 +132,5 @@ def interaction(query: torch.Tensor, found: CellPostings, n_probe: int) -> torch
     documents = found.documents[first + torch.arange(len(first))].long()  # (P',)
     values = torch.maximum(products[:, cell_of], floor)  # (n, P')
     best = floor.expand(-1, found.n_documents).contiguous()  # (n, D)
-    best.scatter_reduce_(1, documents.expand(len(query), -1), values, reduce="amax")
+    best.scatter_reduce_(1, documents.expand(len(products), -1), values, reduce="amax")
     return best.mean(dim=0)

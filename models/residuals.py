@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+
+from docsim.models.centroids import Probe
 
 BUCKETS = 4  # 2 bits a dimension
 PER_BYTE = 4  # dimensions packed in a byte
@@ -98,14 +101,32 @@ def encode(
 def decode(
     codes: torch.Tensor, packed: torch.Tensor, centroids: torch.Tensor, values: torch.Tensor
 ) -> torch.Tensor:
-    """`(m, k)` the approximate sentences: centroid plus bucket value in every dimension."""
-    k = centroids.shape[1]
-    buckets = unpack(packed, k)  # (m, k)
-    return centroids[codes.long()] + values[torch.arange(k), buckets]
+    """`(m, k)` the approximate sentences: centroid plus bucket value in every dimension
+    (looked up a byte, four dimensions, at a time)."""
+    m, k = len(codes), centroids.shape[1]
+    width = packed.shape[1]
+    table = byte_table(values, width)  # (B * 256, 4)
+    slots = packed.long() + torch.arange(width) * 256  # (m, B)
+    offsets = F.embedding(slots, table).reshape(m, -1)[:, :k]  # (m, k)
+    return F.embedding(codes.long(), centroids) + offsets
+
+
+def byte_table(values: torch.Tensor, width: int) -> torch.Tensor:
+    """`(width * 256, 4)`: row 256 b + v holds the bucket values of the four dimensions that
+    byte b of a packed row codes, for the byte's value v."""
+    k = values.shape[0]
+    padded = torch.zeros(width * PER_BYTE, BUCKETS)
+    padded[:k] = values
+    shifts = torch.arange(PER_BYTE) * 2
+    buckets = (torch.arange(256).unsqueeze(-1) >> shifts) & 3  # (256, 4) a byte's buckets
+    grouped = padded.view(width, PER_BYTE, BUCKETS)  # (B, 4 dimensions, 4 buckets)
+    dims = torch.arange(PER_BYTE)
+    return grouped[:, dims, buckets].reshape(width * 256, PER_BYTE)  # (B, 256, 4)
 
 
 def refine(
     query: torch.Tensor,
+    probed: Probe,
     documents: torch.Tensor,
     document_start: torch.Tensor,
     codes: torch.Tensor,
@@ -113,15 +134,21 @@ def refine(
     centroids: torch.Tensor,
 ) -> torch.Tensor:
     """`(M,)` the approximate `maxsim` of `documents` `(M,)` for query sentences `(n, k)`: the
-    mean over the query's sentences of the best product with a decoded sentence of each
-    (-inf for a document without sentences). `document_start` `(D + 1,)`, `codes` `(R,)`."""
+    mean over the query's sentences of the best product with a decoded sentence of each that
+    lies in a cell the query probed (`probed`), floored at the sentence's floor (PLAID's
+    pruning: a sentence of any other cell stands for the floor). `document_start` `(D + 1,)`,
+    `codes` `(R,)`."""
     starts = document_start[documents]  # (M,)
     lengths = document_start[documents + 1] - starts  # (M,)
     rows = torch.repeat_interleave(starts - (lengths.cumsum(0) - lengths), lengths)
     rows = rows + torch.arange(len(rows))  # (m,) the documents' sentence rows
-    decoded = decode(codes[rows], residuals.packed[rows], centroids, residuals.values)  # (m, k)
-    products = query.float() @ decoded.T  # (n, m)
     owner = torch.repeat_interleave(torch.arange(len(documents)), lengths)  # (m,)
-    best = torch.full((len(query), len(documents)), -torch.inf)
+    probed_cell = torch.zeros(len(centroids), dtype=torch.bool)
+    probed_cell[probed.cells] = True
+    kept = probed_cell[codes[rows].long()]  # (m,)
+    rows, owner = rows[kept], owner[kept]  # (m',)
+    decoded = decode(codes[rows], residuals.packed[rows], centroids, residuals.values)
+    products = query.float() @ decoded.T  # (n, m')
+    best = probed.floor.expand(-1, len(documents)).contiguous()  # (n, M)
     best.scatter_reduce_(1, owner.expand(len(query), -1), products, reduce="amax")
     return best.mean(dim=0)

@@ -8,7 +8,8 @@ FAISS's k-means; every sentence is then assigned to its cell, and its offset fro
 centre coded in 2 bits a dimension. A document change codes only the added documents'
 sentences and keeps the cells. A query reads no sentence vector: it costs the products of
 its sentences with the centroids, a pass over the probed cells' postings, and the decoding
-of the sentences of `candidate_refine` documents.
+of the sentences of `candidate_refine` documents that lie in the cells probed
+`candidate_refine_probe` deep.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import BLOCK_ROWS, fit_sample
 from docsim.indexer.store.vector_index import kmeans
-from docsim.models.centroids import CellPostings, assign, cell_count, interaction, postings
+from docsim.models.centroids import (
+    CellPostings,
+    Probe,
+    assign,
+    cell_count,
+    interaction,
+    postings,
+    probe,
+)
 from docsim.models.residuals import Residuals, encode, fit_buckets, refine
 from docsim.models.scan import fit_basis, project
 
@@ -106,16 +115,28 @@ class CentroidCandidates:
     def memory_bytes(self) -> int:
         return self.cells.memory_bytes()
 
+    def _products(self, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The query's sentences `(n, d)` projected `(n, k)`, and their products with the
+        centroids `(n, C)`."""
+        projected = project(query, self.cells.basis).float()
+        return projected, projected @ self.cells.postings.centroids.T
+
     def scores(self, query: torch.Tensor, n_probe: int) -> np.ndarray:
         """`(D,)` every document's centroid interaction with the query's sentences `(n, d)`."""
-        projected = project(query, self.cells.basis)
-        return interaction(projected, self.cells.postings, n_probe).numpy()
+        _, products = self._products(query)
+        return interaction(probe(products, n_probe), self.cells.postings).numpy()
 
-    def refined(self, query: torch.Tensor, documents: Positions) -> np.ndarray:
-        """`(M,)` the approximate `maxsim` of `documents` `(M,)` from their residual codes."""
+    def refined(self, query: torch.Tensor, documents: Positions, n_probe: int) -> np.ndarray:
+        """`(M,)` the approximate `maxsim` of `documents` `(M,)` from the residual codes of
+        their sentences in the cells the query's sentences `(n, d)` probe `n_probe` deep."""
+        projected, products = self._products(query)
+        return self._refined(projected, probe(products, n_probe), documents)
+
+    def _refined(self, projected: torch.Tensor, found: Probe, documents: Positions) -> np.ndarray:
         cells = self.cells
         return refine(
-            project(query, cells.basis),
+            projected,
+            found,
             torch.from_numpy(np.asarray(documents, dtype=np.int64)),
             self._document_start,
             cells.postings.codes,
@@ -124,18 +145,27 @@ class CentroidCandidates:
         ).numpy()
 
     def candidates(
-        self, query: torch.Tensor, allowed: Positions, *, n_probe: int, wide: int, most: int
+        self,
+        query: torch.Tensor,
+        allowed: Positions,
+        *,
+        n_probe: int,
+        wide: int,
+        refine_probe: int,
+        most: int,
     ) -> Positions:
         """Positions (ascending) of at most `most` documents of `allowed` for the query's
-        sentences `(n, d)`: the `wide` best by centroid interaction, then the `most` best of
-        those by their residual codes (ties: the lower position)."""
+        sentences `(n, d)`: the `wide` best by centroid interaction (`n_probe` cells a query
+        sentence), then the `most` best of those by the residual codes of their sentences in
+        the `refine_probe` best cells of some query sentence (ties: the lower position)."""
         if len(allowed) <= most:
             return np.sort(allowed)
-        scores = self.scores(query, n_probe)[allowed]
+        projected, products = self._products(query)  # (n, k), (n, C)
+        scores = interaction(probe(products, n_probe), self.cells.postings).numpy()[allowed]
         first = np.sort(allowed[np.argsort(-scores, kind="stable")[: max(wide, most)]])
         if len(first) <= most:
             return first
-        second = self.refined(query, first)
+        second = self._refined(projected, probe(products, refine_probe), first)
         return np.sort(first[np.argsort(-second, kind="stable")[:most]])
 
 

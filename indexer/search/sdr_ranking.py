@@ -165,6 +165,7 @@ class SdrRanker:
                 allowed,
                 n_probe=settings.candidate_probe,
                 wide=settings.candidate_refine,
+                refine_probe=settings.candidate_refine_probe,
                 most=settings.candidate_max_documents,
             )
         return retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)

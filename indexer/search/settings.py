@@ -91,6 +91,13 @@ class SearchSettings(BaseModel):
         description="`centroids`: the documents centroid interaction passes on to be ranked "
         "by their sentences' residual codes, which keep `candidate_max_documents` of them.",
     )
+    candidate_refine_probe: int = Field(
+        default=256,
+        ge=1,
+        description="`centroids`: the residual codes decoded are those of the sentences in "
+        "the cells each query sentence probes this deep; any other sentence counts as the "
+        "query sentence's product with its cell this deep.",
+    )
     candidate_sentence_k: int = Field(
         default=20, ge=1, description="`neighbours`: neighbours of each query sentence."
     )

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from docsim.models.centroids import assign, cell_count, interaction, postings
+from docsim.models.centroids import assign, cell_count, interaction, postings, probe
 
 
 def collection(seed: int, n_documents: int = 30, n_cells: int = 12, k: int = 8):  # noqa: ANN201
@@ -63,16 +63,16 @@ def test_postings_list_each_document_of_a_cell_once_in_order() -> None:
         assert docs == expected
 
 
-@pytest.mark.parametrize("probe", [1, 3, 12])
+@pytest.mark.parametrize("n_probe", [1, 3, 12])
 @pytest.mark.parametrize("seed", [2, 3])
-def test_interaction_equals_the_plain_loops(probe: int, seed: int) -> None:
+def test_interaction_equals_the_plain_loops(n_probe: int, seed: int) -> None:
     rows, start, centroids = collection(seed)
     codes = assign(rows, centroids)
     query = F.normalize(
         torch.randn(5, 8, generator=torch.Generator().manual_seed(seed + 10)), dim=-1
     )
-    found = interaction(query, postings(codes, start, centroids), probe)
-    expected = reference_interaction(query, codes, start, centroids, probe)
+    found = interaction(probe(query @ centroids.T, n_probe), postings(codes, start, centroids))
+    expected = reference_interaction(query, codes, start, centroids, n_probe)
     assert torch.allclose(found, expected, atol=1e-6)
 
 
@@ -80,7 +80,9 @@ def test_probing_every_cell_is_maxsim_over_the_sentences_cells() -> None:
     rows, start, centroids = collection(4)
     codes = assign(rows, centroids)
     query = F.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(5)), dim=-1)
-    found = interaction(query, postings(codes, start, centroids), len(centroids))
+    found = interaction(
+        probe(query @ centroids.T, len(centroids)), postings(codes, start, centroids)
+    )
     stand_ins = centroids[codes.long()]  # each sentence replaced by its centroid
     for d in range(len(start) - 1):
         if start[d] == start[d + 1]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from docsim.models.centroids import assign
+from docsim.models.centroids import assign, probe
 from docsim.models.residuals import (
     Residuals,
     bucket_of,
@@ -77,18 +77,35 @@ def test_residuals_bring_the_sentences_closer_than_their_centroids() -> None:
 
 
 def test_refine_equals_the_plain_loops() -> None:
+    """Per document and query sentence: the best product with a decoded sentence of a probed
+    cell, floored at the sentence's floor."""
     rows, start, centroids = collection(3)
     codes = assign(rows, centroids)
     cutoffs, values = fit_buckets(rows - centroids[codes.long()])
     residuals = Residuals(encode(rows, codes, centroids, cutoffs), cutoffs, values)
     query = F.normalize(torch.randn(4, 10, generator=torch.Generator().manual_seed(4)), dim=-1)
     documents = torch.tensor([7, 2, 0, 19, 11])
-    found = refine(query, documents, start, codes, residuals, centroids)
     decoded = decode(codes, residuals.packed, centroids, values)
-    for i, d in enumerate(documents.tolist()):
-        mine = decoded[start[d] : start[d + 1]]
-        if not len(mine):
-            assert found[i] == -torch.inf
-            continue
-        expected = (query @ mine.T).max(dim=1).values.mean()
-        assert float(found[i]) == pytest.approx(float(expected), abs=1e-6)
+    for n_probe in (1, 2, 6):
+        probed = probe(query @ centroids.T, n_probe)
+        found = refine(query, probed, documents, start, codes, residuals, centroids)
+        cells = set(probed.cells.tolist())
+        for i, d in enumerate(documents.tolist()):
+            expected = 0.0
+            for q in range(len(query)):
+                floor = float(torch.topk(query[q] @ centroids.T, n_probe).values[-1])
+                kept = [
+                    r for r in range(int(start[d]), int(start[d + 1])) if int(codes[r]) in cells
+                ]
+                expected += max([floor] + [float(query[q] @ decoded[r]) for r in kept])
+            assert float(found[i]) == pytest.approx(expected / len(query), abs=1e-6)
+
+
+def test_the_byte_table_decodes_as_unpacking_does() -> None:
+    rows, _, centroids = collection(5)
+    codes = assign(rows, centroids)
+    cutoffs, values = fit_buckets(rows - centroids[codes.long()])
+    packed = encode(rows, codes, centroids, cutoffs)
+    buckets = unpack(packed, rows.shape[1])
+    plain = centroids[codes.long()] + values[torch.arange(rows.shape[1]), buckets]
+    assert torch.allclose(decode(codes, packed, centroids, values), plain)

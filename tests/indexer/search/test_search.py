@@ -394,13 +394,14 @@ def test_centroid_candidates_are_the_best_by_residual_codes_of_the_best_by_cells
     cells = CentroidCandidates.of_index(searcher.index, dimensions=16, seed=0)
     query = searcher.query_from_index(searcher.index.external_ids[0]).sentence_vectors
     allowed = np.arange(1, searcher.index.n_documents)
-    found = cells.candidates(query, allowed, n_probe=4, wide=len(allowed), most=10)
-    refined = cells.refined(query, allowed)
+    found = cells.candidates(query, allowed, n_probe=4, wide=len(allowed), refine_probe=4, most=10)
+    refined = cells.refined(query, allowed, 4)
     assert np.array_equal(found, np.sort(allowed[np.argsort(-refined, kind="stable")[:10]]))
-    narrow = cells.candidates(query, allowed, n_probe=4, wide=20, most=10)
+    narrow = cells.candidates(query, allowed, n_probe=4, wide=20, refine_probe=4, most=10)
     scores = cells.scores(query, 4)[allowed]
     first = allowed[np.argsort(-scores, kind="stable")[:20]]
     assert len(narrow) == 10 and set(narrow) <= set(first)
     assert np.array_equal(
-        cells.candidates(query, allowed[:8], n_probe=4, wide=20, most=10), allowed[:8]
+        cells.candidates(query, allowed[:8], n_probe=4, wide=20, refine_probe=4, most=10),
+        allowed[:8],
     )
