@@ -70,12 +70,15 @@ def main() -> None:
         "sentence_store": settings.search.sentence_store,
         "sentences": n_sentences,
         "documents": searcher.index.n_documents,
-        "cells": cells.cells.n_cells,
+        "cells": cells.cells.postings.n_cells,
         "cells_fit_seconds": fit_seconds,
         "cells_bytes_per_sentence": cells.memory_bytes() / max(1, n_sentences),
         "candidate_generator": settings.search.candidate_generator,
         "candidate_max_documents": settings.search.candidate_max_documents,
         "candidate_probe": settings.search.candidate_probe,
+        "candidate_refine": settings.search.candidate_refine,
+        "candidate_refine_probe": settings.search.candidate_refine_probe,
+        "candidate_refine_products": settings.search.candidate_refine_products,
         "methods": {},
     }
     for method in methods:

@@ -149,6 +149,7 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
                 n_probe=search.candidate_probe,
                 wide=search.candidate_refine,
                 refine_probe=search.candidate_refine_probe,
+                refine_products=search.candidate_refine_products,
                 most=search.candidate_max_documents,
             )
             return exactly(query, best, np.full(len(lengths), -np.inf))

@@ -10,8 +10,8 @@ vector:
 2. each query sentence probes its `n_probe` best cells (`probe`); the rest of its products
    are replaced by its `n_probe`-th best product (its floor);
 3. a document's score is the mean over the query's sentences of the best product among the
-   probed cells it has a sentence in (the floor where it has none): an approximate `maxsim`
-   read from the probed cells' postings only.
+   cells that sentence probes and the document has a sentence in (the floor where it has
+   none): an approximate `maxsim` read from each sentence's own cells' postings only.
 
 The caller scores the best documents exactly. Everything runs in the space the centroids
 were fitted in (`models.scan`'s projection, when the caller projects). Dimensions: R
@@ -100,12 +100,14 @@ class Probe:
 
     Attributes:
         products: `(n, C)` each query sentence's product with each centroid.
+        top_cells: `(n, p)` the cells each query sentence probes, best first.
         cells: `(u,)` the cells some query sentence probes, ascending.
-        floor: `(n, 1)` each query sentence's `n_probe`-th best product, which stands for
-            its product with any sentence outside the probed cells.
+        floor: `(n, 1)` each query sentence's `p`-th best product, which stands for its
+            product with any sentence outside the cells it probes.
     """
 
     products: torch.Tensor
+    top_cells: torch.Tensor
     cells: torch.Tensor
     floor: torch.Tensor
 
@@ -114,23 +116,25 @@ def probe(products: torch.Tensor, n_probe: int) -> Probe:
     """The cells each query sentence probes, its `n_probe` best by its `products` `(n, C)`
     with the centroids (`query @ centroids.T`)."""
     top = torch.topk(products, min(n_probe, products.shape[1]), dim=1)  # (n, p)
-    return Probe(products, torch.unique(top.indices), top.values[:, -1:])
+    return Probe(products, top.indices, torch.unique(top.indices), top.values[:, -1:])
 
 
 def interaction(probed: Probe, found: CellPostings) -> torch.Tensor:
     """`(D,)` each document's approximate `maxsim` for the `probed` query: the mean over the
-    query's sentences of the best product among the probed cells the document has a
-    sentence in, floored at the sentence's floor."""
-    products, floor = probed.products, probed.floor
-    if not len(products):
-        return torch.zeros(found.n_documents)
-    cells = probed.cells
-    starts, ends = found.cell_start[cells], found.cell_start[cells + 1]  # (u,)
+    query's sentences of the best product among the cells that sentence probes and the
+    document has a sentence in, floored at the sentence's floor. The work is the postings of
+    each query sentence's own cells, not of every probed cell."""
+    n, n_documents = len(probed.products), found.n_documents
+    if not n:
+        return torch.zeros(n_documents)
+    cells = probed.top_cells.reshape(-1)  # (n p,)
+    values = probed.products.gather(1, probed.top_cells).reshape(-1)  # (n p,)
+    sentence = torch.arange(n).repeat_interleave(probed.top_cells.shape[1])  # (n p,)
+    starts, ends = found.cell_start[cells], found.cell_start[cells + 1]
     sizes = ends - starts
-    cell_of = torch.repeat_interleave(cells, sizes)  # (P',)
     first = torch.repeat_interleave(starts - (sizes.cumsum(0) - sizes), sizes)  # (P',)
     documents = found.documents[first + torch.arange(len(first))].long()  # (P',)
-    values = torch.maximum(products[:, cell_of], floor)  # (n, P')
-    best = floor.expand(-1, found.n_documents).contiguous()  # (n, D)
-    best.scatter_reduce_(1, documents.expand(len(products), -1), values, reduce="amax")
-    return best.mean(dim=0)
+    slots = torch.repeat_interleave(sentence, sizes) * n_documents + documents  # (P',)
+    best = probed.floor.expand(-1, n_documents).contiguous().reshape(-1)  # (n D,)
+    best.scatter_reduce_(0, slots, torch.repeat_interleave(values, sizes), reduce="amax")
+    return best.reshape(n, n_documents).mean(dim=0)

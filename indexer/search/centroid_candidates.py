@@ -153,13 +153,19 @@ class CentroidCandidates:
         wide: int,
         refine_probe: int,
         most: int,
+        refine_products: int | None = None,
     ) -> Positions:
         """Positions (ascending) of at most `most` documents of `allowed` for the query's
         sentences `(n, d)`: the `wide` best by centroid interaction (`n_probe` cells a query
         sentence), then the `most` best of those by the residual codes of their sentences in
-        the `refine_probe` best cells of some query sentence (ties: the lower position)."""
+        the `refine_probe` best cells of some query sentence (ties: the lower position).
+        With `refine_products`, fewer than `wide` are refined where the query's sentences
+        times theirs (at the collection's mean length) would exceed it."""
         if len(allowed) <= most:
             return np.sort(allowed)
+        if refine_products is not None:
+            per_document = len(query) * max(1.0, float(self.document_start[-1]) / len(allowed))
+            wide = min(wide, int(refine_products / per_document))
         projected, products = self._products(query)  # (n, k), (n, C)
         scores = interaction(probe(products, n_probe), self.cells.postings).numpy()[allowed]
         first = np.sort(allowed[np.argsort(-scores, kind="stable")[: max(wide, most)]])

@@ -166,6 +166,7 @@ class SdrRanker:
                 n_probe=settings.candidate_probe,
                 wide=settings.candidate_refine,
                 refine_probe=settings.candidate_refine_probe,
+                refine_products=settings.candidate_refine_products,
                 most=settings.candidate_max_documents,
             )
         return retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)

@@ -91,6 +91,13 @@ class SearchSettings(BaseModel):
         description="`centroids`: the documents centroid interaction passes on to be ranked "
         "by their sentences' residual codes, which keep `candidate_max_documents` of them.",
     )
+    candidate_refine_products: int = Field(
+        default=20_000_000,
+        ge=0,
+        description="`centroids`: the second stage's budget, the query's sentences times the "
+        "refined documents' (at the collection's mean length): a longer query refines fewer "
+        "documents, none beyond `candidate_max_documents` for a long one.",
+    )
     candidate_refine_probe: int = Field(
         default=256,
         ge=1,

@@ -28,17 +28,17 @@ def reference_interaction(
     probe: int,
 ) -> torch.Tensor:
     """Per document and query sentence: the best product with the cell of any of the
-    document's sentences whose cell some query sentence probes, floored at the sentence's
+    document's sentences among the sentence's `probe` best cells, floored at the sentence's
     `probe`-th best cell."""
     products = query @ centroids.T  # (n, C)
-    probed = {int(c) for row in products for c in torch.topk(row, probe).indices}
     out = []
     for d in range(len(start) - 1):
-        cells = [int(c) for c in codes[start[d] : start[d + 1]] if int(c) in probed]
+        mine = {int(c) for c in codes[start[d] : start[d + 1]]}
         total = 0.0
         for q in range(len(query)):
-            floor = float(torch.topk(products[q], probe).values[-1])
-            total += max([floor] + [float(products[q, c]) for c in cells])
+            top = torch.topk(products[q], probe)
+            own = [float(v) for v, c in zip(top.values, top.indices, strict=True) if int(c) in mine]
+            total += max([float(top.values[-1])] + own)
         out.append(total / len(query))
     return torch.tensor(out)
 
