@@ -1,0 +1,139 @@
+"""Recall of candidate mode's first pass: how much of exhaustive `sdr`'s top 10 is among the
+documents each generator passes on to exact scoring, and what the pass costs.
+
+    python benchmarks/candidate_recall.py --data-dir AILA-INDEX --corpus AILA/casedocs
+        [--documents 40] [--seed 1] [--out benchmarks/results/candidate_recall.json]
+
+Queries are not the development queries: `--documents` judgments drawn with `--seed`, each
+used twice, posted (300 words from the middle of its text, about 10 sentences, as a user
+would paste a passage) and by id (the whole judgment, its own document left out). For each:
+exhaustive `sdr`'s top 10, then the candidates of the cells and residual codes (the default
+generator, with the service's settings), of the nearest units in the FAISS levels
+(`neighbours`), and of the compressed level's approximate `maxsim` over every document (the
+best `candidate_max_documents`), each timed alone. Reported: mean and least recall, p50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from docsim.indexer.config import Settings
+from docsim.indexer.search.candidates import retrieve_candidates
+from docsim.indexer.search.types import Method, Query, ScoringMode, SearchOptions
+from docsim.indexer.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.text.corpus import json_document
+from docsim.models.alignment import maxsim_scores
+
+logger = logging.getLogger("benchmarks.candidate_recall")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, required=True, help="the judgments' text files")
+    parser.add_argument("--documents", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--out", type=Path, default=Path("benchmarks/results/candidate_recall.json")
+    )
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = Settings(data_dir=args.data_dir)
+    search = settings.search
+    searcher = open_searcher(settings, make_engine(settings.database_url))
+    started = time.perf_counter()
+    assert searcher.context.centroids is not None
+    cells = searcher.context.centroids.get()
+    fit_seconds = time.perf_counter() - started
+    scan = searcher.context.scan
+    index = searcher.index
+    every = np.arange(index.n_documents)
+
+    def by_scan(query: Query, allowed: np.ndarray) -> np.ndarray:
+        assert scan is not None
+        scores = maxsim_scores(scan.best(query.sentence_vectors)).numpy()[allowed]
+        return allowed[np.argsort(-scores, kind="stable")[: search.candidate_max_documents]]
+
+    generators: dict[str, Callable[[Query, np.ndarray], np.ndarray]] = {
+        "cells": lambda query, allowed: cells.candidates(
+            query.sentence_vectors,
+            allowed,
+            n_probe=search.candidate_probe,
+            wide=search.candidate_refine,
+            refine_probe=search.candidate_refine_probe,
+            most=search.candidate_max_documents,
+            refine_products=search.candidate_refine_products,
+        ),
+        "neighbours": lambda query, allowed: retrieve_candidates(
+            index, searcher.sdr_ranker.sentence_doc, query, allowed, search
+        ),
+    }
+    if scan is not None:
+        generators["compressed level, every document"] = by_scan
+    chosen = np.random.default_rng(args.seed).choice(
+        index.n_documents, size=args.documents, replace=False
+    )
+    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for position in chosen:
+        external = index.external_ids[position]
+        words = (args.corpus / f"{external}.txt").read_text().split()
+        middle = " ".join(words[len(words) // 3 : len(words) // 3 + 300])
+        queries = {
+            "posted": (
+                searcher.query_from_source(json_document({"id": "q", "text": middle})),
+                every,
+            ),
+            "by id": (searcher.query_from_index(external), every[every != position]),
+        }
+        for kind, (query, allowed) in queries.items():
+            options = SearchOptions(
+                top_k=10, method=Method.sdr, mode=ScoringMode.exhaustive, matches_per_result=0
+            )
+            top = {
+                searcher.position(h.document_id) for h in searcher.similar(query, options).results
+            }
+            for name, generate in generators.items():
+                started = time.perf_counter()
+                candidates = set(generate(query, allowed).tolist())
+                elapsed = (time.perf_counter() - started) * 1000
+                found.setdefault(kind, {}).setdefault(name, []).append(
+                    (len(top & candidates) / max(1, len(top)), elapsed)
+                )
+    result: dict = {
+        "data_dir": str(args.data_dir),
+        "documents": args.documents,
+        "seed": args.seed,
+        "cells": cells.cells.postings.n_cells,
+        "cells_fit_seconds": fit_seconds,
+        "cells_bytes_per_sentence": cells.memory_bytes() / max(1, len(index.ids["sentence"])),
+        "queries": {},
+    }
+    for kind, rows in found.items():
+        result["queries"][kind] = {
+            name: {
+                "recall_mean": statistics.mean(r for r, _ in values),
+                "recall_min": min(r for r, _ in values),
+                "p50_ms": statistics.median(ms for _, ms in values),
+            }
+            for name, values in rows.items()
+        }
+    print(json.dumps(result, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
