@@ -143,10 +143,16 @@ class Searcher:
             self.context.postings.documents()
         if Method.bm25_paragraph in methods:
             self.context.postings.paragraphs()
+        # candidate mode's cells, where a default query may need them: in a collection above
+        # `exhaustive_max_sentences` (every query), or when the default computes SDR exactly
+        # (a long query); otherwise the first candidate query fits them
         n_sentences = len(self.index.ids["sentence"])
         large = n_sentences > self.settings.exhaustive_max_sentences
-        if large and self.settings.candidate_generator == "centroids" and self.context.centroids:
-            self.context.centroids.get()  # every default query retrieves candidates
+        default = self.settings.default_method
+        exact_sdr = default in SDR_RANKED and self.sdr_ranker.scores_sdr(default)
+        centroids = self.context.centroids
+        if centroids and self.settings.candidate_generator == "centroids" and (large or exact_sdr):
+            centroids.get()
 
     def use_shards(
         self, shards: ShardedSdr | None, levels: Mapping[str, ShardedLevel] | None = None

@@ -405,3 +405,23 @@ def test_centroid_candidates_are_the_best_by_residual_codes_of_the_best_by_cells
         cells.candidates(query, allowed[:8], n_probe=4, wide=20, refine_probe=4, most=10),
         allowed[:8],
     )
+
+
+@pytest.mark.parametrize(
+    ("settings", "fitted"),
+    [
+        (SearchSettings(), False),  # the default fusion never needs candidates here
+        (SearchSettings(default_method=Method.sdr), True),  # a long query would
+        (SearchSettings(exhaustive_max_sentences=10), True),  # every query does
+        (SearchSettings(default_method=Method.sdr, candidate_generator="neighbours"), False),
+    ],
+)
+def test_warming_fits_the_cells_where_a_default_query_may_need_them(
+    searcher: Searcher, settings: SearchSettings, fitted: bool
+) -> None:
+    warmed = Searcher(
+        searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings
+    )
+    warmed.warm()
+    assert warmed.context.centroids is not None
+    assert warmed.context.centroids.fitted is fitted
