@@ -26,8 +26,6 @@ from dataclasses import dataclass
 
 import torch
 
-ASSIGN_ROWS = 65536  # sentences assigned to their cells at a time
-
 
 @dataclass(frozen=True)
 class CellPostings:
@@ -65,15 +63,6 @@ def cell_count(n_sentences: int, per_cell: int = 16) -> int:
         return 1
     wanted: int = 2 ** int(math.log2(8 * math.sqrt(n_sentences)))
     return max(1, min(wanted, n_sentences // per_cell))
-
-
-def assign(rows: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
-    """`(m,)` int32 the cell of each row `(m, k)`: the centroid `(C, k)` of largest product."""
-    out = torch.empty(len(rows), dtype=torch.int32)
-    for i in range(0, len(rows), ASSIGN_ROWS):
-        block = rows[i : i + ASSIGN_ROWS].float()
-        out[i : i + len(block)] = (block @ centroids.T).argmax(dim=1).to(torch.int32)
-    return out
 
 
 def postings(

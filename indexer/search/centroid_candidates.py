@@ -26,11 +26,10 @@ from docsim.indexer.search.arrays import Positions
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import BLOCK_ROWS, fit_sample
-from docsim.indexer.store.vector_index import kmeans
+from docsim.indexer.store.vector_index import NearestCentroid, kmeans
 from docsim.models.centroids import (
     CellPostings,
     Probe,
-    assign,
     cell_count,
     interaction,
     postings,
@@ -238,19 +237,25 @@ def fit_cells(
         if n_cells
         else torch.zeros(1, basis.shape[1])
     )
-    offsets = projected - centroids[assign(projected, centroids).long()]  # (m, k)
+    nearest = NearestCentroid(centroids.numpy())
+    offsets = projected - centroids[torch.from_numpy(nearest(projected.numpy()))]  # (m, k)
     cutoffs, values = fit_buckets(offsets) if len(offsets) else _no_buckets(basis.shape[1])
     empty = Cells(
         basis,
         postings(torch.empty(0, dtype=torch.int32), torch.zeros(1, dtype=torch.long), centroids),
         Residuals(torch.empty(0, -(-basis.shape[1] // 4), dtype=torch.uint8), cutoffs, values),
     )
-    return recoded(rows, document_start, empty)
+    return recoded(rows, document_start, empty, nearest)
 
 
-def recoded(rows: torch.Tensor | MappedRows, document_start: np.ndarray, cells: Cells) -> Cells:
+def recoded(
+    rows: torch.Tensor | MappedRows,
+    document_start: np.ndarray,
+    cells: Cells,
+    nearest: NearestCentroid | None = None,
+) -> Cells:
     """`cells` (their basis, centroids and buckets) with every one of `rows` `(R, d)` coded."""
-    codes, packed = code_rows(rows, cells)
+    codes, packed = code_rows(rows, cells, nearest)
     residuals = cells.residuals
     return Cells(
         cells.basis,
@@ -259,15 +264,18 @@ def recoded(rows: torch.Tensor | MappedRows, document_start: np.ndarray, cells: 
     )
 
 
-def code_rows(rows: torch.Tensor | MappedRows, cells: Cells) -> tuple[torch.Tensor, torch.Tensor]:
+def code_rows(
+    rows: torch.Tensor | MappedRows, cells: Cells, nearest: NearestCentroid | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`(R,)` int32 the cell and `(R, ceil(k / 4))` uint8 the residual code of each of `rows`
-    `(R, d)` (a tensor or mapped rows), in blocks."""
+    `(R, d)` (a tensor or mapped rows), in blocks (`nearest`: the cells' search, if built)."""
     centroids, cutoffs = cells.postings.centroids, cells.residuals.cutoffs
+    nearest = nearest or NearestCentroid(centroids.numpy())
     codes = [torch.empty(0, dtype=torch.int32)]
     packed = [torch.empty(0, -(-cells.basis.shape[1] // 4), dtype=torch.uint8)]
     for i in range(0, len(rows), BLOCK_ROWS):
         block = project(rows[i : i + BLOCK_ROWS], cells.basis).float()  # (b, k)
-        found = assign(block, centroids)
+        found = torch.from_numpy(nearest(block.numpy())).to(torch.int32)
         codes.append(found)
         packed.append(encode(block, found, centroids, cutoffs))
     return torch.cat(codes), torch.cat(packed)

@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from docsim.models.centroids import assign, cell_count, interaction, postings, probe
+from docsim.models.centroids import cell_count, interaction, postings, probe
+from tests.utils.cells import assign
 
 
 def collection(seed: int, n_documents: int = 30, n_cells: int = 12, k: int = 8):  # noqa: ANN201
@@ -41,13 +42,6 @@ def reference_interaction(
             total += max([float(top.values[-1])] + own)
         out.append(total / len(query))
     return torch.tensor(out)
-
-
-def test_assign_picks_the_centroid_of_largest_product() -> None:
-    rows, _, centroids = collection(0)
-    codes = assign(rows, centroids)
-    assert codes.dtype == torch.int32
-    assert torch.equal(codes.long(), torch.tensor([int(torch.argmax(centroids @ r)) for r in rows]))
 
 
 def test_postings_list_each_document_of_a_cell_once_in_order() -> None:

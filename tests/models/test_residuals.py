@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from docsim.models.centroids import assign, probe
+from docsim.models.centroids import probe
 from docsim.models.residuals import (
     Residuals,
     bucket_of,
@@ -17,6 +17,7 @@ from docsim.models.residuals import (
     refine,
     unpack,
 )
+from tests.utils.cells import assign
 
 
 def collection(seed: int, n_documents: int = 20, k: int = 10):  # noqa: ANN201

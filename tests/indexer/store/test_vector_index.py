@@ -10,9 +10,11 @@ from docsim.indexer.store.vector_index import (
     FaissIndex,
     FlatWriter,
     IvfFlatWriter,
+    NearestCentroid,
     NumpyIndex,
     choose_factory,
     gpu_count,
+    kmeans,
     shard,
 )
 
@@ -232,3 +234,26 @@ def test_the_flat_writer_takes_only_an_empty_flat_index(data, tmp_path: Path) ->
     writer = FlatWriter(FaissIndex.trained(48, "Flat", lambda rows: vectors[rows], len(ids)))
     with pytest.raises(ValueError, match="rows gave"):
         writer.write(tmp_path / "bad.faiss", ids[:5], lambda p: vectors[p, :40])
+
+
+def test_nearest_centroid_equals_the_largest_product() -> None:
+    rng = np.random.default_rng(3)
+    centroids = rng.standard_normal((37, 16)).astype(np.float32)
+    rows = rng.standard_normal((500, 16)).astype(np.float32)
+    found = NearestCentroid(centroids)(rows)
+    assert found.dtype == np.int64
+    assert np.array_equal(found, (rows @ centroids.T).argmax(axis=1))
+    assert NearestCentroid(centroids)(rows[:0]).shape == (0,)
+
+
+def test_kmeans_gives_unit_centroids_that_separate_clusters() -> None:
+    """Three tight clusters on the sphere: three unit centroids, each near one of them."""
+    rng = np.random.default_rng(4)
+    centres = np.eye(8, dtype=np.float32)[:3]
+    rows = np.repeat(centres, 100, axis=0) + 0.01 * rng.standard_normal((300, 8))
+    found = kmeans(rows.astype(np.float32), 3, seed=0)
+    assert found.shape == (3, 8)
+    assert np.allclose(np.linalg.norm(found, axis=1), 1.0, atol=1e-5)
+    assert sorted((found @ centres.T).argmax(axis=1).tolist()) == [0, 1, 2]
+    with pytest.raises(ValueError, match="cannot fit 4 centroids on 3 rows"):
+        kmeans(rows[:3].astype(np.float32), 4, seed=0)
