@@ -27,6 +27,7 @@ import numpy as np
 
 from docsim.indexer.config import Settings
 from docsim.indexer.search.candidates import retrieve_candidates
+from docsim.indexer.search.centroid_candidates import searched
 from docsim.indexer.search.types import Method, Query, ScoringMode, SearchOptions
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
@@ -68,15 +69,7 @@ def main() -> None:
         return allowed[np.argsort(-scores, kind="stable")[: search.candidate_max_documents]]
 
     generators: dict[str, Callable[[Query, np.ndarray], np.ndarray]] = {
-        "cells": lambda query, allowed: cells.candidates(
-            query.sentence_vectors,
-            allowed,
-            n_probe=search.candidate_probe,
-            wide=search.candidate_refine,
-            refine_probe=search.candidate_refine_probe,
-            most=search.candidate_max_documents,
-            refine_products=search.candidate_refine_products,
-        ),
+        "cells": lambda query, allowed: searched(cells, query.sentence_vectors, allowed, search),
         "neighbours": lambda query, allowed: retrieve_candidates(
             index, searcher.sdr_ranker.sentence_doc, query, allowed, search
         ),

@@ -42,7 +42,7 @@ import psutil
 import torch
 
 from docsim.indexer.config import Settings
-from docsim.indexer.search.centroid_candidates import CentroidCandidates, fit_cells
+from docsim.indexer.search.centroid_candidates import CentroidCandidates, fit_cells, searched
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import fit_sample, padding_group
 from docsim.indexer.search.settings import SearchSettings
@@ -143,15 +143,7 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         every = np.arange(len(lengths))
 
         def rank(query: torch.Tensor) -> np.ndarray:
-            best = cells.candidates(
-                query,
-                every,
-                n_probe=search.candidate_probe,
-                wide=search.candidate_refine,
-                refine_probe=search.candidate_refine_probe,
-                refine_products=search.candidate_refine_products,
-                most=search.candidate_max_documents,
-            )
+            best = searched(cells, query, every, search)
             return exactly(query, best, np.full(len(lengths), -np.inf))
 
     else:

@@ -26,6 +26,7 @@ from docsim.indexer.search.arrays import Positions
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.sentence_scan import BLOCK_ROWS, fit_sample
+from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.store.vector_index import NearestCentroid, kmeans
 from docsim.models.centroids import (
     CellPostings,
@@ -172,6 +173,21 @@ class CentroidCandidates:
             return first
         second = self._refined(projected, probe(products, refine_probe), first)
         return np.sort(first[np.argsort(-second, kind="stable")[:most]])
+
+
+def searched(
+    cells: CentroidCandidates, query: torch.Tensor, allowed: Positions, settings: SearchSettings
+) -> Positions:
+    """`cells.candidates` with `settings`' probes, widths and budget."""
+    return cells.candidates(
+        query,
+        allowed,
+        n_probe=settings.candidate_probe,
+        wide=settings.candidate_refine,
+        refine_probe=settings.candidate_refine_probe,
+        most=settings.candidate_max_documents,
+        refine_products=settings.candidate_refine_products,
+    )
 
 
 class LazyCentroids:

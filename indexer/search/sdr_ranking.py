@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 
 from docsim.indexer.search.arrays import Positions, Scores
 from docsim.indexer.search.candidates import retrieve_candidates
+from docsim.indexer.search.centroid_candidates import searched
 from docsim.indexer.search.fusion import fuse
 from docsim.indexer.search.matches import document_hits
 from docsim.indexer.search.ranking import reciprocal_rank_fusion
@@ -160,15 +161,7 @@ class SdrRanker:
         `SearchSettings.candidate_generator` says."""
         context, settings = self.context, self.context.settings
         if settings.candidate_generator == "centroids" and context.centroids is not None:
-            return context.centroids.get().candidates(
-                query.sentence_vectors,
-                allowed,
-                n_probe=settings.candidate_probe,
-                wide=settings.candidate_refine,
-                refine_probe=settings.candidate_refine_probe,
-                refine_products=settings.candidate_refine_products,
-                most=settings.candidate_max_documents,
-            )
+            return searched(context.centroids.get(), query.sentence_vectors, allowed, settings)
         return retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)
 
     def _scorer(self, method: Method) -> Scorer:
