@@ -2,15 +2,17 @@
 approximate `maxsim` of a few documents from those codes.
 
 Centroid interaction (`models.centroids`) replaces a sentence by its cell's centre, which is
-coarse (a relative error near 0.67 on AILA's sentences in 64 dimensions). The offset
-x - c(x) of each sentence from its centre is kept too, each dimension as one of four buckets
-whose boundaries are that dimension's quartiles of the offsets of a sample, and whose value
-is the mean offset of the sample's members of that bucket (relative error near 0.24). Four
-dimensions share a byte: 16 bytes a sentence at 64 dimensions.
+coarse. The offset x - c(x) of each sentence from its centre is kept too, each dimension as
+one of four buckets whose boundaries are that dimension's quartiles of the offsets of a
+sample, and whose value is the mean offset of the sample's members of that bucket. Measured
+on AILA's sentences in 64 dimensions with 1,024 cells, the mean relative error of a sentence
+is 0.67 from its centre alone and 0.24 with its offset. Four dimensions share a byte: 16
+bytes a sentence at 64 dimensions.
 
 `refine` decodes only the sentences of the documents it is given (the best of centroid
-interaction), so its cost follows their number, not the collection's. Dimensions: R
-sentences, D documents, M documents refined, m their sentences, n query sentences, k
+interaction) that lie in a cell the query probes (PLAID's pruning: any other sentence counts
+as the query sentence's floor), so its cost follows those, not the collection. Dimensions:
+R sentences, D documents, M documents refined, m their sentences, n query sentences, k
 dimensions. Tensors in, tensors out.
 """
 
