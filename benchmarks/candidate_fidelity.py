@@ -7,11 +7,13 @@
 `docsim evaluate` runs three times over the whole collection (no pools), as three services
 would rank: `exhaustive` (every document scored; the reference), and candidate mode
 (`DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES=0`) with each candidate generator: `centroids`
-(PLAID-style centroid interaction, the default) and `neighbours` (the nearest sentences,
-paragraphs and documents, the generator before it). For each method and generator: the
-metrics' means, the paired tests against exhaustive scoring, and the top-10 overlap with
-exhaustive scoring's run, per query (mean and least). Candidate mode also normalises SDR
-over a fixed sample of documents, not the whole collection: the figures include that.
+(PLAID-style cells and residual codes), `compressed` (the compressed level's approximate
+`maxsim` over every document; `auto`'s choice up to a million sentences) and `neighbours`
+(the nearest sentences, paragraphs and documents, the generator before them). For each
+method and generator: the metrics' means, the paired tests against exhaustive scoring, and
+the top-10 overlap with exhaustive scoring's run, per query (mean and least). Candidate
+mode also normalises SDR over a fixed sample of documents, not the whole collection: the
+figures include that.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ CONFIGURATIONS = {
     "centroids": {
         "DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES": "0",
         "DOCSIM_SEARCH__CANDIDATE_GENERATOR": "centroids",
+    },
+    "compressed": {
+        "DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES": "0",
+        "DOCSIM_SEARCH__CANDIDATE_GENERATOR": "compressed",
     },
     "neighbours": {
         "DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES": "0",

@@ -28,6 +28,7 @@ from docsim.indexer.search.matches import document_hits
 from docsim.indexer.search.ranking import reciprocal_rank_fusion
 from docsim.indexer.search.scorers import QueryScratch, Scorer, ScoringContext
 from docsim.indexer.search.sdr import SdrScores
+from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.types import (
     DocumentHit,
     Method,
@@ -157,10 +158,15 @@ class SdrRanker:
         )
 
     def candidates(self, query: Query, allowed: Positions) -> Positions:
-        """Candidate mode's documents of `allowed` (ascending), found as
-        `SearchSettings.candidate_generator` says."""
+        """Candidate mode's documents of `allowed` (ascending), found by the first pass
+        `first_pass` chooses."""
         context, settings = self.context, self.context.settings
-        if settings.candidate_generator == "centroids" and context.centroids is not None:
+        generator = first_pass(settings, context.scan is not None, len(self.sentence_doc))
+        if generator == "compressed" and context.scan is not None:
+            return context.scan.candidates(
+                query.sentence_vectors, allowed, settings.candidate_max_documents
+            )
+        if generator == "centroids" and context.centroids is not None:
             return searched(context.centroids.get(), query.sentence_vectors, allowed, settings)
         return retrieve_candidates(context.index, self.sentence_doc, query, allowed, settings)
 
@@ -231,6 +237,20 @@ class SdrRanker:
             explaining.first_column,
             matches_per_result,
         )
+
+
+def first_pass(settings: SearchSettings, compressed: bool, n_sentences: int) -> str:
+    """The candidate generator candidate mode runs (`SearchSettings.candidate_generator`,
+    with `auto` resolved): `compressed` where the compressed level is served (`compressed`)
+    and the collection holds at most `candidate_scan_max_sentences` sentences, else
+    `centroids`; `compressed` asked for without that level falls back to `centroids`."""
+    generator = settings.candidate_generator
+    if generator == "auto":
+        small = n_sentences <= settings.candidate_scan_max_sentences
+        return "compressed" if compressed and small else "centroids"
+    if generator == "compressed" and not compressed:
+        return "centroids"
+    return generator
 
 
 def _sdr(scores: SdrScores | None) -> Scores:

@@ -27,7 +27,7 @@ from docsim.indexer.search.postings import Postings
 from docsim.indexer.search.queries import encode_document, encode_levels, indexed_query
 from docsim.indexer.search.scorers import QueryScratch, Scorer, ScoringContext, scorers_for
 from docsim.indexer.search.sdr import SdrScorer, ShardedSdrScorer, carry_rows
-from docsim.indexer.search.sdr_ranking import SDR_RANKED, RankedScores, SdrRanker
+from docsim.indexer.search.sdr_ranking import SDR_RANKED, RankedScores, SdrRanker, first_pass
 from docsim.indexer.search.sentence_scan import SentenceScan
 from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
@@ -151,7 +151,8 @@ class Searcher:
         default = self.settings.default_method
         exact_sdr = default in SDR_RANKED and self.sdr_ranker.scores_sdr(default)
         centroids = self.context.centroids
-        if centroids and self.settings.candidate_generator == "centroids" and (large or exact_sdr):
+        cells = first_pass(self.settings, self.context.scan is not None, n_sentences)
+        if centroids and cells == "centroids" and (large or exact_sdr):
             centroids.get()
 
     def use_shards(

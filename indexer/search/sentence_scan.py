@@ -27,6 +27,7 @@ import torch
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.store.vector_index import Hits
+from docsim.models.alignment import maxsim_scores
 from docsim.models.scan import ScanRows, approximate_best, changed, compress, fit_basis, project
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,15 @@ class SentenceScan:
         """`(D, n)` the approximate best cosine of each query sentence `(n, d)` in each
         document."""
         return approximate_best(query, self.scan)
+
+    def candidates(self, query: torch.Tensor, allowed: np.ndarray, most: int) -> np.ndarray:
+        """Positions (ascending) of the `most` documents of `allowed` with the best
+        approximate `maxsim` for the query's sentences `(n, d)` (ties: the lower position):
+        candidate mode's first pass over every document."""
+        if len(allowed) <= most:
+            return np.sort(allowed)
+        scores = maxsim_scores(self.best(query)).numpy()[allowed]
+        return np.sort(allowed[np.argsort(-scores, kind="stable")[:most]])
 
     def exact_rows(self, rows: np.ndarray) -> torch.Tensor:
         """`(m, d)` float32 stored vectors of sentence rows `(m,)`."""

@@ -75,12 +75,23 @@ class SearchSettings(BaseModel):
         "every other document of the collection (a document scores as it would unfiltered), "
         "or only the documents the filter keeps (cheaper: the rest are never scored).",
     )
-    candidate_generator: Literal["centroids", "neighbours"] = Field(
-        default="centroids",
+    candidate_generator: Literal["auto", "centroids", "compressed", "neighbours"] = Field(
+        default="auto",
         description="How candidate mode finds the documents it scores: `centroids`, by "
         "centroid interaction over cells of the sentence level, then residual codes "
-        "(PLAID-style, fitted on the version's first candidate query); `neighbours`, by the "
-        "nearest sentences, paragraphs and documents of the query's in the levels' indices.",
+        "(PLAID-style, fitted on the version's first candidate query); `compressed`, by the "
+        "compressed sentence level's approximate `maxsim` over every document (where that "
+        "level is served); `neighbours`, by the nearest sentences, paragraphs and documents "
+        "of the query's in the levels' indices; `auto`: `compressed` up to "
+        "`candidate_scan_max_sentences` sentences where it is served, else `centroids`.",
+    )
+    candidate_scan_max_sentences: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="`auto`: the largest collection whose candidates come from the compressed "
+        "level's pass over every document. Its cost grows with the collection, the cells' "
+        "does not; on 2 cores they would cost the same between 0.9 and 1.5 million "
+        "sentences (measured at AILA's 340,178, extrapolated linearly).",
     )
     candidate_probe: int = Field(
         default=32, ge=1, description="`centroids`: the cells each query sentence probes."

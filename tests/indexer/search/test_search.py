@@ -13,6 +13,7 @@ from sqlalchemy import select
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.centroid_candidates import CentroidCandidates
 from docsim.indexer.search.lexical import stemmer_for
+from docsim.indexer.search.sdr_ranking import first_pass
 from docsim.indexer.search.searcher import Searcher, scoring_mode
 from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.types import (
@@ -425,3 +426,13 @@ def test_warming_fits_the_cells_where_a_default_query_may_need_them(
     warmed.warm()
     assert warmed.context.centroids is not None
     assert warmed.context.centroids.fitted is fitted
+
+
+def test_the_first_pass_of_candidate_mode() -> None:
+    auto = SearchSettings(candidate_scan_max_sentences=100)
+    assert first_pass(auto, True, 100) == "compressed"
+    assert first_pass(auto, True, 101) == "centroids"
+    assert first_pass(auto, False, 100) == "centroids"
+    assert first_pass(SearchSettings(candidate_generator="compressed"), False, 1) == "centroids"
+    for generator in ("centroids", "neighbours"):
+        assert first_pass(SearchSettings(candidate_generator=generator), True, 1) == generator

@@ -20,10 +20,11 @@ from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
 from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.types import Method, SearchOptions
+from docsim.indexer.search.types import Method, ScoringMode, SearchOptions
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.documents import SourceDocument
+from docsim.models.alignment import maxsim_scores
 from tests.utils.indexes import publish
 
 RESCORED = 12  # of the 48 documents: most are scored from the compressed rows only
@@ -191,3 +192,36 @@ def test_exact_methods_rank_as_float32_does(
         found = ranking(compressed, document_id, method)
         assert list(found) == list(reference), document_id
         assert np.allclose(list(found.values()), list(reference.values()), rtol=0, atol=1e-5)
+
+
+def test_candidate_mode_takes_its_first_pass_from_the_compressed_level(
+    both: tuple[Searcher, Searcher],
+) -> None:
+    """`auto` picks the compressed level's pass where it is served: the `most` best documents
+    by its approximate `maxsim`, which a candidate ranking then scores."""
+    _, compressed = both
+    scan = compressed.context.scan
+    assert scan is not None
+    query = compressed.query_from_index(compressed.index.external_ids[5])
+    allowed = np.delete(np.arange(compressed.index.n_documents), 5)
+    approximate = maxsim_scores(scan.best(query.sentence_vectors)).numpy()
+    expected = np.sort(allowed[np.argsort(-approximate[allowed], kind="stable")[:7]])
+    assert np.array_equal(scan.candidates(query.sentence_vectors, allowed, 7), expected)
+    assert np.array_equal(scan.candidates(query.sentence_vectors, allowed[:5], 7), allowed[:5])
+    settings = replace_settings(compressed, candidate_max_documents=7)
+    found = settings.similar(query, SearchOptions(method=Method.sdr, mode=ScoringMode.candidate))
+    assert found.mode == "candidate" and found.scored_documents == 7
+    assert {settings.position(h.document_id) for h in found.results} <= set(expected)
+    assert settings.context.centroids is not None and not settings.context.centroids.fitted
+
+
+def replace_settings(searcher: Searcher, **changes: object) -> Searcher:
+    """`searcher` with search settings changed, over the same index and compressed level."""
+    return Searcher(
+        searcher.index,
+        searcher.encoder,
+        searcher.splitter,
+        searcher.engine,
+        searcher.settings.model_copy(update=changes),
+        scan=searcher.context.scan,
+    )
