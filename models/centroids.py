@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from docsim.models.ranges import concatenated_ranges
+
 
 @dataclass(frozen=True)
 class CellPostings:
@@ -121,8 +123,7 @@ def interaction(probed: Probe, found: CellPostings) -> torch.Tensor:
     sentence = torch.arange(n).repeat_interleave(probed.top_cells.shape[1])  # (n p,)
     starts, ends = found.cell_start[cells], found.cell_start[cells + 1]
     sizes = ends - starts
-    first = torch.repeat_interleave(starts - (sizes.cumsum(0) - sizes), sizes)  # (P',)
-    documents = found.documents[first + torch.arange(len(first))].long()  # (P',)
+    documents = found.documents[concatenated_ranges(starts, ends)].long()  # (P',)
     slots = torch.repeat_interleave(sentence, sizes) * n_documents + documents  # (P',)
     best = probed.floor.expand(-1, n_documents).contiguous().reshape(-1)  # (n D,)
     best.scatter_reduce_(0, slots, torch.repeat_interleave(values, sizes), reduce="amax")

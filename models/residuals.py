@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from docsim.models.centroids import Probe
+from docsim.models.ranges import concatenated_ranges
 
 BUCKETS = 4  # 2 bits a dimension
 PER_BYTE = 4  # dimensions packed in a byte
@@ -140,10 +141,9 @@ def refine(
     lies in a cell the query probed (`probed`), floored at the sentence's floor (PLAID's
     pruning: a sentence of any other cell stands for the floor). `document_start` `(D + 1,)`,
     `codes` `(R,)`."""
-    starts = document_start[documents]  # (M,)
-    lengths = document_start[documents + 1] - starts  # (M,)
-    rows = torch.repeat_interleave(starts - (lengths.cumsum(0) - lengths), lengths)
-    rows = rows + torch.arange(len(rows))  # (m,) the documents' sentence rows
+    starts, ends = document_start[documents], document_start[documents + 1]  # (M,)
+    lengths = ends - starts
+    rows = concatenated_ranges(starts, ends)  # (m,) the documents' sentence rows
     owner = torch.repeat_interleave(torch.arange(len(documents)), lengths)  # (m,)
     probed_cell = torch.zeros(len(centroids), dtype=torch.bool)
     probed_cell[probed.cells] = True

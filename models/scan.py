@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
+from docsim.models.ranges import concatenated_ranges
+
 QUERY_ROWS = 32  # a query's rows are padded to a multiple of this
 
 
@@ -92,7 +94,9 @@ class ScanRows:
         document (the layout `compress` starts from)."""
         ends = torch.cumsum(self.group_counts, 0) * self.group  # (D,)
         starts = ends - self.group_counts * self.group
-        return self.rows[self.stored_positions()[_ranges(starts[documents], ends[documents])]]
+        return self.rows[
+            self.stored_positions()[concatenated_ranges(starts[documents], ends[documents])]
+        ]
 
     def sentence_rows(self, document_lengths: torch.Tensor) -> torch.Tensor:
         """`(S,)` the sentence each stored row holds, -1 for a padding copy or an unused row;
@@ -218,10 +222,3 @@ def approximate_best(query: torch.Tensor, scan: ScanRows) -> torch.Tensor:
         groups = products.view(g, -1, padded_n).amax(dim=0)[: g1 - g0, :n].float()  # (G, n)
         out[d0:d1] = torch.segment_reduce(groups, "max", lengths=counts[d0:d1], axis=0)
     return out
-
-
-def _ranges(starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-    """`(sum(ends - starts),)` the integers of each half-open range, concatenated."""
-    lengths = ends - starts
-    offsets = torch.cumsum(lengths, 0) - lengths
-    return torch.repeat_interleave(starts - offsets, lengths) + torch.arange(int(lengths.sum()))

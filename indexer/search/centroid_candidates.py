@@ -67,7 +67,6 @@ class CentroidCandidates:
     def __init__(self, cells: Cells, document_start: np.ndarray) -> None:
         self.cells = cells
         self.document_start = document_start
-        self._document_start = torch.from_numpy(document_start)
 
     @classmethod
     def of_index(
@@ -138,7 +137,7 @@ class CentroidCandidates:
             projected,
             found,
             torch.from_numpy(np.asarray(documents, dtype=np.int64)),
-            self._document_start,
+            torch.from_numpy(self.document_start),
             cells.postings.codes,
             cells.residuals,
             cells.postings.centroids,
@@ -164,7 +163,8 @@ class CentroidCandidates:
         if len(allowed) <= most:
             return np.sort(allowed)
         if refine_products is not None:
-            per_document = len(query) * max(1.0, float(self.document_start[-1]) / len(allowed))
+            mean_length = float(self.document_start[-1]) / max(1, len(self.document_start) - 1)
+            per_document = len(query) * max(1.0, mean_length)
             wide = min(wide, int(refine_products / per_document))
         projected, products = self._products(query)  # (n, k), (n, C)
         scores = interaction(probe(products, n_probe), self.cells.postings).numpy()[allowed]

@@ -4,6 +4,8 @@ fusion by hand, unit search against brute force, candidate mode against exhausti
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import bm25s
 import numpy as np
 import pytest
@@ -436,3 +438,35 @@ def test_the_first_pass_of_candidate_mode() -> None:
     assert first_pass(SearchSettings(candidate_generator="compressed"), False, 1) == "centroids"
     for generator in ("centroids", "neighbours"):
         assert first_pass(SearchSettings(candidate_generator=generator), True, 1) == generator
+
+
+def test_many_clients_at_once_fit_the_cells_once_and_rank_alike(
+    searcher: Searcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sixteen threads ask a fresh searcher for candidate rankings together: the cells are
+    fitted by one of them, the others wait for them, and every answer is the same."""
+    fits = []
+    fit = CentroidCandidates.of_index
+
+    def counted(*args: object, **kwargs: object) -> CentroidCandidates:
+        fits.append(1)
+        return fit(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(CentroidCandidates, "of_index", counted)
+    fresh = Searcher(
+        searcher.index,
+        searcher.encoder,
+        searcher.splitter,
+        searcher.engine,
+        SearchSettings(candidate_generator="centroids", candidate_max_documents=12),
+    )
+    query = fresh.query_from_index(searcher.index.external_ids[3])
+    options = SearchOptions(top_k=5, method=Method.sdr, mode=ScoringMode.candidate)
+
+    def rank(_: int) -> list[tuple[str, float]]:
+        return [(h.document_id, h.score) for h in fresh.similar(query, options).results]
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = list(pool.map(rank, range(32)))
+    assert len(fits) == 1
+    assert all(answer == answers[0] for answer in answers) and len(answers[0]) == 5
