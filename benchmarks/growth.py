@@ -3,7 +3,8 @@ in memory (the code before issue 28) against the compressed level and against ca
 mode's cells, at 1x, 3x and 10x AILA.
 
     python benchmarks/growth.py --data-dir DIR [--factors 1 3 10] [--noise 0.35]
-        [--queries FILE] [--out benchmarks/results/growth.json]
+        [--queries FILE] [--by-id 20] [--stores float32 compressed centroids]
+        [--out benchmarks/results/growth.json]
 
 The collection is the version's real sentence vectors (AILA's), then `factor - 1` perturbed
 copies of every document, with the same lengths: a copy of a sentence x is
@@ -11,18 +12,21 @@ copies of every document, with the same lengths: a copy of a sentence x is
 `1 / sqrt(1 + noise^2)` (0.94 at 0.35). The grown level is written once per factor as a
 float16 `.npy`, as a version stores it.
 
-The queries are the AILA development queries (or `--queries` CSFCube's JSONL: each query's
-facet text), encoded once by the version's encoder. Each
-store and factor runs in a process of its own (so that its resident memory is its own): it
-holds the level as the service does (`float32`: all of it as a tensor; `compressed`: the
-projected bfloat16 rows in memory, the float16 file memory-mapped), then scores `maxsim` over
-every document for each query (`compressed`: the approximate pass, then `scan_rescore`
-documents exactly from the file, as `SentenceSets` does; `centroids`: candidate mode's cells,
-fitted as the service fits them, give `candidate_max_documents` documents by centroid
-interaction and residual codes, scored exactly from the file). Reported: p50 and p95, the resident
-set after loading and its peak, the bytes per sentence held (the cells' postings and codes
-for `centroids`), the cells' fitting time, and each ranking's top-10 overlap with the
-float32 one.
+Two sets of queries: `posted`, the AILA development queries (or `--queries` CSFCube's JSONL:
+each query's facet text), encoded once by the version's encoder; and `by_id`, `--by-id`
+documents of the collection drawn at random (seed 0), each ranked against the others with its
+own sentences as the query (its copies stay in the collection: near-duplicates, as real
+archives hold). Each store and factor runs in a process of its own (so that its resident
+memory is its own): it holds the level as the service does (`float32`: all of it as a tensor;
+`compressed`: the projected bfloat16 rows in memory, the float16 file memory-mapped), then
+scores `maxsim` over every document for each query (`compressed`: the approximate pass, then
+the service's `rescore_depth` documents exactly from the file, as `SentenceSets` does;
+`centroids`: candidate mode's cells, fitted as the service fits them, give
+`candidate_max_documents` documents by centroid interaction and residual codes, scored
+exactly from the file). Reported per query set: p50 and p95, and each ranking's top-10
+overlap with the float32 one; per store: the resident set after loading and its peak, the
+bytes per sentence held (the cells' postings and codes for `centroids`) and the cells'
+fitting time.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -58,10 +63,14 @@ AILA_QUERIES = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "queries_dev.txt"
 )
 BLOCK = 65536
+STORES = ("float32", "compressed", "centroids")
 
 
-def grow(data_dir: Path, queries_file: Path, factors: list[int], noise: float, work: Path) -> dict:
-    """Writes `grown_{f}.npy` (float16), `lengths_{f}.npy` and `queries.pt`; returns facts."""
+def grow(
+    data_dir: Path, queries_file: Path, factors: list[int], noise: float, by_id: int, work: Path
+) -> dict:
+    """Writes `grown_{f}.npy` (float16), `lengths_{f}.npy`, `queries.pt` and `by_id.npy` (the
+    documents that are queries); returns facts."""
     settings = Settings(data_dir=data_dir, search=SearchSettings(sentence_store="float32"))
     searcher = open_searcher(settings, make_engine(settings.database_url))
     index = searcher.index
@@ -73,6 +82,8 @@ def grow(data_dir: Path, queries_file: Path, factors: list[int], noise: float, w
     torch.save(queries, work / "queries.pt")
     base = index.vectors["sentence"].numpy().astype(np.float16)  # (R, d) the file's values
     lengths = np.diff(index.doc_unit_start["sentence"])  # (D,)
+    drawn = np.random.default_rng(0).choice(len(lengths), min(by_id, len(lengths)), replace=False)
+    np.save(work / "by_id.npy", np.sort(drawn))
     d = base.shape[1]
     for factor in factors:
         rng = np.random.default_rng(factor)
@@ -89,7 +100,11 @@ def grow(data_dir: Path, queries_file: Path, factors: list[int], noise: float, w
         out.flush()
         del out
         np.save(work / f"lengths_{factor}.npy", np.tile(lengths, factor))
-    return {"sentences": len(base), "documents": len(lengths), "queries": len(queries)}
+    return {
+        "sentences": len(base),
+        "documents": len(lengths),
+        "queries": {"posted": len(queries), "by_id": len(drawn)},
+    }
 
 
 def query_texts(path: Path) -> list[str]:
@@ -116,51 +131,13 @@ def status_bytes(field: str) -> int:
 def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> dict:
     """One store at one factor, in this process (see the module docstring)."""
     torch.set_num_threads(2)
-    queries = torch.load(work / "queries.pt")
     lengths = torch.from_numpy(np.load(work / f"lengths_{factor}.npy"))
+    starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
     before = rss()
     mapped = MappedRows.of_file(work / f"grown_{factor}.npy")  # (R, d) float16, as served
     ones = torch.ones(len(lengths), dtype=torch.long)
-    if store == "float32":
-        rows = torch.cat(
-            [mapped[r : r + BLOCK].float() for r in range(0, len(mapped), BLOCK)]
-        )  # (R, d) read in, as a version's Flat index holds it
-        collection = RaggedCollection(rows, lengths, ones)  # one paragraph per document
-        held = rows.element_size() * rows.numel()
-
-        def rank(query: torch.Tensor) -> np.ndarray:
-            return maxsim_scores(sentence_best(query, collection)).numpy()
-
-    elif store == "centroids":
-        started = time.perf_counter()
-        starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
-        cells = CentroidCandidates(
-            fit_cells(mapped, starts, dimensions=search.scan_dimensions, seed=search.seed),
-            starts,
-        )
-        fit_seconds = time.perf_counter() - started
-        held = cells.memory_bytes()
-        every = np.arange(len(lengths))
-
-        def rank(query: torch.Tensor) -> np.ndarray:
-            best = searched(cells, query, every, search)
-            return exactly(query, best, np.full(len(lengths), -np.inf))
-
-    else:
-        basis = fit_basis(fit_sample(mapped, search.seed), search.scan_dimensions)
-        projected = torch.cat(
-            [project(mapped[r : r + BLOCK], basis) for r in range(0, len(mapped), BLOCK)]
-        )
-        group = search.scan_group or padding_group(lengths.numpy())
-        scan = compress(projected, lengths, basis, group)
-        del projected
-        held = scan.memory_bytes()
-        starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
-
-        def rank(query: torch.Tensor) -> np.ndarray:
-            scores = maxsim_scores(approximate_best(query, scan)).numpy().astype(np.float64)
-            best = np.sort(np.argsort(-scores, kind="stable")[: search.scan_rescore])
-            return exactly(query, best, scores)
+    every = np.arange(len(lengths))
+    Rank = Callable[[torch.Tensor, int | None], np.ndarray]  # (query, excluded) -> (D,) scores
 
     def exactly(query: torch.Tensor, best: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """`scores` with documents `best` scored exactly from the file, the rest below them."""
@@ -172,18 +149,79 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         scores[best] = exact
         return scores
 
-    loaded = rss()
-    rank(queries[0])  # warm-up
-    latencies, tops = [], []
-    for query in queries:
+    rank: Rank
+    if store == "float32":
+        rows = torch.cat(
+            [mapped[r : r + BLOCK].float() for r in range(0, len(mapped), BLOCK)]
+        )  # (R, d) read in, as a version's Flat index holds it
+        collection = RaggedCollection(rows, lengths, ones)  # one paragraph per document
+        held = rows.element_size() * rows.numel()
+
+        def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
+            scores = maxsim_scores(sentence_best(query, collection)).numpy().astype(np.float64)
+            if excluded is not None:
+                scores[excluded] = -np.inf
+            return scores
+
+    elif store == "centroids":
         started = time.perf_counter()
-        scores = rank(query)
-        latencies.append((time.perf_counter() - started) * 1000)
-        tops.append(np.argsort(-scores, kind="stable")[:10].tolist())
+        cells = CentroidCandidates(
+            fit_cells(mapped, starts, dimensions=search.scan_dimensions, seed=search.seed),
+            starts,
+        )
+        fit_seconds = time.perf_counter() - started
+        held = cells.memory_bytes()
+
+        def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
+            allowed = every if excluded is None else every[every != excluded]
+            best = searched(cells, query, allowed, search)
+            return exactly(query, best, np.full(len(lengths), -np.inf))
+
+    else:
+        basis = fit_basis(fit_sample(mapped, search.seed), search.scan_dimensions)
+        projected = torch.cat(
+            [project(mapped[r : r + BLOCK], basis) for r in range(0, len(mapped), BLOCK)]
+        )
+        group = search.scan_group or padding_group(lengths.numpy())
+        scan = compress(projected, lengths, basis, group)
+        del projected
+        held = scan.memory_bytes()
+
+        def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
+            scores = maxsim_scores(approximate_best(query, scan)).numpy().astype(np.float64)
+            ranked = len(lengths)
+            if excluded is not None:
+                scores[excluded], ranked = -np.inf, ranked - 1
+            depth = search.rescore_depth(ranked)
+            best = np.sort(np.argsort(-scores, kind="stable")[:depth])
+            scores = exactly(query, best, scores)
+            if excluded is not None:
+                scores[excluded] = -np.inf
+            return scores
+
+    loaded = rss()
+    posted = [(query, None) for query in torch.load(work / "queries.pt")]
+    by_id = [
+        (mapped[int(starts[d]) : int(starts[d + 1])].float(), int(d))
+        for d in np.load(work / "by_id.npy")
+    ]
+    rank(*posted[0])  # warm-up
+    out: dict = {}
+    for name, queries in (("posted", posted), ("by_id", by_id)):
+        latencies, tops = [], []
+        for query, excluded in queries:
+            started = time.perf_counter()
+            scores = rank(query, excluded)
+            latencies.append((time.perf_counter() - started) * 1000)
+            tops.append(np.argsort(-scores, kind="stable")[:10].tolist())
+        out[name] = {
+            "p50_ms": float(np.percentile(latencies, 50)),
+            "p95_ms": float(np.percentile(latencies, 95)),
+            "mean_ms": statistics.mean(latencies),
+            "tops": tops,
+        }
     return {
-        "p50_ms": float(np.percentile(latencies, 50)),
-        "p95_ms": float(np.percentile(latencies, 95)),
-        "mean_ms": statistics.mean(latencies),
+        **out,
         "held_bytes_per_sentence": held / len(mapped),
         "rss_loaded_gib": loaded / 2**30,
         "rss_growth_gib": (loaded - before) / 2**30,
@@ -191,7 +229,6 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         "file_pages_after_queries_gib": status_bytes("RssFile") / 2**30,
         "rss_after_queries_gib": rss() / 2**30,
         "peak_rss_gib": status_bytes("VmHWM") / 2**30,
-        "tops": tops,
         **({"fit_seconds": fit_seconds} if store == "centroids" else {}),
     }
 
@@ -204,6 +241,10 @@ def main() -> None:
     parser.add_argument("--factors", type=int, nargs="+", default=[1, 3, 10])
     parser.add_argument("--noise", type=float, default=0.35)
     parser.add_argument("--queries", type=Path, default=AILA_QUERIES)
+    parser.add_argument("--by-id", type=int, default=20, help="documents drawn as queries")
+    parser.add_argument(
+        "--stores", nargs="+", default=list(STORES), choices=STORES, help="float32 always runs"
+    )
     parser.add_argument("--work", type=Path, default=None, help="where the grown files go")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/growth.json"))
     parser.add_argument("--child", nargs=2, metavar=("FACTOR", "STORE"), help=argparse.SUPPRESS)
@@ -218,15 +259,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.work) as scratch:
         work = Path(scratch)
         result: dict = {
-            "collection": grow(args.data_dir, args.queries, args.factors, args.noise, work),
+            "collection": grow(
+                args.data_dir, args.queries, args.factors, args.noise, args.by_id, work
+            ),
             "noise": args.noise,
             "scan_dimensions": search.scan_dimensions,
             "scan_rescore": search.scan_rescore,
+            "scan_rescore_share": search.scan_rescore_share,
+            "candidate_max_documents": search.candidate_max_documents,
             "factors": {},
         }
         for factor in args.factors:
             row = {}
-            for store in ("float32", "compressed", "centroids"):
+            stores = ["float32", *(s for s in args.stores if s != "float32")]
+            for store in stores:
                 logger.info("factor %d, %s", factor, store)
                 child = [sys.executable, __file__, "--child", str(factor), store]
                 child += ["--work", str(work), "--data-dir", str(args.data_dir)]
@@ -234,17 +280,19 @@ def main() -> None:
                 if found.returncode:
                     raise RuntimeError(f"{' '.join(child)} failed:\n{found.stderr[-3000:]}")
                 row[store] = json.loads(found.stdout.strip().splitlines()[-1])
-            exact = row["float32"].pop("tops")
-            for store in ("compressed", "centroids"):
-                overlaps = [
-                    len(set(a) & set(b)) / 10
-                    for a, b in zip(exact, row[store].pop("tops"), strict=True)
-                ]
-                row[store]["top10_overlap"] = {
-                    "mean": statistics.mean(overlaps),
-                    "min": min(overlaps),
-                }
-                row[store]["p50_ratio"] = row[store]["p50_ms"] / row["float32"]["p50_ms"]
+            for kind in ("posted", "by_id"):
+                exact = row["float32"][kind].pop("tops")
+                for store in stores[1:]:
+                    found = row[store][kind]
+                    overlaps = [
+                        len(set(a) & set(b)) / 10
+                        for a, b in zip(exact, found.pop("tops"), strict=True)
+                    ]
+                    found["top10_overlap"] = {
+                        "mean": statistics.mean(overlaps),
+                        "min": min(overlaps),
+                    }
+                    found["p50_ratio"] = found["p50_ms"] / row["float32"][kind]["p50_ms"]
             result["factors"][str(factor)] = row
             logger.info("factor %d: %s", factor, json.dumps(row))
     print(json.dumps(result, indent=2))

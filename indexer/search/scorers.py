@@ -223,7 +223,7 @@ class SentenceSets(Scorer):
         docs = np.sort(docs)
         if not len(docs):
             return out
-        scan, rescored = self.context.scan, self.context.settings.scan_rescore
+        scan, rescored = self.context.scan, self.context.settings.rescore_depth(len(docs))
         if scan is not None and self.method is not Method.ot and len(docs) > rescored:
             return self._two_passes(query, docs, scan, scratch)
         sdr = self.context.sdr
@@ -252,7 +252,7 @@ class SentenceSets(Scorer):
         self, query: Query, docs: Positions, scan: SentenceScan, scratch: QueryScratch
     ) -> Scores:
         """Every document of `docs` scored from the compressed level, then the
-        `scan_rescore` best of them again, exactly, from the stored vectors. A document the
+        `rescore_depth` best of them again, exactly, from the stored vectors. A document the
         first pass ranked below those is taken to rank below them exactly too: its estimate
         is capped at their lowest exact score, so that the rescored documents come first."""
         out = np.full(self.context.index.n_documents, -np.inf)
@@ -260,7 +260,8 @@ class SentenceSets(Scorer):
             scratch.approximate = scan.best(query.sentence_vectors)  # (D, n)
         reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
         out[docs] = reduce(scratch.approximate[torch.from_numpy(docs)]).numpy()
-        rescored = np.sort(self.context.top(out, docs, self.context.settings.scan_rescore))
+        depth = self.context.settings.rescore_depth(len(docs))
+        rescored = np.sort(self.context.top(out, docs, depth))
         exact_scores = reduce(self._exact_best(query, rescored, scratch)).numpy()
         out[docs] = np.minimum(out[docs], np.nextafter(exact_scores.min(), -np.inf))
         out[rescored] = exact_scores

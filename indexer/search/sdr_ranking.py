@@ -139,7 +139,7 @@ class SdrRanker:
                 if w
             }
             scores = fuse(components, fusion, pool, settings.fusion_normaliser)
-            best = context.top(scores, pool, settings.scan_rescore)  # refined, then ranked
+            best = context.top(scores, pool, settings.rescore_depth(len(pool)))  # refined
             for m in components:
                 if m is not Method.sdr:
                     components[m] = self.scorers[m].refine(query, best, components[m], scratch)

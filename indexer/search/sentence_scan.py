@@ -6,8 +6,8 @@ into memory (`LoadedIndex.mapped_levels`), and neither is their FAISS index. A `
 stands in for both:
 
 - the sentence-set methods (`maxsim`, `best-sentence`) take every document's approximate
-  best matches from `best`, then score the `scan_rescore` best documents exactly from the
-  file (`indexer.search.scorers.SentenceSets`);
+  best matches from `best`, then score the best documents exactly from the file (100, or 1%
+  of them where more: `SearchSettings.rescore_depth`; `indexer.search.scorers.SentenceSets`);
 - it answers the sentence level's searches (`search`: the `VectorIndex` protocol), for
   candidate mode and sentence-granularity results, approximate first and exact at the end.
 

@@ -3,6 +3,7 @@ defined once (`DOCSIM_SEARCH__*`). The searcher receives this object itself."""
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -56,10 +57,13 @@ class SearchSettings(BaseModel):
     ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
     ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
     exhaustive_max_sentences: int = Field(
-        default=2_000_000,
+        default=4_000_000,
         ge=0,
-        description="SDR's `auto` mode retrieves candidates in a collection of more indexed "
-        "sentences than this (and normalises over a fixed sample of it), whatever the query.",
+        description="`auto` mode retrieves candidates in a collection of more indexed "
+        "sentences than this (and SDR normalises over a fixed sample of it), whatever the "
+        "query. At ten times AILA (3.4 million sentences) the compressed level's pass over "
+        "every document is still faster than the cells and more faithful "
+        "(`benchmarks/growth.py`).",
     )
     exhaustive_max_products: int = Field(
         default=40_000_000,
@@ -86,12 +90,12 @@ class SearchSettings(BaseModel):
         "`candidate_scan_max_sentences` sentences where it is served, else `centroids`.",
     )
     candidate_scan_max_sentences: int = Field(
-        default=1_000_000,
+        default=4_000_000,
         ge=0,
         description="`auto`: the largest collection whose candidates come from the compressed "
-        "level's pass over every document. Its cost grows with the collection, the cells' "
-        "does not; on 2 cores they would cost the same between 0.9 and 1.5 million "
-        "sentences (measured at AILA's 340,178, extrapolated linearly).",
+        "level's pass over every document. Its cost grows with the collection faster than "
+        "the cells'; on 2 cores it is still the cheaper and the more faithful at 3.4 million "
+        "sentences (ten times AILA, `benchmarks/growth.py`), the largest measured.",
     )
     candidate_probe: int = Field(
         default=32, ge=1, description="`centroids`: the cells each query sentence probes."
@@ -151,8 +155,22 @@ class SearchSettings(BaseModel):
     scan_rescore: int = Field(
         default=100,
         ge=1,
-        description="`compressed`: documents scored exactly after the approximate pass.",
+        description="`compressed`: documents scored exactly after the approximate pass, at least.",
     )
+    scan_rescore_share: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description="`compressed`: the share of the ranked documents scored exactly after the "
+        "approximate pass, where it exceeds `scan_rescore`. The documents whose approximate "
+        "score is within its error of the tenth grow with the collection; a fixed depth "
+        "misses more of the exact top 10 as it grows.",
+    )
+
+    def rescore_depth(self, ranked: int) -> int:
+        """Documents scored exactly after the compressed level's approximate pass over
+        `ranked` documents: `scan_rescore`, or `scan_rescore_share` of them where more."""
+        return max(self.scan_rescore, math.ceil(self.scan_rescore_share * ranked))
 
     @field_validator("bm25_stemmer")
     @classmethod

@@ -90,6 +90,35 @@ def test_rescored_documents_score_as_float32_does(
             assert found[d] == pytest.approx(reference[d], abs=1e-6), (document_id, d)
 
 
+def test_a_share_of_the_ranked_documents_is_rescored(
+    both: tuple[Searcher, Searcher],
+) -> None:
+    """`scan_rescore_share` of the 47 ranked documents (the query's own is not ranked) are
+    rescored where that exceeds `scan_rescore`: their scores are float32's, and the next
+    document's is not."""
+    exact, compressed = both
+    settings = compressed.settings.model_copy(update={"scan_rescore": 2, "scan_rescore_share": 0.5})
+    assert settings.rescore_depth(47) == 24 and settings.rescore_depth(3) == 2
+    shared = compressed.index.indices["sentence"]
+    assert isinstance(shared, SentenceScan)
+    wider = Searcher(
+        compressed.index,
+        compressed.encoder,
+        compressed.splitter,
+        compressed.engine,
+        settings,
+        scan=shared,
+    )
+    for document_id in exact.index.external_ids[::8]:
+        reference = ranking(exact, document_id, Method.maxsim)
+        found = ranking(wider, document_id, Method.maxsim)
+        listed = list(found)
+        for d in listed[:24]:
+            assert found[d] == pytest.approx(reference[d], abs=1e-6), (document_id, d)
+        below = listed[24:]
+        assert any(found[d] != pytest.approx(reference[d], abs=1e-6) for d in below)
+
+
 def test_rankings_agree_with_float32(both: tuple[Searcher, Searcher]) -> None:
     """Every document as the query, top 3: the default fusion and `maxsim`. The tiny encoder's
     cosines crowd between 0.95 and 1, so 16 of its 32 dimensions are a hard case. Measured:
