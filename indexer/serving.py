@@ -85,15 +85,25 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
 
 
 def sentences_compressed(settings: Settings, *, sharded: bool) -> bool:
-    """Whether the served sentence level is compressed (`SearchSettings.sentence_store`):
-    `auto` compresses it on a CPU service that is not sharded."""
+    """Whether this process serves the sentence level compressed
+    (`SearchSettings.sentence_store`): `auto` compresses it on a CPU service. A sharded
+    coordinator never does: it scores no sentences, its shards do (`shards_scan`)."""
     store = settings.search.sentence_store
+    if sharded:
+        return False
     if store == "auto":
-        on_cpu = resolve_device(settings.encoder.device).type == "cpu"
-        return on_cpu and not sharded
-    if store == "compressed" and sharded:
-        raise ValueError("the sentence store cannot be compressed on a sharded service yet")
+        return resolve_device(settings.encoder.device).type == "cpu"
     return store == "compressed"
+
+
+def shards_scan(settings: Settings) -> ScanShape | None:
+    """How the shard actors compress their sentences: with `compressed`, or `auto` when a
+    shard has no GPU (a GPU shard scores the float16 rows exactly, faster); None: exactly."""
+    search = settings.search
+    store = search.sentence_store
+    if store == "compressed" or (store == "auto" and not settings.shards.gpus):
+        return ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+    return None
 
 
 def check_encoder(
@@ -140,7 +150,8 @@ def serve_on_shards(
     options = settings.shards
     index = searcher.index
     started = time.perf_counter()
-    specs = shard_specs(index, searcher.tiebreak, options.count)
+    scan = shards_scan(settings)
+    specs = shard_specs(index, searcher.tiebreak, options.count, scan)
     place = functools.partial(
         RayShards,
         specs,
@@ -162,7 +173,7 @@ def serve_on_shards(
         shards = place(wait_for_room=options.call_timeout_seconds)
     n = len(shards.actors)
     searcher.use_shards(
-        ShardedSdr(shards.call, n, searcher.tiebreak),
+        ShardedSdr(shards.call, n, searcher.tiebreak, compressed=scan is not None),
         {
             level: ShardedLevel(shards.call, n, level, index.ids[level])
             for level in SEARCHED_ON_SHARDS

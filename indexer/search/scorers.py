@@ -306,7 +306,29 @@ class ShardedSentenceSets(SentenceSets):
             self.method.value,
             ot_reg=settings.ot_reg,
             ot_iterations=settings.ot_iterations,
+            rescore=settings.rescore_depth(len(docs)),  # each compressed shard's exact share
         )
+
+    def refine(
+        self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
+    ) -> Scores:
+        """`scores` with `docs` scored exactly on the shards, where they compress."""
+        shards = self.context.shards
+        if shards is None:
+            return super().refine(query, docs, scores, scratch)
+        if not shards.compressed or self.method is Method.ot or not len(docs):
+            return scores
+        settings = self.context.settings
+        exact = shards.sentence_scores(
+            query_on_shards(query, np.sort(docs), self.context.index.n_documents),
+            self.method.value,
+            ot_reg=settings.ot_reg,
+            ot_iterations=settings.ot_iterations,
+            rescore=0,  # every one of them exactly
+        )
+        out = scores.copy()
+        out[docs] = exact[docs]
+        return out
 
 
 def top_mean_per_group(scores: Scores, group: Positions, n_groups: int, k: int) -> Scores:

@@ -69,6 +69,24 @@ def padding_group(lengths: np.ndarray, most: float = 0.1) -> int:
     return 1
 
 
+def scan_rows(rows: torch.Tensor | MappedRows, lengths: np.ndarray, shape: ScanShape) -> ScanRows:
+    """Sentence `rows` `(R, d)` (documents of `lengths` `(D,)` sentences, in order)
+    compressed: a basis of `shape.dimensions` fitted on a fixed sample of them, every row
+    projected on it, each document padded to `shape.group` rows (0: `padding_group`'s)."""
+    basis = fit_basis(fit_sample(rows, shape.seed), min(shape.dimensions, rows.shape[1]))
+    return compressed_with(rows, lengths, basis, shape.group or padding_group(lengths))
+
+
+def compressed_with(
+    rows: torch.Tensor | MappedRows, lengths: np.ndarray, basis: torch.Tensor, group: int
+) -> ScanRows:
+    """Sentence `rows` `(R, d)` projected on `basis` `(d, k)` in blocks, then laid out."""
+    projected = torch.cat(
+        [project(rows[i : i + BLOCK_ROWS], basis) for i in range(0, max(1, len(rows)), BLOCK_ROWS)]
+    )[: len(rows)]  # (R, k)
+    return compress(projected, torch.from_numpy(np.asarray(lengths)), basis, group)
+
+
 class SentenceScan:
     """The compressed sentence level of one loaded index (see the module docstring).
 
@@ -97,14 +115,12 @@ class SentenceScan:
         started = time.perf_counter()
         rows = index.vectors["sentence"]
         n = len(rows)
-        dimensions = min(shape.dimensions, index.dim)
-        basis = fit_basis(fit_sample(rows, shape.seed), dimensions)  # (d, k)
-        lengths = np.diff(index.doc_unit_start["sentence"])
-        found = cls.compressing(index, basis, shape.group or padding_group(lengths))
+        start = index.doc_unit_start["sentence"]
+        found = cls(scan_rows(rows, np.diff(start), shape), rows, index.ids["sentence"], start)
         logger.info(
             "Compressed %d sentences to %d dimensions in %.1f s (%.0f bytes a sentence)",
             n,
-            dimensions,
+            found.scan.basis.shape[1],
             time.perf_counter() - started,
             found.memory_bytes() / max(1, n),
         )
@@ -114,15 +130,9 @@ class SentenceScan:
     def compressing(cls, index: LoadedIndex, basis: torch.Tensor, group: int) -> SentenceScan:
         """Every sentence of `index` projected on `basis`."""
         rows = index.vectors["sentence"]
-        projected = torch.cat(
-            [
-                project(rows[i : i + BLOCK_ROWS], basis)
-                for i in range(0, max(1, len(rows)), BLOCK_ROWS)
-            ]
-        )[: len(rows)]  # (R, k)
         start = index.doc_unit_start["sentence"]
-        lengths = torch.from_numpy(np.diff(start))
-        return cls(compress(projected, lengths, basis, group), rows, index.ids["sentence"], start)
+        scan = compressed_with(rows, np.diff(start), basis, group)
+        return cls(scan, rows, index.ids["sentence"], start)
 
     def changed(self, old: LoadedIndex, new: LoadedIndex) -> SentenceScan:
         """This scan for `new`, `old` with a document change applied: kept documents' rows

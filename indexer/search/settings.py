@@ -141,7 +141,9 @@ class SearchSettings(BaseModel):
         description="How the served sentence level is held: `float32` in memory; "
         "`compressed`, a bfloat16 projection in memory (`scan_dimensions`) for a first pass "
         "and the float16 file, memory-mapped, for exact scores; `auto`: compressed on a CPU "
-        "service that is not sharded.",
+        "service. On a sharded service the shard actors compress their own sentences "
+        "(`compressed`, or `auto` with no GPU per shard) or score the float16 file exactly; "
+        "the coordinator holds none.",
     )
     scan_dimensions: int = Field(
         default=64, ge=1, description="`compressed`: dimensions kept in memory per sentence."

@@ -23,9 +23,11 @@ import numpy as np
 import torch
 
 from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
+from docsim.indexer.search.sentence_scan import ScanShape
 from docsim.indexer.search.shards import (
     SdrShard,
     ShardUnavailableError,
+    compressed,
     shard_cuts,
 )
 from docsim.models.scoring import RaggedCollection
@@ -91,6 +93,8 @@ class ShardSpec:
         levels: its rows of the sentence level and of the other levels searched on shards.
         paragraph_lengths, document_lengths: the range's structure.
         tiebreak: `(D_s,)` its slice of the collection's fixed random tie order.
+        scan: how a CPU shard compresses its sentences for the sentence-set methods' first
+            pass (None, or on a GPU: it scores them all exactly).
     """
 
     levels: dict[str, LevelRows]
@@ -98,6 +102,7 @@ class ShardSpec:
     document_lengths: np.ndarray
     first: int
     tiebreak: np.ndarray
+    scan: ScanShape | None = None
 
 
 def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
@@ -109,7 +114,10 @@ def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
         document_lengths=torch.from_numpy(spec.document_lengths),
     )
     units = {level: (rows, spec.levels[level].first_row) for level, rows in held.items()}
-    return SdrShard(collection, spec.first, spec.tiebreak, spec.levels["sentence"].first_row, units)
+    scan = compressed(collection, spec.scan if device == "cpu" else None)
+    return SdrShard(
+        collection, spec.first, spec.tiebreak, spec.levels["sentence"].first_row, units, scan
+    )
 
 
 def level_rows(index: LoadedIndex, level: str, r0: int, r1: int) -> LevelRows:
@@ -131,8 +139,11 @@ def level_rows(index: LoadedIndex, level: str, r0: int, r1: int) -> LevelRows:
     )
 
 
-def shard_specs(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[ShardSpec]:
-    """`n` shards of a loaded version, by about equal sentence counts."""
+def shard_specs(
+    index: LoadedIndex, tiebreak: np.ndarray, n: int, scan: ScanShape | None = None
+) -> list[ShardSpec]:
+    """`n` shards of a loaded version, by about equal sentence counts, compressing their
+    sentences as `scan` says (None: not compressed)."""
     lengths = index.collection
     specs = []
     for cut in shard_cuts(index, n):
@@ -147,6 +158,7 @@ def shard_specs(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[ShardS
                 document_lengths=lengths.document_lengths[cut.first : cut.stop].numpy().copy(),
                 first=cut.first,
                 tiebreak=np.asarray(tiebreak[cut.first : cut.stop]).copy(),
+                scan=scan,
             )
         )
     return specs

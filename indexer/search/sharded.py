@@ -27,10 +27,13 @@ class ShardedSdr:
     every shard and returns their answers in shard order (in this process, or on Ray actors),
     raising `ShardUnavailableError` when one cannot answer."""
 
-    def __init__(self, call: ShardCall, n_shards: int, tiebreak: np.ndarray) -> None:
+    def __init__(
+        self, call: ShardCall, n_shards: int, tiebreak: np.ndarray, *, compressed: bool = False
+    ) -> None:
         self.call = call
         self.n_shards = n_shards
         self.tiebreak = tiebreak
+        self.compressed = compressed  # the shards' sentence-set methods start approximate
 
     def rank(
         self, query: ShardQuery, k: int | None, normalize: bool

@@ -25,8 +25,16 @@ from cachetools import TTLCache
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
 from docsim.indexer.search.ranking import top_k
+from docsim.indexer.search.sentence_scan import ScanShape, scan_rows
 from docsim.indexer.search.types import Query
-from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
+from docsim.models.alignment import (
+    best_pair_scores,
+    document_sentence_lengths,
+    maxsim_scores,
+    ot_scores,
+    sentence_best,
+)
+from docsim.models.scan import ScanRows, approximate_best
 from docsim.models.scoring import RaggedCollection, RowStats, block_cosines, paragraph_similarity
 from docsim.models.sharding import (
     RowMoments,
@@ -97,6 +105,8 @@ class SdrShard:
         first_sentence: the global row of its first sentence.
         units: the range's rows `(R_s, d)` of other levels, each with the global row of its
             first, for `nearest` (the sentence level is the collection's).
+        scan: the range's sentences compressed (`indexer.search.sentence_scan`), for the
+            sentence-set methods' first pass; None: every document is scored exactly.
     """
 
     def __init__(
@@ -106,8 +116,10 @@ class SdrShard:
         tiebreak: np.ndarray,
         first_sentence: int = 0,
         units: Mapping[str, tuple[torch.Tensor, int]] | None = None,
+        scan: ScanRows | None = None,
     ) -> None:
         self.collection = collection
+        self.scan = scan
         self.first = first
         self.units = {"sentence": (collection.sentences, first_sentence), **(units or {})}
         self.tiebreak = np.asarray(tiebreak)
@@ -174,24 +186,56 @@ class SdrShard:
         )
 
     def sentence_scores(
-        self, query: ShardQuery, method: str, ot_reg: float = 0.05, ot_iterations: int = 50
+        self,
+        query: ShardQuery,
+        method: str,
+        ot_reg: float = 0.05,
+        ot_iterations: int = 50,
+        rescore: int = 0,
     ) -> ShardHits:
         """Scores of the methods that score each document from its own sentences alone
         (`maxsim`, `best-sentence`, `ot`: one round), for the query's documents of this
-        range, in range order."""
+        range, in range order. With a `scan` and `rescore` > 0, `maxsim` and `best-sentence`
+        score every document from the compressed rows first, then the range's `rescore`
+        best again, exactly, as `SentenceSets` does in one process: the others are capped
+        below the lowest of those."""
         local = self._local(query)
         if not len(local):
             return ShardHits(np.empty(0, np.int64), np.empty(0))
-        collection = self._collection_of(local)
         if method in ("maxsim", "best-sentence"):
-            best = sentence_best(query.sentences, collection)  # (D_s, n)
             reduce = maxsim_scores if method == "maxsim" else best_pair_scores
+            if self.scan is not None and 0 < rescore < len(local):
+                two_passes = self._two_passes(query, local, reduce, rescore)
+                return ShardHits(local + self.first, two_passes)
+            best = sentence_best(query.sentences, self._collection_of(local))  # (D_s, n)
             scores = reduce(best)
         elif method == "ot":
+            collection = self._collection_of(local)
             scores = ot_scores(query.sentences, collection, reg=ot_reg, iterations=ot_iterations)
         else:
             raise ValueError(f"method {method!r} is not scored from sentences alone")
         return ShardHits(local + self.first, scores.float().double().numpy())
+
+    def _two_passes(
+        self,
+        query: ShardQuery,
+        local: np.ndarray,
+        reduce: Callable[[torch.Tensor], torch.Tensor],
+        rescore: int,
+    ) -> np.ndarray:
+        """`(len(local),)` the documents `local` scored from the compressed rows, their
+        `rescore` best again exactly from the stored ones, the rest capped below those."""
+        assert self.scan is not None
+        approximate = reduce(approximate_best(query.sentences, self.scan))  # (D_s,)
+        estimates = np.full(self.n_documents, -np.inf)
+        estimates[local] = approximate.double().numpy()[local]
+        chosen = np.sort(top_k(estimates, local, rescore, self.tiebreak))
+        exact = reduce(sentence_best(query.sentences, self._collection_of(chosen)))
+        exact_scores = exact.float().double().numpy()
+        estimates[local] = np.minimum(estimates[local], np.nextafter(exact_scores.min(), -np.inf))
+        estimates[chosen] = exact_scores
+        found: np.ndarray = estimates[local]
+        return found
 
     def nearest(
         self, level: str, vectors: torch.Tensor, k: int, within: np.ndarray | None = None
@@ -284,9 +328,12 @@ def shard_cuts(index: LoadedIndex, n: int) -> list[ShardRange]:
     ]
 
 
-def shards_of(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[SdrShard]:
+def shards_of(
+    index: LoadedIndex, tiebreak: np.ndarray, n: int, scan: ScanShape | None = None
+) -> list[SdrShard]:
     """A loaded version cut into `n` shards of about equal sentence counts (views of its
-    tensors: nothing is copied), each with its rows of the levels searched on shards."""
+    tensors: nothing is copied), each with its rows of the levels searched on shards, and
+    its sentences compressed as `scan` says (None: not compressed)."""
     collection = index.collection
     shards = []
     for cut in shard_cuts(index, n):
@@ -302,8 +349,21 @@ def shards_of(index: LoadedIndex, tiebreak: np.ndarray, n: int) -> list[SdrShard
             if level in SEARCHED_ON_SHARDS and level != "sentence"
         }
         tie = tiebreak[cut.first : cut.stop]
-        shards.append(SdrShard(part, cut.first, tie, first_sentence=s0, units=units))
+        shards.append(
+            SdrShard(
+                part, cut.first, tie, first_sentence=s0, units=units, scan=compressed(part, scan)
+            )
+        )
     return shards
+
+
+def compressed(collection: RaggedCollection, shape: ScanShape | None) -> ScanRows | None:
+    """A shard's sentences compressed as `shape` says, on their own fixed sample (None: not
+    compressed, or no sentences)."""
+    if shape is None or not len(collection.sentences):
+        return None
+    lengths = document_sentence_lengths(collection).numpy()  # (D_s,)
+    return scan_rows(collection.sentences, lengths, shape)
 
 
 def in_process(shards: Sequence[SdrShard]) -> ShardCall:

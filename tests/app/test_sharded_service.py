@@ -48,10 +48,11 @@ def ray_cluster(_postgres) -> Iterator[None]:  # noqa: ANN001
 def pair(ray_cluster: None, fresh_settings) -> Iterator[tuple[TestClient, TestClient]]:  # noqa: ANN001
     """The same version served in one process and on 2 shard actors."""
     settings: ServiceSettings = fresh_settings(embedded_worker=False)
-    sharded = settings.model_copy(update={"shards": SHARDS})
-    # the shards hold float32 sentences: the same level in process (the compressed one is
-    # compared with float32 in tests/indexer/search/test_sentence_scan.py)
+    # exact sentences on both sides, so that the answers are equal: the shards score the
+    # float16 file, the process its float32 copy (compressed shards are compared with
+    # float32 in tests/indexer/search/test_shards.py and test_shard_actors.py)
     settings = settings.model_copy(update={"search": SearchSettings(sentence_store="float32")})
+    sharded = settings.model_copy(update={"shards": SHARDS})
     with TestClient(create_app(settings)) as local, TestClient(create_app(sharded)) as remote:
         assert remote.app.state.service.shards is not None
         yield local, remote

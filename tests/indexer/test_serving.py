@@ -83,3 +83,28 @@ def test_a_version_on_its_int8_export_is_served_without_the_torch_model(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["openvino-int8", "(1,", "32)", "True", "False"]
+
+
+def test_the_sentence_store_is_compressed_where_its_scores_run() -> None:
+    """`auto` compresses the sentences on a CPU service and on CPU shards, where the scores
+    run; a sharded coordinator scores no sentences and holds them mapped; `float32` keeps
+    the shards exact, `compressed` compresses even GPU shards."""
+    from docsim.indexer.config import ShardSettings
+    from docsim.indexer.search.sentence_scan import ScanShape
+    from docsim.indexer.search.settings import SearchSettings
+    from docsim.indexer.serving import sentences_compressed, shards_scan
+
+    def settings(store: str, gpus: float = 0.0) -> Settings:
+        search = SearchSettings(sentence_store=store)
+        return Settings(search=search, shards=ShardSettings(gpus=gpus))
+
+    assert sentences_compressed(settings("auto"), sharded=False)
+    assert not sentences_compressed(settings("float32"), sharded=False)
+    for store in ("auto", "compressed", "float32"):
+        assert not sentences_compressed(settings(store), sharded=True)
+    search = SearchSettings()
+    shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+    assert shards_scan(settings("auto")) == shape
+    assert shards_scan(settings("auto", gpus=1)) is None
+    assert shards_scan(settings("compressed", gpus=1)) == shape
+    assert shards_scan(settings("float32")) is None

@@ -14,13 +14,14 @@ import torch
 
 from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.sentence_scan import ScanShape
 from docsim.indexer.search.shard_actors import (
     RayShards,
     ShardPlacementError,
     load_shard,
     shard_specs,
 )
-from docsim.indexer.search.sharded import ShardedSdr
+from docsim.indexer.search.sharded import ShardedSdr, sentence_method_scores
 from docsim.indexer.search.shards import ShardUnavailableError, in_process, shards_of
 from tests.indexer.search.test_search import posted_query
 from tests.indexer.search.test_shards import POOL, shard_query
@@ -60,6 +61,25 @@ def test_a_spec_loads_the_shard_it_describes(searcher: Searcher, tiebreak: np.nd
             assert np.array_equal(got.float().numpy(), expected.numpy()), level
 
 
+def test_a_spec_compresses_a_cpu_shard_as_in_process(
+    searcher: Searcher, tiebreak: np.ndarray
+) -> None:
+    """A spec with a scan shape loads a shard whose compressed rows are those `shards_of`
+    makes from the same rows (the same fixed sample, basis and layout)."""
+    shape = ScanShape(dimensions=16, group=0, seed=0)
+    for spec, shard in zip(
+        shard_specs(searcher.index, tiebreak, 3, shape),
+        shards_of(searcher.index, tiebreak, 3, shape),
+        strict=True,
+    ):
+        loaded = load_shard(spec)
+        assert loaded.scan is not None and shard.scan is not None
+        assert torch.equal(loaded.scan.rows, shard.scan.rows)
+        assert torch.equal(loaded.scan.basis, shard.scan.basis)
+        assert torch.equal(loaded.scan.group_counts, shard.scan.group_counts)
+    assert all(load_shard(s).scan is None for s in shard_specs(searcher.index, tiebreak, 2))
+
+
 def restarted(shards: RayShards, which: int, before: str, seconds: float = 60) -> None:
     """Wait until Ray has restarted shard `which` (a new incarnation answers)."""
     import ray
@@ -84,9 +104,10 @@ def test_ray_shards_rank_as_in_process_and_recover_from_a_kill(
     query = shard_query(searcher, posted_query(searcher), "q", None)
     reference = ShardedSdr(in_process(shards_of(searcher.index, tiebreak, 2)), 2, tiebreak)
     expected, expected_stats, _ = reference.rank(query, 48, True)
-    shards = RayShards(shard_specs(searcher.index, tiebreak, 2), num_cpus=0.5, timeout=30)
+    shape = ScanShape(dimensions=16, group=0, seed=0)  # compressed shards: SDR stays exact
+    shards = RayShards(shard_specs(searcher.index, tiebreak, 2, shape), num_cpus=0.5, timeout=30)
     try:
-        sharded = ShardedSdr(shards.call, 2, tiebreak)
+        sharded = ShardedSdr(shards.call, 2, tiebreak, compressed=True)
         hits, _, scored = sharded.rank(query, 48, True)
         assert np.array_equal(hits.positions, expected.positions) and scored == 48
         np.testing.assert_allclose(hits.scores, expected.scores, rtol=0, atol=1e-6)
@@ -99,8 +120,15 @@ def test_ray_shards_rank_as_in_process_and_recover_from_a_kill(
         restarted(shards, 1, before)
         with pytest.raises(ShardUnavailableError, match="no first round"):
             shards.call("top", [(query.key, expected_stats, 48)] * 2)
-        # and the next query is answered in full by the restarted shard, from its spec
+        # and the next query is answered in full by the restarted shard, from its spec,
+        # which compresses its sentences again as before
         assert np.array_equal(sharded.rank(query, 48, True)[0].positions, expected.positions)
+        options = {"ot_reg": 0.05, "ot_iterations": 50, "rescore": 4}
+        reference_shards = in_process(shards_of(searcher.index, tiebreak, 2, shape))
+        np.testing.assert_array_equal(
+            sharded.sentence_scores(query, "maxsim", **options),
+            sentence_method_scores(reference_shards, 2, query, "maxsim", 48, **options),
+        )
     finally:
         shards.close()
 
