@@ -9,8 +9,9 @@ of its resident set (RSS) and of its unique set (USS), and per level the bytes o
 vectors and whether the FAISS index holds the same memory or a copy of its own.
 `--sharded` loads it as a sharded service's coordinator does: the unit levels memory-mapped
 from the version's float16 files, with no FAISS index of them (the shards search them).
-`--compressed` loads it as a CPU service does by default since issue 28: the sentence level
-mapped, and compressed in memory (`SentenceScan`).
+`--compressed` loads it as a CPU service does by default since issue 28: the sentence,
+paragraph and chunk levels mapped, the sentence and paragraph levels compressed in memory
+(`SentenceScan`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from docsim.indexer.config import Settings
-from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.loaded_index import COMPRESSED_SEARCHED, LoadedIndex
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
@@ -53,7 +54,7 @@ def main() -> None:
     parser.add_argument("--label", default="", help="what this run measures (kept in the JSON)")
     parser.add_argument("--sharded", action="store_true", help="as a sharded coordinator")
     parser.add_argument(
-        "--compressed", action="store_true", help="the sentence level compressed (issue 28)"
+        "--compressed", action="store_true", help="as a compressed CPU service (issue 28)"
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -64,11 +65,11 @@ def main() -> None:
     rss0, uss0 = memory()
     parts0 = rss_parts()
     index = LoadedIndex.load(engine, version, sharded=args.sharded, map_sentences=args.compressed)
-    scan = None
+    scans = {}
     if args.compressed:
         search = settings.search
         shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
-        scan = SentenceScan.of_index(index, shape)
+        scans = {level: SentenceScan.of_index(index, shape, level) for level in COMPRESSED_SEARCHED}
     gc.collect()
     rss1, uss1 = memory()
     parts1 = rss_parts()
@@ -86,10 +87,10 @@ def main() -> None:
             "factory": index.indices[level].factory,
             "one_copy": storage is not None and storage == vectors.data_ptr(),
         }
-    if scan is not None:
-        levels["sentence"] |= {
+    for level, scan in scans.items():
+        levels[level] |= {
             "compressed_bytes": scan.memory_bytes(),
-            "compressed_bytes_per_sentence": scan.memory_bytes() / max(1, scan.count),
+            "compressed_bytes_per_row": scan.memory_bytes() / max(1, scan.count),
             "dimensions": int(scan.scan.rows.shape[1]),
             "group": scan.scan.group,
         }

@@ -17,7 +17,12 @@ from sqlalchemy import Engine
 
 from docsim.indexer.config import Settings, load_configured_encoder
 from docsim.indexer.ray_session import connect_ray
-from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, IndexMismatchError, LoadedIndex
+from docsim.indexer.search.loaded_index import (
+    COMPRESSED_SEARCHED,
+    SEARCHED_ON_SHARDS,
+    IndexMismatchError,
+    LoadedIndex,
+)
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
 from docsim.indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
@@ -66,13 +71,11 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
     if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
         logger.warning("The sentence splitter differs from the one the index was built with")
     search = settings.search
-    scan = (
-        SentenceScan.of_index(
-            index, ScanShape(search.scan_dimensions, search.scan_group, search.seed)
-        )
-        if compressed
-        else None
-    )
+    shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+    scans = {
+        level: SentenceScan.of_index(index, shape, level)
+        for level in (COMPRESSED_SEARCHED if compressed else ())
+    }
     return Searcher(
         index,
         encoder,
@@ -80,7 +83,8 @@ def open_searcher(settings: Settings, engine: Engine, *, sharded: bool = False) 
         engine,
         search,
         device=settings.encoder.device,  # SDR scoring beside the encoder
-        scan=scan,
+        scan=scans.pop("sentence", None),
+        unit_scans=scans,
     )
 
 

@@ -36,6 +36,10 @@ logger = logging.getLogger(__name__)
 # the searched ones (`/explain` only reads chunk rows); documents stay here, one row each
 MAPPED_WHEN_SHARDED = ("section", "paragraph", "sentence", "chunk")
 SEARCHED_ON_SHARDS = ("section", "paragraph", "sentence")
+# a compressed service: the sentence and paragraph levels searched through their scans
+# (`indexer.search.sentence_scan`), the chunk level read only
+MAPPED_WHEN_COMPRESSED = ("paragraph", "sentence", "chunk")
+COMPRESSED_SEARCHED = ("paragraph", "sentence")
 
 
 class IndexMismatchError(RuntimeError):
@@ -122,11 +126,12 @@ class LoadedIndex:
         (added documents' vectors from `document_vectors`, deleted ones left out). `sharded`:
         as a sharded service's coordinator, every unit level mapped (`mapped_levels`);
         `map_sentences`: the sentence level mapped, searched and scored through a
-        `SentenceScan` (`indexer.search.sentence_scan`)."""
+        `SentenceScan` (`indexer.search.sentence_scan`), the paragraph level mapped and
+        searched through one, the chunk level mapped (`MAPPED_WHEN_COMPRESSED`)."""
         if version.manifest is None:
             raise IndexMismatchError(f"version {version.version_id} has no manifest")
         manifest, path = version.manifest, Path(version.path)
-        mapped = MAPPED_WHEN_SHARDED if sharded else ("sentence",) if map_sentences else ()
+        mapped = MAPPED_WHEN_SHARDED if sharded else MAPPED_WHEN_COMPRESSED if map_sentences else ()
         indices: dict[str, VectorIndex] = {}
         vectors: dict[str, torch.Tensor | MappedRows] = {}
         ids: dict[str, np.ndarray] = {}

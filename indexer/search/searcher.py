@@ -71,10 +71,14 @@ class Searcher:
         postings: Postings | None = None,
         scan: SentenceScan | None = None,
         centroids: LazyCentroids | None = None,
+        unit_scans: Mapping[str, SentenceScan] | None = None,
     ) -> None:
         self.index = index
         if scan is not None:  # it searches the sentence level, whose FAISS index is not loaded
             index.indices["sentence"] = scan
+        self.unit_scans = dict(unit_scans or {})  # other compressed levels, for their searches
+        for level, unit_scan in self.unit_scans.items():
+            index.indices[level] = unit_scan
         self.encoder = encoder
         self.splitter = splitter
         self.engine = engine
@@ -179,6 +183,7 @@ class Searcher:
         old = self.index
         scan = self.context.scan
         new_scan = scan.changed(old, index) if scan is not None else None
+        unit_scans = {level: held.changed(old, index) for level, held in self.unit_scans.items()}
         return Searcher(
             index,
             self.encoder,
@@ -199,14 +204,17 @@ class Searcher:
             )
             if self.context.centroids is not None
             else None,
+            unit_scans=unit_scans,
         )
 
     def vector_sizes(self) -> dict[str, tuple[int, int]]:
-        """`LoadedIndex.vector_sizes`, with a compressed sentence level's own bytes."""
+        """`LoadedIndex.vector_sizes`, with compressed levels' own bytes."""
         sizes = self.index.vector_sizes()
-        scan = self.context.scan
-        if scan is not None:
-            sizes["sentence"] = (scan.count, scan.memory_bytes())
+        scans = dict(self.unit_scans)
+        if self.context.scan is not None:
+            scans["sentence"] = self.context.scan
+        for level, scan in scans.items():
+            sizes[level] = (scan.count, scan.memory_bytes())
         return sizes
 
     # --- queries --------------------------------------------------------------------------

@@ -11,8 +11,11 @@ stands in for both:
 - it answers the sentence level's searches (`search`: the `VectorIndex` protocol), for
   candidate mode and sentence-granularity results, approximate first and exact at the end.
 
-Its basis is fitted once per loaded version, on a fixed sample of the version's sentences,
-and kept through document changes (`changed`), which project only the added sentences.
+The paragraph level is mapped and compressed the same way, for its searches only (a
+`SentenceScan` of `level` "paragraph"); the chunk level, which nothing searches, is mapped.
+
+Its basis is fitted once per loaded version, on a fixed sample of the version's units, and
+kept through document changes (`changed`), which project only the added units.
 """
 
 from __future__ import annotations
@@ -88,13 +91,15 @@ def compressed_with(
 
 
 class SentenceScan:
-    """The compressed sentence level of one loaded index (see the module docstring).
+    """The compressed sentence level of one loaded index (see the module docstring), or
+    another unit level's for its searches.
 
     Args:
         scan: the compressed rows, document by document in the index's document order.
         exact: `(R, d)` the level's stored vectors (float16 `MappedRows`, or a tensor).
-        ids: `(R,)` the sentence ids, ascending (rows in document order).
-        document_start: `(D + 1,)` each document's first sentence row.
+        ids: `(R,)` the units' ids, ascending (rows in document order).
+        document_start: `(D + 1,)` each document's first row.
+        level: the unit level held.
     """
 
     def __init__(
@@ -103,23 +108,30 @@ class SentenceScan:
         exact: torch.Tensor | MappedRows,
         ids: np.ndarray,
         document_start: np.ndarray,
+        level: str = "sentence",
     ) -> None:
         self.scan = scan
         self.exact = exact
         self.sentence_ids = ids
         self.document_start = document_start
+        self.level = level
 
     @classmethod
-    def of_index(cls, index: LoadedIndex, shape: ScanShape) -> SentenceScan:
-        """Fit a basis on a fixed sample of `index`'s sentences and compress them all."""
+    def of_index(
+        cls, index: LoadedIndex, shape: ScanShape, level: str = "sentence"
+    ) -> SentenceScan:
+        """Fit a basis on a fixed sample of `index`'s units of `level` (its sentences by
+        default) and compress them all."""
         started = time.perf_counter()
-        rows = index.vectors["sentence"]
+        rows = index.vectors[level]
         n = len(rows)
-        start = index.doc_unit_start["sentence"]
-        found = cls(scan_rows(rows, np.diff(start), shape), rows, index.ids["sentence"], start)
+        start = index.doc_unit_start[level]
+        scan = scan_rows(rows, np.diff(start), shape)
+        found = cls(scan, rows, index.ids[level], start, level)
         logger.info(
-            "Compressed %d sentences to %d dimensions in %.1f s (%.0f bytes a sentence)",
+            "Compressed %d %s vectors to %d dimensions in %.1f s (%.0f bytes a row)",
             n,
+            level,
             found.scan.basis.shape[1],
             time.perf_counter() - started,
             found.memory_bytes() / max(1, n),
@@ -127,22 +139,25 @@ class SentenceScan:
         return found
 
     @classmethod
-    def compressing(cls, index: LoadedIndex, basis: torch.Tensor, group: int) -> SentenceScan:
-        """Every sentence of `index` projected on `basis`."""
-        rows = index.vectors["sentence"]
-        start = index.doc_unit_start["sentence"]
+    def compressing(
+        cls, index: LoadedIndex, basis: torch.Tensor, group: int, level: str = "sentence"
+    ) -> SentenceScan:
+        """Every unit of `level` of `index` projected on `basis`."""
+        rows = index.vectors[level]
+        start = index.doc_unit_start[level]
         scan = compressed_with(rows, np.diff(start), basis, group)
-        return cls(scan, rows, index.ids["sentence"], start)
+        return cls(scan, rows, index.ids[level], start, level)
 
     def changed(self, old: LoadedIndex, new: LoadedIndex) -> SentenceScan:
         """This scan for `new`, `old` with a document change applied: kept documents' rows
-        are copied, only the added documents' sentences are projected (same basis)."""
+        are copied, only the added documents' units are projected (same basis)."""
+        level = self.level
         keep = np.isin(old.doc_ids, new.doc_ids)  # (D_old,)
         n_kept = int(keep.sum())
         if not np.array_equal(new.doc_ids[:n_kept], old.doc_ids[keep]):
-            return SentenceScan.compressing(new, self.scan.basis, self.scan.group)
-        start = new.doc_unit_start["sentence"]
-        rows = new.vectors["sentence"]
+            return SentenceScan.compressing(new, self.scan.basis, self.scan.group, level)
+        start = new.doc_unit_start[level]
+        rows = new.vectors[level]
         added = rows[start[n_kept] : start[-1]]  # (a, d)
         scan = changed(
             self.scan,
@@ -150,7 +165,7 @@ class SentenceScan:
             project(added, self.scan.basis),
             torch.from_numpy(np.diff(start[n_kept:])),
         )
-        return SentenceScan(scan, rows, new.ids["sentence"], start)
+        return SentenceScan(scan, rows, new.ids[level], start, level)
 
     def memory_bytes(self) -> int:
         """The compressed rows, and the exact rows' bookkeeping held in memory."""

@@ -20,7 +20,7 @@ from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
 from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.types import Method, ScoringMode, SearchOptions
+from docsim.indexer.search.types import Granularity, Method, ScoringMode, SearchOptions
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.documents import SourceDocument
@@ -69,7 +69,9 @@ def test_the_compressed_level_maps_the_file_and_holds_a_quarter(
 ) -> None:
     exact, compressed = both
     index = compressed.index
-    assert isinstance(index.vectors["sentence"], MappedRows)
+    for level in ("sentence", "paragraph", "chunk"):  # read from the files, not held
+        assert isinstance(index.vectors[level], MappedRows), level
+    assert "chunk" not in index.indices  # nothing searches it
     scan = index.indices["sentence"]
     assert isinstance(scan, SentenceScan)
     assert scan.scan.rows.shape[1] == 16 < index.dim
@@ -135,24 +137,39 @@ def test_rankings_agree_with_float32(both: tuple[Searcher, Searcher]) -> None:
         assert np.mean(found) >= 0.85, method
 
 
-def test_sentence_search_equals_brute_force(both: tuple[Searcher, Searcher]) -> None:
+@pytest.mark.parametrize("level", ["sentence", "paragraph"])
+def test_unit_search_equals_brute_force(both: tuple[Searcher, Searcher], level: str) -> None:
+    """The sentence and paragraph levels are searched through their scans (their FAISS
+    indices are not loaded): the hits are brute force's over the stored vectors."""
     exact, compressed = both
-    scan = compressed.index.indices["sentence"]
-    stored = exact.index.vectors["sentence"]  # (R, d) float32: the file's values
-    queries = stored[::40][:12]
-    within = exact.index.ids["sentence"][::3]
+    scan = compressed.index.indices[level]
+    assert isinstance(scan, SentenceScan) and scan.level == level
+    stored = exact.index.vectors[level]  # (R, d) float32: the file's values
+    queries = stored[::7][:12]
+    within = exact.index.ids[level][::3]
     for restrict in (None, within):
         found = scan.search(queries.numpy(), 5, within=restrict)
         allowed = (
             torch.ones(len(stored), dtype=torch.bool)
             if restrict is None
-            else torch.from_numpy(np.isin(exact.index.ids["sentence"], restrict))
+            else torch.from_numpy(np.isin(exact.index.ids[level], restrict))
         )
         cosines = torch.where(allowed, queries @ stored.T, -torch.inf)  # (q, R)
         for hits, row in zip(found, cosines, strict=True):
             best = torch.topk(row, 5)
             assert np.allclose(hits.scores, best.values.numpy(), atol=1e-6)
-            assert set(hits.ids) == set(exact.index.ids["sentence"][best.indices.numpy()])
+            assert set(hits.ids) == set(exact.index.ids[level][best.indices.numpy()])
+
+
+def test_paragraph_results_equal_float32s(both: tuple[Searcher, Searcher]) -> None:
+    """`granularity=paragraph` over the compressed paragraph level: float32's hits."""
+    exact, compressed = both
+    options = SearchOptions(top_k=5, method=Method.sdr, granularity=Granularity.paragraph)
+    for document_id in exact.index.external_ids[::8]:
+        reference = exact.similar(exact.query_from_index(document_id), options).results
+        found = compressed.similar(compressed.query_from_index(document_id), options).results
+        assert [h.document_id for h in found] == [h.document_id for h in reference]
+        assert [h.score for h in found] == pytest.approx([h.score for h in reference], abs=1e-6)
 
 
 def test_a_change_carries_the_scan_as_compressing_afresh(
@@ -189,6 +206,13 @@ def test_a_change_carries_the_scan_as_compressing_afresh(
     afresh = SentenceScan.compressing(new, carried.scan.basis, carried.scan.group)
     assert torch.equal(carried.scan.rows, afresh.scan.rows)
     assert torch.equal(carried.scan.group_counts, afresh.scan.group_counts)
+    paragraphs = changed.index.indices["paragraph"]
+    assert isinstance(paragraphs, SentenceScan) and paragraphs.level == "paragraph"
+    afresh = SentenceScan.compressing(
+        new, paragraphs.scan.basis, paragraphs.scan.group, "paragraph"
+    )
+    assert torch.equal(paragraphs.scan.rows, afresh.scan.rows)
+    assert np.array_equal(paragraphs.ids(), new.ids["paragraph"])
     found = ranking(changed, old.external_ids[0], Method.maxsim)
     assert "new-1" in found and not set(removed) & set(found)
     carried_cells = changed.context.centroids
