@@ -18,7 +18,7 @@ import numpy as np
 
 from docsim.indexer.config import Settings
 from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.types import Granularity, Method, SearchOptions
+from docsim.indexer.search.types import Granularity, Method, SearchOptions, UnitHit
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 
@@ -44,7 +44,8 @@ def main() -> None:
             started = time.perf_counter()
             found = searcher.similar(query, options)
             times.append((time.perf_counter() - started) * 1000)
-            tops[store].append([(h.document_id, h.unit_id) for h in found.results])
+            units = [h for h in found.results if isinstance(h, UnitHit)]
+            tops[store].append([(h.document_id, h.unit_id) for h in units])
         result[store] = {
             "p50_ms": float(np.percentile(times, 50)),
             "p95_ms": float(np.percentile(times, 95)),
