@@ -32,15 +32,26 @@ def document_sentence_lengths(collection: RaggedCollection) -> torch.Tensor:
     return out.index_add_(0, paragraph_document, collection.paragraph_lengths.cpu())
 
 
+GPU_BLOCK_SENTENCES = 65536
+CPU_BLOCK_SENTENCES = 4096
+
+
 def sentence_best(
-    source: torch.Tensor, collection: RaggedCollection, *, block_sentences: int = 65536
+    source: torch.Tensor, collection: RaggedCollection, *, block_sentences: int | None = None
 ) -> torch.Tensor:
     """`B` `(D, n)`: the best cosine of each source sentence among each document's sentences.
 
     Processed in blocks of whole documents (about `block_sentences` sentences), where the
-    collection's sentences are; `B` comes back on the source's device.
+    collection's sentences are; `B` comes back on the source's device. By default 65,536 on a
+    GPU and 4,096 on the CPU, where a block's float32 copy of float16 rows (6 MiB) and its
+    products stay below the allocator's fresh mappings, whose page faults made a pass over
+    AILA's float16 sentences 3.1 times slower in 65,536-row blocks (84 against 261 ms; float32
+    rows cost the same either way).
     """
     device, home = collection.sentences.device, source.device
+    if block_sentences is None:
+        on_gpu = device.type == "cuda"
+        block_sentences = GPU_BLOCK_SENTENCES if on_gpu else CPU_BLOCK_SENTENCES
     source = source.to(device)
     lengths = document_sentence_lengths(collection)  # (D,)
     ends = torch.cumsum(lengths, 0)  # (D,)

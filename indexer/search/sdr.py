@@ -16,6 +16,7 @@ from cachetools import LRUCache
 
 from docsim.indexer.search.arrays import Positions, Scores, concatenated_ranges
 from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.search.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.indexer.search.sharded import ShardedSdr
 from docsim.indexer.search.shards import query_on_shards
 from docsim.indexer.search.types import ParagraphStats, Population, Query, ScoringMode
@@ -28,7 +29,6 @@ from docsim.models.scoring import (
 )
 
 BLOCK_SENTENCES = 65536  # rows a block of the pass, in memory as float32
-MAPPED_BLOCK_SENTENCES = 8192  # the same, read from the float16 file (see `paragraphs`)
 
 
 @dataclass

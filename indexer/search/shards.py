@@ -24,6 +24,7 @@ from cachetools import TTLCache
 
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
+from docsim.indexer.search.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.indexer.search.ranking import top_k
 from docsim.indexer.search.sentence_scan import ScanShape, scan_rows
 from docsim.indexer.search.types import Query
@@ -124,7 +125,8 @@ class SdrShard:
         self.units = {"sentence": (collection.sentences, first_sentence), **(units or {})}
         self.tiebreak = np.asarray(tiebreak)
         self.device = collection.sentences.device
-        self.block_sentences = GPU_BLOCK_SENTENCES if self.device.type == "cuda" else 65536
+        on_gpu = self.device.type == "cuda"  # CPU: the float16 file's blocks (`sdr.py`)
+        self.block_sentences = GPU_BLOCK_SENTENCES if on_gpu else MAPPED_BLOCK_SENTENCES
         self.paragraph_start = np.concatenate(
             [[0], np.cumsum(collection.document_lengths.numpy())]
         )  # (D_s + 1,)
