@@ -142,7 +142,7 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
     def exactly(query: torch.Tensor, best: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """`scores` with documents `best` scored exactly from the file, the rest below them."""
         rows = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in best])
-        exact_rows = mapped[torch.from_numpy(rows)].float()
+        exact_rows = mapped[torch.from_numpy(rows)]  # float16, cast per block as served
         sub = RaggedCollection(exact_rows, lengths[best], torch.ones(len(best), dtype=torch.long))
         exact = maxsim_scores(sentence_best(query, sub)).numpy()
         scores = np.minimum(scores, np.nextafter(exact.min(), -np.inf))

@@ -16,9 +16,11 @@ import numpy as np
 import torch
 
 # rows of a float16 file cast to float32 and multiplied at a time on the CPU: a block's
-# float32 copy (12 MiB) comes from memory the allocator reuses; at 65,536 rows each cast was
-# a fresh mapping whose page faults made SDR's pass 2.79 times slower
-MAPPED_BLOCK_SENTENCES = 8192
+# float32 copy (6 MiB) comes from memory the allocator reuses; at 65,536 rows each cast was
+# a fresh mapping whose page faults made SDR's pass 2.79 times slower. Exhaustive `sdr` over
+# AILA, posted dev queries, p50: 192 and 197 ms in 8,192-row blocks, 165 and 148 in 4,096,
+# 157 in 2,048 (2026-11-26, alternated)
+MAPPED_BLOCK_SENTENCES = 4096
 
 
 class MappedRows:

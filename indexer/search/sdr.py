@@ -92,9 +92,10 @@ class SdrScorer:
 
     def paragraphs(self, query: Query, collection: RaggedCollection) -> torch.Tensor:
         """`P` `(I, J)` of `query` over `collection` (`models.scoring.paragraph_similarity`).
-        Float16 rows read from the version's file are cast per block: blocks of 8,192 rows
-        keep the cast's buffers in the allocator's reused memory (a 65,536-row block is a
-        fresh mapping each time, whose page faults doubled the pass)."""
+        Float16 rows read from the version's file are cast per block: blocks of
+        `MAPPED_BLOCK_SENTENCES` rows keep the cast's buffers in the allocator's reused memory
+        (a 65,536-row block is a fresh mapping each time, whose page faults doubled the
+        pass)."""
         mapped = collection.sentences.dtype != query.sentence_vectors.dtype
         return paragraph_similarity(
             query.sentence_vectors,
