@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import torch
 
-from docsim.models.ranges import segment_max
 from docsim.models.scoring import RaggedCollection, block_cosines
 
 
@@ -63,7 +62,7 @@ def sentence_best(
         d1 = max(int(torch.searchsorted(ends, r0 + block_sentences, right=True)), d0 + 1)
         r1 = int(ends[d1 - 1])
         sims = block_cosines(collection.sentences[r0:r1], source)  # (r, n)
-        out[d0:d1] = segment_max(sims, lengths[d0:d1].to(device))
+        out[d0:d1] = torch.segment_reduce(sims, "max", lengths=lengths[d0:d1].to(device), axis=0)
         d0 = d1
     return out.to(home)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from docsim.models.ranges import concatenated_ranges, segment_max
+from docsim.models.ranges import concatenated_ranges
 
 QUERY_ROWS = 32  # a query's rows are padded to a multiple of this
 
@@ -220,5 +220,5 @@ def approximate_best(query: torch.Tensor, scan: ScanRows) -> torch.Tensor:
     for d0, d1, g0, g1, r0, r1 in scan.blocks():
         products = scan.rows[r0:r1] @ q.T  # (g * G, n') bfloat16, member-major
         groups = products.view(g, -1, padded_n).amax(dim=0)[: g1 - g0, :n].float()  # (G, n)
-        out[d0:d1] = segment_max(groups, counts[d0:d1])
+        out[d0:d1] = torch.segment_reduce(groups, "max", lengths=counts[d0:d1], axis=0)
     return out

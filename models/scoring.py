@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import torch
 
-from docsim.models.ranges import segment_max
-
 
 @dataclass(frozen=True)
 class RaggedCollection:
@@ -110,7 +108,7 @@ def paragraph_similarity(
         r1 = int(ends[j1 - 1])
         sims = block_cosines(collection.sentences[r0:r1], source)  # (r, n): candidate rows
         block = lengths[j0:j1].to(device)
-        best = segment_max(sims, block)  # (j, n)
+        best = torch.segment_reduce(sims, "max", lengths=block, axis=0)  # (j, n)
         out[:, j0:j1] = average @ best.T  # (I, j)
         j0 = j1
     return out.to(home)
@@ -142,8 +140,11 @@ def normalize_rows(
 def document_scores(paragraph_scores: torch.Tensor, document_lengths: torch.Tensor) -> torch.Tensor:
     """Stage two: `S` `(D,)`, the mean over source paragraphs of the best candidate paragraph
     of each document."""
-    best = segment_max(
-        paragraph_scores.T.contiguous(), document_lengths.to(paragraph_scores.device)
+    best = torch.segment_reduce(
+        paragraph_scores.T.contiguous(),
+        "max",
+        lengths=document_lengths.to(paragraph_scores.device),
+        axis=0,
     )
     return best.mean(dim=1)  # (D, I) -> (D,)
 

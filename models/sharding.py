@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-from docsim.models.ranges import segment_max
 from docsim.models.scoring import RowStats
 
 
@@ -76,7 +75,9 @@ def document_best(paragraph_scores: torch.Tensor, document_lengths: torch.Tensor
     """`(D_s, I)`: each document's best P per source paragraph; `P` is `(I, J_s)`."""
     if paragraph_scores.shape[1] == 0:
         return paragraph_scores.new_empty(0, paragraph_scores.shape[0])
-    return segment_max(paragraph_scores.T.contiguous(), document_lengths)
+    return torch.segment_reduce(
+        paragraph_scores.T.contiguous(), "max", lengths=document_lengths, axis=0
+    )
 
 
 def scores_from_best(best: torch.Tensor, stats: RowStats | None, eps: float = 1e-6) -> torch.Tensor:
