@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from growth import AILA_QUERIES, query_texts  # benchmarks/growth.py: run as a script
 
 from docsim.indexer.config import Settings
 from docsim.indexer.search.searcher import Searcher
@@ -38,17 +39,6 @@ from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 
 logger = logging.getLogger("benchmarks.sharded_fidelity")
-AILA_QUERIES = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "queries_dev.txt"
-)
-
-
-def query_texts(path: Path) -> list[str]:
-    """AILA's `id||text` lines, or a JSONL file's `facet_text` or `text` per line."""
-    if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [row.get("facet_text") or row["text"] for row in rows]
-    return [line.split("||", 1)[1] for line in path.read_text().splitlines() if "||" in line]
 
 
 def ranked(searcher: Searcher, query: Query, method: Method) -> tuple[list[str], float]:

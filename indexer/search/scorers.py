@@ -300,14 +300,8 @@ class ShardedSentenceSets(SentenceSets):
         docs = np.sort(docs)
         if not len(docs):
             return np.full(n_documents, -np.inf)
-        settings = self.context.settings
-        return shards.sentence_scores(
-            query_on_shards(query, docs, n_documents),
-            self.method.value,
-            ot_reg=settings.ot_reg,
-            ot_iterations=settings.ot_iterations,
-            rescore=settings.rescore_depth(len(docs)),  # each compressed shard's exact share
-        )
+        depth = self.context.settings.rescore_depth(len(docs))  # per compressed shard
+        return self._on_shards(shards, query, docs, rescore=depth)
 
     def refine(
         self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
@@ -318,17 +312,23 @@ class ShardedSentenceSets(SentenceSets):
             return super().refine(query, docs, scores, scratch)
         if not shards.compressed or self.method is Method.ot or not len(docs):
             return scores
-        settings = self.context.settings
-        exact = shards.sentence_scores(
-            query_on_shards(query, np.sort(docs), self.context.index.n_documents),
-            self.method.value,
-            ot_reg=settings.ot_reg,
-            ot_iterations=settings.ot_iterations,
-            rescore=0,  # every one of them exactly
-        )
+        exact = self._on_shards(shards, query, np.sort(docs), rescore=0)  # all exactly
         out = scores.copy()
         out[docs] = exact[docs]
         return out
+
+    def _on_shards(
+        self, shards: ShardedSdr, query: Query, docs: Positions, *, rescore: int
+    ) -> Scores:
+        """`(D,)` this method's scores of `docs` (ascending) from the shards."""
+        settings = self.context.settings
+        return shards.sentence_scores(
+            query_on_shards(query, docs, self.context.index.n_documents),
+            self.method.value,
+            ot_reg=settings.ot_reg,
+            ot_iterations=settings.ot_iterations,
+            rescore=rescore,
+        )
 
 
 def top_mean_per_group(scores: Scores, group: Positions, n_groups: int, k: int) -> Scores:
