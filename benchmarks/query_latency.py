@@ -10,9 +10,10 @@
 For each store (`DOCSIM_SEARCH__SENTENCE_STORE` `float32`, then `compressed`), an in-process
 service (ASGI, query encoding included) answers: the posted queries with the default method,
 `--by-id` indexed documents (a seeded choice) as queries with the default method, the posted
-queries with `maxsim` and with exhaustive `sdr`. Reported per store: p50/p95 of each, the
-encoding alone, the sentence level's bytes per sentence held in memory, and the peak RSS; then
-the compressed store's p50 ratios and the top-10 overlap of its rankings with float32's.
+queries with `maxsim` and with exhaustive `sdr`. Reported per store: p50/p95 of each and its
+CPU time per request (all threads), the encoding alone, the sentence level's bytes per
+sentence held in memory, and the peak RSS; then the compressed store's p50 ratios and the
+top-10 overlap of its rankings with float32's.
 `--filter JSON` also times the default method under a metadata filter, posted and by id, as
 ratios against the same queries unfiltered (the filter's share of the collection reported).
 `--scale-sentences N` adds the older synthetic run (random vectors, candidate mode):
@@ -55,9 +56,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def timed_requests(client: TestClient, bodies: list[dict], repeats: int = 1) -> tuple[dict, list]:
-    """p50/p95 of POST /similar with each of `bodies`, `repeats` times, and the last round's
-    top document ids per body."""
+    """p50/p95 of POST /similar with each of `bodies`, `repeats` times, the process's CPU time
+    per request (every thread: a request's parallel work counts), and the last round's top
+    document ids per body."""
     latencies, rankings = [], []
+    cpu_started = _cpu_seconds()
     for _ in range(repeats):
         rankings = []
         for body in bodies:
@@ -70,8 +73,14 @@ def timed_requests(client: TestClient, bodies: list[dict], repeats: int = 1) -> 
         "p50_ms": percentile(latencies, 50),
         "p95_ms": percentile(latencies, 95),
         "mean_ms": statistics.mean(latencies),
+        "cpu_ms_per_request": (_cpu_seconds() - cpu_started) * 1000 / len(latencies),
         "requests": len(latencies),
     }, rankings
+
+
+def _cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
 
 
 def api_latency(

@@ -116,6 +116,9 @@ class Int8Exportable(Encoder, Protocol):
         """Export and quantise the backbone into `out_dir`, calibrated on `texts`."""
         ...
 
-    def use_openvino(self, directory: Path, *, streams: int = 1) -> None:
-        """Run the backbone on the export in `directory` from now on."""
+    def use_openvino(
+        self, directory: Path, *, streams: int = 1, shape_cache: int | None = None
+    ) -> None:
+        """Run the backbone on the export in `directory` from now on, keeping `shape_cache`
+        prepared kernels (default: a service's, `models.inference.SHAPE_CACHE_CAPACITY`)."""
         ...

@@ -238,16 +238,39 @@ def files_sha256(directory: Path) -> str:
     return digest.hexdigest()
 
 
-# Compiled models by (files' sha256, streams, threads), for the life of the process: a
+# OpenVINO's CPU plugin keeps the kernels it prepared for each operation and input shape, 5,000
+# entries by default. Batches of varied lengths (late chunking's chunks, queries) keep adding
+# shapes, so a build's memory grew with the corpus: with a one-layer model of the default's
+# width, the encode stage's peak went from 1.44 GiB for AILA to 1.79 GiB for three times AILA
+# (1.38 GiB with no cache at all, but query encoding then took 15% longer). A bounded cache
+# keeps the memory flat (`benchmarks/build_memory.py`; docs/architecture.md, "Memory of a
+# build"). A build keeps 256 entries: the six-layer model's AILA build peaked at 2.05 GiB
+# (encode stage 1.71), three times AILA at 1.95 (1.72), and at 1,024 entries the AILA build
+# peaked at 2.16 (1.94) for no faster encoding. A service keeps 1,024: the six-layer model fills
+# 256 entries with a few dozen shapes, and the 20 AILA development queries' chunks, in batches
+# cut at a quarter of padding (`models.batching`), took 44.0 ms an inference on average at 256
+# against 36.9 at 1,024 and at 5,000 (`benchmarks/query_encoding.py`, 2026-11-27).
+SHAPE_CACHE_CAPACITY = 1024
+BUILD_SHAPE_CACHE_CAPACITY = 256
+
+
+# Compiled models by (files' sha256, streams, threads, shape cache), for the life of the process: a
 # service that swaps to a version of the same export reuses it, and none is ever destroyed
 # while the process runs. (Destroying one in a running service, then receiving SIGTERM,
 # crashed the process with SIGSEGV before Python's handler ran: OpenVINO 2026.4.)
-_COMPILED: dict[tuple[str, int, int], Any] = {}
+_COMPILED: dict[tuple[str, int, int, int], Any] = {}
 _COMPILED_LOCK = threading.Lock()
 
 
-def openvino_backend(device: torch.device, directory: Path, *, streams: int = 1) -> OpenVinoBackend:
-    """The OpenVINO backend for an encoder on `device`, from the export in `directory`.
+def openvino_backend(
+    device: torch.device,
+    directory: Path,
+    *,
+    streams: int = 1,
+    shape_cache: int = SHAPE_CACHE_CAPACITY,
+) -> OpenVinoBackend:
+    """The OpenVINO backend for an encoder on `device`, from the export in `directory`, with
+    `shape_cache` prepared kernels kept.
 
     Raises:
         BackendUnavailableError: `device` is not the CPU (OpenVINO runs there), OpenVINO is
@@ -257,17 +280,7 @@ def openvino_backend(device: torch.device, directory: Path, *, streams: int = 1)
         raise BackendUnavailableError(
             f"the {OPENVINO_INT8} backend runs on the CPU, not {device} (use the {TORCH} backend)"
         )
-    return OpenVinoBackend(directory, streams=streams)
-
-
-# OpenVINO's CPU plugin keeps the kernels it prepared for each input shape, 5,000 shapes by
-# default. Batches of varied lengths (late chunking's chunks, queries) keep adding shapes, so a
-# build's memory grew with the corpus: with a one-layer model of the default's width, the
-# encode stage's peak went from 1.44 GiB for AILA to 1.79 GiB for three times AILA (1.38 GiB
-# with no cache at all, but query encoding then took 15% longer). The most recent 256 shapes
-# bound it and keep the speed (`benchmarks/build_memory.py`; docs/architecture.md, "Memory of
-# a build").
-SHAPE_CACHE_CAPACITY = 256
+    return OpenVinoBackend(directory, streams=streams, shape_cache=shape_cache)
 
 
 class OpenVinoBackend:
@@ -277,11 +290,19 @@ class OpenVinoBackend:
         directory: holds `model.xml` and `model.bin` (from `export_openvino_int8`).
         streams: inference streams; the CPU's threads are shared among them.
         threads: CPU threads for inference; default: torch's thread count.
+        shape_cache: prepared kernels kept (one an operation and an input shape).
     """
 
     name = OPENVINO_INT8
 
-    def __init__(self, directory: Path, *, streams: int = 1, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        streams: int = 1,
+        threads: int | None = None,
+        shape_cache: int = SHAPE_CACHE_CAPACITY,
+    ) -> None:
         ov = _import_openvino()
         missing = [n for n in OPENVINO_FILES if not (directory / n).is_file()]
         if missing:
@@ -290,9 +311,10 @@ class OpenVinoBackend:
             )
         self.directory = directory
         self.streams = max(1, streams)
+        self.shape_cache = shape_cache
         threads = threads or torch.get_num_threads()
         self.sha256 = files_sha256(directory)
-        key = (self.sha256, self.streams, threads)
+        key = (self.sha256, self.streams, threads, shape_cache)
         with _COMPILED_LOCK:
             if key not in _COMPILED:
                 core = ov.Core()
@@ -303,7 +325,7 @@ class OpenVinoBackend:
                         "PERFORMANCE_HINT": "THROUGHPUT",
                         "NUM_STREAMS": self.streams,
                         "INFERENCE_NUM_THREADS": threads,
-                        "CPU_RUNTIME_CACHE_CAPACITY": str(SHAPE_CACHE_CAPACITY),
+                        "CPU_RUNTIME_CACHE_CAPACITY": str(shape_cache),
                     },
                 )
             self.compiled = _COMPILED[key]

@@ -25,9 +25,10 @@ import torch.nn.functional as F
 # and an encoder served on its OpenVINO export never needs them (`from_directory`)
 from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
 
-from docsim.models.batching import Batch, default_batching, plan_batches
+from docsim.models.batching import Batch, default_batching, default_max_padding, plan_batches
 from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.inference import (
+    SHAPE_CACHE_CAPACITY,
     TORCH,
     ForwardBackend,
     TorchBackend,
@@ -130,6 +131,7 @@ class TransformerEncoder:
         tokens, inputs = default_batching(self.device)
         self.batch_tokens = batch_tokens or tokens
         self.max_batch_size = max_batch_size or inputs
+        self.max_padding = default_max_padding(self.device)
         self.head = head.to(self.device).eval() if head is not None else None
         self.dim = _output_dim(self.config, head)
         self.load_options: dict[str, Any] | None = None  # set by `load_encoder`
@@ -247,6 +249,7 @@ class TransformerEncoder:
             pad_id=self.tokenizer.pad_token_id or 0,
             batch_tokens=self.batch_tokens,
             max_batch_size=self.max_batch_size,
+            max_padding=self.max_padding,
         )
 
     # --- vectors ----------------------------------------------------------------------------
@@ -258,12 +261,17 @@ class TransformerEncoder:
         `encode` batches them."""
         export_openvino_int8(self.model, list(self.plan_batches(self.tokenize(texts))), out_dir)
 
-    def use_openvino(self, directory: Path, *, streams: int = 1) -> None:
+    def use_openvino(
+        self, directory: Path, *, streams: int = 1, shape_cache: int | None = None
+    ) -> None:
         """Run the forward pass on the int8 OpenVINO model exported into `directory` (see
-        `models.inference.export_openvino_int8`); identity and load options record it, so
-        that manifests name the backend and another process loads the same one. A head
+        `models.inference.export_openvino_int8`), keeping `shape_cache` prepared kernels
+        (default: a service's); identity and load options record the export, so that
+        manifests name the backend and another process loads the same one. A head
         (projection after pooling) stays on torch."""
-        self.backend = openvino_backend(self.device, directory, streams=streams)
+        self.backend = openvino_backend(
+            self.device, directory, streams=streams, shape_cache=shape_cache or SHAPE_CACHE_CAPACITY
+        )
         self.backend_record = self.backend.record()
         self._identity = None
         if self.load_options is not None:

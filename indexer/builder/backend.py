@@ -28,6 +28,7 @@ from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import Document
 from docsim.models.encoder import Encoder, Int8Exportable
 from docsim.models.inference import (
+    BUILD_SHAPE_CACHE_CAPACITY,
     OPENVINO_INT8,
     TORCH,
     BackendUnavailableError,
@@ -134,7 +135,9 @@ def prepare_backend(
     else:
         logger.info("Using the cached %s export of %s in %s", backend, encoder.name, target)
     try:
-        encoder.use_openvino(target, streams=settings.encoder.streams)
+        encoder.use_openvino(
+            target, streams=settings.encoder.streams, shape_cache=BUILD_SHAPE_CACHE_CAPACITY
+        )
     except BackendUnavailableError as error:
         raise BackendError(str(error)) from error
     return {"name": backend, "calibration": read_calibration(target)}

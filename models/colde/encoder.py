@@ -22,6 +22,7 @@ from docsim.models.colde.model import BackboneFn, ColdeModel, ColdeOutput
 from docsim.models.composite import composite_identity
 from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.inference import (
+    SHAPE_CACHE_CAPACITY,
     TORCH,
     OpenVinoBackend,
     export_openvino_int8_embeddings,
@@ -81,13 +82,17 @@ class ColdeEncoder:
             self.use_openvino(Path(backend_dir), streams=streams)
 
     # --- inference backend ------------------------------------------------------------------
-    def use_openvino(self, directory: Path, *, streams: int = 1) -> None:
+    def use_openvino(
+        self, directory: Path, *, streams: int = 1, shape_cache: int | None = None
+    ) -> None:
         """Run the backbone on the int8 OpenVINO export in `directory` (from
-        `export_openvino_int8`); the embeddings, chunkwise attention, LSTM and projection stay
-        on torch."""
+        `export_openvino_int8`), keeping `shape_cache` prepared kernels (default: a
+        service's); the embeddings, chunkwise attention, LSTM and projection stay on torch."""
         # one request at a time here (the head needs each batch before the next): one stream
         # with every thread, as more streams would leave threads idle
-        self.backend = openvino_backend(self.device, directory, streams=1)
+        self.backend = openvino_backend(
+            self.device, directory, streams=1, shape_cache=shape_cache or SHAPE_CACHE_CAPACITY
+        )
         self.backend_record = self.backend.record()
         self._identity = None
         if self.load_options is not None:

@@ -167,8 +167,9 @@ def test_a_copied_encoder_shares_the_compiled_model_and_encodes_alike(
 def test_the_compiled_model_keeps_a_bounded_cache_of_shapes(
     exported: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """OpenVINO keeps prepared kernels for at most `SHAPE_CACHE_CAPACITY` input shapes (its
-    default, 5,000, let a build's memory grow with the variety of its batches)."""
+    """OpenVINO keeps at most `SHAPE_CACHE_CAPACITY` prepared kernels, one an operation and an
+    input shape (its default, 5,000, let a build's memory grow with the variety of its
+    batches; 256 was too few for a query's batches)."""
     import openvino
 
     from docsim.models import inference
@@ -182,8 +183,14 @@ def test_the_compiled_model_keeps_a_bounded_cache_of_shapes(
 
     monkeypatch.setattr(openvino.Core, "compile_model", recorded)
     backend = OpenVinoBackend(exported, streams=3)  # not compiled yet with 3 streams
-    assert configs and configs[-1]["CPU_RUNTIME_CACHE_CAPACITY"] == "256"
-    assert inference.SHAPE_CACHE_CAPACITY == 256
+    assert configs and configs[-1]["CPU_RUNTIME_CACHE_CAPACITY"] == "1024"
+    assert inference.SHAPE_CACHE_CAPACITY == 1024
+    OpenVinoBackend(exported, streams=3, shape_cache=inference.BUILD_SHAPE_CACHE_CAPACITY)
+    assert (
+        configs[-1]["CPU_RUNTIME_CACHE_CAPACITY"]
+        == "256"
+        == str(inference.BUILD_SHAPE_CACHE_CAPACITY)
+    )  # compiled apart: the cache is part of the compiled model's key
     batch = type("B", (), {"input_ids": torch.full((1, 7), 101), "attention_mask": None})
     batch.attention_mask = torch.ones(1, 7, dtype=torch.long)
     ((_, hidden),) = list(backend.hidden_states([batch]))

@@ -24,7 +24,13 @@ from docsim.models.colde import ColdeEncoder
 from docsim.models.colde import from_base as from_colde_base
 from docsim.models.graph import GraphEncoder
 from docsim.models.graph import from_base as from_graph_base
-from docsim.models.inference import OPENVINO_INT8, TORCH, files_sha256
+from docsim.models.inference import (
+    BUILD_SHAPE_CACHE_CAPACITY,
+    OPENVINO_INT8,
+    SHAPE_CACHE_CAPACITY,
+    TORCH,
+    files_sha256,
+)
 from docsim.models.transformer import TransformerEncoder
 from tests.indexer.builder.test_pipeline import build
 
@@ -92,6 +98,10 @@ def test_an_int8_build_keeps_its_export_and_serves_with_it(
 
     searcher = open_searcher(settings, engine)
     assert searcher.encoder.identity()["backend"] == manifest["encoder"]["backend"]
+    # a build bounds OpenVINO's kernel cache more tightly than a service (its memory)
+    assert tiny_encoder.backend.shape_cache == BUILD_SHAPE_CACHE_CAPACITY  # type: ignore[attr-defined]
+    assert searcher.encoder.backend.shape_cache == SHAPE_CACHE_CAPACITY  # type: ignore[attr-defined]
+    assert BUILD_SHAPE_CACHE_CAPACITY < SHAPE_CACHE_CAPACITY
     # the served encoder encodes the collection's own sentences as the build did
     ids = np.load(result.path / "sentence.ids.npy")
     stored = np.load(result.path / "sentence.f16.npy").astype(np.float32)
