@@ -227,8 +227,12 @@ class Bm25Index:
         As bm25s does: each (token, document) term is rounded to float32, and the terms are
         summed in float32 in the order of the query's tokens (a repeated token counts each
         time)."""
+        return self.token_scores(self.tokens(text))
+
+    def token_scores(self, tokens: Sequence[str]) -> np.ndarray:
+        """`scores` of a query already tokenised (`tokens`, as `tokens` gives them)."""
         out = np.zeros(len(self.doc_ids), dtype=np.float32)
-        for token in self.tokens(text):
+        for token in tokens:
             if token in self._postings:
                 rows, weights = self._weight(token)
                 out[rows] += weights

@@ -182,7 +182,7 @@ class Bm25(Scorer):
         if self.method is Method.bm25_reduced:
             idf = {t: bm25.idf(t) for t in tokens}
             return bm25.weighted_scores(reduced_query(tokens, idf, settings.bm25_reduced_keep))
-        first = bm25.scores(query.bm25_text)
+        first = bm25.token_scores(tokens)
         top = self.context.top(first, docs, settings.rm3_documents)
         doc_ids = self.context.index.doc_ids
         feedback = [bm25.term_counts(int(doc_ids[d])) for d in top]

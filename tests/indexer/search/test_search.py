@@ -4,6 +4,7 @@ fusion by hand, unit search against brute force, candidate mode against exhausti
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import bm25s
@@ -14,7 +15,7 @@ from sqlalchemy import select
 
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.centroid_candidates import CentroidCandidates
-from docsim.indexer.search.lexical import stemmer_for
+from docsim.indexer.search.lexical import rm3_weights, stemmer_for
 from docsim.indexer.search.sdr_ranking import first_pass
 from docsim.indexer.search.searcher import Searcher, scoring_mode
 from docsim.indexer.search.settings import SearchSettings
@@ -144,6 +145,46 @@ def test_bm25_equals_bm25s_run_directly(searcher: Searcher, kind: str) -> None:
         neighbours = scores[max(rank - 1, 0) : rank] + scores[rank + 1 : rank + 2]
         if all(abs(scores[rank] - s) > 1e-6 for s in neighbours):
             assert hits[rank].document_id == reference[rank][0], rank
+
+
+@pytest.mark.parametrize("kind", ["posted", "coffee-02"])
+def test_bm25_rm3_equals_rm3_over_bm25s(searcher: Searcher, kind: str) -> None:
+    """RM3 by hand over bm25s: its first pass, the top documents' token counts from bm25s'
+    tokens, `rm3_weights` (tested by hand in test_lexical), and each expanded term's bm25s
+    scores weighted and summed."""
+    texts = stored_texts(searcher)
+    external_ids = sorted(texts)
+    corpus = [texts[e] for e in external_ids]
+    options = {"stopwords": "en", "stemmer": STEMMER, "show_progress": False}
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(corpus, **options), show_progress=False)
+    corpus_tokens = bm25s.tokenize(corpus, return_ids=False, **options)
+    query, source = query_of(searcher, kind)
+    text = texts[source] if source is not None else query.text
+    tokens = bm25s.tokenize([text], return_ids=False, **options)[0]
+    first = retriever.get_scores([t for t in tokens if t in retriever.vocab_dict])  # (N,)
+    settings = searcher.settings
+    allowed = [i for i, e in enumerate(external_ids) if e != source]
+    top = sorted(allowed, key=lambda i: -first[i])[: settings.rm3_documents]
+    assert len({float(first[i]) for i in top}) == len(top)  # a top set without ties
+    weights = rm3_weights(
+        tokens,
+        [Counter(corpus_tokens[i]) for i in top],
+        [float(first[i]) for i in top],
+        terms=settings.rm3_terms,
+        query_weight=settings.rm3_query_weight,
+    )
+    expected = np.zeros(len(corpus))
+    for token, weight in weights.items():
+        if token in retriever.vocab_dict:
+            expected += weight * retriever.get_scores([token]).astype(np.float64)
+
+    hits = searcher.similar(query, SearchOptions(top_k=10, method=Method.bm25_rm3)).results
+    assert len(hits) == 10
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[external_ids.index(hit.document_id)], rel=1e-5)
+    ranked = sorted(allowed, key=lambda i: -expected[i])[:10]
+    assert [h.document_id for h in hits] == [external_ids[i] for i in ranked]
 
 
 # --- hybrid ---------------------------------------------------------------------------------
