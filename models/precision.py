@@ -16,8 +16,9 @@ def bf16_supported(device: torch.device) -> bool:
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
     if device.type == "cpu":
-        # torch leaves `mkldnn.is_available` unannotated
-        mkldnn = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+        # torch leaves `mkldnn.is_available` unannotated (an untyped call only where the strict
+        # flags apply: `docsim.models`, not `mypy models` alone)
+        mkldnn = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call, unused-ignore]
         return bool(mkldnn and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     return False
 
