@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from device_build import save  # benchmarks/device_build.py: written after every step
 from growth import query_texts  # benchmarks/growth.py: scripts run as `python benchmarks/X.py`
 
 from docsim.indexer.config import Settings
@@ -199,11 +200,6 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.empty_cache()
     print(json.dumps(result, indent=2))
-
-
-def save(result: dict, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
