@@ -5,9 +5,10 @@
 
 A posted query is split, tokenised and encoded once (late chunking: its chunks go through the
 transformer and every level is pooled from their token states). This takes the 20 AILA 2019
-development queries (by default), records the padded batches the served encoder runs for each,
-as the service cuts them (`cut`: a batch ends where padding would exceed `max_padding`) and in
-one batch a query (`whole`), and measures, alternated `--repeats` times:
+development queries (by default; or a JSONL file's queries), records the padded batches the
+served encoder runs for each, as the service cuts them (`cut`: a batch ends where padding
+would exceed `max_padding`) and in one batch a query (`whole`), and measures, alternated
+`--repeats` times:
 
 - **service**: `Searcher.query_from_source`, everything included (p50 and mean ms), with
   each batching;
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 from fastapi.testclient import TestClient
+from growth import AILA_QUERIES, query_texts  # benchmarks/growth.py (run as scripts)
 
 from docsim.app.core.config import ServiceSettings
 from docsim.app.main import create_app
@@ -49,9 +51,6 @@ from docsim.indexer.text.documents import SourceDocument
 from docsim.models.inference import SHAPE_CACHE_CAPACITY
 
 logger = logging.getLogger("benchmarks.query_encoding")
-AILA_QUERIES = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "queries_dev.txt"
-)
 Batches = list[dict[str, np.ndarray]]
 SERVICE = "service (throughput hint, 1 stream)"
 
@@ -162,9 +161,7 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    texts = [
-        line.split("||", 1)[1] for line in args.queries.read_text().splitlines() if "||" in line
-    ]
+    texts = query_texts(args.queries)
     import openvino
 
     app = create_app(ServiceSettings(data_dir=args.data_dir))
