@@ -19,7 +19,6 @@ from docsim.indexer.config import Settings, load_configured_encoder
 from docsim.indexer.ray_session import connect_ray
 from docsim.indexer.search.loaded_index import (
     COMPRESSED_SEARCHED,
-    SEARCHED_ON_SHARDS,
     IndexMismatchError,
     LoadedIndex,
 )
@@ -27,6 +26,7 @@ from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
 from docsim.indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
 from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
+from docsim.indexer.search.shards import SEARCHED_ON_SHARDS
 from docsim.indexer.store.vector_index import FaissIndex, gpu_count
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.sentences import load_splitter

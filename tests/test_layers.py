@@ -57,6 +57,17 @@ def test_only_vector_index_imports_faiss() -> None:
     assert users == ["indexer/store/vector_index.py"]
 
 
+def test_shard_actors_import_no_sql() -> None:
+    """A Ray shard actor's process imports `indexer.search.shard_actors`: it holds vectors,
+    never a database, so SQLAlchemy and Alembic stay out of it (about 0.2 s and 23 MiB)."""
+    code = (
+        "import sys, docsim.indexer.search.shard_actors; "
+        "print(sorted(m for m in ('sqlalchemy', 'alembic', 'fastapi') if m in sys.modules))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
+
+
 def module_graph(packages: tuple[str, ...] = ("models", "indexer", "app")) -> dict[str, set[str]]:
     """`module -> modules of ours it imports`, counting imports inside functions too (a lazy
     import that breaks a circle at run time still ties the modules together)."""

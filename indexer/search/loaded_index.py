@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 # a sharded coordinator maps these levels and holds no FAISS index of them; the shards hold
 # the searched ones (`/explain` only reads chunk rows); documents stay here, one row each
 MAPPED_WHEN_SHARDED = ("section", "paragraph", "sentence", "chunk")
-SEARCHED_ON_SHARDS = ("section", "paragraph", "sentence")
 # a compressed service: the sentence and paragraph levels searched through their scans
 # (`indexer.search.sentence_scan`), the chunk level read only
 MAPPED_WHEN_COMPRESSED = ("paragraph", "sentence", "chunk")

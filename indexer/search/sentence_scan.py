@@ -23,15 +23,18 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.store.vector_index import Hits
 from docsim.models.alignment import maxsim_scores
 from docsim.models.scan import ScanRows, approximate_best, changed, compress, fit_basis, project
+
+if TYPE_CHECKING:  # shard actors import this module: no SQL in their process
+    from docsim.indexer.search.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)
 

@@ -17,20 +17,23 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
 from docsim.indexer.search.sentence_scan import ScanShape
 from docsim.indexer.search.shards import (
+    SEARCHED_ON_SHARDS,
     SdrShard,
     ShardUnavailableError,
     compressed,
     shard_cuts,
 )
 from docsim.models.scoring import RaggedCollection
+
+if TYPE_CHECKING:  # the actors' process imports no SQL and no FAISS
+    from docsim.indexer.search.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)
 CALL_TIMEOUT_SECONDS = 120.0

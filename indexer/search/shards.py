@@ -16,14 +16,13 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import torch
 from cachetools import TTLCache
 
 from docsim.indexer.search.arrays import concatenated_ranges
-from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS, LoadedIndex
 from docsim.indexer.search.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.indexer.search.ranking import top_k
 from docsim.indexer.search.sentence_scan import ScanShape, scan_rows
@@ -43,6 +42,12 @@ from docsim.models.sharding import (
     row_moments,
     scores_from_best,
 )
+
+if TYPE_CHECKING:  # a shard actor imports this module: no SQL, no FAISS in its process
+    from docsim.indexer.search.loaded_index import LoadedIndex
+
+# the levels whose rows the shards hold and search (a sharded coordinator maps them)
+SEARCHED_ON_SHARDS = ("section", "paragraph", "sentence")
 
 PENDING_SECONDS = 300.0  # how long a shard keeps a query's round-one result for round two
 GPU_BLOCK_SENTENCES = 1 << 20  # a GPU shard's product block: (r, n) float32 is r * n * 4 bytes

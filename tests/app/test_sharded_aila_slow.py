@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from docsim.app.core.config import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.config import JobSettings, ShardSettings
-from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
+from docsim.indexer.search.shards import SEARCHED_ON_SHARDS
 from tests.app.test_sharded_service import (
     METHODS,
     assert_same,

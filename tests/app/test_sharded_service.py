@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from docsim.app.core.config import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.config import ShardSettings
-from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.search.shards import SEARCHED_ON_SHARDS
 from docsim.indexer.text.corpus import SAMPLE_CORPUS
 from tests.app.test_documents import NEW
 from tests.app.test_metrics import scrape

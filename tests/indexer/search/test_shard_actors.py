@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape
 from docsim.indexer.search.shard_actors import (
@@ -22,7 +21,12 @@ from docsim.indexer.search.shard_actors import (
     shard_specs,
 )
 from docsim.indexer.search.sharded import ShardedSdr, sentence_method_scores
-from docsim.indexer.search.shards import ShardUnavailableError, in_process, shards_of
+from docsim.indexer.search.shards import (
+    SEARCHED_ON_SHARDS,
+    ShardUnavailableError,
+    in_process,
+    shards_of,
+)
 from tests.indexer.search.test_search import posted_query
 from tests.indexer.search.test_shards import POOL, shard_query
 from tests.utils.ray_local import local_ray as start_local_ray

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from docsim.indexer.search.loaded_index import SEARCHED_ON_SHARDS
 from docsim.indexer.search.scorers import QueryScratch
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape
 from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
 from docsim.indexer.search.shards import (
+    SEARCHED_ON_SHARDS,
     ShardQuery,
     ShardUnavailableError,
     in_process,
