@@ -267,10 +267,10 @@ def openvino_backend(
     directory: Path,
     *,
     streams: int = 1,
-    shape_cache: int = SHAPE_CACHE_CAPACITY,
+    shape_cache: int | None = None,
 ) -> OpenVinoBackend:
     """The OpenVINO backend for an encoder on `device`, from the export in `directory`, with
-    `shape_cache` prepared kernels kept.
+    `shape_cache` prepared kernels kept (default: a service's, `SHAPE_CACHE_CAPACITY`).
 
     Raises:
         BackendUnavailableError: `device` is not the CPU (OpenVINO runs there), OpenVINO is
@@ -280,7 +280,9 @@ def openvino_backend(
         raise BackendUnavailableError(
             f"the {OPENVINO_INT8} backend runs on the CPU, not {device} (use the {TORCH} backend)"
         )
-    return OpenVinoBackend(directory, streams=streams, shape_cache=shape_cache)
+    return OpenVinoBackend(
+        directory, streams=streams, shape_cache=shape_cache or SHAPE_CACHE_CAPACITY
+    )
 
 
 class OpenVinoBackend:

@@ -28,7 +28,6 @@ from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrained
 from docsim.models.batching import Batch, default_batching, default_max_padding, plan_batches
 from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.inference import (
-    SHAPE_CACHE_CAPACITY,
     TORCH,
     ForwardBackend,
     TorchBackend,
@@ -270,7 +269,7 @@ class TransformerEncoder:
         manifests name the backend and another process loads the same one. A head
         (projection after pooling) stays on torch."""
         self.backend = openvino_backend(
-            self.device, directory, streams=streams, shape_cache=shape_cache or SHAPE_CACHE_CAPACITY
+            self.device, directory, streams=streams, shape_cache=shape_cache
         )
         self.backend_record = self.backend.record()
         self._identity = None

@@ -32,7 +32,7 @@ from docsim.indexer.search.shards import (
 )
 from docsim.models.scoring import RaggedCollection
 
-if TYPE_CHECKING:  # the actors' process imports no SQL and no FAISS
+if TYPE_CHECKING:  # the actors' process imports no SQL
     from docsim.indexer.search.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)

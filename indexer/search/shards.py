@@ -43,7 +43,7 @@ from docsim.models.sharding import (
     scores_from_best,
 )
 
-if TYPE_CHECKING:  # a shard actor imports this module: no SQL, no FAISS in its process
+if TYPE_CHECKING:  # a shard actor imports this module: no SQL in its process
     from docsim.indexer.search.loaded_index import LoadedIndex
 
 # the levels whose rows the shards hold and search (a sharded coordinator maps them)

@@ -22,7 +22,6 @@ from docsim.models.colde.model import BackboneFn, ColdeModel, ColdeOutput
 from docsim.models.composite import composite_identity
 from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.inference import (
-    SHAPE_CACHE_CAPACITY,
     TORCH,
     OpenVinoBackend,
     export_openvino_int8_embeddings,
@@ -90,9 +89,7 @@ class ColdeEncoder:
         service's); the embeddings, chunkwise attention, LSTM and projection stay on torch."""
         # one request at a time here (the head needs each batch before the next): one stream
         # with every thread, as more streams would leave threads idle
-        self.backend = openvino_backend(
-            self.device, directory, streams=1, shape_cache=shape_cache or SHAPE_CACHE_CAPACITY
-        )
+        self.backend = openvino_backend(self.device, directory, streams=1, shape_cache=shape_cache)
         self.backend_record = self.backend.record()
         self._identity = None
         if self.load_options is not None:
