@@ -74,9 +74,11 @@ lint: setup
 # The sharded service's slow tests run in a process of their own: one slow run crashed without
 # a report (exit 1) after several Ray sessions had started and stopped in one process.
 SHARDED_SLOW = tests/app/test_sharded_aila_slow.py tests/app/test_sharded_service.py
-test-slow: setup
+# The last run is the PostgreSQL run of the `heavy_sql` tests, which `make test` runs on SQLite.
+test-slow: setup postgres
 	$(BIN)/pytest -m slow $(addprefix --ignore=,$(SHARDED_SLOW))
 	$(BIN)/pytest -m slow $(SHARDED_SLOW)
+	OMP_NUM_THREADS=1 $(BIN)/pytest --db postgresql -m heavy_sql $(PARALLEL)
 
 # The documentation site into site/ (tests/test_docs.py builds it too, with --strict).
 docs: setup

@@ -49,8 +49,14 @@ def require_documents(n_docs: int, batch_size: int, what: str) -> None:
     )
 
 
-PAIR_SOURCES = ("neighbours", "halves")
+PAIR_SOURCES = ("neighbours", "halves", "opening", "excerpt")
 WINDOW_SENTENCES = 2  # a `neighbours` window: about a chunk's worth of one idea
+# Query-shaped pairs (`opening`, `excerpt`): a short statement against the rest of its document.
+# The bounds are pseudo-queries' (benchmarks/pseudo_queries.py), fixed before any measurement.
+OPENING_MIN_WORDS = 8  # an opening starts at the first sentence this long (after headers)
+QUERY_WORDS = 150  # a query-shaped side holds at most this many words ...
+QUERY_SHARE = 1 / 3  # ... and at most this share of the document's sentences
+PASSAGE_WORDS = 100  # `opening`: the rest is cut into passages of about this many words
 
 
 def document_pairs(doc: TrainingDocument, source: str) -> list[tuple[str, str]]:
@@ -60,12 +66,23 @@ def document_pairs(doc: TrainingDocument, source: str) -> list[tuple[str, str]]:
       (single sentences in a paragraph too short for two such windows); a one-sentence
       paragraph pairs with the opening window of the next paragraph of its section.
     - `halves`: the two halves (by sentences) of each section with at least two sentences.
+    - `opening` (query-shaped, for documents that state their facts first, as judgments do):
+      the document's opening, from its first sentence of `OPENING_MIN_WORDS` words until
+      `QUERY_WORDS` words or `QUERY_SHARE` of its sentences, against each passage of about
+      `PASSAGE_WORDS` words of what follows it.
+    - `excerpt` (query-shaped, for short documents such as abstracts, whose queries are one
+      facet's sentences): every run of consecutive sentences of at most `QUERY_SHARE` of the
+      document (and `QUERY_WORDS` words) against the document without that run.
 
     Raises:
         ValueError: an unknown `source`.
     """
     if source not in PAIR_SOURCES:
         raise ValueError(f"Unknown pair source {source!r}. Valid pair sources are: {PAIR_SOURCES}.")
+    if source == "opening":
+        return _opening_pairs(doc.sentences())
+    if source == "excerpt":
+        return _excerpt_pairs(doc.sentences())
     pairs = []
     for section in doc.sections:
         if source == "halves":
@@ -79,6 +96,57 @@ def document_pairs(doc: TrainingDocument, source: str) -> list[tuple[str, str]]:
             pairs.extend(zip(paragraph, paragraph[1:], strict=False))
             if len(paragraph) == 1 and i + 1 < len(windows):  # a one-sentence paragraph
                 pairs.append((paragraph[0], windows[i + 1][0]))
+    return pairs
+
+
+def _words(sentence: str) -> int:
+    return len(sentence.split())
+
+
+def _query_length(sentences: list[str], start: int) -> int:
+    """How many sentences from `start` a query-shaped side takes: at least one, then more
+    while it stays within `QUERY_WORDS` words and `QUERY_SHARE` of the document."""
+    most = max(1, int(QUERY_SHARE * len(sentences)))
+    words = _words(sentences[start])
+    n = 1
+    while n < most and start + n < len(sentences):
+        words += _words(sentences[start + n])
+        if words > QUERY_WORDS:
+            break
+        n += 1
+    return n
+
+
+def _opening_pairs(sentences: list[str]) -> list[tuple[str, str]]:
+    start = next((i for i, s in enumerate(sentences) if _words(s) >= OPENING_MIN_WORDS), None)
+    if start is None:
+        return []
+    end = start + _query_length(sentences, start)
+    opening = " ".join(sentences[start:end])
+    passages: list[list[str]] = []
+    words = PASSAGE_WORDS  # a full passage is "open": the next sentence starts a new one
+    for sentence in sentences[end:]:
+        if words >= PASSAGE_WORDS:
+            passages.append([])
+            words = 0
+        passages[-1].append(sentence)
+        words += _words(sentence)
+    if len(passages) > 1 and words < PASSAGE_WORDS // 2:  # a short tail joins the passage before
+        passages[-2].extend(passages.pop())
+    return [(opening, " ".join(p)) for p in passages]
+
+
+def _excerpt_pairs(sentences: list[str]) -> list[tuple[str, str]]:
+    if len(sentences) < 2:
+        return []
+    pairs = []
+    for start in range(len(sentences)):
+        end = start + _query_length(sentences, start)
+        if end - start == len(sentences):
+            continue
+        pairs.append(
+            (" ".join(sentences[start:end]), " ".join(sentences[:start] + sentences[end:]))
+        )
     return pairs
 
 

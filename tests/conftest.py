@@ -41,10 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks the tests under NO_SQL_FOLDERS `no_sql`; on `--db postgresql`, leaves every
     `no_sql` test out, since the database cannot change its outcome (the SQLite pass runs
-    them, and `pytest_runtest_teardown` fails one that opens a database connection)."""
+    them, and `pytest_runtest_teardown` fails one that opens a database connection), and
+    marks every `heavy_sql` test `slow`."""
     for item in items:
         if item.path.relative_to(config.rootpath).as_posix().startswith(NO_SQL_FOLDERS):
             item.add_marker(pytest.mark.no_sql)
@@ -56,6 +58,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.path not in long_files)
     if config.getoption("--db") != "postgresql":
         return
+    # The PostgreSQL runs of the heaviest SQL tests are slow ones: `make test` keeps within its
+    # 10 minutes, and `make test-slow` runs them on PostgreSQL (`-m slow`). This hook runs
+    # before the `-m` expression is applied (tryfirst), so the added mark counts there.
+    for item in items:
+        if item.get_closest_marker("heavy_sql") is not None:
+            item.add_marker(pytest.mark.slow)
     kept = [item for item in items if item.get_closest_marker("no_sql") is None]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("no_sql")])

@@ -53,6 +53,38 @@ def test_the_postgresql_pass_leaves_out_no_sql_tests(pytester: pytest.Pytester) 
     on_sqlite.stdout.fnmatch_lines(["*4 tests collected*"])
 
 
+HEAVY_MODULE = """
+import pytest
+
+
+@pytest.mark.heavy_sql
+def test_heavy():
+    assert True
+
+
+def test_light():
+    assert True
+"""
+
+
+def test_the_postgresql_runs_of_heavy_sql_tests_are_slow(pytester: pytest.Pytester) -> None:
+    """`make test`'s own selection (`-m 'not slow'`) keeps a heavy_sql test on SQLite and
+    leaves it out on PostgreSQL; `-m heavy_sql` (`make test-slow`) runs it there."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_heavy=HEAVY_MODULE)
+
+    def collected(db: str, marks: str) -> str:
+        args = ("--db", db, "-m", marks, "--collect-only", "-q", "-p", "no:cacheprovider")
+        return pytester.runpytest_inprocess(*args).stdout.str()
+
+    assert "test_heavy.py::test_heavy" in collected("sqlite", "not slow")
+    on_postgresql = collected("postgresql", "not slow")
+    assert "test_heavy.py::test_heavy" not in on_postgresql
+    assert "test_heavy.py::test_light" in on_postgresql
+    slow = collected("postgresql", "heavy_sql")
+    assert "test_heavy.py::test_heavy" in slow and "test_light" not in slow
+
+
 THREADED_MODULE = """
 import threading
 import time

@@ -64,7 +64,9 @@ PairsOption = Annotated[
     str,
     typer.Option(
         help="adapt: positive pairs of neighbours (consecutive sentence windows of a "
-        "paragraph) or halves (of a section)."
+        "paragraph), halves (of a section), or query-shaped: opening (a document's opening "
+        "against passages of the rest, for judgments) or excerpt (a run of sentences against "
+        "the rest, for abstracts)."
     ),
 ]
 TemperatureOption = Annotated[float, typer.Option(min=1e-4, help="adapt: InfoNCE temperature.")]

@@ -194,6 +194,7 @@ def run_crash_loop(tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path, 
 
 
 @pytest.mark.long
+@pytest.mark.heavy_sql
 def test_acknowledged_changes_survive_kill_9(
     tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path
 ) -> None:

@@ -307,6 +307,7 @@ def sqlite_url(data_dir: Path) -> str:
 
 
 @pytest.mark.long
+@pytest.mark.heavy_sql
 def test_document_changes_state_machine(tiny_encoder_dir: Path, new_database) -> None:
     _run(tiny_encoder_dir, new_database, examples=8, steps=10, derandomize=True)
 

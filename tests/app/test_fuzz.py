@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -9,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from docsim.app.main import create_app
 
 
+@pytest.mark.heavy_sql
 def test_no_input_gives_a_server_error(fresh_settings) -> None:
     """On its own index (the fuzzer may queue jobs and change documents)."""
     app = create_app(fresh_settings(embedded_worker=False))

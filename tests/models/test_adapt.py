@@ -37,6 +37,57 @@ def test_pairs_from_a_documents_structure() -> None:
         document_pairs(doc, "sections")
 
 
+def words(n: int, tag: str) -> str:
+    """A sentence of `n` words, recognisable by `tag`."""
+    return " ".join(f"{tag}{i}" for i in range(n)) + "."
+
+
+def test_opening_pairs_are_the_facts_against_passages_of_the_rest() -> None:
+    header, short = words(3, "h"), words(5, "s")
+    facts = [words(40, f"f{i}") for i in range(5)]  # 200 words: the opening stops at 150
+    rest = [words(30, f"r{i}") for i in range(10)]
+    doc = TrainingDocument(doc_id="j", sections=[[[header, short], facts[:2]], [facts[2:] + rest]])
+    # the opening starts at the first sentence of 8 words and holds 3 x 40 words (a fourth
+    # would pass 150). What follows is cut once a passage reaches 100 words (40 + 40 + 30, then
+    # 4 x 30 twice), and the short tail of 30 words joins the passage before.
+    opening = " ".join(facts[:3])
+    tail = facts[3:] + rest
+    assert document_pairs(doc, "opening") == [
+        (opening, " ".join(tail[0:3])),
+        (opening, " ".join(tail[3:7])),
+        (opening, " ".join(tail[7:12])),
+    ]
+    # at most a third of the sentences: 9 sentences give an opening of 3 even when short
+    small = TrainingDocument(doc_id="k", sections=[[[words(8, f"x{i}") for i in range(9)]]])
+    pairs = document_pairs(small, "opening")
+    assert [a for a, _ in pairs] == [" ".join(words(8, f"x{i}") for i in range(3))]
+    assert [b for _, b in pairs] == [" ".join(words(8, f"x{i}") for i in range(3, 9))]
+    # no sentence long enough to open with, or nothing after the opening: no pairs
+    assert document_pairs(TrainingDocument("h", [[[header, short]]]), "opening") == []
+    assert document_pairs(TrainingDocument("o", [[[facts[0]]]]), "opening") == []
+
+
+def test_excerpt_pairs_are_every_run_against_the_rest_of_the_document() -> None:
+    sentences = [words(10, f"a{i}") for i in range(7)]  # runs of 7 // 3 = 2 sentences
+    doc = TrainingDocument(doc_id="abs", sections=[[sentences[:4], sentences[4:]]])
+    pairs = document_pairs(doc, "excerpt")
+
+    def reference(start: int) -> tuple[str, str]:
+        end = min(start + 2, 7)
+        return " ".join(sentences[start:end]), " ".join(sentences[:start] + sentences[end:])
+
+    assert pairs == [reference(start) for start in range(7)]
+    long = [words(100, f"b{i}") for i in range(9)]  # 150 words bound a run before a third
+    long_pairs = document_pairs(TrainingDocument("l", [[long]]), "excerpt")
+    assert [a for a, _ in long_pairs] == long
+    assert document_pairs(TrainingDocument("one", [[[words(9, "c")]]]), "excerpt") == []
+    two = [words(9, "c"), words(9, "d")]
+    assert document_pairs(TrainingDocument("two", [[two]]), "excerpt") == [
+        (two[0], two[1]),
+        (two[1], two[0]),
+    ]
+
+
 def test_the_held_out_split_is_disjoint_by_document_and_seeded() -> None:
     docs = training_documents(100)
     train, held = held_out_split(docs, seed=3)

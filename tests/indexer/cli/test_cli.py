@@ -185,6 +185,7 @@ def _wait_for_building_rows(data: Path, timeout: float = 120) -> int:
 
 
 @pytest.mark.long
+@pytest.mark.heavy_sql
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_killed_build_keeps_the_active_version(
     sig: signal.Signals, sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
