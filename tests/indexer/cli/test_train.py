@@ -211,3 +211,23 @@ def test_docsim_train_adapt_then_index(
     )
     assert indexed.exit_code == 0, indexed.output
     assert json.loads(indexed.stdout)["counts"]["document"] == 48
+
+
+@pytest.mark.parametrize("pairs", ["opening", "excerpt"])
+def test_docsim_train_adapt_on_query_shaped_pairs(
+    sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path, pairs: str
+) -> None:
+    """The query-shaped pair sources train and evaluate from the command line; the choice is
+    recorded with the run."""
+    out = tmp_path / pairs
+    trained = CliRunner().invoke(
+        cli,
+        ["train", "adapt", "--corpus", str(sample_corpus), "--out", str(out), "--pairs", pairs]
+        + ["--base", str(tiny_encoder_dir), "--steps", "2", "--batch-size", "4"]
+        + ["--max-tokens", "32", "--eval-every", "1", "--no-progress"],
+    )
+    assert trained.exit_code == 0, trained.output
+    report = json.loads((out / "training.json").read_text())
+    assert report["config"]["options"]["pairs"] == pairs
+    assert [e["step"] for e in report["evaluations"]] == [0, 1, 2]
+    assert all(0 < e["mrr"] <= 1 for e in report["evaluations"])
