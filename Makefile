@@ -78,7 +78,7 @@ SHARDED_SLOW = tests/app/test_sharded_aila_slow.py tests/app/test_sharded_servic
 test-slow: setup postgres
 	$(BIN)/pytest -m slow $(addprefix --ignore=,$(SHARDED_SLOW))
 	$(BIN)/pytest -m slow $(SHARDED_SLOW)
-	OMP_NUM_THREADS=1 $(BIN)/pytest --db postgresql -m heavy_sql $(PARALLEL)
+	OMP_NUM_THREADS=1 DOCSIM_INDEX__SPLIT_WORKERS=1 $(BIN)/pytest --db postgresql -m heavy_sql $(PARALLEL)
 
 # The documentation site into site/ (tests/test_docs.py builds it too, with --strict).
 docs: setup

@@ -157,7 +157,10 @@ def pack(trained: Path, base: Path, out: Path, name: str) -> None:
 def unpack(packed: Path, name: str, base: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(packed / f"{name}_files.tgz") as tar:
-        tar.extractall(out, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(out, filter="data")
+        else:
+            tar.extractall(out)  # noqa: S202 (our own archive)
     start = load_file(base / WEIGHTS)
     parts: dict[str, torch.Tensor] = {}
     for i in (0, 1):

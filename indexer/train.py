@@ -21,7 +21,7 @@ from docsim.indexer.text.split import EmptyDocumentError, split_document
 from docsim.models import adapt, bregman, colde, graph, sdr
 from docsim.models.backbone import base_directory, load_tokenizer
 from docsim.models.early_stopping import Evaluation
-from docsim.models.held_out import HeldOutPairs, held_out_pairs
+from docsim.models.held_out import HeldOutPairs, held_out_pair_documents
 from docsim.models.tokens import TextTokenizer
 from docsim.models.training import (
     BatchT,
@@ -99,11 +99,12 @@ def run_training(
     evaluate = None
     if config.eval_every:
         docs, held = held_out_split(docs, config.seed)
-        pairs = held_out_pairs(held, options.get("pairs", "neighbours"))
+        pairs, documents = held_out_pair_documents(held, options.get("pairs", "neighbours"))
         evaluate = HeldOutPairs(
             pairs,
             TextTokenizer(tokenizer, config.max_tokens),
             float(options.get("temperature", adapt.TEMPERATURE)),
+            documents=documents,
         )
         logger.info("Holding out %d documents (%d pairs) for early stopping", len(held), len(pairs))
         details["held_out_documents"] = len(held)

@@ -26,25 +26,44 @@ def held_out_pairs(
 ) -> list[tuple[str, str]]:
     """Up to `max_pairs` pairs of `docs`, taken round-robin over the documents (each one's
     first pair, then each one's second, ...) so that no long document fills the set."""
+    return held_out_pair_documents(docs, source, max_pairs)[0]
+
+
+def held_out_pair_documents(
+    docs: list[TrainingDocument], source: str, max_pairs: int = MAX_PAIRS
+) -> tuple[list[tuple[str, str]], list[int]]:
+    """`held_out_pairs`, and the position in `docs` of each pair's document."""
     per_doc = [document_pairs(d, source) for d in docs]
     pairs: list[tuple[str, str]] = []
+    documents: list[int] = []
     for i in range(max((len(p) for p in per_doc), default=0)):
-        pairs.extend(p[i] for p in per_doc if i < len(p))
-    return pairs[:max_pairs]
+        for doc, doc_pairs in enumerate(per_doc):
+            if i < len(doc_pairs):
+                pairs.append(doc_pairs[i])
+                documents.append(doc)
+    return pairs[:max_pairs], documents[:max_pairs]
 
 
-def partner_ranks(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+def partner_ranks(
+    first: torch.Tensor, second: torch.Tensor, documents: torch.Tensor | None = None
+) -> torch.Tensor:
     """The rank (1 = best, ties count for the partner) of row i of `second` among all rows of
-    `second` by cosine to row i of `first`.
+    `second` by cosine to row i of `first`. With `documents` (each pair's document), the other
+    pairs of row i's document are not counted against it: they share its text (an opening,
+    most of an abstract), so they are no wrong answers.
 
     Args:
         first, second: `(P, H)` vectors of each pair's two sides.
+        documents: `(P,)` the document of each pair, or None.
 
     Returns:
         `(P,)` int64 ranks.
     """
     sim = F.normalize(first.float(), dim=-1) @ F.normalize(second.float(), dim=-1).T  # (P, P)
-    return 1 + (sim > sim.diagonal()[:, None]).sum(dim=1)
+    beats = sim > sim.diagonal()[:, None]  # (P, P)
+    if documents is not None:
+        beats &= documents[:, None] != documents[None, :]
+    return 1 + beats.sum(dim=1)
 
 
 class PooledModel(HasParameters, Protocol):
@@ -56,7 +75,8 @@ class PooledModel(HasParameters, Protocol):
 class HeldOutPairs:
     """Held-out pairs; called on a model, it gives the mean reciprocal rank of each side's
     partner among all held-out partners (both directions; the score early stopping
-    maximises), top-1 accuracy, and the symmetric InfoNCE loss over the whole set at
+    maximises; with `documents`, the other pairs of a pair's own document left out of its
+    ranking), top-1 accuracy, and the symmetric InfoNCE loss over the whole set at
     `temperature`. `tokens` (a `TextTokenizer`) turns texts into the model's token batches."""
 
     def __init__(
@@ -65,6 +85,7 @@ class HeldOutPairs:
         tokens: Callable[[Sequence[str]], TokenBatch],
         temperature: float = 0.05,
         batch_size: int = 64,
+        documents: list[int] | None = None,
     ) -> None:
         require(
             len(pairs) >= 2,
@@ -72,6 +93,7 @@ class HeldOutPairs:
             "use --eval-every 0 or a corpus with longer documents",
         )
         self.pairs = pairs
+        self.documents = None if documents is None else torch.tensor(documents)  # (P,)
         self.tokens = tokens
         self.temperature = temperature
         self.batch_size = batch_size
@@ -79,7 +101,10 @@ class HeldOutPairs:
     def __call__(self, model: PooledModel) -> Evaluation:
         first = self._embed(model, [a for a, _ in self.pairs])  # (P, H)
         second = self._embed(model, [b for _, b in self.pairs])  # (P, H)
-        ranks = torch.cat([partner_ranks(first, second), partner_ranks(second, first)])  # (2P,)
+        documents = None if self.documents is None else self.documents.to(first.device)
+        ranks = torch.cat(
+            [partner_ranks(first, second, documents), partner_ranks(second, first, documents)]
+        )  # (2P,)
         mrr = float((1.0 / ranks.float()).mean())
         loss = in_batch_contrastive_loss(first, second, self.temperature, normalize=True)
         return Evaluation(

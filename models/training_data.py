@@ -71,18 +71,18 @@ def document_pairs(doc: TrainingDocument, source: str) -> list[tuple[str, str]]:
       `QUERY_WORDS` words or `QUERY_SHARE` of its sentences, against each passage of about
       `PASSAGE_WORDS` words of what follows it.
     - `excerpt` (query-shaped, for short documents such as abstracts, whose queries are one
-      facet's sentences): every run of consecutive sentences of at most `QUERY_SHARE` of the
-      document (and `QUERY_WORDS` words) against the document without that run.
+      facet's sentences): from each sentence, the run of consecutive sentences that starts
+      there (`QUERY_SHARE` of the document at most, and `QUERY_WORDS` words unless it is one
+      sentence; shorter at the document's end), against the document without that run.
 
     Raises:
         ValueError: an unknown `source`.
     """
     if source not in PAIR_SOURCES:
         raise ValueError(f"Unknown pair source {source!r}. Valid pair sources are: {PAIR_SOURCES}.")
-    if source == "opening":
-        return _opening_pairs(doc.sentences())
-    if source == "excerpt":
-        return _excerpt_pairs(doc.sentences())
+    if source in ("opening", "excerpt"):
+        worded = [s for s in doc.sentences() if _words(s)]  # no blank side, no empty passage
+        return _opening_pairs(worded) if source == "opening" else _excerpt_pairs(worded)
     pairs = []
     for section in doc.sections:
         if source == "halves":
@@ -141,9 +141,7 @@ def _excerpt_pairs(sentences: list[str]) -> list[tuple[str, str]]:
         return []
     pairs = []
     for start in range(len(sentences)):
-        end = start + _query_length(sentences, start)
-        if end - start == len(sentences):
-            continue
+        end = start + _query_length(sentences, start)  # never all of them: a third at most
         pairs.append(
             (" ".join(sentences[start:end]), " ".join(sentences[:start] + sentences[end:]))
         )

@@ -41,7 +41,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks the tests under NO_SQL_FOLDERS `no_sql`; on `--db postgresql`, leaves every
     `no_sql` test out, since the database cannot change its outcome (the SQLite pass runs
@@ -59,8 +58,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("--db") != "postgresql":
         return
     # The PostgreSQL runs of the heaviest SQL tests are slow ones: `make test` keeps within its
-    # 10 minutes, and `make test-slow` runs them on PostgreSQL (`-m slow`). This hook runs
-    # before the `-m` expression is applied (tryfirst), so the added mark counts there.
+    # 10 minutes, and `make test-slow` runs them on PostgreSQL (`-m heavy_sql`). A conftest's
+    # hook runs before pytest's own `-m` selection, so the added mark counts there.
     for item in items:
         if item.get_closest_marker("heavy_sql") is not None:
             item.add_marker(pytest.mark.slow)

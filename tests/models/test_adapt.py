@@ -13,7 +13,12 @@ import torch.nn.functional as F
 
 from docsim.models.adapt import AdaptConfig, AdaptModel, PairBatch, PairSampler
 from docsim.models.backbone import load_tokenizer
-from docsim.models.held_out import HeldOutPairs, held_out_pairs, partner_ranks
+from docsim.models.held_out import (
+    HeldOutPairs,
+    held_out_pair_documents,
+    held_out_pairs,
+    partner_ranks,
+)
 from docsim.models.tokens import TextTokenizer, TokenBatch
 from docsim.models.training_data import TrainingDocument, document_pairs, held_out_split
 from tests.utils.corpora import training_documents
@@ -77,6 +82,9 @@ def test_excerpt_pairs_are_every_run_against_the_rest_of_the_document() -> None:
         return " ".join(sentences[start:end]), " ".join(sentences[:start] + sentences[end:])
 
     assert pairs == [reference(start) for start in range(7)]
+    blank = TrainingDocument(doc_id="b", sections=[[sentences[:4] + [" "], sentences[4:]]])
+    assert document_pairs(blank, "excerpt") == pairs  # a sentence without words takes no part
+    assert document_pairs(blank, "opening") == document_pairs(doc, "opening")
     long = [words(100, f"b{i}") for i in range(9)]  # 150 words bound a run before a third
     long_pairs = document_pairs(TrainingDocument("l", [[long]]), "excerpt")
     assert [a for a, _ in long_pairs] == long
@@ -117,6 +125,34 @@ def test_held_out_pairs_are_capped_and_spread_over_documents() -> None:
     pairs = held_out_pairs(training_documents(3), "neighbours", max_pairs=5)
     # each document's first pair, then each one's second: no document fills the set
     assert [p[0].split()[0] for p in pairs] == ["d0", "d1", "d2", "d0", "d1"]
+    again, documents = held_out_pair_documents(training_documents(3), "neighbours", max_pairs=5)
+    assert again == pairs and documents == [0, 1, 2, 0, 1]
+
+
+def test_partner_ranks_leave_out_the_pairs_own_documents_other_pairs() -> None:
+    generator = torch.Generator().manual_seed(0)
+    first, second = torch.randn(12, 4, generator=generator), torch.randn(12, 4, generator=generator)
+    documents = torch.tensor([0, 0, 0, 1, 1, 2, 3, 3, 3, 3, 4, 5])
+
+    def cos(u: torch.Tensor, v: torch.Tensor) -> float:
+        return float(u @ v) / (float(u.norm()) * float(v.norm()))
+
+    expected = [
+        1
+        + sum(
+            cos(first[i], second[j]) > cos(first[i], second[i])
+            for j in range(12)
+            if documents[j] != documents[i]
+        )
+        for i in range(12)
+    ]
+    assert partner_ranks(first, second, documents).tolist() == expected
+    plain = partner_ranks(first, second)  # every other row counts
+    assert (plain >= partner_ranks(first, second, documents)).all() and not torch.equal(
+        plain, partner_ranks(first, second, documents)
+    )
+    # one pair a document: nothing is left out
+    assert torch.equal(partner_ranks(first, second, torch.arange(12)), plain)
 
 
 def reference_symmetric_infonce(first: torch.Tensor, second: torch.Tensor, tau: float) -> float:
@@ -169,3 +205,12 @@ def test_the_held_out_metric_by_hand() -> None:
     assert got.metrics["accuracy"] == pytest.approx(float((ranks == 1).float().mean()))
     a, b = F.normalize(first, dim=-1), F.normalize(second, dim=-1)
     assert got.metrics["loss"] == pytest.approx(reference_symmetric_infonce(a, b, 0.5), rel=1e-5)
+    # pairs 0 and 1 of one document: row 1's partner no longer trails row 0's
+    grouped = HeldOutPairs(pairs, tokens, temperature=0.5, batch_size=2, documents=[7, 7, 8])
+    documents = torch.tensor([7, 7, 8])
+    ranks = torch.cat(
+        [partner_ranks(first, second, documents), partner_ranks(second, first, documents)]
+    ).float()
+    assert partner_ranks(first, second, documents).tolist() == [1, 2, 1]
+    assert grouped(Fixed()).score == pytest.approx(float((1 / ranks).mean()))
+    assert grouped(Fixed()).score > got.score

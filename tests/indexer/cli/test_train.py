@@ -230,4 +230,3 @@ def test_docsim_train_adapt_on_query_shaped_pairs(
     report = json.loads((out / "training.json").read_text())
     assert report["config"]["options"]["pairs"] == pairs
     assert [e["step"] for e in report["evaluations"]] == [0, 1, 2]
-    assert all(0 < e["mrr"] <= 1 for e in report["evaluations"])
