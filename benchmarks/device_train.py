@@ -14,12 +14,12 @@ SQL and web packages, and a 64 MiB limit on what travels each way (issue 30's GP
     python benchmarks/device_train.py unpack --packed DIR --name aila --out ADAPTED
 
 `train` runs `indexer.train.run_training` with what `docsim train adapt` would use for
-`--max-tokens 256 --patience 4` (learning rate 1e-5, 10% warmup, held-out
-early stopping). `--seconds` bounds the wall time: past it, training stops as when patience
-runs out, and the best evaluated model is kept. The trained weights travel back as int8 row-
-scaled differences from the float16-rounded base (half the bytes of float16 weights), which
-`unpack` adds to the exact float32 base; `pack` prints the largest rounding error of the
-differences.
+`--max-tokens 256 --patience 4` (learning rate 1e-5, 10% warmup, held-out early stopping).
+`--seconds` bounds the training's wall time (as `docsim train --max-minutes` does): past it,
+training stops, and the best evaluated model is kept. The trained weights travel back as
+int8 row-scaled differences from the float16-rounded base (half the bytes of float16
+weights), which `unpack` adds to the exact float32 base; `pack` prints the largest rounding
+error of the differences.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import logging
 import lzma
 import shutil
 import tarfile
-import time
 from pathlib import Path
 
 import torch
@@ -73,7 +72,6 @@ def restore(base16: Path, out: Path) -> None:
 
 def train(args: argparse.Namespace) -> None:
     from docsim.indexer.train import run_training
-    from docsim.models import early_stopping
     from docsim.models.precision import resolve_device
     from docsim.models.training import TrainConfig
     from docsim.models.training_data import TrainingDocument
@@ -94,12 +92,6 @@ def train(args: argparse.Namespace) -> None:
         max_tokens=256,
         options={"pairs": args.pairs, "temperature": 0.05},
     )
-    deadline = time.perf_counter() + args.seconds
-    patience_ran_out = early_stopping.BestModel.exhausted.fget
-    assert patience_ran_out is not None
-    early_stopping.BestModel.exhausted = property(  # type: ignore[method-assign]
-        lambda best: patience_ran_out(best) or time.perf_counter() > deadline
-    )
     result = run_training(
         "adapt",
         docs,
@@ -109,6 +101,7 @@ def train(args: argparse.Namespace) -> None:
         resume=False,
         force=True,
         show_progress=False,
+        max_seconds=args.seconds,
     )
     print(
         json.dumps(
@@ -198,7 +191,7 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=float("inf"))
+    p.add_argument("--seconds", type=float, default=None)
     p = steps.add_parser("pack")
     p.add_argument("--trained", type=Path, required=True)
     p.add_argument("--base", type=Path, required=True)

@@ -79,8 +79,10 @@ def run_training(
     resume: bool,
     force: bool,
     show_progress: bool = True,
+    max_seconds: float | None = None,
 ) -> TrainResult:
-    """Build the model and sampler of `kind` and train it (see `models.training.train`).
+    """Build the model and sampler of `kind` and train it (see `models.training.train`, which
+    `max_seconds` bounds).
 
     With `config.eval_every`, a seeded share of the documents is held out of training, and
     the run keeps the model that best finds each held-out pair's partner (early stopping).
@@ -120,6 +122,7 @@ def run_training(
         evaluate=evaluate,
         resume=resume,
         show_progress=show_progress,
+        max_seconds=max_seconds,
     )
     return RECIPES[kind](docs, job)
 
@@ -139,6 +142,7 @@ class _TrainingJob:
     evaluate: HeldOutPairs | None
     resume: bool
     show_progress: bool
+    max_seconds: float | None = None
 
     @property
     def tokens(self) -> TextTokenizer:
@@ -164,6 +168,7 @@ class _TrainingJob:
             evaluate=evaluate,
             resume=self.resume,
             show_progress=self.show_progress,
+            max_seconds=self.max_seconds,
         )
 
 

@@ -87,6 +87,7 @@ class TrainResult:
     evaluations: list[dict[str, float]] = field(default_factory=list)  # step, score, metrics
     best_step: int | None = None  # the step of the saved weights, when evaluated
     stopped_early: bool = False
+    out_of_time: bool = False  # stopped by `max_seconds` before `config.steps`
 
 
 def check_output(out: Path, kind: str, *, resume: bool, force: bool) -> None:
@@ -138,12 +139,15 @@ def train(
     evaluate: Callable[[ModelT], Evaluation] | None = None,
     resume: bool = False,
     show_progress: bool = True,
+    max_seconds: float | None = None,
 ) -> TrainResult:
     """Run (or resume) `config.steps` optimisation steps and save the encoder to `out`.
 
     `draw_batch` gives the batch of a step (moved to `device` here); `batch_loss` returns
     named loss terms; their sum is optimised, and each is logged. With `evaluate`, the saved
-    encoder is the best evaluated one (see the module docstring).
+    encoder is the best evaluated one (see the module docstring). `max_seconds` bounds the
+    steps' wall time (a lease, a time slot): past it, the run stops after its current step,
+    checkpoints (so that `resume` continues it) and saves as it would at its end.
     """
     out.mkdir(parents=True, exist_ok=True)
     run = _Run(model, config, device, out / CHECKPOINT)
@@ -153,14 +157,16 @@ def train(
     if evaluate is not None and run.start == 0:
         run.evaluate(evaluate)
     started = time.perf_counter()
+    deadline = started + max_seconds if max_seconds is not None else float("inf")
     with tqdm(
         total=config.steps,
         initial=run.start,
         desc=f"train {config.kind}",
         disable=not show_progress,
     ) as bar:
-        while run.step < config.steps and not run.best.exhausted:
+        while run.step < config.steps and not run.best.exhausted and not run.out_of_time:
             run.optimise(draw_batch, batch_loss)
+            run.out_of_time = time.perf_counter() > deadline and run.step < config.steps
             bar.update(1)
             bar.set_postfix(loss=f"{run.losses[-1]:.4f}")
             step = run.step
@@ -168,7 +174,12 @@ def train(
                 step == config.steps or (config.eval_every and step % config.eval_every == 0)
             ):
                 run.evaluate(evaluate)
-            if step % config.checkpoint_every == 0 or step == config.steps or run.best.exhausted:
+            if (
+                step % config.checkpoint_every == 0
+                or step == config.steps
+                or run.best.exhausted
+                or run.out_of_time
+            ):
                 run.save_checkpoint()
     result = run.finish(save_encoder, out, started)
     _write_report(result, config, out / REPORT)
@@ -195,6 +206,7 @@ class _Run(Generic[ModelT]):
             self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
         )
         self.start = self.step = 0
+        self.out_of_time = False
         self.losses: list[float] = []
         self.best = BestModel(config.patience)
         _recover_checkpoint(checkpoint)
@@ -258,6 +270,8 @@ class _Run(Generic[ModelT]):
                 self.step,
                 best.stale,
             )
+        if self.out_of_time:
+            logger.info("Stopped at step %d of %d: out of time", self.step, self.config.steps)
         if best.state is not None:
             self.model.load_state_dict(best.state)
             if best.best_step == 0:
@@ -274,6 +288,7 @@ class _Run(Generic[ModelT]):
             evaluations=best.history,
             best_step=best.best_step,
             stopped_early=stopped_early,
+            out_of_time=self.out_of_time,
         )
 
     def save_checkpoint(self) -> None:
@@ -347,6 +362,7 @@ def _write_report(result: TrainResult, config: TrainConfig, path: Path) -> None:
         "config": asdict(config),
         "steps": result.steps,
         "stopped_early": result.stopped_early,
+        "out_of_time": result.out_of_time,
         "best_step": result.best_step,
         "evaluations": result.evaluations,
         "losses": result.losses,

@@ -3,7 +3,6 @@ encoder it was there, within the stated rounding."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -12,17 +11,14 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from tests.utils.scripts import load_script
+
 pytestmark = pytest.mark.no_sql
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "device_train.py"
 
 
 @pytest.fixture(scope="module")
 def device_train() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("device_train", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/device_train.py", "device_train")
 
 
 def moved(weight: torch.Tensor, seed: int) -> torch.Tensor:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,17 +10,14 @@ from types import ModuleType
 
 import pytest
 
+from tests.utils.scripts import load_script
+
 pytestmark = pytest.mark.no_sql
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "install.py"
 
 
 @pytest.fixture(scope="module")
 def install() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("install_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/install.py", "install_script")
 
 
 def test_each_option_takes_its_strongest_scope(install: ModuleType) -> None:

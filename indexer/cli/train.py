@@ -78,6 +78,14 @@ EdgesOption = Annotated[str, typer.Option(help="graph: neighbours or full.")]
 BregmanWeightOption = Annotated[float, typer.Option(help="bregman: lambda.")]
 SubnetworksOption = Annotated[int, typer.Option(min=1, help="bregman: k.")]
 SigmaOption = Annotated[float, typer.Option(help="bregman: Gaussian kernel width.")]
+MaxMinutesOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        help="Stop after this many minutes of training (checkpointed: --resume continues), "
+        "keeping the best evaluated model so far.",
+    ),
+]
 ResumeOption = Annotated[bool, typer.Option(help="Continue the checkpoint in --out.")]
 ForceOption = Annotated[bool, typer.Option(help="Replace what --out holds.")]
 ProgressBarOption = Annotated[bool, typer.Option(help="Show a progress bar.")]
@@ -109,6 +117,7 @@ def train(
     bregman_weight: BregmanWeightOption = 1.0,
     subnetworks: SubnetworksOption = 8,
     sigma: SigmaOption = 2.0,
+    max_minutes: MaxMinutesOption = None,
     resume: ResumeOption = False,
     force: ForceOption = False,
     progress: ProgressBarOption = True,
@@ -142,7 +151,15 @@ def train(
         options=per_kind.get(kind, {}),
     )
     result = train_on_corpus(
-        config, corpus, fmt, label_field, out, resume=resume, force=force, progress=progress
+        config,
+        corpus,
+        fmt,
+        label_field,
+        out,
+        resume=resume,
+        force=force,
+        progress=progress,
+        max_seconds=None if max_minutes is None else 60 * max_minutes,
     )
     typer.echo(json.dumps(training_summary(kind, out, result)))
 
@@ -157,6 +174,7 @@ def train_on_corpus(
     resume: bool,
     force: bool,
     progress: bool,
+    max_seconds: float | None = None,
 ) -> TrainResult:
     """Read and split `corpus`, then train `config` on it into `out` (checkpoints, then the
     encoder). A user's error (a bad corpus, option or output folder) or an interrupt ends
@@ -181,6 +199,7 @@ def train_on_corpus(
             resume=resume,
             force=force,
             show_progress=progress,
+            max_seconds=max_seconds,
         )
     except (TrainingError, CorpusError, ValueError) as error:
         fail(str(error))

@@ -34,7 +34,15 @@ class Scripted:
         return Evaluation(score=score, metrics={"loss": -score})
 
 
-def run(out: Path, scores: list[float], *, steps: int = 20, resume: bool = False, **config):
+def run(
+    out: Path,
+    scores: list[float],
+    *,
+    steps: int = 20,
+    resume: bool = False,
+    max_seconds: float | None = None,
+    **config,
+):
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)
     evaluate = Scripted(scores)
@@ -52,6 +60,7 @@ def run(out: Path, scores: list[float], *, steps: int = 20, resume: bool = False
         evaluate=evaluate,
         resume=resume,
         show_progress=False,
+        max_seconds=max_seconds,
     )
     return result, evaluate, torch.load(out / "toy.pt")
 
@@ -124,3 +133,21 @@ def test_adapt_trains_and_evaluates_on_cuda_under_autocast(tmp_path: Path) -> No
     assert {p.device.type for p in model.parameters()} == {"cuda"}
     encoder = load_encoder(out, precision="bf16", device="cuda")
     assert encoder.encode(["The bread rose."]).shape == (1, 32)
+
+
+def test_a_time_bound_stops_after_the_step_checkpoints_and_resumes(tmp_path: Path) -> None:
+    # no time at all: one step runs, is checkpointed, and the best evaluated (the base) is kept
+    first, evaluate, saved = run(tmp_path, [0.1, 0.3, 0.5, 0.4, 0.2], max_seconds=0.0)
+    assert first.steps == 1 and first.out_of_time and not first.stopped_early
+    assert [e["step"] for e in first.evaluations] == [0]
+    assert torch.equal(saved["weight"], evaluate.seen[0])
+    report = json.loads((tmp_path / "training.json").read_text())
+    assert report["out_of_time"] and report["steps"] == 1
+    # resumed without a bound, the run goes on from step 1 and stops as patience says
+    resumed, _, _ = run(tmp_path, [0.3, 0.5, 0.4, 0.2], resume=True)
+    assert resumed.resumed_from == 1 and not resumed.out_of_time
+    assert [e["step"] for e in resumed.evaluations] == [0, 2, 4, 6, 8]
+    assert resumed.best_step == 4 and resumed.steps == 8 and resumed.stopped_early
+    # a bound that is never reached changes nothing
+    plenty, _, _ = run(tmp_path / "plenty", [0.1, 0.3, 0.5, 0.5, 0.2], max_seconds=3600.0)
+    assert plenty.steps == 8 and not plenty.out_of_time and plenty.best_step == 4

@@ -213,20 +213,24 @@ def test_docsim_train_adapt_then_index(
     assert json.loads(indexed.stdout)["counts"]["document"] == 48
 
 
-@pytest.mark.parametrize("pairs", ["opening", "excerpt"])
+@pytest.mark.parametrize(("pairs", "minutes"), [("opening", None), ("excerpt", 0)])
 def test_docsim_train_adapt_on_query_shaped_pairs(
-    sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path, pairs: str
+    sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path, pairs: str, minutes: int | None
 ) -> None:
     """The query-shaped pair sources train and evaluate from the command line; the choice is
-    recorded with the run."""
+    recorded with the run. `--max-minutes 0` stops after the first step."""
     out = tmp_path / pairs
+    bound = [] if minutes is None else ["--max-minutes", str(minutes)]
     trained = CliRunner().invoke(
         cli,
         ["train", "adapt", "--corpus", str(sample_corpus), "--out", str(out), "--pairs", pairs]
         + ["--base", str(tiny_encoder_dir), "--steps", "2", "--batch-size", "4"]
-        + ["--max-tokens", "32", "--eval-every", "1", "--no-progress"],
+        + ["--max-tokens", "32", "--eval-every", "1", "--no-progress"]
+        + bound,
     )
     assert trained.exit_code == 0, trained.output
     report = json.loads((out / "training.json").read_text())
     assert report["config"]["options"]["pairs"] == pairs
-    assert [e["step"] for e in report["evaluations"]] == [0, 1, 2]
+    steps = [0, 1, 2] if minutes is None else [0, 1]  # the step run before the bound is evaluated
+    assert [e["step"] for e in report["evaluations"]] == steps
+    assert report["out_of_time"] == (minutes is not None)
