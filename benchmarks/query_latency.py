@@ -3,19 +3,22 @@
 
     python benchmarks/query_latency.py --data-dir DIR [--queries FILE] [--by-id 40]
         [--repeats 2] [--scale-sentences N] [--filter JSON] [--stores float32 compressed]
-        [--out benchmarks/results/query_latency.json]
+        [--out benchmarks/results/query_latency.json] [--rankings FILE]
 
 (default queries: the AILA 2019 development queries in ../shared/data)
 
 For each store (`DOCSIM_SEARCH__SENTENCE_STORE` `float32`, then `compressed`), an in-process
 service (ASGI, query encoding included) answers: the posted queries with the default method,
 `--by-id` indexed documents (a seeded choice) as queries with the default method, the posted
-queries with `maxsim` and with exhaustive `sdr`. Reported per store: p50/p95 of each and its
-CPU time per request (all threads), the encoding alone, the sentence level's bytes per
-sentence held in memory, and the peak RSS; then the compressed store's p50 ratios and the
-top-10 overlap of its rankings with float32's.
+queries with `maxsim`, with exhaustive `sdr` and with each component of the default fusion
+alone. Reported per store: p50/p95 of each and its CPU time per request (all threads), the
+encoding alone, the sentence level's bytes per sentence held in memory, the peak RSS, and the
+anonymous and file-backed resident memory after the queries; then the compressed store's p50
+ratios and the top-10 overlap of its rankings with float32's.
 `--filter JSON` also times the default method under a metadata filter, posted and by id, as
 ratios against the same queries unfiltered (the filter's share of the collection reported).
+`--rankings FILE` saves each store's top-10 document ids per query set (JSON), for comparisons
+across runs (`benchmarks/served_growth.py` runs one store a process).
 `--scale-sentences N` adds the older synthetic run (random vectors, candidate mode):
 `benchmarks/growth.py` measures growth on real vectors.
 """
@@ -230,6 +233,12 @@ def encoding_latency(searcher: Searcher, texts: list[str]) -> dict:
     return {"p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95)}
 
 
+def status_gib(field: str) -> float:
+    """A field of /proc/self/status (Linux), in GiB: `RssAnon` or `RssFile`."""
+    text = Path("/proc/self/status").read_text()
+    return int(text.split(f"{field}:")[1].split()[0]) / 2**20
+
+
 def overlap(a: list[list[str]], b: list[list[str]]) -> dict:
     found = [len(set(x) & set(y)) / max(1, len(x)) for x, y in zip(a, b, strict=True)]
     return {"mean": statistics.mean(found), "min": min(found)}
@@ -288,6 +297,10 @@ def measure_store(  # noqa: ANN201
         out["default_by_id"], rankings["default_by_id"] = indexed_latency(client, ids, None)
         out["maxsim"], rankings["maxsim"] = api_latency(client, texts, "auto", repeats, "maxsim")
         out["sdr_exhaustive"], rankings["sdr"] = api_latency(client, texts, "exhaustive", 1, "sdr")
+        out["fused_components"] = {  # each part of the default fusion alone, posted
+            method.value: api_latency(client, texts, "auto", 1, method.value)[0]
+            for method, _ in searcher.settings.fusion_weights
+        }
         if filter is not None:
             filtered_latency(client, texts[:1], ids[:1], 1, filter)  # warm: builds the columns
             out["filtered"] = filtered_latency(client, texts, ids, repeats, filter)
@@ -298,6 +311,10 @@ def measure_store(  # noqa: ANN201
                 out["filtered"]["by_id"]["p50_ms"] / out["default_by_id"]["p50_ms"]
             )
         out["rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        out["after_queries_gib"] = {  # file: pages of the mapped vector files, reclaimable
+            "anonymous": status_gib("RssAnon"),
+            "file": status_gib("RssFile"),
+        }
     return out, rankings
 
 
@@ -326,6 +343,7 @@ def main() -> None:
     parser.add_argument("--by-id", type=int, default=40, help="indexed documents as queries")
     parser.add_argument("--scale-sentences", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/query_latency.json"))
+    parser.add_argument("--rankings", type=Path, default=None, help="save the top-10 ids here")
     parser.add_argument(
         "--stores",
         nargs="+",
@@ -365,6 +383,8 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
+    if args.rankings is not None:
+        args.rankings.write_text(json.dumps(rankings))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""The whole service as the collection grows: `POST /similar` latency, CPU and resident memory
+at 1x, 3x and 10x AILA, the float32 sentence level (the code before issue 28) against the
+compressed one, in one table.
+
+    python benchmarks/served_growth.py --dir 1=/work/aila-new --dir 3=/work/aila-3x
+        --dir 10=/work/aila-10x [--stores float32 compressed] [--by-id 20] [--repeats 1]
+        [--out benchmarks/results/served_growth.json]
+
+Each grown data directory is a published version written by `benchmarks/grown_version.py`
+(real texts, real SQL rows and vector files; the base's vectors, perturbed for copies). For
+each factor and store, `benchmarks/query_latency.py` runs in a process of its own, so that its
+peak resident set is its own: an in-process service (ASGI, query encoding included) answers
+the AILA development queries posted, `--by-id` indexed documents as queries, `maxsim` and
+exhaustive `sdr`. The table gives p50 and p95 of each, CPU per request, the peak RSS and the
+sentence level's bytes per sentence held; per factor, the compressed store's p50 ratios to
+float32 and the top-10 overlap of their rankings (same queries, same collection).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger("benchmarks.served_growth")
+QUERY_SETS = ("default_method", "default_by_id", "maxsim", "sdr_exhaustive")
+
+
+def measure(data_dir: Path, store: str, by_id: int, repeats: int, work: Path) -> tuple[dict, dict]:
+    """`query_latency.py`'s figures and rankings for one store, in a process of its own."""
+    out, rankings = work / f"{store}.json", work / f"{store}.rankings.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("query_latency.py")),
+            "--data-dir",
+            str(data_dir),
+            "--stores",
+            store,
+            "--by-id",
+            str(by_id),
+            "--repeats",
+            str(repeats),
+            "--out",
+            str(out),
+            "--rankings",
+            str(rankings),
+        ],
+        check=True,
+    )
+    return json.loads(out.read_text())[store], json.loads(rankings.read_text())[store]
+
+
+def overlap(a: list[list[str]], b: list[list[str]]) -> dict:
+    found = [len(set(x) & set(y)) / max(1, len(x)) for x, y in zip(a, b, strict=True)]
+    return {"mean": sum(found) / len(found), "min": min(found)}
+
+
+def table(result: dict) -> str:
+    lines = [
+        "| factor | sentences | store | posted p50 / p95 ms | by id p50 / p95 ms | maxsim p50 "
+        "| sdr p50 | CPU ms / posted | peak RSS GiB | after: anonymous / file GiB "
+        "| bytes / sentence |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for factor, stores in result["factors"].items():
+        for store, f in stores.items():
+            if store == "compressed_vs_float32":
+                continue
+            after = f.get("after_queries_gib", {})  # older reports have none
+            lines.append(
+                f"| {factor}x | {f['index']['sentences']:,} | {store} "
+                f"| {f['default_method']['p50_ms']:.0f} / {f['default_method']['p95_ms']:.0f} "
+                f"| {f['default_by_id']['p50_ms']:.0f} / {f['default_by_id']['p95_ms']:.0f} "
+                f"| {f['maxsim']['p50_ms']:.0f} | {f['sdr_exhaustive']['p50_ms']:.0f} "
+                f"| {f['default_method']['cpu_ms_per_request']:.0f} | {f['rss_gib']:.2f} "
+                f"| {after.get('anonymous', math.nan):.2f} / {after.get('file', math.nan):.2f} "
+                f"| {f['sentence_level_bytes_per_sentence']:.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dir", action="append", required=True, help="FACTOR=DATA_DIR, once per factor"
+    )
+    parser.add_argument(
+        "--stores", nargs="+", choices=("float32", "compressed"), default=["float32", "compressed"]
+    )
+    parser.add_argument("--by-id", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/served_growth.json"))
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    dirs = {int(f): Path(d) for f, d in (item.split("=", 1) for item in args.dir)}
+    result: dict = {"stores": args.stores, "by_id": args.by_id, "repeats": args.repeats}
+    result["factors"] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for factor, data_dir in sorted(dirs.items()):
+            figures, rankings = {}, {}
+            for store in args.stores:
+                logger.info("%dx (%s): %s", factor, data_dir, store)
+                figures[store], rankings[store] = measure(
+                    data_dir, store, args.by_id, args.repeats, Path(tmp)
+                )
+            if len(rankings) == 2:
+                figures["compressed_vs_float32"] = {
+                    "top10_overlap": {
+                        name: overlap(rankings["float32"][name], rankings["compressed"][name])
+                        for name in rankings["float32"]
+                    },
+                    **{
+                        f"{name}_p50_ratio": figures["compressed"][name]["p50_ms"]
+                        / figures["float32"][name]["p50_ms"]
+                        for name in QUERY_SETS
+                    },
+                }
+            result["factors"][str(factor)] = figures
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=2))  # each factor as it ends
+    result["table"] = table(result)
+    print(result["table"])
+    print(json.dumps({k: v for k, v in result.items() if k != "table"}, indent=2))
+    args.out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

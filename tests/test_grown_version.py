@@ -1,0 +1,112 @@
+"""`benchmarks/grown_version.py`: a grown version is a real published version whose copy 0 is
+its base and whose other copies are its base's vectors moved by the stated noise."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from docsim.indexer.config import DatabaseSettings, Settings
+from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.reader import stored_documents
+from docsim.indexer.store.versions import active_version
+from docsim.indexer.text.documents import LEVELS
+from docsim.indexer.text.sentences import SentenceSplitter
+from docsim.indexer.text.split import split_document
+from tests.utils.indexes import PublishedCopies
+from tests.utils.postgres import PostgresServer
+from tests.utils.scripts import load_script
+
+NOISE = 0.35
+
+
+@pytest.fixture(scope="module")
+def grown_version() -> ModuleType:
+    return load_script("benchmarks/grown_version.py", "grown_version")
+
+
+def loaded(settings: Settings) -> LoadedIndex:
+    engine = make_engine(settings.database_url)
+    try:
+        return LoadedIndex.load(engine, active_version(engine), sharded=True)
+    finally:
+        engine.dispose()
+
+
+def level_rows(index: LoadedIndex, level: str, positions: np.ndarray) -> np.ndarray:
+    """`(n, d)` float32: the rows of `level` of the documents at `positions`, in order."""
+    start = np.arange(index.n_documents + 1) if level == "document" else index.doc_unit_start[level]
+    rows = np.concatenate([np.arange(start[p], start[p + 1]) for p in positions])
+    return np.asarray(index.vectors[level][rows], dtype=np.float32)
+
+
+def test_a_grown_version_holds_its_base_and_perturbed_copies(
+    grown_version: ModuleType,
+    published_copies: PublishedCopies,
+    sample_corpus: Path,
+    settings: Settings,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    _postgres: PostgresServer | None,
+) -> None:
+    published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
+    out = Settings(
+        data_dir=tmp_path / "grown",
+        db=DatabaseSettings(url=_postgres.database() if _postgres else None),
+    )
+    facts = grown_version.grow_version(settings, out, 3, NOISE)
+    base, grown = loaded(settings), loaded(out)
+    assert facts["counts"] == {level: 3 * len(base.ids[level]) for level in LEVELS}
+    assert grown.manifest["encoder"] == base.manifest["encoder"]
+    position = {doc_id: p for p, doc_id in enumerate(grown.external_ids)}
+    originals = np.arange(base.n_documents)
+    for copy in range(3):
+        ids = [grown_version.copy_id(doc_id, copy) for doc_id in base.external_ids]
+        at = np.array([position[i] for i in ids])
+        for level in LEVELS:
+            want, got = level_rows(base, level, originals), level_rows(grown, level, at)
+            assert got.shape == want.shape
+            cosines = (want * got).sum(axis=1)  # (n,) both unit rows
+            np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=2e-3)
+            if copy == 0:
+                np.testing.assert_array_equal(got, want)
+            else:  # cos(x, copy) is about 1 / sqrt(1 + noise^2) = 0.944, a bit less at d = 32
+                assert 0.90 < cosines.mean() < 0.96, (copy, level, cosines.mean())
+                assert cosines.min() > 0.8
+    # the copies are separate draws
+    first = level_rows(grown, "sentence", np.array([position[f"{base.external_ids[0]}~1"]]))
+    second = level_rows(grown, "sentence", np.array([position[f"{base.external_ids[0]}~2"]]))
+    assert not np.allclose(first, second)
+    engine = make_engine(out.database_url)
+    try:
+        texts = {d.doc_id: d.text for d in stored_documents(engine, grown.version_id)}
+    finally:
+        engine.dispose()
+    assert texts[f"{base.external_ids[5]}~2"] == texts[base.external_ids[5]]
+
+
+def test_a_copy_split_otherwise_than_its_original_is_refused(
+    grown_version: ModuleType,
+    published_copies: PublishedCopies,
+    sample_corpus: Path,
+    settings: Settings,
+    tiny_encoder_dir: Path,
+    splitter: SentenceSplitter,
+) -> None:
+    published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
+    engine = make_engine(settings.database_url)
+    try:
+        documents = list(stored_documents(engine, active_version(engine).version_id))
+        index = LoadedIndex.load(engine, active_version(engine), sharded=True)
+    finally:
+        engine.dispose()
+    replay = grown_version.ReplayEngine(grown_version.BaseVectors(index), NOISE)
+    first, other = documents[0], next(d for d in documents if len(d.text) != len(documents[0].text))
+    renamed = replace(split_document(other, splitter), doc_id=f"{first.doc_id}~1")
+    with pytest.raises(ValueError, match="units, its original has"):
+        replay.vectors_of(renamed)
