@@ -4,7 +4,9 @@ later document changes beside it: what a sharded service's coordinator holds per
 `MappedRows` answers the few tensor operations the coordinator applies to such a level (rows
 by slice or by index, shape, dtype) by gathering only the rows asked for, so that neither
 loading nor a document change reads the file into memory: a change keeps the map and adds a
-row map (8 bytes a row) and its added rows.
+row map (8 bytes a row) and its added rows. Runs of consecutive rows (a scoring pass's block,
+the documents the exact stage rescores) are read with `pread`, not through the map, so that
+their pages stay in the page cache and out of the process's resident set.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import torch
 # AILA, posted dev queries, p50: 192 and 197 ms in 8,192-row blocks, 165 and 148 in 4,096,
 # 157 in 2,048 (2026-11-26, alternated)
 MAPPED_BLOCK_SENTENCES = 4096
+# rows gathered by position are read run by run with `pread` when their runs are few or hold
+# this many rows on average; scattered single rows are cheaper through the map
+MIN_ROWS_PER_READ = 8
+FEW_READS = 64
 
 
 class MappedRows:
@@ -85,33 +91,65 @@ class MappedRows:
             ):  # a run of the file's rows (what a scoring pass reads): read, not mapped
                 return torch.from_numpy(self.read_run(first, last + 1))
         flat = place.reshape(-1)
-        out = np.empty((len(flat), self.shape[1]), dtype=np.float16)
         in_file = flat >= 0
-        out[in_file] = self.file[flat[in_file]]
-        out[~in_file] = self.added[-1 - flat[~in_file]]
+        if in_file.all():  # no row added since the build: no second copy
+            out = self.read_rows(flat)
+        else:
+            out = np.empty((len(flat), self.shape[1]), dtype=np.float16)
+            out[in_file] = self.read_rows(flat[in_file])
+            out[~in_file] = self.added[-1 - flat[~in_file]]
         return torch.from_numpy(out.reshape(*place.shape, self.shape[1]))
 
     def read_run(self, start: int, stop: int) -> np.ndarray:
         """`(stop - start, d)` float16: rows `start:stop` of the file, read with `pread`
         instead of through the map, so that a pass over the whole level leaves its pages in
         the page cache (shared, reclaimable) and out of this process's resident set."""
+        return self._read_runs(np.array([start]), np.array([stop]))
+
+    def read_rows(self, rows: np.ndarray) -> np.ndarray:
+        """`(k, d)` float16: the file's rows `rows` `(k,)`, in that order. Runs of consecutive
+        rows (each document's sentences, when the exact stage rescores documents) are read as
+        `read_run` reads, so that the pages of the documents a service rescores do not pile up
+        in its resident set query after query; rows too scattered for that (a unit search's
+        nearest sentences: on average fewer than `MIN_ROWS_PER_READ` a run) come through the
+        map, one page each."""
+        if not len(rows):
+            return np.empty((0, self.file.shape[1]), dtype=self.file.dtype)
+        ascending = bool(np.all(rows[1:] > rows[:-1]))  # a sub-collection's rows are
+        distinct, at = (rows, None) if ascending else np.unique(rows, return_inverse=True)
+        starts = np.flatnonzero(np.r_[True, np.diff(distinct) != 1])  # (n,) each run's first
+        if len(starts) * MIN_ROWS_PER_READ > len(distinct) and len(starts) > FEW_READS:
+            return np.asarray(self.file[rows])
+        ends = np.r_[starts[1:], len(distinct)]  # (n,)
+        read = self._read_runs(distinct[starts], distinct[ends - 1] + 1)  # (u, d)
+        return read if at is None else read[at.reshape(-1)]
+
+    def _read_runs(self, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+        """`(sum(stops - starts), d)`: the file's rows `starts[i]:stops[i]`, one run after
+        another, with `pread` through one descriptor (a file not mapped: by slicing)."""
         file = self.file
+        out = np.empty((int((stops - starts).sum()), file.shape[1]), dtype=file.dtype)
+        if not (isinstance(file, np.memmap) and file.filename is not None):
+            at = 0
+            for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+                out[at : at + stop - start] = file[start:stop]
+                at += stop - start
+            return out
         width = file.shape[1] * file.dtype.itemsize
-        out = np.empty((stop - start, file.shape[1]), dtype=file.dtype)
-        if isinstance(file, np.memmap) and file.filename is not None:
-            view = memoryview(out.data).cast("B")
-            fd = os.open(file.filename, os.O_RDONLY)
-            try:
-                done, offset = 0, file.offset + start * width
-                while done < len(view):
-                    got = os.preadv(fd, [view[done:]], offset + done)
+        view = memoryview(out.data).cast("B")
+        fd = os.open(file.filename, os.O_RDONLY)
+        try:
+            at = 0
+            for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+                done, size, offset = 0, (stop - start) * width, file.offset + start * width
+                while done < size:
+                    got = os.preadv(fd, [view[at + done : at + size]], offset + done)
                     if got <= 0:
                         raise OSError(f"{file.filename}: short read at row {start}")
                     done += got
-            finally:
-                os.close(fd)
-        else:
-            out[:] = file[start:stop]
+                at += size
+        finally:
+            os.close(fd)
         return out
 
     def changed(self, keep: np.ndarray, added: np.ndarray) -> MappedRows:

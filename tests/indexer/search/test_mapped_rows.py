@@ -73,3 +73,33 @@ def test_a_run_of_the_file_is_read_not_mapped(file_rows: tuple[Path, np.ndarray]
     changed = mapped.changed(np.arange(50) % 3 != 0, np.ones((2, 8), np.float16))
     expected = np.concatenate([rows[np.arange(50) % 3 != 0], np.ones((2, 8), np.float16)])
     assert torch.equal(changed[5:20], torch.from_numpy(expected[5:20]))
+
+
+class _CountedMap(np.memmap):
+    """A map that counts the reads by position made through it (slices are not counted)."""
+
+    by_position = 0
+
+    def __getitem__(self, key):  # noqa: ANN001, ANN204
+        if not isinstance(key, slice | int | tuple):
+            _CountedMap.by_position += 1
+        return super().__getitem__(key)
+
+
+def test_runs_of_rows_are_read_not_mapped_and_scattered_rows_are_mapped(tmp_path: Path) -> None:
+    rows = np.random.default_rng(3).standard_normal((5000, 8)).astype(np.float16)  # (N, d)
+    np.save(tmp_path / "level.npy", rows)
+    mapped = MappedRows.of_file(tmp_path / "level.npy")
+    mapped.file = mapped.file.view(_CountedMap)  # keeps the file name and offset
+    rng = np.random.default_rng(4)
+    starts = rng.integers(0, 4900, 40)  # documents of 1 to 99 rows, in any order, repeated
+    runs = np.concatenate([np.arange(s, s + rng.integers(1, 100)) for s in starts])
+    runs = np.concatenate([runs, runs[:30]])
+    scattered = rng.choice(5000, 1000, replace=False)  # (1000,) single rows
+    _CountedMap.by_position = 0
+    got = mapped[torch.from_numpy(runs)]
+    assert _CountedMap.by_position == 0  # every run read with pread
+    assert torch.equal(got, torch.from_numpy(rows[runs]))
+    assert torch.equal(mapped[torch.from_numpy(scattered)], torch.from_numpy(rows[scattered]))
+    assert _CountedMap.by_position == 1  # scattered: through the map
+    assert mapped[torch.from_numpy(runs[:0])].shape == (0, 8)
