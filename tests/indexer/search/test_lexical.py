@@ -75,10 +75,11 @@ def test_removing_every_holder_of_a_token_drops_it(removed: list[int]) -> None:
     assert "zeppelin" not in after._postings
 
 
-def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time() -> None:
+@pytest.mark.parametrize("batch", [1024, 7, 1])  # one batch, several, a document each
+def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time(batch: int) -> None:
     texts = [*TEXTS, "", "the of and"]  # documents without a token count too
     ids = (np.random.default_rng(0).permutation(len(texts)) * 5 + 1).tolist()  # any id order
-    built = Bm25Index.build(ids, texts)
+    built = Bm25Index.build(ids, texts, batch=batch)
     added = Bm25Index({}, {}, {}, {}).with_changes(removed=(), added=zip(ids, texts, strict=True))
     assert built._postings.keys() == added._postings.keys()
     for token, posting in built._postings.items():
