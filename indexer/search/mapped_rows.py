@@ -129,7 +129,13 @@ class MappedRows:
         another, with `pread` through one descriptor (a file not mapped: by slicing)."""
         file = self.file
         out = np.empty((int((stops - starts).sum()), file.shape[1]), dtype=file.dtype)
-        if not (isinstance(file, np.memmap) and file.filename is not None):
+        fd = -1
+        if isinstance(file, np.memmap) and file.filename is not None:
+            try:
+                fd = os.open(file.filename, os.O_RDONLY)
+            except FileNotFoundError:  # the version's folder was removed (retired, or its
+                pass  # collection deleted) while a request still reads it: the map holds it
+        if fd < 0:
             at = 0
             for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
                 out[at : at + stop - start] = file[start:stop]
@@ -137,7 +143,6 @@ class MappedRows:
             return out
         width = file.shape[1] * file.dtype.itemsize
         view = memoryview(out.data).cast("B")
-        fd = os.open(file.filename, os.O_RDONLY)
         try:
             at = 0
             for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):

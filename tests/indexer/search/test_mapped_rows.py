@@ -103,3 +103,14 @@ def test_runs_of_rows_are_read_not_mapped_and_scattered_rows_are_mapped(tmp_path
     assert torch.equal(mapped[torch.from_numpy(scattered)], torch.from_numpy(rows[scattered]))
     assert _CountedMap.by_position == 1  # scattered: through the map
     assert mapped[torch.from_numpy(runs[:0])].shape == (0, 8)
+
+
+def test_rows_are_still_read_after_the_file_is_removed(tmp_path: Path) -> None:
+    """A retired version's folder goes while requests still read it: the map holds the file."""
+    rows = np.random.default_rng(5).standard_normal((300, 8)).astype(np.float16)  # (N, d)
+    np.save(tmp_path / "level.npy", rows)
+    mapped = MappedRows.of_file(tmp_path / "level.npy")
+    (tmp_path / "level.npy").unlink()
+    runs = np.r_[np.arange(10, 60), np.arange(200, 280)]
+    assert torch.equal(mapped[torch.from_numpy(runs)], torch.from_numpy(rows[runs]))
+    assert torch.equal(mapped[5:90], torch.from_numpy(rows[5:90]))
