@@ -135,7 +135,7 @@ class MappedRows:
                 fd = os.open(file.filename, os.O_RDONLY)
             except FileNotFoundError:  # the version's folder was removed (retired, or its
                 pass  # collection deleted) while a request still reads it: the map holds it
-        if fd < 0:
+        if fd < 0 or not isinstance(file, np.memmap):
             at = 0
             for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
                 out[at : at + stop - start] = file[start:stop]
