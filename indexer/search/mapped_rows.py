@@ -84,13 +84,7 @@ class MappedRows:
         if isinstance(rows, np.ndarray) and rows.dtype == np.bool_:
             raise TypeError("MappedRows takes positions or a slice, not a mask")
         place = self.place[rows]  # (...) or (k,)
-        if isinstance(rows, slice) and len(place) and place[0] >= 0:
-            first, last = int(place[0]), int(place[-1])
-            if last - first == len(place) - 1 and np.array_equal(
-                place, np.arange(first, last + 1)
-            ):  # a run of the file's rows (what a scoring pass reads): read, not mapped
-                return torch.from_numpy(self.read_run(first, last + 1))
-        flat = place.reshape(-1)
+        flat = place.reshape(-1)  # a scoring pass's block: one run of the file, one read
         in_file = flat >= 0
         if in_file.all():  # no row added since the build: no second copy
             out = self.read_rows(flat)
@@ -100,17 +94,12 @@ class MappedRows:
             out[~in_file] = self.added[-1 - flat[~in_file]]
         return torch.from_numpy(out.reshape(*place.shape, self.shape[1]))
 
-    def read_run(self, start: int, stop: int) -> np.ndarray:
-        """`(stop - start, d)` float16: rows `start:stop` of the file, read with `pread`
-        instead of through the map, so that a pass over the whole level leaves its pages in
-        the page cache (shared, reclaimable) and out of this process's resident set."""
-        return self._read_runs(np.array([start]), np.array([stop]))
-
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """`(k, d)` float16: the file's rows `rows` `(k,)`, in that order. Runs of consecutive
-        rows (each document's sentences, when the exact stage rescores documents) are read as
-        `read_run` reads, so that the pages of the documents a service rescores do not pile up
-        in its resident set query after query; rows too scattered for that (a unit search's
+        rows (a scoring pass's block, each document's sentences when the exact stage rescores
+        documents) are read with `pread` instead of through the map, so that their pages stay
+        in the page cache (shared, reclaimable) and do not pile up in this process's resident
+        set query after query; rows too scattered for that (a unit search's
         nearest sentences: on average fewer than `MIN_ROWS_PER_READ` a run) come through the
         map, one page each."""
         if not len(rows):

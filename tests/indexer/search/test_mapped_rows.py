@@ -67,7 +67,7 @@ def test_a_run_of_the_file_is_read_not_mapped(file_rows: tuple[Path, np.ndarray]
     path, rows = file_rows
     mapped = MappedRows.of_file(path)
     for start, stop in ((0, 50), (7, 8), (13, 41)):
-        assert np.array_equal(mapped.read_run(start, stop), rows[start:stop])
+        assert np.array_equal(mapped.read_rows(np.arange(start, stop)), rows[start:stop])
         assert torch.equal(mapped[start:stop], torch.from_numpy(rows[start:stop]))
     # after a change the slice is no longer one run of the file: gathered, still right
     changed = mapped.changed(np.arange(50) % 3 != 0, np.ones((2, 8), np.float16))
