@@ -39,14 +39,22 @@ def default_workers() -> int:
 
 
 def split_one(item: Item, splitter: SentenceSplitter) -> Split:
-    """`item` split, or why it is not indexed: a skipped input as it came, or a document
-    without sentences."""
+    """`item` split, or why it is not indexed: a skipped input as it came, a document without
+    sentences, or one whose splitting ran out of NLTK's time."""
     if isinstance(item, Skipped):
         return item
     try:
         return split_document(item, splitter)
     except EmptyDocumentError:
-        return Skipped(str(item.metadata.get("source", item.doc_id)), "no sentences")
+        return Skipped(_ref(item), "no sentences")
+    except TimeoutError as error:
+        # NLTK's own budget on one regular-expression match: splitting reads bounded segments,
+        # so only a machine stalled for seconds gets here. One document is skipped, not the build.
+        return Skipped(_ref(item), f"sentence splitting ran out of time ({error})")
+
+
+def _ref(item: SourceDocument) -> str:
+    return str(item.metadata.get("source", item.doc_id))
 
 
 def split_all(

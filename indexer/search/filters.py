@@ -268,11 +268,38 @@ _MICROSECOND = datetime.resolution
 @dataclass(frozen=True)
 class Column:
     """One field's values: `docs` `(v,)` the document position of each value, `values`
-    `(v,)` the values (float64 numbers, int64 microseconds for dates, bool, or objects)."""
+    `(v,)` the values (float64 numbers, int64 microseconds for dates, bool, or objects).
+    Keyword and mixed fields also hold each value's code, `codes` `(v,)`, in `vocabulary`
+    (a distinct value's key: its kind and itself, so that 1 is not "1"), so that `eq` and `in`
+    compare integers: an `in` of n values costs n lookups and one pass over the column."""
 
     type: FieldType
     docs: np.ndarray
     values: np.ndarray
+    codes: np.ndarray | None = None
+    vocabulary: Mapping[tuple[str, Scalar], int] | None = None
+
+    @classmethod
+    def of(cls, kind: FieldType, docs: list[int], values: list[Scalar]) -> Column:
+        positions = np.asarray(docs, dtype=np.int64)
+        if kind not in (FieldType.keyword, FieldType.mixed):
+            return cls(kind, positions, _as_array(kind, values))
+        vocabulary: dict[tuple[str, Scalar], int] = {}
+        codes = np.fromiter(
+            (vocabulary.setdefault(_key(v), len(vocabulary)) for v in values),
+            dtype=np.int64,
+            count=len(values),
+        )
+        return cls(kind, positions, _as_array(kind, values), codes, vocabulary)
+
+    def matches(self, wanted: Sequence[Any]) -> np.ndarray:
+        """`(v,)` True for each value equal to one of `wanted` (already in the column's form)."""
+        if self.vocabulary is None or self.codes is None:
+            return np.isin(self.values, np.asarray(wanted, dtype=self.values.dtype))
+        found = {self.vocabulary.get(_key(value), -1) for value in wanted} - {-1}
+        if len(found) == 1:
+            return np.asarray(self.codes == found.pop(), dtype=bool)
+        return np.isin(self.codes, np.fromiter(found, dtype=np.int64, count=len(found)))
 
 
 @dataclass
@@ -295,10 +322,7 @@ class FilterColumns:
                 types.setdefault(name, set()).add(value_type(value))
         columns = {}
         for name, held in values.items():
-            kind = field_type(types[name])
-            columns[name] = Column(
-                kind, np.asarray(docs[name], dtype=np.int64), _as_array(kind, held)
-            )
+            columns[name] = Column.of(field_type(types[name]), docs[name], held)
         return cls(len(metadata), columns)
 
     def types(self) -> dict[str, FieldType]:
@@ -328,12 +352,10 @@ class FilterColumns:
             held = self._documents(column.docs)
             return held if filter.exists else ~held
         if isinstance(filter, Equals):
-            hit = _equal(column, self._value(column, filter.field, "eq", filter.value))
+            hit = column.matches([self._value(column, filter.field, "eq", filter.value)])
         elif isinstance(filter, OneOf):
             wanted = [self._value(column, filter.field, "in", v) for v in filter.values]
-            hit = np.zeros(len(column.values), dtype=bool)
-            for value in wanted:
-                hit |= _equal(column, value)
+            hit = column.matches(wanted)
         else:
             if column.type not in (FieldType.number, FieldType.date, FieldType.keyword):
                 raise FilterError(
@@ -412,15 +434,10 @@ def _as_array(kind: FieldType, values: list[Scalar]) -> np.ndarray:
     return out
 
 
-def _equal(column: Column, value: Any) -> np.ndarray:
-    if column.type is FieldType.mixed:  # equal in kind as well as value (1 is not "1")
-        family = _family(value)
-        return np.fromiter(
-            (_family(v) == family and v == value for v in column.values),
-            dtype=bool,
-            count=len(column.values),
-        )
-    return np.asarray(column.values == value, dtype=bool)
+def _key(value: Scalar) -> tuple[str, Scalar]:
+    """A value's key in a keyword or mixed column: equal keys are equal in kind as well as in
+    value (1 is not "1", true is not 1; 1 is 1.0)."""
+    return _family(value), value
 
 
 def _family(value: Any) -> str:

@@ -13,6 +13,13 @@ A few rules are layered on top of Punkt, for what it gets wrong on legal and str
 - a paragraph enumerator such as `12.` or `(iv)` is never a sentence of its own;
 - a piece that starts with a lower-case letter or closing punctuation continues the previous
   sentence, and so does a number after a short abbreviation (`Rs. 450`, `See. 2(j)`).
+
+Splitting is linear in the text, whatever the text: Punkt and the rules read it a segment of at
+most `SEGMENT_CHARS` at a time (the last sentence of a segment is read again with what follows,
+so that segments never decide a break), and a "sentence" longer than `MAX_SENTENCE_CHARS` (text
+without sentence marks, OCR output, a run of punctuation) is cut into windows of about
+`FALLBACK_SENTENCE_WORDS` words. No regular expression ever sees more than one segment, so the
+wall-clock budget NLTK gives each of its matches is never near (`benchmarks/split_scaling.py`).
 """
 
 from __future__ import annotations
@@ -38,7 +45,14 @@ if TYPE_CHECKING:  # Punkt loads with the first splitter or training run (see `p
 
 DEFAULT_PARAMS = Path(__file__).parents[1] / "data" / "punkt_params.json"
 # Bump when the rules layered on Punkt change: recorded in manifests with the parameters' hash.
-RULES_VERSION = 2
+RULES_VERSION = 3
+# Punkt and the rules read at most this many characters at a time.
+SEGMENT_CHARS = 8_000
+# A longer "sentence" is cut into windows of about FALLBACK_SENTENCE_WORDS words (a word longer
+# than MAX_SENTENCE_CHARS into pieces of that length). 5 of 74,622 AILA sentences are longer,
+# and the encoder reads only their first 256 tokens (about 1,100 characters) anyway.
+MAX_SENTENCE_CHARS = 1_500
+FALLBACK_SENTENCE_WORDS = 40
 
 # Abbreviations (lower case, without the final period) that Punkt should know even when the
 # training text is too small to learn them.
@@ -57,8 +71,10 @@ EXTRA_ABBREVIATIONS: frozenset[str] = frozenset(
 _ENUMERATOR = re.compile(r"^[\"“'‘]?\(?(?:\d{1,3}|[ivxlc]{1,6}|[a-zA-Z])[.)]\)?$")
 # A period that ends a sentence although Punkt keeps going: after a number, an ellipsis or
 # an abbreviation that usually closes a sentence, before a capitalised word.
+# A match starts only where a run of number characters or of periods starts: a start inside
+# the run would find no end the run's own start does not, and would make the search quadratic.
 _MISSED_BREAK = re.compile(
-    r"(?:(?<![\w.])[\d][\d,./-]*\.|\.{3,}|\b(?:a\.m|p\.m|etc|Ltd|Inc)\.)[\"”’']?"
+    r"(?:(?<![\w.,/-])[\d][\d,./-]*\.|(?<!\.)\.{3,}|\b(?:a\.m|p\.m|etc|Ltd|Inc)\.)[\"”’']?"
     r"(?=\s+[\"“‘']?[A-Z][a-z]*\b(?!\.))"
 )
 _CLOSERS = "\"”’')]}"
@@ -194,7 +210,29 @@ class SentenceSplitter:
         return {"name": "punkt", "params_sha256": self.sha256, "rules_version": str(RULES_VERSION)}
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Sentence spans of `text`, without surrounding whitespace, in order."""
+        """Sentence spans of `text`, without surrounding whitespace, in order, each at most
+        `MAX_SENTENCE_CHARS` long. Linear in `len(text)`."""
+        spans: list[tuple[int, int]] = []
+        start, size = 0, len(text)
+        while start < size:
+            end = _segment_end(text, start)
+            pieces = self._segment_spans(text, start, end)
+            if end < size and len(pieces) > 1:
+                # The last sentence may go on past the segment: it is read again, with what
+                # follows it, as the start of the next one.
+                start = pieces.pop()[0]
+            else:
+                start = end
+            spans.extend(pieces)
+        return [window for span in spans for window in _bounded(text, *span)]
+
+    def _segment_spans(self, text: str, offset: int, end: int) -> list[tuple[int, int]]:
+        """Punkt and the rules over `text[offset:end]`, as spans of `text`."""
+        segment = text[offset:end]
+        return [(offset + a, offset + b) for a, b in self._rule_spans(segment)]
+
+    def _rule_spans(self, text: str) -> list[tuple[int, int]]:
+        """Punkt's spans of `text` (one segment), with the rules of the module's docstring."""
         pieces = [
             piece
             for start, end in self._tokenizer.span_tokenize(text)
@@ -224,6 +262,40 @@ class SentenceSplitter:
         if pending is not None:  # a paragraph that is only an enumerator
             spans.append(pending)
         return spans
+
+
+_WORD = re.compile(r"\S+")
+
+
+def _segment_end(text: str, start: int) -> int:
+    """Where the segment from `start` ends: at most `SEGMENT_CHARS` on, after the last
+    whitespace of its second half (a hard cut where there is none)."""
+    end = start + SEGMENT_CHARS
+    if end >= len(text):
+        return len(text)
+    for space in range(end, start + SEGMENT_CHARS // 2, -1):
+        if text[space - 1].isspace():
+            return space
+    return end
+
+
+def _bounded(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """`(start, end)`, or windows of it of about `FALLBACK_SENTENCE_WORDS` words (balanced, so
+    that no window is a short tail) when it is longer than `MAX_SENTENCE_CHARS`; a window still
+    longer (one enormous word) is cut every `MAX_SENTENCE_CHARS` characters."""
+    if end - start <= MAX_SENTENCE_CHARS:
+        return [(start, end)]
+    words = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
+    n_windows = -(-len(words) // FALLBACK_SENTENCE_WORDS)
+    windows: list[tuple[int, int]] = []
+    for i in range(n_windows):
+        first = words[i * len(words) // n_windows]
+        last = words[(i + 1) * len(words) // n_windows - 1]
+        windows.extend(
+            (a, min(a + MAX_SENTENCE_CHARS, last[1]))
+            for a in range(first[0], last[1], MAX_SENTENCE_CHARS)
+        )
+    return windows
 
 
 def _split_missed(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -8,6 +8,9 @@ Rules (DESIGN.md section 2):
   line (the AILA layout).
 - Sentences come from the Punkt splitter, inside a paragraph (never across paragraphs); a
   piece without a letter or digit ("....", "* * *") is not a sentence.
+- A paragraph of more than `MAX_PARAGRAPH_SENTENCES` sentences (text without line breaks) is
+  cut into runs of about `FALLBACK_PARAGRAPH_SENTENCES` sentences, so that no document is one
+  paragraph of thousands of sentences (1 of 22,766 AILA paragraphs has more than 64).
 All spans are stripped of surrounding whitespace and index the document's full text.
 """
 
@@ -28,6 +31,9 @@ _MD_HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(?P<title>.*?)[ \t#]*$")
 _BLANK_LINE = re.compile(r"\n[ \t]*\r?\n")
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\r?\n)+")
 _TERMINAL = ".,;:!?\"'”’)]"
+_MAX_HEADING_CHARS = 300  # a longer line is no heading (and the heading pattern stays linear)
+MAX_PARAGRAPH_SENTENCES = 64
+FALLBACK_PARAGRAPH_SENTENCES = 8
 
 
 def split_document(source: SourceDocument, splitter: SentenceSplitter) -> Document:
@@ -100,7 +106,7 @@ def _detect_sections(text: str, body_start: int) -> Iterator[tuple[str, int, int
         line = text[a:b].strip()
         if not line:
             continue
-        markdown = _MD_HEADING.match(text[a:b])
+        markdown = _MD_HEADING.match(text[a:b]) if b - a <= _MAX_HEADING_CHARS else None
         heading = markdown.group("title").strip() if markdown else None
         if heading is None and is_title_like(line) and i + 1 < len(lines):
             # In blank-line text a heading stands alone between blank lines.
@@ -131,5 +137,15 @@ def _paragraphs(text: str, start: int, end: int, splitter: SentenceSplitter) -> 
             for s, e in splitter.spans(text[a:b])
             if any(c.isalnum() for c in text[a + s : a + e])  # "...." or "* * *" is no sentence
         )
-        if sentences:
-            yield Paragraph(start=sentences[0].start, end=sentences[-1].end, sentences=sentences)
+        for run in _runs(sentences):
+            yield Paragraph(start=run[0].start, end=run[-1].end, sentences=run)
+
+
+def _runs(sentences: tuple[Sentence, ...]) -> list[tuple[Sentence, ...]]:
+    """The paragraph's sentences, as one run or, beyond `MAX_PARAGRAPH_SENTENCES`, as balanced
+    runs of about `FALLBACK_PARAGRAPH_SENTENCES`."""
+    if len(sentences) <= MAX_PARAGRAPH_SENTENCES:
+        return [sentences] if sentences else []
+    n_runs = -(-len(sentences) // FALLBACK_PARAGRAPH_SENTENCES)
+    bounds = [i * len(sentences) // n_runs for i in range(n_runs + 1)]
+    return [sentences[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]

@@ -45,3 +45,24 @@ def test_an_error_in_a_worker_reaches_the_caller(splitter: SentenceSplitter) -> 
     items[12] = 12  # not a document: the worker's split_document fails on it
     with pytest.raises(AttributeError, match="text"):
         list(split_all(items, splitter, workers=2, in_process_seconds=0))
+
+
+def test_a_split_out_of_time_skips_its_document_not_the_build(
+    splitter: SentenceSplitter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stalled(text: str) -> list[tuple[int, int]]:
+        if "stalled" in text:
+            raise TimeoutError("regular-expression match exceeded its 5.0s time limit")
+        return SentenceSplitter.spans(splitter, text)
+
+    monkeypatch.setattr(splitter, "spans", stalled)
+    items: list[SourceDocument | Skipped] = [
+        SourceDocument(doc_id="ok", title="", text="One. Two."),
+        SourceDocument(doc_id="bad", title="", text="This stalled."),
+    ]
+
+    split = list(split_all(items, splitter, workers=1, in_process_seconds=60))
+
+    assert isinstance(split[0], Document)
+    assert isinstance(split[1], Skipped) and split[1].ref == "bad"
+    assert "ran out of time" in split[1].reason

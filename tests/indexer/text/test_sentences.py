@@ -137,3 +137,82 @@ def test_punkt_loads_without_the_rest_of_nltk(tmp_path: Path, after: str) -> Non
     reference = SentenceSplitter.from_file(DEFAULT_PARAMS)
     reference._tokenizer = PunktSentenceTokenizer(params)
     assert [list(s) for s in reference.spans(text)] == light["spans"]
+
+
+# --- bounded splitting -------------------------------------------------------------------
+def _long_ordinary_text() -> str:
+    """The gold passages, one after another on one line: about 60,000 characters of legal and
+    expository sentences, several segments long."""
+    passages = json.loads(GOLD.read_text())["passages"]
+    text = " ".join(p["text"].replace("\n", " ") for p in passages)
+    while len(text) < 60_000:
+        text = f"{text} {text}"
+    return text
+
+
+def test_segments_change_no_break_of_ordinary_text(
+    splitter: SentenceSplitter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from docsim.indexer.text import sentences
+
+    text = _long_ordinary_text()
+    whole = splitter._rule_spans(text)  # the reference: Punkt and the rules over all of it
+    read: list[int] = []
+    original = splitter._tokenizer.span_tokenize
+    monkeypatch.setattr(
+        splitter._tokenizer, "span_tokenize", lambda t: read.append(len(t)) or original(t)
+    )
+
+    spans = splitter.spans(text)
+
+    assert len(read) > 5 and max(read) <= sentences.SEGMENT_CHARS
+    assert spans == [s for s in whole if s[1] - s[0] <= sentences.MAX_SENTENCE_CHARS]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        " ".join(f"word{i}" for i in range(3_000)),  # no sentence marks at all
+        "x" * 20_000,  # one enormous word
+        "It began. " + "and then " * 2_000 + "it ended.",
+        "a" + "." * 30_000,
+        "Rs. " + "1," * 10_000 + "5. Then",
+    ],
+    ids=["no-marks", "one-word", "endless-sentence", "periods", "number-run"],
+)
+def test_every_sentence_is_bounded_and_every_word_kept(
+    splitter: SentenceSplitter, text: str
+) -> None:
+    from docsim.indexer.text import sentences
+
+    spans = splitter.spans(text)
+
+    assert all(0 < end - start <= sentences.MAX_SENTENCE_CHARS for start, end in spans)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    covered = "".join(text[a:b] for a, b in spans)
+    assert covered.replace(" ", "") == text.replace(" ", "")
+
+
+def test_text_without_marks_splits_into_sentence_sized_windows(splitter: SentenceSplitter) -> None:
+    from docsim.indexer.text import sentences
+
+    words = [f"w{i}" for i in range(1_000)]
+    spans = splitter.spans(" ".join(words))
+
+    counts = [len(" ".join(words)[a:b].split()) for a, b in spans]
+    assert sum(counts) == 1_000
+    assert max(counts) <= sentences.FALLBACK_SENTENCE_WORDS
+    assert min(counts) >= sentences.FALLBACK_SENTENCE_WORDS // 2
+
+
+def test_a_long_run_of_abbreviations_fits_nltks_time_budget(
+    splitter: SentenceSplitter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 KB of `x. ` once went to Punkt whole, which ran out of NLTK's per-match time budget
+    (5 s; 0.5 s here, as on a machine ten times busier) and failed the document."""
+    from docsim.indexer.text.sentences import punkt
+
+    monkeypatch.setattr(punkt().redos, "DEFAULT_TIMEOUT", 0.5)
+    spans = splitter.spans("x. " * 100_000)
+
+    assert spans and spans[-1][1] == 300_000 - 1

@@ -123,3 +123,29 @@ def test_explicit_sections_are_used(splitter: SentenceSplitter) -> None:
 def test_document_without_sentences_is_rejected(splitter: SentenceSplitter) -> None:
     with pytest.raises(EmptyDocumentError, match="no sentences"):
         split_document(text_document("e", "# Only a title\n\n## And a heading\n"), splitter)
+
+
+def test_a_paragraph_of_hundreds_of_sentences_is_cut_into_runs(splitter: SentenceSplitter) -> None:
+    from docsim.indexer.text import split
+
+    body = " ".join(f"Sentence number {i} says one thing." for i in range(200))
+    doc = split_document(text_document("long", f"Title\n{body}\n"), splitter)
+
+    sizes = [len(p.sentences) for p in doc.paragraphs()]
+    assert sum(sizes) == 200 and len(sizes) > 1
+    assert max(sizes) <= split.FALLBACK_PARAGRAPH_SENTENCES
+    assert min(sizes) >= split.FALLBACK_PARAGRAPH_SENTENCES - 1
+    assert_offsets_round_trip(doc)
+
+
+def test_text_without_punctuation_or_line_breaks_keeps_every_level(
+    splitter: SentenceSplitter,
+) -> None:
+    """An OCR-like judgment: no sentence marks, no line breaks. It once became one sentence
+    and one paragraph (every sentence method a truncated whole-document match)."""
+    words = " ".join(f"term{i % 97} clause{i % 13}" for i in range(4_000))
+    doc = split_document(text_document("ocr", f"Title\n{words}"), splitter)
+
+    counts = doc.counts()
+    assert counts["sentence"] >= 8_000 // 40 and counts["paragraph"] >= counts["sentence"] // 8
+    assert_offsets_round_trip(doc)
