@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from docsim.indexer.api import DataDir, command_line
+from docsim.indexer.api import DataDir, command_line, existing_data_dir
 
 
 def serve(
@@ -22,7 +22,8 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the active index over HTTP (OpenAPI docs at /docs)."""
+    """Serve the active index over HTTP (OpenAPI docs at /docs). The data directory must
+    exist (`docsim index` makes it): a mistyped path exits 2 instead of serving nothing."""
     import uvicorn
 
     from docsim.app.core.config import get_service_settings
@@ -31,6 +32,7 @@ def serve(
     settings = get_service_settings()
     if data_dir:
         settings = settings.model_copy(update={"data_dir": data_dir})
+    existing_data_dir(settings)
     if shards is not None:
         settings = settings.model_copy(
             update={"shards": settings.shards.model_copy(update={"count": shards})}

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from docsim.indexer.builder.pipeline import prepare_data_dir
     from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION, EngineName
-    from docsim.indexer.cli.common import DataDir
+    from docsim.indexer.cli.common import DataDir, existing_data_dir
     from docsim.indexer.cli.main import command_line
     from docsim.indexer.config import Settings, collection_settings, with_groups
     from docsim.indexer.jobs.figures import JobFigures, job_figures
@@ -94,7 +94,7 @@ _HOMES: dict[str, str] = {
     for module, names in {
         "docsim.indexer.builder.pipeline": ("prepare_data_dir",),
         "docsim.indexer.choices": ("COLLECTION_NAME_PATTERN", "DEFAULT_COLLECTION", "EngineName"),
-        "docsim.indexer.cli.common": ("DataDir",),
+        "docsim.indexer.cli.common": ("DataDir", "existing_data_dir"),
         "docsim.indexer.cli.main": ("command_line",),
         "docsim.indexer.config": ("Settings", "collection_settings", "with_groups"),
         "docsim.indexer.jobs.figures": (
@@ -232,6 +232,7 @@ __all__ = [
     "get_collection",
     "list_collections",
     "command_line",
+    "existing_data_dir",
     "create_job",
     "explain_pair",
     "get_job",

@@ -131,6 +131,23 @@ def require_server_key(request: Request) -> None:
         raise ApiKeyError("the API key is not valid for this endpoint: it needs the server's")
 
 
+def require_owner_key(request: Request) -> None:
+    """Deleting a collection needs the server's key or the collection's write key; a
+    collection with a write key needs one of them even on a server without a key of its own.
+    A collection without keys on a server without a key is open."""
+    row, _runtime = get_collection(request)
+    if request.app.state.settings.api.api_key is None and row.write_key_sha256 is None:
+        return
+    key = given_key(request)
+    if key is None:
+        raise ApiKeyError(
+            f"deleting the collection {row.name!r} needs its write key or the server's: send "
+            "it as X-API-Key"
+        )
+    if not (is_server_key(request, key) or row.opens(key, write=True)):
+        raise ApiKeyError(f"the API key is not valid for deleting the collection {row.name!r}")
+
+
 def require_api_key(request: Request) -> None:
     """Changing a collection (documents, jobs) needs a key when the server or the collection
     has one: the server's, or the collection's write key. One collection's key opens
@@ -143,6 +160,17 @@ def require_api_key(request: Request) -> None:
         raise ApiKeyError("this endpoint needs the API key: send it as X-API-Key")
     if not (is_server_key(request, key) or row.opens(key, write=True)):
         raise ApiKeyError(f"the API key is not valid for changing the collection {row.name!r}")
+
+
+def require_jobs_key(request: Request) -> None:
+    """Reading a collection's jobs needs what changing it needs (`require_api_key`), or its
+    read key where it has one: the jobs are part of what that key opens."""
+    try:
+        require_api_key(request)
+    except ApiKeyError:
+        row, _runtime = get_collection(request)
+        if row.read_key_sha256 is None or not row.opens(given_key(request), write=False):
+            raise
 
 
 def require_read_key(request: Request) -> None:
@@ -172,5 +200,7 @@ def search_slot(request: Request) -> Iterator[None]:
 SearchSlot = Annotated[None, Depends(search_slot)]
 ApiKey = Depends(require_api_key)
 ReadKey = Depends(require_read_key)
+JobsKey = Depends(require_jobs_key)
 ServerKey = Depends(require_server_key)
+OwnerKey = Depends(require_owner_key)
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -108,6 +108,14 @@ def _cells(values: torch.Tensor) -> Iterator[tuple[tuple[int, int], float]]:
             yield (i, j), value
 
 
+def scoring_note(explanation: Explanation) -> str:
+    """How the maps' scores were normalised, in words (the image's title says it)."""
+    stats = explanation.stats
+    if stats is None:
+        return "not normalised"
+    return f"z-scored against the {stats.population.value} of {stats.documents} documents"
+
+
 def render_png(explanation: Explanation, max_per_axis: int) -> bytes:
     """The three maps of a pair and its scores as one PNG image."""
     section, chunk, paragraph = explanation_maps(explanation, max_per_axis)
@@ -122,12 +130,7 @@ def render_png(explanation: Explanation, max_per_axis: int) -> bytes:
     _draw(right, top, chunk, explanation)
     _draw(bottom.subplots(), bottom, paragraph, explanation)
     source, target = explanation.source, explanation.target
-    stats = explanation.stats
-    scoring = (
-        f"z-scored against the {stats.population} of {stats.documents} documents"
-        if stats is not None
-        else "not normalised"
-    )
+    scoring = scoring_note(explanation)
     figure.suptitle(
         "\n".join(
             [

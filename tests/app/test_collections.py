@@ -164,8 +164,33 @@ def test_a_key_of_one_collection_opens_nothing_in_another(fresh_settings) -> Non
             "write": True,
             "read": True,
         }
-        assert client.delete("/collections/a", headers=key(A_KEY)).status_code == 401
-        assert client.delete("/collections/a", headers=key(SERVER)).status_code == 200
+        for who in (None, A_READ, B_KEY):  # deleting needs the write key or the server's
+            headers = key(who) if who else {}
+            assert client.delete("/collections/a", headers=headers).status_code == 401, who
+        assert client.delete("/collections/a", headers=key(A_KEY)).status_code == 200
+        assert client.delete("/collections/b", headers=key(SERVER)).status_code == 200
+
+
+def test_a_collection_with_keys_is_never_deleted_anonymously(fresh_settings) -> None:
+    """On a server without a key of its own, a collection's keys still guard its deletion;
+    it once answered 200 to anyone, who could then create it again with keys of their own."""
+    with TestClient(create_app(fresh_settings())) as client:
+        for body in (
+            {"name": "a", "write_key": A_KEY, "read_key": A_READ},
+            {"name": "w", "write_key": B_KEY},
+            {"name": "open"},
+        ):
+            assert client.post("/collections", json=body).status_code == 201
+
+        for who in (None, A_READ, B_KEY):
+            headers = key(who) if who else {}
+            answer = client.delete("/collections/a", headers=headers)
+            assert answer.status_code == 401 and "deleting" in answer.json()["detail"], who
+        assert client.delete("/collections/w", headers=key(A_KEY)).status_code == 401
+        assert client.delete("/collections/w", headers=key(B_KEY)).status_code == 200
+        assert client.delete("/collections/a", headers=key(A_KEY)).status_code == 200
+        assert client.delete("/collections/open").status_code == 200
+        assert [c["name"] for c in client.get("/collections").json()["collections"]] == ["default"]
 
 
 BAD_COLLECTIONS = [

@@ -216,6 +216,26 @@ def test_png_is_a_labelled_heatmap_image(client: TestClient) -> None:
     assert colours is not None and len(colours) > 100  # drawn, not blank
 
 
+def test_the_png_title_names_the_population_in_words(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It once read "z-scored against the Population.collection of 48 documents"."""
+    from matplotlib.figure import Figure
+
+    titles: list[str] = []
+    suptitle = Figure.suptitle
+    monkeypatch.setattr(
+        Figure,
+        "suptitle",
+        lambda self, text, **kw: titles.append(text) or suptitle(self, text, **kw),
+    )
+    params = {"source": "running-02", "target": "running-05", "format": "png"}
+    assert client.get("/explain", params=params).status_code == 200
+
+    assert len(titles) == 1 and "z-scored against the collection of " in titles[0]
+    assert "Population" not in titles[0]
+
+
 def test_large_pairs_are_pooled_with_a_note(indexed_settings: ServiceSettings) -> None:
     settings = indexed_settings.model_copy(
         update={"api": ApiSettings(image_max_cells_per_axis=4, page_max_cells_per_axis=4)}

@@ -89,3 +89,31 @@ def test_metrics_count_requests_index_sizes_and_jobs(
         assert seen[("docsim_job_duration_seconds_count", (("status", "succeeded"),))] == 1
         assert 0 < ran <= wall
         assert seen[("docsim_index_version", DEFAULT)] == finished["index_version"]
+
+
+def test_a_read_protected_collection_shows_only_to_its_readers(fresh_settings) -> None:
+    """Anonymous /metrics once listed the names and figures of collections that
+    `GET /collections` hides; their read key also opens their jobs' listing, as documented."""
+    write, read, other = (f"{name}-key-0123456789abcdef" for name in ("write", "read", "other"))
+    with TestClient(create_app(fresh_settings())) as client:
+        body = {"name": "secret", "write_key": write, "read_key": read}
+        assert client.post("/collections", json=body).status_code == 201
+        assert client.post("/collections", json={"name": "plain"}).status_code == 201
+        for name, key in (("secret", read), ("plain", None)):
+            headers = {"X-API-Key": key} if key else {}
+            client.get(f"/collections/{name}", headers=headers)
+
+        def shown(key: str | None) -> set[str]:
+            headers = {"X-API-Key": key} if key else {}
+            text = client.get("/metrics", headers=headers).text
+            return {c for c in ("secret", "plain", "default") if f'collection="{c}"' in text}
+
+        assert shown(None) == shown(other) == {"plain", "default"}
+        assert shown(read) == shown(write) == {"secret", "plain", "default"}
+        for key, status in ((None, 401), (other, 401), (read, 200), (write, 200)):
+            headers = {"X-API-Key": key} if key else {}
+            assert client.get("/collections/secret/jobs", headers=headers).status_code == status
+            assert client.get("/collections/secret/jobs/1", headers=headers).status_code == (
+                status if status == 401 else 404
+            )
+        assert client.get("/collections/plain/jobs").status_code == 200

@@ -9,7 +9,14 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from fastapi.routing import APIRoute
 
 from docsim.app.api.bodies import json_body, json_request_body
-from docsim.app.api.deps import ReadKey, ServerKey, SettingsDep, given_key, is_server_key
+from docsim.app.api.deps import (
+    OwnerKey,
+    ReadKey,
+    ServerKey,
+    SettingsDep,
+    given_key,
+    is_server_key,
+)
 from docsim.app.schemas.collections import (
     CollectionDeleted,
     CollectionList,
@@ -101,10 +108,11 @@ def show(collection: CollectionName, collections: CollectionsDep) -> CollectionO
     return _out(row, collections)
 
 
-@router.delete("/{collection}", response_model=CollectionDeleted, dependencies=[ServerKey])
+@router.delete("/{collection}", response_model=CollectionDeleted, dependencies=[OwnerKey])
 def delete(collection: CollectionName, collections: CollectionsDep) -> CollectionDeleted:
     """Delete a collection with its versions, documents and jobs (409 for `default`, and
-    while a job of it runs)."""
+    while a job of it runs). It needs the server's key or the collection's write key; a
+    collection with keys is never deleted anonymously, even on a server without a key."""
     return CollectionDeleted(name=collection, versions=collections.delete(collection))
 
 

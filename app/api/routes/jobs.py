@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from docsim.app.api.bodies import json_body, json_request_body
-from docsim.app.api.deps import ApiKey, EngineDep, RuntimeDep, collection_name
+from docsim.app.api.deps import ApiKey, EngineDep, JobsKey, RuntimeDep, collection_name
 from docsim.app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
 from docsim.app.services import jobs as service
 from docsim.indexer.api import get_job, list_jobs, request_cancel, retry_job
@@ -48,7 +48,7 @@ def reindex(
     return JobAccepted(job_id=job.job_id, status=job.status)
 
 
-@router.get("", response_model=JobList, dependencies=[ApiKey])
+@router.get("", response_model=JobList, dependencies=[JobsKey])
 def jobs(
     engine: EngineDep,
     served: ServedVersion,
@@ -63,7 +63,7 @@ def jobs(
     return JobList(jobs=[JobOut.from_row(j, served) for j in found])
 
 
-@router.get("/{job_id}", response_model=JobOut, dependencies=[ApiKey])
+@router.get("/{job_id}", response_model=JobOut, dependencies=[JobsKey])
 def job(job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection) -> JobOut:
     """Status and progress: done / total sentences, rate, ETA; the version it published and
     whether this process serves it. Another collection's job is not found here."""
