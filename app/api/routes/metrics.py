@@ -43,4 +43,5 @@ def metrics(request: Request) -> Response:
             if row.read_key_sha256 is not None and not row.opens(key, write=False)
         }
     )
-    return Response(generate_latest(_Readable(registry, hidden)), media_type=CONTENT_TYPE_LATEST)  # type: ignore[arg-type]
+    readable = _Readable(registry, hidden)
+    return Response(generate_latest(readable), media_type=CONTENT_TYPE_LATEST)
