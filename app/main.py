@@ -12,6 +12,7 @@ from importlib.metadata import version as package_version
 from fastapi import Depends, FastAPI, Request, Response
 
 from docsim.app.api.bodies import add_body_schemas
+from docsim.app.api.body_limit import BodyLimit
 from docsim.app.api.deps import ReadKey, reject_nul_in_url
 from docsim.app.api.routes import (
     collections,
@@ -97,6 +98,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.state.collections = None
     app.middleware("http")(app.state.metrics.middleware)
     app.middleware("http")(security_headers)
+    app.add_middleware(BodyLimit, settings=settings)  # outermost: before anything reads
     register_error_handlers(app)
     # every collection's routes: at the root for `default`, and under /collections/{name}
     per_collection = [health.router, similar.router, explain.router, jobs.router, documents.router]

@@ -18,12 +18,11 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
 
+from docsim.app.api.body_limit import FORM, FORM_FIELD_BYTES
 from docsim.app.core.errors import DocumentTooLargeError
 from docsim.app.services.uploads import UploadedFile
 
 Model = TypeVar("Model", bound=BaseModel)
-FORM = "multipart/form-data"
-FORM_FIELD_BYTES = 1 << 20  # room for the form fields beside the files
 
 
 @dataclass(frozen=True)
@@ -109,9 +108,7 @@ async def form_body(
         DocumentTooLargeError: the upload's files have more than `max_file_bytes` together.
         RequestValidationError: a field that is not declared, or a scalar given twice.
     """
-    declared = http.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_file_bytes + FORM_FIELD_BYTES:
-        raise _too_large(f"the upload has {int(declared):,} bytes", max_file_bytes)
+    # a body over `max_file_bytes + FORM_FIELD_BYTES` never gets here (`body_limit`)
     form = await http.form(max_files=1000, max_fields=1000, max_part_size=FORM_FIELD_BYTES)
     try:
         fields: dict[str, Any] = {}

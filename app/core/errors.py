@@ -46,6 +46,15 @@ class DocumentTooLargeError(ValueError):
     """A posted document exceeds the configured limits."""
 
 
+class LimitExceededError(ValueError):
+    """A request that asks for more than a limit allows: a count (filter clauses, `top_k`,
+    examples) over its setting, named in the message (422)."""
+
+
+class BodyTooLargeError(ValueError):
+    """A request body over its byte limit, refused before it is read whole (413)."""
+
+
 class UnreadableFileError(ValueError):
     """An uploaded file docsim cannot read (encrypted, scanned, corrupt, of no known format)."""
 
@@ -88,6 +97,8 @@ STATUS = {
     IndexChangedError: 409,
     DocumentNotFoundError: 404,
     DocumentTooLargeError: 413,
+    BodyTooLargeError: 413,
+    LimitExceededError: 422,
     PairTooLargeError: 413,
     SourceNotFoundError: 404,
     EmptyDocumentError: 422,

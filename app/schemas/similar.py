@@ -39,20 +39,15 @@ class FilterIn(RequestModel):
 
     field: str | None = Field(default=None, min_length=1, max_length=512)
     eq: FilterValue | None = None
-    in_: list[FilterValue] | None = Field(default=None, alias="in", max_length=10_000)
+    in_: list[FilterValue] | None = Field(default=None, alias="in")
     gt: FilterBound | None = None
     gte: FilterBound | None = None
     lt: FilterBound | None = None
     lte: FilterBound | None = None
     exists: StrictBool | None = None
-    and_: list[FilterIn] | None = Field(default=None, alias="and", max_length=1_000)
-    or_: list[FilterIn] | None = Field(default=None, alias="or", max_length=1_000)
+    and_: list[FilterIn] | None = Field(default=None, alias="and")
+    or_: list[FilterIn] | None = Field(default=None, alias="or")
     not_: FilterIn | None = Field(default=None, alias="not")
-
-    @model_validator(mode="after")
-    def _well_formed(self) -> FilterIn:
-        parse_filter(self.data())  # a FilterError is a ValueError: a 422 naming the field
-        return self
 
     def data(self) -> dict[str, Any]:
         """The JSON form `indexer.search.filters.parse_filter` reads."""
@@ -62,7 +57,9 @@ class FilterIn(RequestModel):
 class SimilarOptions(RequestModel):
     """How to rank, whatever the query document came as."""
 
-    top_k: int = Field(default=10, ge=1, le=1000)
+    top_k: int = Field(
+        default=10, ge=1, description="Results to return (at most DOCSIM_API__MAX_TOP_K)."
+    )
     granularity: Granularity = Granularity.document
     method: Method | None = Field(
         default=None,
@@ -71,7 +68,9 @@ class SimilarOptions(RequestModel):
     normalize: bool = True
     mode: ScoringMode = ScoringMode.auto
     candidates: list[DocumentIdText] | None = Field(
-        default=None, description="Rank only these indexed documents (a pool).", max_length=100_000
+        default=None,
+        description="Rank only these indexed documents (a pool; at most "
+        "DOCSIM_API__MAX_CANDIDATES ids).",
     )
     filter: FilterIn | None = Field(
         default=None,
@@ -87,8 +86,8 @@ class SimilarOptions(RequestModel):
     offset: int = Field(
         default=0,
         ge=0,
-        le=9_000,
-        description="Results to skip: the page after one of `top_k` results starts at the "
+        description="Results to skip (at most DOCSIM_API__MAX_OFFSET): the page after one "
+        "of `top_k` results starts at the "
         "answer's `next_offset`. Pages agree while `index_version` and `index_revision` stay "
         "the same (ties are broken by a fixed order).",
     )
@@ -98,6 +97,14 @@ class SimilarOptions(RequestModel):
         if self.offset and self.group_by is not None:
             raise ValueError("grouped units come in one page: raise top_k instead of an offset")
         return self
+
+    @field_validator("filter", mode="after")
+    @classmethod
+    def _well_formed(cls, value: FilterIn | None) -> FilterIn | None:
+        """The whole filter parsed once (a FilterError is a ValueError: a 422 naming it)."""
+        if value is not None:
+            parse_filter(value.data())
+        return value
 
     @field_validator("filter", mode="before")
     @classmethod
@@ -137,15 +144,15 @@ class SimilarRequest(SimilarOptions):
     like: list[Example] | None = Field(
         default=None,
         min_length=1,
-        max_length=10,
-        description="Several documents to rank like, instead of `document` / `document_id`: "
+        description="Several documents to rank like (at most DOCSIM_API__MAX_EXAMPLES), "
+        "instead of `document` / `document_id`: "
         "a document scores the mean of its scores against each (the method's own scores).",
     )
     unlike: list[Example] | None = Field(
         default=None,
         min_length=1,
-        max_length=10,
-        description="Documents to rank unlike: the mean of a document's scores against them "
+        description="Documents to rank unlike (at most DOCSIM_API__MAX_EXAMPLES): the mean "
+        "of a document's scores against them "
         "is subtracted from its score. Whole documents only.",
     )
 

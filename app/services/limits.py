@@ -1,13 +1,16 @@
-"""The API's limits on a posted document (`max_document_bytes`, `max_sentences`), checked the
-same way wherever a document comes in: POST /similar and POST /documents, as JSON or as an
-uploaded file."""
+"""The API's limits, checked before any work starts: on a posted document
+(`max_document_bytes`, `max_sentences`), the same way wherever a document comes in (POST
+/similar and POST /documents, as JSON or as an uploaded file), and on what a search asks for
+(`max_top_k`, `max_offset`, `max_examples`, `max_candidates`, `max_filter_clauses`,
+`max_filter_values`). Each refusal names its setting. The body's bytes are bounded before it is
+read (`app.api.body_limit`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from docsim.app.core.config import ApiSettings
-from docsim.app.core.errors import DocumentTooLargeError
+from docsim.app.core.errors import DocumentTooLargeError, LimitExceededError
 from docsim.indexer.api import (
     Document,
     SentenceSplitter,
@@ -64,3 +67,55 @@ def split_within_limits(
             f"{what} has {n_sentences} sentences; the limit is {limits.max_sentences}"
         )
     return document
+
+
+def check_search(request: Any, limits: ApiSettings) -> None:
+    """`request` (a `SimilarOptions`: a JSON search or an upload's form) within the limits on
+    what a search asks for.
+
+    Raises:
+        LimitExceededError: the first count over its limit, named with its setting (422).
+    """
+    counts = [
+        ("top_k", request.top_k, limits.max_top_k, "MAX_TOP_K"),
+        ("offset", request.offset, limits.max_offset, "MAX_OFFSET"),
+    ]
+    if request.candidates is not None:
+        counts.append(
+            ("candidates", len(request.candidates), limits.max_candidates, "MAX_CANDIDATES")
+        )
+    for examples in ("like", "unlike"):
+        given = getattr(request, examples, None)
+        if given is not None:
+            counts.append((examples, len(given), limits.max_examples, "MAX_EXAMPLES"))
+    if request.filter is not None:
+        clauses, values = filter_size(request.filter.data())
+        counts.append(
+            ("the filter's clauses", clauses, limits.max_filter_clauses, "MAX_FILTER_CLAUSES")
+        )
+        counts.append(
+            ("the filter's values", values, limits.max_filter_values, "MAX_FILTER_VALUES")
+        )
+    for what, count, limit, setting in counts:
+        if count > limit:
+            raise LimitExceededError(
+                f"{what} is {count:,}; the limit is {limit:,} (DOCSIM_API__{setting})"
+            )
+
+
+def filter_size(data: Any) -> tuple[int, int]:
+    """(nodes, values) of a filter's JSON form: its conditions and and / or / not nodes, and
+    the values its `in` lists hold. Iterative: the nesting was bounded by parsing."""
+    nodes = values = 0
+    pending = [data]
+    while pending:
+        node = pending.pop()
+        nodes += 1
+        if isinstance(node.get("in"), list):
+            values += len(node["in"])
+        for combinator in ("and", "or"):
+            if isinstance(node.get(combinator), list):
+                pending.extend(node[combinator])
+        if isinstance(node.get("not"), dict):
+            pending.append(node["not"])
+    return nodes, values

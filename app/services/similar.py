@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from docsim.app.core.config import ServiceSettings
 from docsim.app.schemas.similar import Example, SimilarOptions, SimilarRequest
-from docsim.app.services.limits import posted_document, split_within_limits
+from docsim.app.services.limits import check_search, posted_document, split_within_limits
 from docsim.app.services.query_cache import CachedQuery
 from docsim.app.services.state import ServiceState
 from docsim.app.services.uploads import UploadedFile, read_upload
@@ -62,6 +62,7 @@ def similar(
 ) -> tuple[SearchResult, str]:
     """Rank the collection for `request` (its document in `upload` when a file was posted);
     the result and the query_id under which /explain finds the query again."""
+    check_search(request, settings.api)
     likes: list[Query]
     unlikes: list[Query] = []
     if upload is not None or not isinstance(request, SimilarRequest):
