@@ -88,6 +88,8 @@ class BodyLimit:
 
 def _refusal(error: BaseException) -> BodyTooLargeError | None:
     """The `BodyTooLargeError` that `error` is or holds alone, else None."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
+    held = getattr(error, "exceptions", None)  # an exception group's (Python 3.10 has none)
+    while isinstance(held, tuple) and len(held) == 1:
+        error = held[0]
+        held = getattr(error, "exceptions", None)
     return error if isinstance(error, BodyTooLargeError) else None
