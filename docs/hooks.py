@@ -3,6 +3,8 @@ cannot drift from it.
 
 A page asks for a generated part with a marker line:
 - `<!-- settings-reference -->`: every `DOCSIM_*` variable (`indexer.settings_reference`);
+- `<!-- limits-reference -->`: the settings that bound a request, with what passing them
+  answers;
 - `<!-- cli-reference -->`: every `docsim` command and option, read from the typer app;
 - `<!-- http-reference -->`: every route of the OpenAPI description, which is also published
   as `openapi.json` beside the pages;
@@ -31,6 +33,13 @@ def settings_reference() -> str:
     from docsim.indexer.settings_reference import settings_markdown
 
     return settings_markdown(ServiceSettings)
+
+
+def limits_reference() -> str:
+    from docsim.app.core.config import ServiceSettings
+    from docsim.indexer.settings_reference import limits_markdown
+
+    return limits_markdown(ServiceSettings)
 
 
 def _option_row(param: Any) -> str:
@@ -163,6 +172,7 @@ def changelog() -> str:
 
 MARKERS = {
     "<!-- settings-reference -->": settings_reference,
+    "<!-- limits-reference -->": limits_reference,
     "<!-- cli-reference -->": cli_reference,
     "<!-- http-reference -->": http_reference,
     "<!-- changelog -->": changelog,

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from docsim.indexer.jobs.updates import DocumentChange, apply_change
     from docsim.indexer.jobs.worker import CURRENT, ReindexParameters, Worker
     from docsim.indexer.search.explain import Explanation, Side, explain_pair
-    from docsim.indexer.search.filters import FieldType, Filter, FilterColumns, parse_filter
+    from docsim.indexer.search.filters import Filter, FilterColumns, parse_filter
     from docsim.indexer.search.searcher import Searcher
     from docsim.indexer.search.types import (
         DocumentHit,
@@ -85,6 +85,7 @@ if TYPE_CHECKING:
         read_document,
     )
     from docsim.indexer.text.documents import Document, SourceDocument
+    from docsim.indexer.text.field_types import FieldType
     from docsim.indexer.text.sentences import SentenceSplitter
     from docsim.indexer.text.split import split_document
 
@@ -128,8 +129,8 @@ _HOMES: dict[str, str] = {
             "Side",
             "explain_pair",
         ),
+        "docsim.indexer.text.field_types": ("FieldType",),
         "docsim.indexer.search.filters": (
-            "FieldType",
             "Filter",
             "FilterColumns",
             "parse_filter",

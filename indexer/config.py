@@ -176,10 +176,16 @@ class FileSettings(BaseModel):
     """Limits on a document file, when indexing a folder and when uploaded to the API."""
 
     max_bytes: int = Field(
-        default=100 * 2**20, ge=1, description="Larger files are skipped (413 when uploaded)."
+        default=100 * 2**20,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Larger files are skipped (413 when uploaded).",
     )
     max_pdf_pages: int = Field(
-        default=5000, ge=1, description="Longer PDFs are skipped (413 when uploaded)."
+        default=5000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Longer PDFs are skipped (413 when uploaded).",
     )
 
 

@@ -26,6 +26,7 @@ from docsim.indexer.store.manifest import CorruptFileError
 from docsim.indexer.store.reader import RowsPurgedError
 from docsim.indexer.store.versions import NoActiveIndexError
 from docsim.indexer.text.corpus import CorpusError
+from docsim.indexer.text.field_types import MetadataTypeError
 from docsim.indexer.text.split import EmptyDocumentError
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "FilterError",
     "IndexBuildError",
     "IndexChangedError",
+    "MetadataTypeError",
     "IndexMismatchError",
     "JobNotFoundError",
     "JobStateError",

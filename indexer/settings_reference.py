@@ -33,6 +33,7 @@ class SettingRow:
     type: str
     default: str
     description: str
+    answer: int | None = None  # a limit's HTTP status when a request passes it
 
 
 def _is_group(annotation: Any) -> bool:
@@ -107,12 +108,15 @@ def setting_rows(model: type[BaseModel], prefix: str = PREFIX) -> Iterator[Setti
         kind = type_text(field.annotation)
         if bounds := constraint_text(field):
             kind = f"{kind}, {bounds}"
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        answer = extra.get("answer")
         yield SettingRow(
             variable=f"{prefix}{name.upper()}",
             group=group,
             type=kind,
             default=default_text(field),
             description=(field.description or "").strip(),
+            answer=answer if isinstance(answer, int) else None,
         )
     for name, field in model.model_fields.items():
         group_model = field.annotation
@@ -152,3 +156,16 @@ def settings_markdown(model: type[BaseModel]) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def limits_markdown(model: type[BaseModel]) -> str:
+    """The limits on what a request may ask, as a Markdown table: every setting marked with
+    the status a request over it gets (`json_schema_extra={"answer": 413}`)."""
+    lines = ["| setting | default | answered | what it bounds |", "|---|---|---|---|"]
+    for row in setting_rows(model):
+        if row.answer is not None:
+            lines.append(
+                f"| `{row.variable}` | `{table_cell(row.default)}` | {row.answer} | "
+                f"{table_cell(row.description)} |"
+            )
+    return "\n".join(lines) + "\n"

@@ -17,33 +17,65 @@ class ApiSettings(BaseModel):
     max_body_bytes: int = Field(
         default=16 * 2**20,
         ge=1,
+        json_schema_extra={"answer": 413},
         description="A JSON request body's bytes, refused (413) as soon as they pass it, before "
         "the body is read whole. An upload may have DOCSIM_FILES__MAX_BYTES plus 1 MiB of form "
         "fields.",
     )
     max_document_bytes: int = Field(
-        default=2_000_000, ge=1, description="Characters of a posted document (413)."
+        default=2_000_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Characters of a posted document (413).",
     )
     max_sentences: int = Field(
-        default=20_000, ge=1, description="Sentences of a posted document, once split (413)."
+        default=20_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Sentences of a posted document, once split (413).",
+    )
+    max_sentence_marks: int = Field(
+        default=100_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Sentence marks (`.`, `?` or `!` before a space) of a posted document, "
+        "counted before it is split: what splitting costs grows with them (413).",
     )
     max_filter_clauses: int = Field(
         default=1_024,
         ge=1,
+        json_schema_extra={"answer": 422},
         description="Conditions and and / or / not nodes of one filter, together (422).",
     )
     max_filter_values: int = Field(
-        default=65_536, ge=1, description="Values of one filter's `in` lists, together (422)."
+        default=65_536,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="Values of one filter's `in` lists, together (422).",
     )
-    max_top_k: int = Field(default=1_000, ge=1, description="The largest `top_k` (422).")
+    max_top_k: int = Field(
+        default=1_000,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="The largest `top_k` (422).",
+    )
     max_offset: int = Field(
-        default=9_000, ge=0, description="The largest `offset` of a page of results (422)."
+        default=9_000,
+        ge=0,
+        json_schema_extra={"answer": 422},
+        description="The largest `offset` of a page of results (422).",
     )
     max_examples: int = Field(
-        default=10, ge=1, description="Documents in `like`, and in `unlike`, each (422)."
+        default=10,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="Documents in `like`, and in `unlike`, each (422).",
     )
     max_candidates: int = Field(
-        default=100_000, ge=1, description="Ids in a `candidates` pool (422)."
+        default=100_000,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="Ids in a `candidates` pool (422).",
     )
     query_cache_bytes: int = Field(
         default=512 * 2**20,
@@ -56,6 +88,7 @@ class ApiSettings(BaseModel):
     explain_max_cells: int = Field(
         default=1_000_000,
         ge=1,
+        json_schema_extra={"answer": 413},
         description="The largest paragraph matrix (source x target paragraphs) /explain computes.",
     )
     explain_top_pairs: int = Field(

@@ -30,6 +30,14 @@ class CollectionRequest(RequestModel):
         description="Search settings of its own over the server's (`DOCSIM_SEARCH__*`, "
         'lower case, without the prefix: e.g. `{"default_method": "bm25"}`).',
     )
+    field_types: dict[str, Literal["boolean", "number", "date", "keyword"]] | None = Field(
+        default=None,
+        max_length=1_000,
+        description="Metadata field types it declares, by field (dotted paths for nested "
+        "objects): `boolean`, `number`, `date` (ISO 8601 strings) or `keyword` (any string). "
+        "A field not declared takes the type of its first value. A document whose value is "
+        "not of its field's type is refused (422), or skipped by a build.",
+    )
     write_key: SecretStr | None = Field(
         default=None,
         min_length=16,
@@ -63,6 +71,10 @@ class CollectionOut(BaseModel):
     )
     documents: int | None = Field(description="Documents in that version.")
     keys: dict[str, bool] = Field(description="Whether it has a write key and a read key.")
+    field_types: dict[str, str] = Field(
+        description="Its metadata fields' types, fixed at their first write (empty: none yet). "
+        "`mixed` marks a field whose documents disagreed before types were fixed."
+    )
 
 
 class CollectionList(BaseModel):

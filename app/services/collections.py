@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,6 +29,7 @@ from docsim.app.services.watcher import ActiveVersions
 from docsim.indexer.api import (
     DEFAULT_COLLECTION,
     CollectionRow,
+    FieldType,
     Worker,
     collection_settings,
     create_collection,
@@ -115,6 +116,7 @@ class Collections:
         *,
         write_key: str | None,
         read_key: str | None,
+        field_types: Mapping[str, str] | None = None,
     ) -> tuple[CollectionRow, Runtime]:
         """Create the collection `name` (its settings `groups` checked first) and start it.
 
@@ -123,7 +125,16 @@ class Collections:
             pydantic.ValidationError: a setting of `groups` is not valid.
         """
         with_groups(self.settings, name, groups)  # validates every group before writing
-        create_collection(self.engine, name, groups, write_key=write_key, read_key=read_key)
+        create_collection(
+            self.engine,
+            name,
+            groups,
+            write_key=write_key,
+            read_key=read_key,
+            field_types=None
+            if field_types is None
+            else {field: FieldType(kind) for field, kind in field_types.items()},
+        )
         return self.open(name)
 
     def delete(self, name: str) -> list[int]:

@@ -7,6 +7,7 @@ read (`app.api.body_limit`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from docsim.app.core.config import ApiSettings
@@ -19,6 +20,8 @@ from docsim.indexer.api import (
     split_document,
 )
 from docsim.indexer.errors import EmptyDocumentError
+
+_SENTENCE_MARK = re.compile(r"[.?!](?=\s)")  # where Punkt weighs a break: its cost
 
 
 def posted_document(
@@ -39,7 +42,8 @@ def posted_document(
     )
     if size > limits.max_document_bytes:
         raise DocumentTooLargeError(
-            f"{what} has {size} characters; the limit is {limits.max_document_bytes}"
+            f"{what} has {size} characters; the limit is {limits.max_document_bytes} "
+            "(DOCSIM_API__MAX_DOCUMENT_BYTES)"
         )
     source = json_document(posted, "")
     if not isinstance(source, SourceDocument):
@@ -58,13 +62,21 @@ def split_within_limits(
     """
     if len(source.text) > limits.max_document_bytes:
         raise DocumentTooLargeError(
-            f"{what} has {len(source.text)} characters; the limit is {limits.max_document_bytes}"
+            f"{what} has {len(source.text)} characters; the limit is "
+            f"{limits.max_document_bytes} (DOCSIM_API__MAX_DOCUMENT_BYTES)"
+        )
+    marks = sum(1 for _ in _SENTENCE_MARK.finditer(source.text))
+    if marks > limits.max_sentence_marks:
+        raise DocumentTooLargeError(
+            f"{what} has {marks:,} sentence marks; the limit is {limits.max_sentence_marks:,} "
+            "(DOCSIM_API__MAX_SENTENCE_MARKS)"
         )
     document = split_document(source, splitter)
     n_sentences = document.counts()["sentence"]
     if n_sentences > limits.max_sentences:
         raise DocumentTooLargeError(
-            f"{what} has {n_sentences} sentences; the limit is {limits.max_sentences}"
+            f"{what} has {n_sentences} sentences; the limit is {limits.max_sentences} "
+            "(DOCSIM_API__MAX_SENTENCES)"
         )
     return document
 

@@ -91,13 +91,26 @@ def _resumable(engine: Engine, version_id: int, fingerprint: str, tmp: Path) -> 
     return int(state.get("blocks_done", 0))
 
 
-def publish(engine: Engine, indexes_dir: Path, target: VersionTarget, manifest: Manifest) -> None:
+def publish(
+    engine: Engine,
+    indexes_dir: Path,
+    target: VersionTarget,
+    manifest: Manifest,
+    field_types: dict[str, str] | None = None,
+) -> None:
     """Write `<version>.tmp/manifest.json`, rename the folder to `<version>/` (the rename
-    fsynced), then mark the version ready and active in one SQL transaction."""
+    fsynced), then mark the version ready and active, with the collection's metadata
+    `field_types` as the build left them, in one SQL transaction."""
     write_manifest(target.tmp, manifest)
     os.rename(target.tmp, target.final)
     _fsync_dir(indexes_dir)
-    publish_version(engine, target.version_id, path=str(target.final.resolve()), manifest=manifest)
+    publish_version(
+        engine,
+        target.version_id,
+        path=str(target.final.resolve()),
+        manifest=manifest,
+        field_types=field_types,
+    )
 
 
 def abandon(

@@ -35,6 +35,7 @@ from sqlalchemy import Engine
 
 from docsim.indexer.builder.backend import BackendError, install_backend, prepare_backend
 from docsim.indexer.builder.engines import EncodeEngine
+from docsim.indexer.builder.field_checks import BuildFieldTypes
 from docsim.indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
 from docsim.indexer.builder.manifest import build_entry, build_manifest, corpus_entry
 from docsim.indexer.builder.split_plan import SplitPlan
@@ -180,9 +181,11 @@ def build_index(
         SplitPlan.remove_stale(indexes_dir)
         started = time.perf_counter()
         source = open_source(corpus, documents, fmt, source_label, settings)
+        types = BuildFieldTypes.of_collection(engine, settings.collection)
+        source = Source(types.checked(source.documents), source.fmt, source.label)
         plan = split_source(ctx, source, splitter)
         try:
-            manifest, target = _encode_and_publish(ctx, source, plan, splitter, started)
+            manifest, target = _encode_and_publish(ctx, source, plan, splitter, started, types)
         finally:
             plan.remove()
     _log_published(manifest)
@@ -197,6 +200,7 @@ def _encode_and_publish(
     plan: SplitPlan,
     splitter: SentenceSplitter,
     started: float,
+    types: BuildFieldTypes,
 ) -> tuple[Manifest, VersionTarget]:
     """Stages 2 to 5 of `build_index`, on the split `plan`."""
     engine, encoder, hooks = ctx.engine, ctx.encoder, ctx.hooks
@@ -226,7 +230,7 @@ def _encode_and_publish(
             build=build_entry(target.blocks_done, started, encode_seconds, levels),
             backend=backend,
         )
-        publish(engine, ctx.indexes_dir, target, manifest)
+        publish(engine, ctx.indexes_dir, target, manifest, types.stored())
         published = True
     except BaseException as error:
         abandon(engine, target, error, keep=hooks.keep_on_failure, published=published)

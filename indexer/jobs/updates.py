@@ -14,7 +14,7 @@ state, never a mix; a change is acknowledged once its transaction has committed 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, insert, select, update
 
 from docsim.indexer.search.types import DocumentNotFoundError
+from docsim.indexer.store.collections import has_field_types, store_field_types, write_field_types
 from docsim.indexer.store.data_lock import hold_data_dir
 from docsim.indexer.store.generations import retire_documents
 from docsim.indexer.store.tables import LEVEL_TABLES, document_vectors, documents, index_versions
@@ -35,6 +36,7 @@ from docsim.indexer.store.units import (
 from docsim.indexer.store.versions import VersionRow, active_version, version_row
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS, Document, SourceDocument
+from docsim.indexer.text.field_types import FieldType, check_metadata
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
 from docsim.models.encoder import DocumentVectors, Encoder
@@ -95,9 +97,13 @@ def apply_change(
         IndexChangedError: the active version or revision is not the caller's (409).
         DocumentNotFoundError: a document to delete is not indexed (404).
         EmptyDocumentError: a document has no sentences (422).
+        MetadataTypeError: a metadata value not of its field's type (422).
     """
-    split = split_upserts(upserts, splitter)
     active = current_version(engine, version_id, revision)
+    with engine.connect() as conn:
+        fixed = write_field_types(conn, active.collection, version_id)
+    types = typed_upserts(fixed, upserts)  # before any splitting or encoding
+    split = split_upserts(upserts, splitter)
     docs = add_chunks(split, encoder, chunk_tokens)
     vectors = encoder.encode_documents([doc.encoder_input() for doc in docs])
     new_revision = revision + 1
@@ -111,6 +117,8 @@ def apply_change(
         ids = insert_documents(conn, version_id, docs, counter)
         added = store_vectors(conn, version_id, vectors, ids)
         advance_revision(conn, version_id, revision, counter)
+        if types != fixed or not has_field_types(conn, active.collection):
+            store_field_types(conn, active.collection, types)
     change = DocumentChange(
         version_id=version_id,
         revision=new_revision,
@@ -129,6 +137,21 @@ def apply_change(
         len(change.deleted),
     )
     return change
+
+
+def typed_upserts(
+    fixed: Mapping[str, FieldType], upserts: Sequence[SourceDocument | Document]
+) -> dict[str, FieldType]:
+    """The collection's field types once `upserts` are written: `fixed`, and the fields they
+    bring, typed by their first values.
+
+    Raises:
+        MetadataTypeError: a value that is not of its field's type, naming the document.
+    """
+    types = dict(fixed)
+    for doc in upserts:
+        types.update(check_metadata(types, doc.metadata, f"document {doc.doc_id!r}"))
+    return types
 
 
 def split_upserts(

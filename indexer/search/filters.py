@@ -23,35 +23,29 @@ evaluates a filter over them with numpy: a boolean per document, before any scor
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from enum import Enum
 from typing import Any
 
 import numpy as np
 
-Scalar = bool | int | float | str
+from docsim.indexer.text.field_types import (
+    FieldType,
+    Scalar,
+    field_type,
+    is_scalar,
+    metadata_values,
+    parse_date,
+    value_type,
+)
+
 RANGE_BOUNDS = ("gt", "gte", "lt", "lte")
 MAX_DEPTH = 32  # nesting of and / or / not
-_ISO_DATE = re.compile(
-    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$"
-)
 
 
 class FilterError(ValueError):
     """A filter that is malformed, or names a field this collection does not have, or
     compares a field with a value of another type (maps to 422)."""
-
-
-class FieldType(str, Enum):
-    boolean = "boolean"
-    number = "number"
-    date = "date"
-    keyword = "keyword"
-    mixed = "mixed"  # documents hold values of several types: eq, in and exists only
 
 
 # --- the filter tree ----------------------------------------------------------------------
@@ -175,7 +169,7 @@ def _condition(data: Mapping[str, Any]) -> Condition:
 
 
 def _scalar(value: Any, name: str, op: str) -> Scalar:
-    if _is_scalar(value):
+    if is_scalar(value):
         return value  # type: ignore[no-any-return]
     raise FilterError(
         f"{op!r} on field {name!r} takes a string, boolean or finite number, got {_show(value)}"
@@ -196,73 +190,6 @@ def fields_of(filter: Filter) -> Iterator[str]:
         yield from fields_of(filter.filter)
     else:
         yield filter.field
-
-
-# --- metadata values ----------------------------------------------------------------------
-def metadata_values(metadata: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Scalar]]:
-    """Every (field, scalar) of one document's metadata: nested objects by dotted path, each
-    element of a list of scalars, and no nulls or non-finite numbers."""
-    for key, value in metadata.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            yield from metadata_values(value, name + ".")
-        elif isinstance(value, list):
-            for item in value:
-                if _is_scalar(item):
-                    yield name, item
-        elif _is_scalar(value):
-            yield name, value
-
-
-def _is_scalar(value: Any) -> bool:
-    """A string, boolean, or number that is finite as a float (JSON allows 1e400 as an
-    integer; a float64 column cannot hold it)."""
-    if isinstance(value, bool) or isinstance(value, str):
-        return True
-    if isinstance(value, int):
-        return abs(value) <= _LARGEST
-    return isinstance(value, float) and math.isfinite(value)
-
-
-_LARGEST = int(np.finfo(np.float64).max)
-
-
-def value_type(value: Scalar) -> FieldType:
-    if isinstance(value, bool):
-        return FieldType.boolean
-    if isinstance(value, (int, float)):
-        return FieldType.number
-    if _parse_date(value) is not None:
-        return FieldType.date
-    return FieldType.keyword
-
-
-def field_type(types: set[FieldType]) -> FieldType:
-    """One type for a field whose values have `types`: dates among other strings are
-    keywords; anything else that disagrees is `mixed`."""
-    if len(types) == 1:
-        return next(iter(types))
-    if types == {FieldType.date, FieldType.keyword}:
-        return FieldType.keyword
-    return FieldType.mixed
-
-
-def _parse_date(text: str) -> int | None:
-    """An ISO 8601 date or date-time as microseconds since the epoch (UTC; a time without an
-    offset is taken as UTC), or None."""
-    if not _ISO_DATE.match(text):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = datetime.resolution
 
 
 @dataclass(frozen=True)
@@ -391,7 +318,7 @@ class FilterColumns:
         if kind is FieldType.mixed:
             return value
         if kind is FieldType.date:
-            parsed = _parse_date(value) if isinstance(value, str) else None
+            parsed = parse_date(value) if isinstance(value, str) else None
             if parsed is None:
                 raise FilterError(
                     f"field {name!r} holds dates: {op!r} takes an ISO 8601 date such as "
@@ -428,7 +355,7 @@ def _as_array(kind: FieldType, values: list[Scalar]) -> np.ndarray:
     if kind is FieldType.boolean:
         return np.asarray(values, dtype=bool)
     if kind is FieldType.date:
-        return np.asarray([_parse_date(v) for v in values], dtype=np.int64)  # type: ignore[arg-type]
+        return np.asarray([parse_date(v) for v in values], dtype=np.int64)  # type: ignore[arg-type]
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out

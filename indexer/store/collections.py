@@ -15,12 +15,13 @@ import logging
 import re
 import secrets
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, delete, exists, insert, select, update
+from sqlalchemy import Connection, Engine, delete, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
@@ -30,10 +31,12 @@ from docsim.indexer.store.tables import (
     active_versions,
     as_utc,
     collections,
+    documents,
     index_versions,
     jobs,
 )
 from docsim.indexer.store.units import delete_version_rows
+from docsim.indexer.text.field_types import FieldType, infer_field_types
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +62,7 @@ class CollectionRow:
     write_key_sha256: str | None
     read_key_sha256: str | None
     created_at: datetime
+    field_types: dict[str, str] | None = None  # field -> FieldType value; None: no write yet
 
     def opens(self, key: str | None, *, write: bool) -> bool:
         """Whether `key` is one of this collection's keys that allows the access: its write
@@ -103,9 +107,11 @@ def create_collection(
     *,
     write_key: str | None = None,
     read_key: str | None = None,
+    field_types: Mapping[str, FieldType] | None = None,
 ) -> CollectionRow:
     """Create the collection `name` with the settings it sets apart (already validated:
-    `indexer.config.with_groups`).
+    `indexer.config.with_groups`) and the metadata field types it declares (the others are
+    fixed by their first write).
 
     Raises:
         CollectionNameError: not a valid name.
@@ -124,12 +130,53 @@ def create_collection(
                     write_key_sha256=key_digest(write_key) if write_key else None,
                     read_key_sha256=key_digest(read_key) if read_key else None,
                     created_at=datetime.now(timezone.utc),
+                    field_types=_stored(field_types) if field_types is not None else None,
                 )
             )
     except IntegrityError as error:
         raise CollectionConflictError(f"the collection {name!r} exists already") from error
     logger.info("Created collection %r", name)
     return get_collection(engine, name)
+
+
+def _stored(types: Mapping[str, FieldType]) -> dict[str, str]:
+    return {name: FieldType(kind).value for name, kind in sorted(types.items())}
+
+
+def write_field_types(conn: Connection, name: str, version_id: int) -> dict[str, FieldType]:
+    """The metadata field types a write to the collection `name` must keep: those stored, or,
+    where none are (documents written before types were fixed), those that the live documents
+    of its version `version_id` agree on (`infer_field_types`)."""
+    stored = conn.execute(
+        select(collections.c.field_types).where(collections.c.name == name)
+    ).scalar_one_or_none()
+    if stored is not None:
+        return {field: FieldType(kind) for field, kind in stored.items()}
+    rows = conn.execute(
+        select(documents.c.metadata).where(
+            documents.c.version_id == version_id, documents.c.retired_revision.is_(None)
+        )
+    )
+    types, conflicts = infer_field_types(row[0] or {} for row in rows)
+    for field in conflicts:
+        logger.warning(
+            "Collection %r: metadata field %r holds values of several types; it stays mixed",
+            name,
+            field,
+        )
+    return types
+
+
+def has_field_types(conn: Connection, name: str) -> bool:
+    """Whether the collection `name` has stored its field types yet."""
+    stored = select(collections.c.field_types).where(collections.c.name == name)
+    return conn.execute(stored).scalar_one_or_none() is not None
+
+
+def store_field_types(conn: Connection, name: str, types: Mapping[str, FieldType]) -> None:
+    conn.execute(
+        update(collections).where(collections.c.name == name).values(field_types=_stored(types))
+    )
 
 
 def get_collection(engine: Engine, name: str) -> CollectionRow:

@@ -74,6 +74,9 @@ collections = Table(
     Column("write_key_sha256", String(64), nullable=True),
     Column("read_key_sha256", String(64), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # field -> FieldType value, fixed at first write (`indexer.text.field_types`); NULL
+    # until the collection's first write
+    Column("field_types", JSON, nullable=True),
 )
 
 index_versions = Table(

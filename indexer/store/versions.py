@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,6 +32,7 @@ from docsim.indexer.store.tables import (
     VersionStatus,
     active_versions,
     as_utc,
+    collections,
     index_versions,
     jobs,
 )
@@ -108,9 +110,11 @@ def publish_version(
     *,
     path: str,
     manifest: Manifest,
+    field_types: Mapping[str, str] | None = None,
 ) -> None:
     """Mark the version ready and make it the active one of its collection (whose name is its
-    slot in `active_versions`), in one transaction."""
+    slot in `active_versions`), with the collection's metadata `field_types` as its build
+    fixed them (when given), in one transaction."""
     now = _now()
     with engine.begin() as conn:
         slot = conn.execute(
@@ -129,6 +133,12 @@ def publish_version(
         if not changed:
             conn.execute(
                 insert(active_versions).values(slot=slot, version_id=version_id, updated_at=now)
+            )
+        if field_types is not None:
+            conn.execute(
+                update(collections)
+                .where(collections.c.name == slot)
+                .values(field_types=dict(field_types))
             )
 
 

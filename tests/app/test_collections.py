@@ -106,7 +106,8 @@ def test_collections_hold_their_own_documents_versions_and_jobs(
 
         folder = client.app.state.settings.data_dir / "collections" / NOTES
         assert folder.is_dir()
-        deleted = client.delete(f"/collections/{NOTES}")
+        assert client.delete(f"/collections/{NOTES}").status_code == 401  # it has a write key
+        deleted = client.delete(f"/collections/{NOTES}", headers=key(A_KEY))
         assert deleted.status_code == 200 and deleted.json()["versions"] == [done["index_version"]]
         assert not folder.exists()
         assert (

@@ -79,14 +79,20 @@ def test_posted_documents_meet_the_sentence_limit(limited: TestClient) -> None:
     for documents in ([too_long], [fits, too_long]):  # all or nothing
         response = limited.post("/documents", json={"documents": documents})
         assert response.status_code == 413, response.text
-        assert response.json()["detail"] == "document 'too/long' has 6 sentences; the limit is 5"
+        assert (
+            response.json()["detail"]
+            == "document 'too/long' has 6 sentences; the limit is 5 (DOCSIM_API__MAX_SENTENCES)"
+        )
         assert limited.get("/ready").json()["documents"] == 48
         assert limited.get("/documents/too/long").status_code == 404
         assert limited.get("/documents/fits").status_code == 404
     # /similar keeps the same limit and message for a posted document
     refused = limited.post("/similar", json={"document": {"text": sentences(6)}})
     assert refused.status_code == 413
-    assert refused.json()["detail"] == "document has 6 sentences; the limit is 5"
+    assert (
+        refused.json()["detail"]
+        == "document has 6 sentences; the limit is 5 (DOCSIM_API__MAX_SENTENCES)"
+    )
 
     response = limited.post("/documents", json={"documents": [fits]})
     assert response.status_code == 200, response.text

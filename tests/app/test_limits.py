@@ -104,3 +104,20 @@ def test_filter_size_counts_every_node_and_value() -> None:
         ]
     }
     assert filter_size(data) == (6, 4)
+
+
+def test_a_document_of_too_many_sentence_marks_is_refused_before_it_is_split(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 KB of `x. ` cost Punkt seconds (2 MB: 19 s) before any limit was checked."""
+    from docsim.app.services import limits
+
+    split = []
+    monkeypatch.setattr(limits, "split_document", lambda *a: split.append(1))
+    text = "x. " * 100_001
+    for body in ({"document": {"text": text}}, {"documents": [{"id": "x", "text": text}]}):
+        route = "/similar" if "document" in body else "/documents"
+        answer = client.post(route, json=body)
+        assert answer.status_code == 413, answer.text
+        assert "DOCSIM_API__MAX_SENTENCE_MARKS" in answer.json()["detail"]
+    assert split == []

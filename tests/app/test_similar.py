@@ -148,11 +148,15 @@ def test_size_limits(indexed_settings: ServiceSettings) -> None:
         big = client.post("/similar", json={"document": {"text": "word " * 50}})
         assert (
             big.status_code == 413
-            and big.json()["detail"] == "document has 250 characters; the limit is 100"
+            and big.json()["detail"]
+            == "document has 250 characters; the limit is 100 (DOCSIM_API__MAX_DOCUMENT_BYTES)"
         )
         many = client.post("/similar", json={"document": {"text": "One. Two. Three. Four. Five."}})
         assert many.status_code == 413
-        assert many.json()["detail"] == "document has 5 sentences; the limit is 3"
+        assert (
+            many.json()["detail"]
+            == "document has 5 sentences; the limit is 3 (DOCSIM_API__MAX_SENTENCES)"
+        )
 
 
 def test_no_active_index_is_503(tmp_path: Path) -> None:

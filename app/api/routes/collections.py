@@ -56,6 +56,7 @@ def _out(row: CollectionRow, collections: Collections) -> CollectionOut:
         index_version=state.version_id if state is not None else None,
         documents=state.searcher.index.n_documents if state is not None else None,
         keys={"write": row.write_key_sha256 is not None, "read": row.read_key_sha256 is not None},
+        field_types=row.field_types or {},
     )
 
 
@@ -82,7 +83,11 @@ def create(
     groups = requested_groups(request, settings)
     secret = lambda key: key.get_secret_value() if key is not None else None  # noqa: E731
     row, _runtime = collections.create(
-        request.name, groups, write_key=secret(request.write_key), read_key=secret(request.read_key)
+        request.name,
+        groups,
+        write_key=secret(request.write_key),
+        read_key=secret(request.read_key),
+        field_types=request.field_types,
     )
     return _out(row, collections)
 

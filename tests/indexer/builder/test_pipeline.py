@@ -261,3 +261,37 @@ def test_corpus_without_documents_publishes_nothing(
 def test_encoder_outputs_are_unit_vectors(tiny_encoder: TransformerEncoder) -> None:
     v = tiny_encoder.encode(["a", "b c d"])
     torch.testing.assert_close(v.norm(dim=1), torch.ones(2))
+
+
+def test_a_build_skips_documents_whose_metadata_conflicts_and_stores_the_types(
+    tmp_path: Path,
+    settings: Settings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+) -> None:
+    import json
+
+    from docsim.indexer.store.collections import get_collection
+
+    records = [
+        {"id": "a", "text": "One judgment. It was heard.", "metadata": {"date": "1990-01-31"}},
+        {"id": "b", "text": "Another judgment. It was dismissed.", "metadata": {"date": 2020}},
+        {
+            "id": "c",
+            "text": "A third one. It was allowed.",
+            "metadata": {"date": "2001-05-06", "n": 4},
+        },
+    ]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    result = build(corpus, settings, engine, tiny_encoder, splitter)
+
+    with engine.connect() as conn:
+        ids = sorted(conn.execute(select(documents.c.external_id)).scalars())
+    assert ids == ["a", "c"]
+    (skipped,) = result.skipped
+    assert "metadata field 'date' holds date values" in skipped.reason and "2020" in skipped.reason
+    types = get_collection(engine, "default").field_types
+    assert types == {"date": "date", "n": "number", "source": "keyword"}

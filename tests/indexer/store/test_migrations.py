@@ -109,3 +109,41 @@ def test_downgrading_drops_the_other_collections_and_keeps_default(
     assert [r.name for r in list_collections(engine)] == ["default"]
     assert active_version(engine).version_id == built.version_id
     engine.dispose()
+
+
+def test_the_field_types_migration_takes_them_from_the_documents(
+    settings: Settings, published_copies, sample_corpus: Path, tiny_encoder_dir: Path, caplog
+) -> None:
+    """Documents written before types were fixed give the collection its types; a field on
+    which they disagree stays `mixed`, and the migration says so."""
+    import logging
+
+    from sqlalchemy import select, update
+
+    from docsim.indexer.store.tables import documents
+
+    built = published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
+    url = settings.database_url
+    engine = make_engine(url)
+    downgrade(url, "0007")
+    with engine.begin() as conn:
+        ids = (
+            conn.execute(
+                select(documents.c.doc_id).where(documents.c.version_id == built.version_id)
+            )
+            .scalars()
+            .all()
+        )
+        for i, doc_id in enumerate(ids):
+            metadata = {"year": 1990 + i, "date": "2001-01-01" if i % 2 else 2001}
+            conn.execute(
+                update(documents).where(documents.c.doc_id == doc_id).values(metadata=metadata)
+            )
+
+    with caplog.at_level(logging.WARNING):
+        upgrade(url)
+
+    (row,) = list_collections(engine)
+    assert row.field_types == {"date": "mixed", "year": "number"}
+    assert "'date' holds values of several types" in caplog.text
+    engine.dispose()
