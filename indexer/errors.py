@@ -20,7 +20,12 @@ from docsim.indexer.store.collections import (
     CollectionNameError,
     CollectionNotFoundError,
 )
-from docsim.indexer.store.data_lock import BuildRunningError, ChangesQueuedError, DataDirBusyError
+from docsim.indexer.store.data_lock import (
+    BuildRunningError,
+    ChangesQueuedError,
+    CollectionDeletingError,
+    DataDirBusyError,
+)
 from docsim.indexer.store.db import DatabaseError
 from docsim.indexer.store.manifest import CorruptFileError
 from docsim.indexer.store.reader import RowsPurgedError
@@ -35,6 +40,7 @@ __all__ = [
     "BuildRunningError",
     "ChangesQueuedError",
     "CollectionConflictError",
+    "CollectionDeletingError",
     "CollectionNameError",
     "CollectionNotFoundError",
     "CorpusError",

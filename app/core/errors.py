@@ -17,6 +17,7 @@ from docsim.indexer.errors import (
     BuildRunningError,
     ChangesQueuedError,
     CollectionConflictError,
+    CollectionDeletingError,
     CollectionNameError,
     CollectionNotFoundError,
     DataDirBusyError,
@@ -111,6 +112,7 @@ STATUS = {
     CollectionEmptyError: 409,
     CollectionNameError: 422,
     CollectionNotFoundError: 404,
+    CollectionDeletingError: 404,
     CollectionConflictError: 409,
     InvalidTextError: 422,
     IndexNotReadyError: 503,
@@ -157,14 +159,35 @@ def missing_file_detail(error: FileNotFoundError) -> str:
     return f"{name} of the served index is missing on the server; reindex, or retry later"
 
 
+# What a request on a collection deleted while it ran meets (its rows purged, its files gone,
+# its folder locked by the deletion): the client is told the collection is gone instead.
+_GONE_IF_DELETED = {409, 429, 503}
+
+
+def _deleted_collection(request: Request) -> str | None:
+    """The name of the request's collection when it has been deleted since the request
+    found it (`app.api.deps.get_collection`), else None. Reads SQL."""
+    held = getattr(request.state, "collection", None)
+    collections = getattr(request.app.state, "collections", None)
+    if held is None or collections is None:
+        return None
+    name: str = held[0].name
+    try:
+        return None if collections.exists(name) else name
+    except OperationalError:
+        return None
+
+
 def register_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     for error_type, status in STATUS.items():
 
-        async def handler(
-            _request: Request, error: Exception, status: int = status
-        ) -> JSONResponse:
+        async def handler(request: Request, error: Exception, status: int = status) -> JSONResponse:
             detail = error.args[0] if error.args else type(error).__name__
+            if status in _GONE_IF_DELETED and (gone := _deleted_collection(request)):
+                return JSONResponse(
+                    status_code=404, content={"detail": f"collection {gone!r} deleted"}
+                )
             if isinstance(error, OperationalError):  # its text names hosts and SQL: not shown
                 detail = "the database is unavailable; the service reconnects by itself: retry"
             elif isinstance(error, FileNotFoundError):  # its text is the server's path

@@ -22,12 +22,18 @@ def has_control_characters(value: str) -> bool:
 
 
 def plain_id(value: str) -> str:
-    """A document id: printable, so that it can be written in a URL and in a log line."""
+    """A document id: printable, so that it can be written in a URL and in a log line, and
+    not `.` or `..`, which a URL's path cannot name (clients and proxies resolve them away)."""
     if has_control_characters(value):
         raise ValueError(
             "a document id must not contain control characters (newline, tab, ESC, ...)"
         )
+    if value in DOT_SEGMENTS:
+        raise ValueError(f"{value!r} cannot be a document id: a URL's path cannot name it")
     return value
+
+
+DOT_SEGMENTS = (".", "..")
 
 
 DocumentIdText = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(plain_id)]

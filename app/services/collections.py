@@ -105,6 +105,14 @@ class Collections:
             held = list(self._runtimes.items())
         return {name: runtime.state for name, (_row, runtime) in held}
 
+    def exists(self, name: str) -> bool:
+        """Whether the collection `name` exists now (SQL, not this process's memory)."""
+        try:
+            get_collection(self.engine, name)
+        except CollectionNotFoundError:
+            return False
+        return True
+
     def rows(self) -> list[CollectionRow]:
         return list_collections(self.engine)
 
@@ -148,7 +156,7 @@ class Collections:
         row = get_collection(self.engine, name)
         indexes_dir = collection_settings(self.settings, row).indexes_dir
         indexes_dir.mkdir(parents=True, exist_ok=True)
-        with hold_data_dir(indexes_dir, "build", DELETE_WAITS_FOR_CHANGES_SECONDS):
+        with hold_data_dir(indexes_dir, "delete", DELETE_WAITS_FOR_CHANGES_SECONDS):
             held = delete_collection(self.engine, name, indexes_dir)
         self._forget(name)
         return held

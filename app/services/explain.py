@@ -41,8 +41,8 @@ def resolve_source(
     except DocumentNotFoundError:
         raise SourceNotFoundError(
             f"source {source!r} is neither an indexed document nor a live query_id: query ids "
-            f"expire after {ttl_seconds:g} s, when the query cache is full, or when a new index "
-            "version is loaded; run POST /similar again for a new one"
+            f"expire after {ttl_seconds:g} s, or sooner when the query cache is full; run POST "
+            "/similar again for a new one"
         ) from None
     return query, "document", searcher.ranking_stats(query)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from docsim.app.core.config import ServiceSettings
-from docsim.app.core.errors import MissingPathError, PathNotAllowedError
+from docsim.app.core.errors import InvalidSettingError, MissingPathError, PathNotAllowedError
 from docsim.app.schemas.jobs import ReindexRequest
 from docsim.indexer.api import CURRENT, SAMPLE_CORPUS, JobRow, ReindexParameters, create_job
 from docsim.models.registry import BUILTIN_ENCODERS
@@ -57,6 +57,12 @@ def checked_encoder(encoder: str | None, settings: ServiceSettings) -> str | Non
     never makes the worker open a folder of the server's own choosing."""
     if encoder is None or encoder in BUILTIN_ENCODERS or encoder == settings.encoder.name:
         return encoder
+    if not Path(encoder).is_absolute():
+        known = ", ".join(sorted({*BUILTIN_ENCODERS, settings.encoder.name}))
+        raise InvalidSettingError(
+            f"unknown encoder {encoder!r}: give a built-in encoder's name ({known}) or the "
+            "absolute path of a model directory under DOCSIM_JOBS__ALLOWED_ROOTS"
+        )
     resolved = confined(encoder, "encoder", settings)
     if not resolved.is_dir():
         raise MissingPathError(f"the encoder path {encoder!r} is not a model directory")

@@ -235,7 +235,8 @@ class Runtime:
         try:
             if not self.refresh():
                 logger.warning(
-                    "Collection %r has no active version yet; /similar answers 503 until then",
+                    "Collection %r has no active version yet; its searches answer 409 (503 for "
+                    "`default`) until a build publishes one",
                     self.collection,
                 )
         except Exception:  # recorded in self.failure

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from docsim.app.core.errors import DocumentTooLargeError, UnreadableFileError
-from docsim.app.schemas.common import has_control_characters
+from docsim.app.schemas.common import DOT_SEGMENTS, has_control_characters
 from docsim.indexer.api import FileLimits, SourceDocument, read_document
 
 MAX_ID_CHARACTERS = 512  # as for ids posted in JSON
@@ -45,6 +45,11 @@ def read_upload(
         raise UnreadableFileError(
             f"the document id {doc_id!r} taken from the file name holds control characters "
             "(newline, tab, ESC, ...): rename the file or give an `id`"
+        )
+    if doc_id in DOT_SEGMENTS:
+        raise UnreadableFileError(
+            f"{doc_id!r} cannot be a document id (a URL's path cannot name it): rename the "
+            "file or give an `id`"
         )
     if len(doc_id) > MAX_ID_CHARACTERS:
         raise UnreadableFileError(

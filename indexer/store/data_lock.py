@@ -1,10 +1,12 @@
-"""The one writer of a data directory at a time: a build, or a document change.
+"""The one writer of a data directory at a time: a build, a document change, or the deletion
+of its collection.
 
 Writers of one process queue on a thread lock; processes exclude each other with an OS lock
-on `<indexes>/.build.lock` (`flock`, released by the kernel even on SIGKILL). The holder writes
-what it is (`build` or `change`), its pid and since when into the lock file, so that a writer
-refused can say why. A change waits its turn for a bounded time; a build running is reported at
-once (it takes minutes), and a build waits for the changes running to end.
+on `<indexes>/.build.lock` (`flock`, released by the kernel even on SIGKILL). The holder
+writes what it is (`build`, `change` or `delete`), its pid and since when into the lock file,
+so that a writer refused can say why. A change waits its turn for a bounded time; a build
+running is reported at once (it takes minutes), as is a deletion (the collection is gone: 404),
+and a build waits for the changes running to end.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 from typing import Literal
 
 LOCK_FILE = ".build.lock"
-Kind = Literal["build", "change"]
+Kind = Literal["build", "change", "delete"]
+_REFUSING = ("build", "delete")  # holders a writer does not wait for
 POLL_SECONDS = 0.01
 
 
@@ -35,6 +38,10 @@ class DataDirBusyError(RuntimeError):
 
 class BuildRunningError(DataDirBusyError):
     """A build holds the data directory (409: it may run for minutes)."""
+
+
+class CollectionDeletingError(DataDirBusyError):
+    """The data directory's collection is being deleted (404: it will be gone)."""
 
 
 class ChangesQueuedError(DataDirBusyError):
@@ -68,6 +75,8 @@ def _read_holder(fd: int) -> Holder | None:
 
 
 def _busy(holder: Holder | None, waited: float) -> DataDirBusyError:
+    if holder is not None and holder.kind == "delete":
+        return CollectionDeletingError("collection deleted", retry_after=0)
     if holder is not None and holder.kind == "build":
         running = time.time() - holder.since
         return BuildRunningError(
@@ -97,7 +106,7 @@ def hold_data_dir(indexes_dir: Path, kind: Kind, wait_seconds: float) -> Iterato
     local = _thread_lock(indexes_dir)
     while not local.acquire(timeout=POLL_SECONDS):
         holder = _holders.get(indexes_dir)
-        if (holder is not None and holder.kind == "build") or time.monotonic() >= deadline:
+        if (holder is not None and holder.kind in _REFUSING) or time.monotonic() >= deadline:
             raise _busy(holder, time.monotonic() - started)
     try:
         fd = os.open(indexes_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -108,7 +117,7 @@ def hold_data_dir(indexes_dir: Path, kind: Kind, wait_seconds: float) -> Iterato
                     break
                 except BlockingIOError:
                     holder = _read_holder(fd)
-                    if (holder is not None and holder.kind == "build") or (
+                    if (holder is not None and holder.kind in _REFUSING) or (
                         time.monotonic() >= deadline
                     ):
                         raise _busy(holder, time.monotonic() - started) from None

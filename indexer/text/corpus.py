@@ -117,15 +117,24 @@ def _looks_like_aila(path: Path) -> bool:
     return any(_AILA_HEADER_END.match(line) for line in head)
 
 
+_BINARY = "binary file (NUL bytes; UTF-16 and UTF-32 text needs its byte order mark)"
+
+
 def _decode(data: bytes, ref: str) -> str | Skipped:
     """The text of a plain-text file's content with Unix newlines, or why it cannot be
-    indexed."""
-    if b"\x00" in data:  # a binary file; text with NULs could not be stored in PostgreSQL
-        return Skipped(ref, "binary file (NUL bytes)")
+    indexed. UTF-8, or UTF-16 or UTF-32 told by its byte order mark (as Windows tools save
+    text)."""
+    from docsim.indexer.text.readers.sniff import UNICODE_MARKS
+
+    encoding = next((name for mark, name in UNICODE_MARKS if data.startswith(mark)), "utf-8-sig")
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode(encoding)
     except UnicodeDecodeError as error:
+        if b"\x00" in data:
+            return Skipped(ref, _BINARY)
         return Skipped(ref, f"not UTF-8 (invalid byte at offset {error.start})")
+    if "\x00" in text:  # text with NULs could not be stored in PostgreSQL
+        return Skipped(ref, _BINARY)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         return Skipped(ref, "empty file")
@@ -185,7 +194,7 @@ def read_document(
         FileFormat.ole: "a legacy .doc or a password-protected Word file: save it as .docx "
         "without a password",
         FileFormat.zip: "a zip archive that is not a Word document",
-        FileFormat.binary: "binary file (NUL bytes)",
+        FileFormat.binary: _BINARY,
         FileFormat.text: f"text file of no document format ({suffix}): supported are "
         f"{', '.join(TEXT_SUFFIXES + HTML_SUFFIXES)} and files without an extension",
     }

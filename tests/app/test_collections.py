@@ -391,3 +391,48 @@ def test_watching_many_collections_reads_sql_once_per_interval(fresh_settings) -
         # read per half interval, 2 / poll = 40
         assert 0 < per_second <= 2 / poll + 2, per_second
         assert client.get("/ready").status_code == 200  # the default is still served
+
+
+def test_requests_on_a_collection_deleted_meanwhile_get_404(
+    fresh_settings, tiny_encoder_dir: Path, notes_corpus: Path
+) -> None:
+    """Readers and writers busy on a collection while it is deleted once got 503 "rows purged
+    by later document changes" and 409 "another build is running"; each answer is now a
+    success (it began before the deletion) or 404, never 503 or 409."""
+    with TestClient(create_app(fresh_settings())) as client:
+        assert client.post("/collections", json={"name": NOTES}).status_code == 201
+        reindex = {"source": str(notes_corpus), "encoder": str(tiny_encoder_dir)}
+        job = client.post(f"/collections/{NOTES}/jobs/reindex", json=reindex).json()["job_id"]
+        assert wait_for_job(client, f"/collections/{NOTES}", job, {})["status"] == "succeeded"
+        deadline = time.monotonic() + 60
+        while client.get(f"/collections/{NOTES}").json()["index_version"] is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        seen: list[int] = []
+        stop = threading.Event()
+
+        def reader() -> None:
+            query = {"document": {"text": "Stars and planets. Light dims."}, "method": "fused"}
+            while not stop.is_set():
+                seen.append(client.post(f"/collections/{NOTES}/similar", json=query).status_code)
+
+        def writer(n: int) -> None:
+            i = 0
+            while not stop.is_set():
+                text = f"Note {n} {i}. Beans were roasted."
+                body = {"documents": [{"id": f"w{n}-{i}", "text": text}]}
+                seen.append(client.post(f"/collections/{NOTES}/documents", json=body).status_code)
+                i += 1
+
+        threads = [threading.Thread(target=reader) for _ in range(3)]
+        threads += [threading.Thread(target=writer, args=(n,)) for n in range(2)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)
+        assert client.delete(f"/collections/{NOTES}").status_code == 200
+        time.sleep(1.0)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert seen and set(seen) <= {200, 404}, sorted(set(seen))
+        assert 404 in seen

@@ -98,3 +98,15 @@ def test_posted_documents_meet_the_sentence_limit(limited: TestClient) -> None:
     assert response.status_code == 200, response.text
     assert limited.get("/ready").json()["documents"] == 49
     assert limited.get("/documents/fits").json()["text"] == fits["text"]
+
+
+@pytest.mark.parametrize("doc_id", [".", ".."])
+def test_dot_segments_are_no_document_ids(client: TestClient, doc_id: str) -> None:
+    """`.` and `..` were stored, then could not be read or deleted: clients resolve them out
+    of a URL's path (JSONDecodeError, 405)."""
+    added = client.post("/documents", json={"documents": [{"id": doc_id, "text": "Dots. Here."}]})
+    assert added.status_code == 422 and "cannot be a document id" in added.text
+    upload = client.post(
+        "/documents", files={"file": (f"{doc_id}.txt", b"Dots. Here.", "text/plain")}
+    )
+    assert upload.status_code == 422 and "cannot be a document id" in upload.text

@@ -332,6 +332,7 @@ def test_expired_query_ids_are_404(indexed_settings: ServiceSettings) -> None:
         time.sleep(0.4)
         expired = client.get("/explain", params=params)
         assert expired.status_code == 404 and "run POST /similar again" in expired.json()["detail"]
+        assert "version" not in expired.json()["detail"]  # ids do not expire on a swap
 
 
 def test_pairs_over_the_cell_limit_are_413(indexed_settings: ServiceSettings) -> None:

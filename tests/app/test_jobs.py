@@ -173,6 +173,15 @@ def test_paths_outside_the_allowed_roots_are_403(
             assert response.json()["detail"]
 
 
+def test_an_unknown_encoder_name_is_422_naming_the_choices(served: TestClient) -> None:
+    """It was refused as a path: 403 "must be absolute"."""
+    body = {"source": str(SAMPLE_CORPUS), "encoder": "no-such-encoder"}
+    response = served.post("/jobs/reindex", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert "unknown encoder 'no-such-encoder'" in detail and "minilm" in detail
+
+
 def test_the_api_key_guards_changes_and_jobs(fresh_settings, tiny_encoder_dir: Path) -> None:
     settings = fresh_settings(api_key="s3cret")
     with TestClient(create_app(settings)) as client:

@@ -12,6 +12,16 @@ _HTML = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)[\s>]
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # legacy Office files, and encrypted OOXML
 
 
+# The byte order marks of UTF-32 and UTF-16 text, with the codec that reads it (UTF-32's
+# first: UTF-32 LE's mark starts with UTF-16 LE's). Such text holds NUL bytes, yet is text.
+UNICODE_MARKS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
 class FileFormat(str, Enum):
     text = "text"
     html = "html"
@@ -38,6 +48,6 @@ def sniff(data: bytes) -> FileFormat:
         return FileFormat.docx if "word/document.xml" in names else FileFormat.zip
     if _HTML.match(head.removeprefix(b"\xef\xbb\xbf")):
         return FileFormat.html
-    if b"\x00" in head:
+    if b"\x00" in head and not any(head.startswith(mark) for mark, _ in UNICODE_MARKS):
         return FileFormat.binary
     return FileFormat.text

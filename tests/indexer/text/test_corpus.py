@@ -33,14 +33,22 @@ def test_bad_files_are_skipped_with_reasons(tmp_path: Path) -> None:
     (folder / "binary.txt").write_bytes(b"\x00\x01\x02 binary")
     (folder / "late-nul.txt").write_bytes(b"Text. " * 3000 + b"\x00")  # past the first 8 KB
     (folder / "latin1.md").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    # UTF-16 and UTF-32 with their byte order marks are text (Windows tools save them so);
+    # without one, UTF-16 is told from binary by nothing
+    (folder / "utf16.txt").write_bytes("Title\n\nWide text. It reads.".encode("utf-16"))
+    (folder / "utf32.txt").write_bytes("Title\n\nWider text. It reads.".encode("utf-32"))
+    (folder / "utf16-no-mark.txt").write_bytes("Title\n\nNo mark.".encode("utf-16-le"))
     sub = folder / "sub"
     sub.mkdir()
     (sub / "good.md").write_text("# Again\n\nDuplicate id.", encoding="utf-8")
     docs, skipped = split_items(list(read_corpus(folder)))
-    assert [d.doc_id for d in docs] == ["good"]
+    assert [d.doc_id for d in docs] == ["good", "utf16", "utf32"]
+    assert docs[1].text.endswith("Wide text. It reads.")
     reasons = {Path(s.ref).name: s.reason for s in skipped}
     assert reasons["empty.txt"] == "empty file"
-    assert reasons["binary.txt"] == reasons["late-nul.txt"] == "binary file (NUL bytes)"
+    binary = "binary file (NUL bytes; UTF-16 and UTF-32 text needs its byte order mark)"
+    assert reasons["binary.txt"] == reasons["late-nul.txt"] == binary
+    assert reasons["utf16-no-mark.txt"] == binary
     assert reasons["latin1.md"].startswith("not UTF-8")
     assert reasons["good.md"].startswith("duplicate document id 'good'")
 
