@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from docsim.indexer.cli.main import command_line
     from docsim.indexer.config import Settings, collection_settings, with_groups
     from docsim.indexer.jobs.figures import JobFigures, job_figures
+    from docsim.indexer.jobs.first_version import publish_first_version
     from docsim.indexer.jobs.queue import (
         JobRow,
         create_job,
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
     )
     from docsim.indexer.text.documents import Document, SourceDocument
     from docsim.indexer.text.field_types import FieldType
-    from docsim.indexer.text.sentences import SentenceSplitter
+    from docsim.indexer.text.sentences import SentenceSplitter, load_splitter
     from docsim.indexer.text.split import split_document
 
 # name -> the module that defines it, for `__getattr__`
@@ -110,6 +111,7 @@ _HOMES: dict[str, str] = {
             "request_cancel",
             "retry_job",
         ),
+        "docsim.indexer.jobs.first_version": ("publish_first_version",),
         "docsim.indexer.jobs.updates": (
             "DocumentChange",
             "apply_change",
@@ -181,7 +183,7 @@ _HOMES: dict[str, str] = {
             "Document",
             "SourceDocument",
         ),
-        "docsim.indexer.text.sentences": ("SentenceSplitter",),
+        "docsim.indexer.text.sentences": ("SentenceSplitter", "load_splitter"),
         "docsim.indexer.text.split": ("split_document",),
     }.items()
     for name in names
@@ -243,7 +245,9 @@ __all__ = [
     "json_document",
     "list_jobs",
     "make_engine",
+    "load_splitter",
     "open_searcher",
+    "publish_first_version",
     "parse_filter",
     "prepare_data_dir",
     "purge_retired",

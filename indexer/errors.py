@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from docsim.indexer.builder.backend import BackendError
 from docsim.indexer.builder.engines import EngineError
-from docsim.indexer.builder.pipeline import BuildBusyError, IndexBuildError
+from docsim.indexer.builder.pipeline import AlreadyPublishedError, BuildBusyError, IndexBuildError
 from docsim.indexer.jobs.queue import JobNotFoundError, JobStateError
 from docsim.indexer.jobs.updates import IndexChangedError
 from docsim.indexer.ray_session import RaySessionError
@@ -35,6 +35,7 @@ from docsim.indexer.text.field_types import MetadataTypeError
 from docsim.indexer.text.split import EmptyDocumentError
 
 __all__ = [
+    "AlreadyPublishedError",
     "BackendError",
     "BuildBusyError",
     "BuildRunningError",

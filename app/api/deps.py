@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator
 from typing import Annotated
@@ -55,9 +56,29 @@ def get_runtime(request: Request) -> Runtime:
     return get_collection(request)[1]
 
 
-def get_state(request: Request) -> Iterator[ServiceState]:
-    """The served state, taken once and held to the end of the request: everything the
-    request reads (vectors, BM25, texts from SQL) belongs to its version and revision."""
+def get_state_or_empty(request: Request) -> Iterator[ServiceState | None]:
+    """`get_state`, or None for a collection other than `default` that has published no
+    version yet (a change then publishes its first)."""
+    runtime = get_runtime(request)
+    if (
+        runtime.collection != DEFAULT_COLLECTION
+        and runtime.failure is None
+        and not runtime.has_active_version()
+    ):
+        yield None
+        return
+    with _pinned_state(request) as state:
+        yield state
+
+
+@contextlib.contextmanager
+def _pinned_state(request: Request) -> Iterator[ServiceState]:
+    """The served state, pinned for the block.
+
+    Raises:
+        IndexNotReadyError: nothing is loaded yet (503).
+        CollectionEmptyError: a collection other than `default` has published nothing (409).
+    """
     runtime = get_runtime(request)
     with runtime.pinned() as state:
         if state is None:
@@ -77,6 +98,13 @@ def get_state(request: Request) -> Iterator[ServiceState]:
                 f"the collection {name!r} has no index yet: build one with `docsim "
                 f"--collection {name} index CORPUS` or POST /collections/{name}/jobs/reindex"
             )
+        yield state
+
+
+def get_state(request: Request) -> Iterator[ServiceState]:
+    """The served state, taken once and held to the end of the request: everything the
+    request reads (vectors, BM25, texts from SQL) belongs to its version and revision."""
+    with _pinned_state(request) as state:
         yield state
 
 
@@ -204,3 +232,4 @@ JobsKey = Depends(require_jobs_key)
 ServerKey = Depends(require_server_key)
 OwnerKey = Depends(require_owner_key)
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+StateOrEmptyDep = Annotated[ServiceState | None, Depends(get_state_or_empty)]

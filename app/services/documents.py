@@ -3,6 +3,8 @@ place (`indexer.jobs.updates`), then serve the changed index (`Runtime.follow`).
 
 from __future__ import annotations
 
+import time
+
 from docsim.app.core.config import ApiSettings
 from docsim.app.core.errors import IndexNotReadyError
 from docsim.app.schemas.documents import DocumentsRequest
@@ -19,14 +21,23 @@ from docsim.indexer.api import (
     active_version,
     apply_change,
     hold_data_dir,
+    load_splitter,
+    publish_first_version,
     stored_document_by_id,
 )
-from docsim.indexer.errors import EmptyDocumentError
+from docsim.indexer.errors import (
+    AlreadyPublishedError,
+    BuildBusyError,
+    ChangesQueuedError,
+    EmptyDocumentError,
+)
+
+FIRST_CHANGE_POLL_SECONDS = 0.2  # how often a first change looks again while a build runs
 
 
 def _sources(
     request: DocumentsRequest, splitter: SentenceSplitter, limits: ApiSettings
-) -> list[Document]:
+) -> list[tuple[SourceDocument, Document]]:
     """Every posted document, read, split and checked against the limits before anything
     changes: one refused document refuses the whole request."""
     seen: set[str] = set()
@@ -36,8 +47,7 @@ def _sources(
             raise EmptyDocumentError(f"document {item.id!r} is given twice")
         seen.add(item.id)
         posted = item.model_dump(exclude_none=True)
-        _, document = posted_document(posted, splitter, limits, f"document {item.id!r}")
-        sources.append(document)
+        sources.append(posted_document(posted, splitter, limits, f"document {item.id!r}"))
     return sources
 
 
@@ -89,20 +99,61 @@ def _change(runtime: Runtime, upserts: list[Document], deletes: list[str]) -> Do
     return change
 
 
-def upsert(runtime: Runtime, state: ServiceState, request: DocumentsRequest) -> DocumentChange:
-    sources = _sources(request, state.searcher.splitter, runtime.settings.api)
-    return _change(runtime, sources, [])
+def upsert(
+    runtime: Runtime, state: ServiceState | None, request: DocumentsRequest
+) -> DocumentChange:
+    """Add or replace the posted documents; in a collection with no version yet, publish
+    them as its first (`first_change`)."""
+    splitter = _splitter(runtime, state)
+    read = _sources(request, splitter, runtime.settings.api)
+    if state is None:
+        return first_change(runtime, read, splitter)
+    return _change(runtime, [document for _source, document in read], [])
+
+
+def _splitter(runtime: Runtime, state: ServiceState | None) -> SentenceSplitter:
+    """The served version's splitter, or the configured one before the first version."""
+    if state is not None:
+        return state.searcher.splitter
+    return load_splitter(runtime.settings.punkt_params)
+
+
+def first_change(
+    runtime: Runtime, read: list[tuple[SourceDocument, Document]], splitter: SentenceSplitter
+) -> DocumentChange:
+    """The first change of a collection with no version: its documents published as its
+    first version, or, when another writer published one first (a first change or a reindex
+    job), applied to that version as an ordinary change. A build running meanwhile is waited
+    for, as changes wait for each other (`change_wait_seconds`, then 429)."""
+    if runtime.unwritable is not None:
+        raise IndexNotReadyError(f"document changes cannot be written here: {runtime.unwritable}")
+    sources = [source for source, _document in read]
+    deadline = time.monotonic() + runtime.settings.api.change_wait_seconds
+    while True:
+        try:
+            change = publish_first_version(runtime.settings, runtime.engine, sources, splitter)
+        except AlreadyPublishedError:
+            return _change(runtime, [document for _source, document in read], [])
+        except BuildBusyError as error:
+            if time.monotonic() >= deadline:
+                raise ChangesQueuedError(str(error), retry_after=5) from error
+            time.sleep(FIRST_CHANGE_POLL_SECONDS)
+            continue
+        runtime.refresh()  # served before the answer: a read that begins after it sees it
+        return change
 
 
 def upsert_files(
-    runtime: Runtime, state: ServiceState, uploads: list[UploadedFile], doc_id: str | None
+    runtime: Runtime, state: ServiceState | None, uploads: list[UploadedFile], doc_id: str | None
 ) -> DocumentChange:
     """Add or replace the uploaded files' documents: each file's id is its name without the
     extension (or `doc_id`, for one file). Every file is read and checked first: one that
-    cannot be read refuses the whole request."""
+    cannot be read refuses the whole request. In a collection with no version yet, they are
+    its first (`first_change`)."""
     settings = runtime.settings
     limits = FileLimits(**settings.files.model_dump())
-    sources: list[Document] = []
+    splitter = _splitter(runtime, state)
+    read: list[tuple[SourceDocument, Document]] = []
     seen: set[str] = set()
     for upload in uploads:
         source = read_upload(upload, limits, doc_id)
@@ -110,8 +161,10 @@ def upsert_files(
             raise EmptyDocumentError(f"document {source.doc_id!r} is given twice")
         seen.add(source.doc_id)
         what = f"file {upload.name!r}"
-        sources.append(split_within_limits(source, state.searcher.splitter, settings.api, what))
-    return _change(runtime, sources, [])
+        read.append((source, split_within_limits(source, splitter, settings.api, what)))
+    if state is None:
+        return first_change(runtime, read, splitter)
+    return _change(runtime, [document for _source, document in read], [])
 
 
 def remove(runtime: Runtime, document_id: str) -> DocumentChange:

@@ -45,7 +45,7 @@ from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.config import Settings
 from docsim.indexer.store.data_lock import DataDirBusyError, hold_data_dir
 from docsim.indexer.store.manifest import BackendEntry, LevelEntry, Manifest
-from docsim.indexer.store.versions import recover_abandoned
+from docsim.indexer.store.versions import NoActiveIndexError, active_version, recover_abandoned
 from docsim.indexer.text.corpus import FileLimits, Skipped, detect_format, read_corpus
 from docsim.indexer.text.documents import Document, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
@@ -60,6 +60,10 @@ class IndexBuildError(RuntimeError):
 
 class BuildBusyError(IndexBuildError):
     """Another build (or document update) holds the data directory's lock."""
+
+
+class AlreadyPublishedError(IndexBuildError):
+    """A build of a collection's first version found a version published meanwhile."""
 
 
 @dataclass
@@ -160,12 +164,15 @@ def build_index(
     hooks: BuildHooks | None = None,
     show_progress: bool = True,
     encode_engine: EncodeEngine | None = None,
+    first_version: bool = False,
 ) -> BuildResult:
     """Build, and atomically publish, a new index version of `corpus` (or of `documents`,
-    e.g. the stored documents of a version, described by `source_label`).
+    e.g. the stored documents of a version, described by `source_label`). `first_version`:
+    only while the collection has published none (checked once the lock is held).
 
     Raises:
         BuildBusyError: another build holds the lock.
+        AlreadyPublishedError: `first_version`, and the collection has a version.
         IndexBuildError: nothing to index, or a bad setting; nothing was published.
     """
     hooks = hooks or BuildHooks()
@@ -175,6 +182,8 @@ def build_index(
         settings, engine, encoder, indexes_dir, capacity, hooks, show_progress, encode_engine
     )
     with build_lock(indexes_dir):
+        if first_version and _has_active_version(engine, settings.collection):
+            raise AlreadyPublishedError(f"the collection {settings.collection!r} has a version")
         recover_abandoned(
             engine, indexes_dir, keep=hooks.resume_version, collection=settings.collection
         )
@@ -236,6 +245,14 @@ def _encode_and_publish(
         abandon(engine, target, error, keep=hooks.keep_on_failure, published=published)
         raise
     return manifest, target
+
+
+def _has_active_version(engine: Engine, collection: str) -> bool:
+    try:
+        active_version(engine, collection)
+    except NoActiveIndexError:
+        return False
+    return True
 
 
 def chunk_capacity(settings: Settings, encoder: Encoder) -> int:

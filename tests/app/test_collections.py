@@ -436,3 +436,37 @@ def test_requests_on_a_collection_deleted_meanwhile_get_404(
             thread.join(timeout=60)
         assert seen and set(seen) <= {200, 404}, sorted(set(seen))
         assert 404 in seen
+
+
+def test_a_new_collection_takes_documents_at_once(fresh_settings, tiny_encoder_dir: Path) -> None:
+    """Its first documents once got 409 until a reindex job built a version: now the first
+    changes publish it, however many writers race for it, and none of their acknowledged
+    documents is lost."""
+    with TestClient(create_app(fresh_settings())) as client:
+        body = {"name": NOTES, "encoder": str(tiny_encoder_dir), "write_key": A_KEY}
+        assert client.post("/collections", json=body).status_code == 201
+        prefix = f"/collections/{NOTES}"
+        answers: dict[str, int] = {}
+
+        def writer(n: int) -> None:
+            for i in range(3):
+                doc = {"id": f"w{n}-{i}", "text": f"Writer {n} wrote note {i}. Beans roast."}
+                answer = client.post(
+                    f"{prefix}/documents", json={"documents": [doc]}, headers=key(A_KEY)
+                )
+                answers[doc["id"]] = answer.status_code
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+
+        assert set(answers.values()) == {200}, answers
+        shown = client.get(prefix).json()
+        assert shown["documents"] == 12 and shown["index_version"] is not None
+        for doc_id in answers:
+            assert client.get(f"{prefix}/documents/{doc_id}").status_code == 200, doc_id
+        query = {"document": {"text": "Writer 2 wrote note 1. Beans roast."}, "top_k": 12}
+        found = ranked(client.post(f"{prefix}/similar", json=query))
+        assert {doc_id for doc_id, _ in found} == set(answers)

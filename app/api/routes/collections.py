@@ -77,9 +77,10 @@ def create(
     settings: SettingsDep,
 ) -> CollectionOut:
     """Create a collection, with an encoder, backend and search settings of its own when
-    given (the server's otherwise) and optional keys. It is empty: a reindex job
-    (`POST /collections/{name}/jobs/reindex`) or `docsim --collection NAME index` builds
-    its first version. 409 when the name is taken."""
+    given (the server's otherwise), optional keys and declared metadata field types. It is
+    empty: its first `POST /collections/{name}/documents` publishes its first version, as
+    does a reindex job (`POST /collections/{name}/jobs/reindex`) or `docsim --collection NAME
+    index`. 409 when the name is taken."""
     groups = requested_groups(request, settings)
     secret = lambda key: key.get_secret_value() if key is not None else None  # noqa: E731
     row, _runtime = collections.create(

@@ -6,7 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request
 
 from docsim.app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
-from docsim.app.api.deps import ApiKey, RuntimeDep, SettingsDep, StateDep
+from docsim.app.api.deps import ApiKey, RuntimeDep, SettingsDep, StateDep, StateOrEmptyDep
 from docsim.app.schemas.documents import (
     DocumentsChanged,
     DocumentsRequest,
@@ -73,11 +73,13 @@ async def documents_body(http: Request, settings: SettingsDep) -> DocumentsReque
 )
 def upsert(
     body: Annotated[DocumentsRequest | Upload, Depends(documents_body)],
-    state: StateDep,
+    state: StateOrEmptyDep,
     runtime: RuntimeDep,
 ) -> DocumentsChanged:
     """Add documents, or replace those whose id exists, in the active version (FAISS, BM25
-    and SQL together); searchable when this returns. 409 while a reindex job runs. JSON, or
+    and SQL together); searchable when this returns. In a collection created with no version
+    yet, they are published as its first version, encoded with its encoder. 409 while a
+    reindex job runs. JSON, or
     document files (PDF, Word, HTML, text, Markdown) uploaded as `multipart/form-data` in
     fields named `file`, each file's id its name without the extension."""
     started = time.perf_counter()
