@@ -57,7 +57,7 @@ def checked_encoder(encoder: str | None, settings: ServiceSettings) -> str | Non
     never makes the worker open a folder of the server's own choosing."""
     if encoder is None or encoder in BUILTIN_ENCODERS or encoder == settings.encoder.name:
         return encoder
-    if not Path(encoder).is_absolute():
+    if not any(mark in encoder for mark in ("/", "\\", ".")):  # a name, not a path
         known = ", ".join(sorted({*BUILTIN_ENCODERS, settings.encoder.name}))
         raise InvalidSettingError(
             f"unknown encoder {encoder!r}: give a built-in encoder's name ({known}) or the "
