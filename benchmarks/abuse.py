@@ -108,12 +108,21 @@ async def abuser(client: httpx.AsyncClient, field: str, stop: float, seen: dict)
         seen["statuses"][f"{kind} {answer.status_code}"] += 1
 
 
-async def phase(url: str, clients: int, seconds: float, abusive: bool, ids: list[str],
-                texts: list[str], field: str) -> dict[str, Any]:
+async def phase(
+    url: str,
+    clients: int,
+    seconds: float,
+    abusive: bool,
+    ids: list[str],
+    texts: list[str],
+    field: str,
+) -> dict[str, Any]:
     stop = time.monotonic() + seconds
     seen: dict[str, Any] = {"latencies": [], "statuses": Counter()}
     abused: dict[str, Any] = {
-        "latencies": {"document": [], "filter": []}, "statuses": Counter(), "some_id": ids[0]
+        "latencies": {"document": [], "filter": []},
+        "statuses": Counter(),
+        "some_id": ids[0],
     }
     limits = httpx.Limits(max_connections=clients + 2)
     async with httpx.AsyncClient(base_url=url, limits=limits) as client:
@@ -122,8 +131,11 @@ async def phase(url: str, clients: int, seconds: float, abusive: bool, ids: list
             tasks.append(abuser(client, field, stop, abused))
         await asyncio.gather(*tasks)
     result = {
-        "ordinary": {**summary(seen["latencies"]), "qps": round(len(seen["latencies"]) / seconds, 2),
-                     "statuses": dict(seen["statuses"])},
+        "ordinary": {
+            **summary(seen["latencies"]),
+            "qps": round(len(seen["latencies"]) / seconds, 2),
+            "statuses": dict(seen["statuses"]),
+        },
     }
     if abusive:
         result["abuser"] = {
@@ -146,15 +158,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/abuse.json"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    env = {**os.environ, "DOCSIM_DATA_DIR": str(args.data_dir), "DOCSIM_JOBS__EMBEDDED_WORKER": "false"}
+    env = {
+        **os.environ,
+        "DOCSIM_DATA_DIR": str(args.data_dir),
+        "DOCSIM_JOBS__EMBEDDED_WORKER": "false",
+    }
     url = f"http://127.0.0.1:{args.port}"
     log = args.out.with_suffix(".server.log")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with docsim_server(env, args.port, log):
         with httpx.Client(base_url=url, timeout=60) as client:
-            ids = [h["document_id"] for h in client.post(
-                "/similar", json={"document": {"text": "The court held. The appeal."}, "top_k": 50}
-            ).json()["results"]]
+            ids = [
+                h["document_id"]
+                for h in client.post(
+                    "/similar",
+                    json={"document": {"text": "The court held. The appeal."}, "top_k": 50},
+                ).json()["results"]
+            ]
             texts = [client.get(f"/documents/{i}").json()["text"][:3000] for i in ids[:20]]
         alone = asyncio.run(phase(url, args.clients, args.seconds, False, ids, texts, args.field))
         logger.info("alone: %s", alone)
@@ -162,11 +182,21 @@ def main() -> None:
         logger.info("with the abuser: %s", abused)
     ratio = abused["ordinary"]["p95_ms"] / alone["ordinary"]["p95_ms"]
     server_errors = sum(
-        n for phase_ in (alone, abused) for who in ("ordinary", "abuser") if who in phase_
-        for status, n in phase_[who]["statuses"].items() if str(status).split()[-1].startswith("5")
+        n
+        for phase_ in (alone, abused)
+        for who in ("ordinary", "abuser")
+        if who in phase_
+        for status, n in phase_[who]["statuses"].items()
+        if str(status).split()[-1].startswith("5")
     )
-    report = {"clients": args.clients, "seconds": args.seconds, "alone": alone,
-              "with_abuser": abused, "p95_ratio": round(ratio, 2), "server_errors": server_errors}
+    report = {
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "alone": alone,
+        "with_abuser": abused,
+        "p95_ratio": round(ratio, 2),
+        "server_errors": server_errors,
+    }
     print(json.dumps(report, indent=1))
     args.out.write_text(json.dumps(report, indent=1) + "\n")
 
