@@ -5,6 +5,7 @@ line (`DOCSIM_LOG__FORMAT=json`, python-json-logger) for a log collector. Fields
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import TextIO
 
@@ -13,7 +14,23 @@ from pythonjsonlogger.json import JsonFormatter
 from docsim.indexer.config import LogSettings
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-QUIET = ("transformers", "httpx", "alembic.runtime.migration", "bm25s", "filelock")
+QUIET = (
+    "transformers",
+    "httpx",
+    "alembic.runtime.migration",
+    "alembic.runtime.plugins",  # a line per plugin at every start
+    "faiss.loader",  # the CPU variants it tried, as ModuleNotFoundError lines
+    "bm25s",
+    "filelock",
+)
+
+
+class _DropLossTypeNotice(logging.Filter):
+    """transformers warns, on every load of an encoder's config, that `loss_type=None` is
+    unknown: a training setting that inference never reads."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "loss_type" not in record.getMessage()
 
 
 class StderrHandler(logging.StreamHandler):
@@ -52,6 +69,11 @@ def configure_logging(settings: LogSettings, verbose: bool = False) -> None:
     root.setLevel(logging.DEBUG if verbose else settings.level)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
+    notices = logging.getLogger("transformers.modeling_utils")
+    if not any(isinstance(f, _DropLossTypeNotice) for f in notices.filters):
+        notices.addFilter(_DropLossTypeNotice())
+    # transformers' "Loading weights" bar at every encoder load (read when it is imported)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True

@@ -55,7 +55,7 @@ def read_corpus(
     fmt = CorpusFormat(fmt)
     if fmt is CorpusFormat.auto:
         fmt = detect_format(path)
-    logger.info("Reading %s as a %s corpus", path, fmt.value)
+    logger.info("Reading %s (format: %s)", path, fmt.value)
     readers: dict[CorpusFormat, Callable[[Path], Iterator[SourceDocument | Skipped]]] = {
         CorpusFormat.text: partial(_read_text_dir, limits=limits),
         CorpusFormat.jsonl: _read_jsonl,

@@ -365,3 +365,24 @@ def test_repeated_index_runs_retire_old_versions(
     assert [o["retired"] for o in outputs] == [[], [], [1]]
     folders = sorted(p.name for p in (data / "indexes").iterdir() if p.is_dir())
     assert folders == [Path(o["path"]).name for o in outputs[1:]]
+
+
+def test_a_first_run_prints_docsims_lines_not_its_libraries_noise(
+    tmp_path: Path, tiny_encoder_dir: Path
+) -> None:
+    """A first `docsim index` printed ten Alembic "setup plugin" lines, faiss's
+    ModuleNotFoundError lines, transformers' `loss_type` warning and "Loading weights" bar,
+    and "as a text corpus"."""
+    corpus = write_text_corpus(
+        tmp_path / "c", {"a.md": "# A\n\nOne. Two.", "b.md": "# B\n\nThree."}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "docsim.indexer.cli.main", "index", str(corpus), "--encoder",
+         str(tiny_encoder_dir), "--data-dir", str(tmp_path / "data"), "--no-progress"],
+        capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for noise in ("setup plugin", "ModuleNotFoundError", "loss_type", "Loading weights", "as a"):
+        assert noise not in done.stderr, noise
+    assert "(format: text)" in done.stderr and "Published version 1" in done.stderr
