@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version as package_version
@@ -32,6 +31,7 @@ from docsim.app.schemas.documents import DocumentsRequest, DocumentsUpload
 from docsim.app.schemas.jobs import ReindexRequest
 from docsim.app.schemas.similar import SimilarRequest, SimilarUpload
 from docsim.app.services.collections import Collections
+from docsim.app.services.fairness import FairSlots
 from docsim.app.services.metrics import Metrics
 from docsim.app.services.state import ServiceState
 from docsim.indexer.api import DEFAULT_COLLECTION, make_engine, upgrade
@@ -86,8 +86,10 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         dependencies=[Depends(reject_nul_in_url)],
     )
     app.state.settings = settings
-    app.state.search_slots = threading.BoundedSemaphore(
-        settings.api.max_concurrent_searches or os.cpu_count() or 1
+    app.state.search_slots = FairSlots(
+        settings.api.max_concurrent_searches or os.cpu_count() or 1,
+        fair_share_seconds=settings.api.fair_share_seconds,
+        deadline_seconds=settings.api.search_deadline_seconds,
     )
     app.state.service = None
     app.state.engine = None

@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
+from docsim.models.pacing import before_batch
 from docsim.models.precision import autocast, to_device
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class TorchBackend:
 
     def hidden_states(self, batches: Iterable[BatchT]) -> Iterator[tuple[BatchT, torch.Tensor]]:
         for batch in batches:
+            before_batch(len(batch.input_ids))
             input_ids = to_device(batch.input_ids, self.device)
             mask = to_device(batch.attention_mask, self.device)
             with torch.inference_mode(), autocast(self.device, self.amp_dtype):
@@ -377,6 +379,7 @@ class OpenVinoBackend:
             for batch in batches:
                 if not idle:
                     yield finish()
+                before_batch(len(batch.input_ids))
                 request = idle.pop()
                 request.start_async(
                     {

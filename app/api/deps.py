@@ -18,9 +18,11 @@ from docsim.app.core.errors import (
     InvalidTextError,
 )
 from docsim.app.schemas.common import has_control_characters
+from docsim.app.services.fairness import FairSlots, Ticket
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
 from docsim.indexer.api import DEFAULT_COLLECTION, CollectionRow, check_collection_name
+from docsim.models.pacing import paced
 
 
 def get_settings(request: Request) -> ServiceSettings:
@@ -217,15 +219,24 @@ def require_read_key(request: Request) -> None:
 EngineDep = Annotated[Engine, Depends(get_engine)]
 
 
-def search_slot(request: Request) -> Iterator[None]:
+def search_slot(request: Request) -> Iterator[Ticket]:
     """Hold one of the service's search slots for the request (`max_concurrent_searches`):
     scoring is CPU-bound, so more at once only share the cores, and each holds its own
-    paragraph matrices in memory."""
-    with request.app.state.search_slots:
+    paragraph matrices in memory. Long searches yield theirs to short ones, and every one
+    has a deadline (`app.services.fairness`): the route runs its work `paced_by` the ticket."""
+    with request.app.state.search_slots.slot() as ticket:
+        yield ticket
+
+
+@contextlib.contextmanager
+def paced_by(request: Request, ticket: Ticket) -> Iterator[None]:
+    """The encoders this thread runs in the block pace themselves by `ticket`'s slot."""
+    slots: FairSlots = request.app.state.search_slots
+    with paced(lambda rows: slots.pace(ticket, rows)):
         yield
 
 
-SearchSlot = Annotated[None, Depends(search_slot)]
+SearchSlot = Annotated[Ticket, Depends(search_slot)]
 ApiKey = Depends(require_api_key)
 ReadKey = Depends(require_read_key)
 JobsKey = Depends(require_jobs_key)

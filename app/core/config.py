@@ -116,6 +116,19 @@ class ApiSettings(BaseModel):
         description="Searches and explanations computed at once (each holds its paragraph "
         "matrices); more wait their turn. Default: the number of CPUs.",
     )
+    search_deadline_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long a search or explanation may run, waiting for a slot included: "
+        "past it, it stops at its next encoder batch and answers 503 with Retry-After.",
+    )
+    fair_share_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="How long a search may encode its query before it yields its slot, at "
+        "each encoder batch, to searches that have encoded for less: the largest posted "
+        "documents are served from the time ordinary searches leave idle.",
+    )
     page_max_cells_per_axis: int = Field(
         default=250, ge=2, description="The same for the HTML page's clickable maps."
     )

@@ -81,6 +81,10 @@ class InvalidSettingError(ValueError):
     """A collection's setting that does not exist or is not valid."""
 
 
+class SearchDeadlineError(RuntimeError):
+    """A search or explanation past its deadline (503 and Retry-After)."""
+
+
 class SourceNotFoundError(LookupError):
     """An /explain source that is neither a live query_id nor an indexed document."""
 
@@ -116,6 +120,7 @@ STATUS = {
     CollectionConflictError: 409,
     InvalidTextError: 422,
     IndexNotReadyError: 503,
+    SearchDeadlineError: 503,
     ShardUnavailableError: 503,
     NoActiveIndexError: 503,
     RowsPurgedError: 503,

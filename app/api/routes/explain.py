@@ -3,10 +3,10 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep
+from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep, paced_by
 from docsim.app.render.explain_page import render_html
 from docsim.app.render.policy import content_security_policy
 from docsim.app.schemas.explain import ExplainFormat, ExplainResponse
@@ -21,9 +21,10 @@ router = APIRouter(tags=["explain"])
     responses={200: {"content": {"image/png": {}, "text/html": {}}}},
 )
 def explain(
+    http: Request,
     state: StateDep,
     settings: SettingsDep,
-    _slot: SearchSlot,
+    slot: SearchSlot,
     source: Annotated[
         str,
         Query(
@@ -36,7 +37,8 @@ def explain(
     """Why `target` is similar to `source`: document score, section, chunk and paragraph
     maps, sentence alignments and top pairs; as data, a PNG of heatmaps, or an HTML page."""
     started = time.perf_counter()
-    explanation = service.explain(state, source, target, settings.api)
+    with paced_by(http, slot):
+        explanation = service.explain(state, source, target, settings.api)
     if format is ExplainFormat.png:
         # matplotlib is imported by the first PNG asked for, not by every process that
         # imports the app (a third of a second: CLI commands, workers, tests)

@@ -13,7 +13,7 @@ from docsim.app.api.bodies import (
     request_body,
     validated,
 )
-from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep
+from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep, paced_by
 from docsim.app.schemas.similar import (
     SimilarOptions,
     SimilarRequest,
@@ -51,17 +51,19 @@ async def similar_body(
     openapi_extra=request_body(SimilarRequest, SimilarUpload),
 )
 def similar(
+    http: Request,
     body: Annotated[tuple[SimilarOptions, UploadedFile | None], Depends(similar_body)],
     state: StateDep,
     settings: SettingsDep,
-    _slot: SearchSlot,
+    slot: SearchSlot,
 ) -> SimilarResponse:
     """Rank the collection against a posted or an indexed document: JSON, or a document file
     (PDF, Word, HTML, text, Markdown) uploaded as `multipart/form-data` in `file` with the
     options as form fields."""
     started = time.perf_counter()
     request, upload = body
-    result, query_id = service.similar(state, request, settings, upload)
+    with paced_by(http, slot):
+        result, query_id = service.similar(state, request, settings, upload)
     return SimilarResponse.from_result(
         result,
         request,
