@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -54,6 +55,7 @@ class FairSlots:
         self._free = slots
         self._young = 0  # young requests holding or waiting for a slot
         self._young_left = time.monotonic()  # when the last young one left
+        self._queue: deque[Ticket] = deque()  # young requests waiting, first come first
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[Ticket]:
@@ -61,11 +63,15 @@ class FairSlots:
         ticket = Ticket(deadline=time.monotonic() + self.deadline_seconds)
         with self._changed:
             self._young += 1
+            self._queue.append(ticket)
             try:
                 self._take(ticket, wait_for_young=False)
             except BaseException:
                 self._young -= 1
+                self._changed.notify_all()
                 raise
+            finally:
+                self._queue.remove(ticket)
         try:
             yield ticket
         finally:
@@ -103,15 +109,20 @@ class FairSlots:
             self._take(ticket, wait_for_young=True)
 
     def _take(self, ticket: Ticket, *, wait_for_young: bool) -> None:
-        """Take a slot (the caller holds `_changed`), waiting for a free one and, when
-        `wait_for_young`, for no young request to be left."""
-        while self._free == 0 or (wait_for_young and not self._idle()):
+        """Take a slot (the caller holds `_changed`), waiting for a free one: a young request
+        in its turn (first come, first served), an old one until the young have left the
+        slots idle (`wait_for_young`)."""
+        while self._free == 0 or (
+            not self._idle() if wait_for_young else self._queue[0] is not ticket
+        ):
             left = ticket.deadline - time.monotonic()
             if left <= 0:
                 self._check_deadline(ticket)
             self._changed.wait(timeout=min(left, IDLE_SECONDS))
         self._free -= 1
         ticket.holding = True
+        if self._free > 0:
+            self._changed.notify_all()  # the next in line may take one too
 
     def _idle(self) -> bool:
         """Whether no young request holds or awaits a slot, nor did for `IDLE_SECONDS`."""
