@@ -400,7 +400,8 @@ class Client:
         like: Sequence[Document] | None = None,
         unlike: Sequence[Document] | None = None,
     ) -> Results:
-        """The collection ranked against `document` (text, a JSON document, or a file's path)
+        """The collection ranked against `document` (text, a JSON document, or a file as a
+        `pathlib.Path`: a string is always text)
         or the indexed `document_id`, or like the documents of `like` and unlike those of
         `unlike` (each an indexed id, a text or a JSON document); the options are
         `POST /similar`'s."""

@@ -10,7 +10,7 @@ Rules (DESIGN.md section 2):
   piece without a letter or digit ("....", "* * *") is not a sentence.
 - A paragraph of more than `MAX_PARAGRAPH_SENTENCES` sentences (text without line breaks) is
   cut into runs of about `FALLBACK_PARAGRAPH_SENTENCES` sentences, so that no document is one
-  paragraph of thousands of sentences (1 of 22,766 AILA paragraphs has more than 64).
+  paragraph of thousands of sentences (6 of 22,766 AILA paragraphs have more than 32).
 All spans are stripped of surrounding whitespace and index the document's full text.
 """
 
@@ -32,7 +32,7 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\r?\n")
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\r?\n)+")
 _TERMINAL = ".,;:!?\"'”’)]"
 _MAX_HEADING_CHARS = 300  # a longer line is no heading (and the heading pattern stays linear)
-MAX_PARAGRAPH_SENTENCES = 64
+MAX_PARAGRAPH_SENTENCES = 32
 FALLBACK_PARAGRAPH_SENTENCES = 8
 
 

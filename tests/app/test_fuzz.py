@@ -18,7 +18,23 @@ def test_no_input_gives_a_server_error(fresh_settings) -> None:
         _fuzz(app)
 
 
-def _fuzz(app) -> None:  # noqa: ANN001
+@pytest.mark.slow
+@pytest.mark.parametrize("with_key", [True, False], ids=["with-the-key", "without"])
+def test_no_input_gives_a_server_error_on_a_keyed_server(fresh_settings, with_key: bool) -> None:
+    """Every route again, on a server with a key of its own: every request carrying it (so
+    that the fuzzer reaches what the key opens), or none (refusals: 401, never 5xx)."""
+    app = create_app(fresh_settings(embedded_worker=False, api_key=FUZZ_KEY))
+    with TestClient(app):
+        cases = _fuzz(app, {"X-API-Key": FUZZ_KEY} if with_key else {})
+    print(f"{cases} cases {'with' if with_key else 'without'} the key: no 5xx")
+
+
+FUZZ_KEY = "fuzz-server-key-0123456789"
+
+
+def _fuzz(app, headers: dict[str, str] | None = None) -> int:  # noqa: ANN001
+    """Fuzz every operation; the number of cases run."""
+    cases = 0
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
@@ -34,12 +50,15 @@ def _fuzz(app) -> None:  # noqa: ANN001
         @given(case=operation.as_strategy())
         @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
         def check(case) -> None:
-            response = case.call()
+            nonlocal cases
+            cases += 1
+            response = case.call(headers=headers or None)
             assert response.status_code < 500, (case.body, response.text)
             if response.status_code >= 400:
                 assert "detail" in response.json()
 
         check()
+    return cases
 
 
 def test_document_changes_link_to_the_documents_they_name(client: TestClient) -> None:
