@@ -43,7 +43,7 @@ from docsim.indexer.builder.split_workers import default_workers
 from docsim.indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.config import Settings
-from docsim.indexer.store.data_lock import DataDirBusyError, hold_data_dir
+from docsim.indexer.store.data_lock import DataDirBusyError, Kind, hold_data_dir
 from docsim.indexer.store.manifest import BackendEntry, LevelEntry, Manifest
 from docsim.indexer.store.versions import NoActiveIndexError, active_version, recover_abandoned
 from docsim.indexer.text.corpus import FileLimits, Skipped, detect_format, read_corpus
@@ -112,15 +112,17 @@ BUILD_WAITS_FOR_CHANGES_SECONDS = 60.0
 
 
 @contextlib.contextmanager
-def build_lock(indexes_dir: Path) -> Iterator[None]:
+def build_lock(indexes_dir: Path, kind: Kind = "build") -> Iterator[None]:
     """One build at a time per data directory, and no document change during it
-    (`indexer.store.data_lock`); a build waits for the changes running to end.
+    (`indexer.store.data_lock`); a build waits for the changes running to end. A first
+    version built from a collection's first change holds it as a change (`kind`), so that
+    the changes after it wait their turn instead of being refused as during a build.
 
     Raises:
         BuildBusyError: another build is running, or changes held on for a minute.
     """
     try:
-        with hold_data_dir(indexes_dir, "build", BUILD_WAITS_FOR_CHANGES_SECONDS):
+        with hold_data_dir(indexes_dir, kind, BUILD_WAITS_FOR_CHANGES_SECONDS):
             yield
     except DataDirBusyError as error:
         raise BuildBusyError(str(error)) from error
@@ -181,7 +183,7 @@ def build_index(
     ctx = BuildContext(
         settings, engine, encoder, indexes_dir, capacity, hooks, show_progress, encode_engine
     )
-    with build_lock(indexes_dir):
+    with build_lock(indexes_dir, "change" if first_version else "build"):
         if first_version and _has_active_version(engine, settings.collection):
             raise AlreadyPublishedError(f"the collection {settings.collection!r} has a version")
         recover_abandoned(

@@ -170,6 +170,28 @@ def test_search_then_explain_in_a_browser(browser: Chrome, base_url: str) -> Non
     assert console_errors(browser) == []
 
 
+def test_long_paragraphs_are_shown_in_a_few_lines_under_labelled_columns(
+    browser: Chrome, base_url: str
+) -> None:
+    """One long AILA paragraph once filled a 1,280 x 1,600 screen, and the query's and the
+    match's columns had no labels."""
+    browser.get(base_url + "/")
+    text = (SAMPLE_CORPUS / "coffee-02.md").read_text(encoding="utf-8").split("\n", 1)[1]
+    one_paragraph = " ".join(text.split())  # the whole body as one paragraph, no line breaks
+    box = browser.find_element(By.ID, "text")
+    browser.execute_script("arguments[0].value = arguments[1];", box, one_paragraph)
+    box.send_keys(" ")
+    search(browser)
+    labels = browser.find_elements(By.CSS_SELECTOR, "li.result .match-labels span")
+    assert [e.text for e in labels[:2]] == ["in the query", "in this document"]
+    passage = browser.find_element(By.CSS_SELECTOR, "li.result .match div.passage")
+    full = browser.execute_script("return arguments[0].scrollHeight;", passage)
+    assert passage.size["height"] < 160 < full  # a few lines of a long paragraph
+    passage.click()
+    assert passage.size["height"] >= full - 2  # a click shows all of it
+    assert console_errors(browser) == []
+
+
 def test_search_page_shows_the_servers_message(browser: Chrome, base_url: str) -> None:
     browser.get(base_url + "/")
     browser.find_element(By.ID, "document-id").send_keys("no-such-document")
