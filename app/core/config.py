@@ -119,6 +119,7 @@ class ApiSettings(BaseModel):
     search_deadline_seconds: float = Field(
         default=60.0,
         gt=0,
+        json_schema_extra={"answer": 503},
         description="How long a search or explanation may run, waiting for a slot included: "
         "past it, it stops at its next encoder batch and answers 503 with Retry-After.",
     )
