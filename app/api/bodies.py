@@ -18,6 +18,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException, MultiPartParser
 
 from docsim.app.api.body_limit import FORM, FORM_FIELD_BYTES
 from docsim.app.core.errors import DocumentTooLargeError
@@ -104,6 +106,34 @@ def validated(model: type[Model], data: Any) -> Model:
         ) from None
 
 
+class _NotInCharset(MultiPartException):
+    """A form field whose bytes are not text in the body's charset."""
+
+    field = ""
+
+
+class _StrictFormParser(MultiPartParser):
+    """Starlette's multipart parser, except that a form field (other than `file_fields`,
+    whose parts may carry a file's bytes without a file name) whose bytes are not valid in
+    the body's charset (UTF-8 unless the request names another) is refused, where Starlette
+    would read it as Latin-1 and hand on a different text than was sent."""
+
+    def __init__(self, *args: Any, file_fields: set[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.file_fields = file_fields
+
+    def on_part_end(self) -> None:
+        part = self._current_part
+        if part.file is None and part.field_name not in self.file_fields:
+            try:
+                bytes(part.data).decode(self._charset)
+            except (UnicodeDecodeError, LookupError):
+                error = _NotInCharset(f"the form field is not valid {self._charset} text")
+                error.field = part.field_name
+                raise error from None
+        super().on_part_end()
+
+
 async def form_body(
     http: Request,
     *,
@@ -121,7 +151,20 @@ async def form_body(
         RequestValidationError: a field that is not declared, or a scalar given twice.
     """
     # a body over `max_file_bytes + FORM_FIELD_BYTES` never gets here (`body_limit`)
-    form = await http.form(max_files=1000, max_fields=1000, max_part_size=FORM_FIELD_BYTES)
+    parser = _StrictFormParser(
+        http.headers,
+        http.stream(),
+        max_files=1000,
+        max_fields=1000,
+        max_part_size=FORM_FIELD_BYTES,
+        file_fields=file_fields,
+    )
+    try:
+        form = await parser.parse()
+    except _NotInCharset as error:
+        raise invalid(error.field, str(error)) from None
+    except MultiPartException as error:  # as Starlette's own `Request.form` answers it
+        raise HTTPException(status_code=400, detail=str(error)) from None
     try:
         fields: dict[str, Any] = {}
         files: list[UploadedFile] = []

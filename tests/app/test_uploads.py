@@ -260,3 +260,27 @@ def test_files_over_the_limits_get_a_413(
         answer = client.post("/documents", files=two)
         assert answer.status_code == 413, answer.text
         assert "file 'b.pdf' takes the upload over the limit" in answer.json()["detail"]
+
+
+def test_a_form_field_that_is_not_utf8_is_refused_not_read_as_latin1(client: TestClient) -> None:
+    """It was decoded as Latin-1: the server searched with a text the client never sent."""
+    boundary = "docsimboundary"
+    body = (
+        (
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="file"; filename="q.txt"\r\n'
+            "Content-Type: text/plain\r\n\r\n"
+            "Coffee beans roast. Water boils.\r\n"
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="method"\r\n\r\n'
+        ).encode()
+        + b"caf\xe9\r\n"
+        + f"--{boundary}--\r\n".encode()
+    )
+    answer = client.post(
+        "/similar",
+        content=body,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
+    assert answer.status_code == 422, answer.text
+    assert "not valid utf-8 text" in answer.text and "method" in answer.text
