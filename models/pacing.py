@@ -1,10 +1,11 @@
-"""A hook before each batch of an encoder's forward passes, for callers that share one
-encoder among concurrent requests.
+"""A hook before each batch of a request's long work (an encoder's forward passes, the
+blocks of a sentence scan), for callers that share the CPUs among concurrent requests.
 
-The caller installs a hook for the block of code that encodes on its thread (`paced`); the
-backends call `before_batch` before they start each batch. The hook may wait (to let other
-work go first) or raise (to stop work past its deadline): it runs on the encoding thread,
-between batches, with no batch of the caller's in flight on its account yet.
+The caller installs a hook for the block of code that works on its thread (`paced`); the
+encoder backends call `before_batch` before they start each batch, and the compressed
+sentence scan (`models.scan.approximate_best`) before each block of documents. The hook may
+wait (to let other work go first) or raise (to stop work past its deadline): it runs on the
+working thread, between batches.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from docsim.models.pacing import before_batch
 from docsim.models.ranges import concatenated_ranges
 
 QUERY_ROWS = 32  # a query's rows are padded to a multiple of this
@@ -218,6 +219,7 @@ def approximate_best(query: torch.Tensor, scan: ScanRows) -> torch.Tensor:
     counts = scan.group_counts
     out = torch.empty(len(counts), n)  # (D, n)
     for d0, d1, g0, g1, r0, r1 in scan.blocks():
+        before_batch(r1 - r0)  # a long scan yields and meets its deadline between blocks
         products = scan.rows[r0:r1] @ q.T  # (g * G, n') bfloat16, member-major
         groups = products.view(g, -1, padded_n).amax(dim=0)[: g1 - g0, :n].float()  # (G, n)
         out[d0:d1] = torch.segment_reduce(groups, "max", lengths=counts[d0:d1], axis=0)

@@ -121,14 +121,15 @@ class ApiSettings(BaseModel):
         gt=0,
         json_schema_extra={"answer": 503},
         description="How long a search or explanation may run, waiting for a slot included: "
-        "past it, it stops at its next encoder batch and answers 503 with Retry-After.",
+        "past it, it stops before its next batch of work (an encoder batch, a block of the "
+        "sentence scan) and answers 503 with Retry-After.",
     )
     fair_share_seconds: float = Field(
         default=2.0,
         gt=0,
-        description="How long a search may encode its query before it yields its slot, at "
-        "each encoder batch, to searches that have encoded for less: the largest posted "
-        "documents are served from the time ordinary searches leave idle.",
+        description="How long a search may work (encode its query, scan the sentences) before "
+        "it yields its slot, at each batch, to searches that have worked for less: the "
+        "largest posted documents are served from the time ordinary searches leave idle.",
     )
     page_max_cells_per_axis: int = Field(
         default=250, ge=2, description="The same for the HTML page's clickable maps."

@@ -2,16 +2,17 @@
 
 `max_concurrent_searches` slots bound the searches and explanations computed at once. Within
 them, long work yields to short, as in a multilevel feedback queue: a request is *young*
-until it has been encoding for `fair_share_seconds` (from its first encoder batch: a posted
-AILA judgment takes 0.05 s alone), and *old* after. Before each encoder batch
-(`models.pacing`), an old request that sees young requests running or waiting, or saw some
+until it has been working for `fair_share_seconds` (from its first batch of work: a posted
+AILA judgment takes 0.05 s to encode alone), and *old* after. Before each batch of work
+(`models.pacing`: each encoder batch, each block of the compressed sentence scan), an old
+request that sees young requests running or waiting, or saw some
 within the last `IDLE_SECONDS`, gives its slot back and waits until the young have left the
 slots idle that long, then takes a slot again. (Without the idle time, it would slip a batch
 into every gap between the requests of clients that query in a loop.) So a caller that posts
 the largest documents the limits allow, over and over, is served from the time ordinary
 callers leave idle, not from theirs.
 
-Every request also has a deadline (`search_deadline_seconds` from its start): an encoder batch
+Every request also has a deadline (`search_deadline_seconds` from its start): a batch of work
 that would start past it stops the request with `SearchDeadlineError` (503 and Retry-After),
 and its slot goes to the next. An old request starved by a steady stream of young ones meets
 its deadline that way: under that load, the server answers it 503 rather than slow everyone.
@@ -33,8 +34,8 @@ IDLE_SECONDS = 0.25  # how long no young request must have held or awaited a slo
 
 @dataclass
 class Ticket:
-    """One request's place: when it began encoding and the rows it encoded, whether it holds
-    a slot."""
+    """One request's place: when it began working and the rows it worked on, whether it
+    holds a slot."""
 
     deadline: float  # time.monotonic()
     rows: int = 0
@@ -85,7 +86,7 @@ class FairSlots:
                 self._changed.notify_all()
 
     def pace(self, ticket: Ticket, rows: int) -> None:
-        """Before an encoder batch of `rows` rows of `ticket`'s request: stop it past its
+        """Before a batch of work on `rows` rows of `ticket`'s request: stop it past its
         deadline; once old, let the young go first.
 
         Raises:

@@ -139,3 +139,24 @@ def test_bytes_per_sentence_follow_the_kept_dimensions() -> None:
     scan = compress(project(rows, basis), lengths, basis, 8)
     per_sentence = (scan.rows.element_size() * scan.rows.numel()) / len(rows)
     assert per_sentence == 2 * 96  # no padding: every document a multiple of the group
+
+
+def test_the_scan_calls_the_pacing_hook_before_each_block() -> None:
+    """A long scan lets other requests go first and meets its deadline between blocks."""
+    from docsim.models.pacing import paced
+    from docsim.models.scan import approximate_best
+
+    rows, lengths = ragged([3, 9, 1, 16, 5, 2], 8, seed=8)
+    basis = fit_basis(rows, 8)
+    scan = compress(project(rows, basis), lengths, basis, 4, block_rows=12)
+    seen: list[int] = []
+    with paced(seen.append):
+        approximate_best(rows[:2], scan)
+    assert seen == [r1 - r0 for _, _, _, _, r0, r1 in scan.blocks()]
+
+    def past_deadline(_rows: int) -> None:
+        raise TimeoutError("past its deadline")
+
+    with paced(past_deadline), pytest.raises(TimeoutError):
+        approximate_best(rows[:2], scan)
+    approximate_best(rows[:2], scan)  # the hook is gone with its block
