@@ -235,8 +235,7 @@ class Runtime:
         try:
             if not self.refresh():
                 logger.warning(
-                    "Collection %r has no active version yet; its searches answer 409 (503 for "
-                    "`default`) until a build publishes one",
+                    "Collection %r has no version yet; searches answer 409 (default: 503)",
                     self.collection,
                 )
         except Exception:  # recorded in self.failure
