@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from docsim.models.scoring import RaggedCollection, block_cosines
+from docsim.models.pacing import before_batch
+from docsim.models.scoring import RaggedCollection, block_cosines, block_rows
 
 
 def document_sentence_lengths(collection: RaggedCollection) -> torch.Tensor:
@@ -41,17 +42,19 @@ def sentence_best(
 ) -> torch.Tensor:
     """`B` `(D, n)`: the best cosine of each source sentence among each document's sentences.
 
-    Processed in blocks of whole documents (about `block_sentences` sentences), where the
-    collection's sentences are; `B` comes back on the source's device. By default 65,536 on a
-    GPU and 4,096 on the CPU, where a block's float32 copy of float16 rows (6 MiB) and its
-    products stay below the allocator's fresh mappings, whose page faults made a pass over
-    AILA's float16 sentences 3.1 times slower in 65,536-row blocks (84 against 261 ms; float32
-    rows cost the same either way).
+    Processed in blocks of whole documents (about `block_sentences` sentences, fewer for a
+    long source: `models.scoring.block_rows`), where the collection's sentences are; `B`
+    comes back on the source's device. By default 65,536 on a GPU and 4,096 on the CPU,
+    where a block's float32 copy of float16 rows (6 MiB) and its products stay below the
+    allocator's fresh mappings, whose page faults made a pass over AILA's float16 sentences
+    3.1 times slower in 65,536-row blocks (84 against 261 ms; float32 rows cost the same
+    either way).
     """
     device, home = collection.sentences.device, source.device
     if block_sentences is None:
         on_gpu = device.type == "cuda"
         block_sentences = GPU_BLOCK_SENTENCES if on_gpu else CPU_BLOCK_SENTENCES
+    block_sentences = block_rows(block_sentences, source.shape[0])
     source = source.to(device)
     lengths = document_sentence_lengths(collection)  # (D,)
     ends = torch.cumsum(lengths, 0)  # (D,)
@@ -61,6 +64,7 @@ def sentence_best(
         r0 = int(ends[d0 - 1]) if d0 else 0
         d1 = max(int(torch.searchsorted(ends, r0 + block_sentences, right=True)), d0 + 1)
         r1 = int(ends[d1 - 1])
+        before_batch(r1 - r0)  # a long pass yields and meets its deadline between blocks
         sims = block_cosines(collection.sentences[r0:r1], source)  # (r, n)
         out[d0:d1] = torch.segment_reduce(sims, "max", lengths=lengths[d0:d1].to(device), axis=0)
         d0 = d1

@@ -2,9 +2,11 @@
 blocks of a sentence scan), for callers that share the CPUs among concurrent requests.
 
 The caller installs a hook for the block of code that works on its thread (`paced`); the
-encoder backends call `before_batch` before they start each batch, and the compressed
-sentence scan (`models.scan.approximate_best`) before each block of documents. The hook may
-wait (to let other work go first) or raise (to stop work past its deadline): it runs on the
+encoder backends call `before_batch` before they start each batch, the compressed sentence
+scan (`models.scan.approximate_best`) before each block of documents, the exact sentence and
+paragraph passes (`models.alignment.sentence_best`, `models.scoring.paragraph_similarity`)
+before each block of sentences, and BM25 every few thousand query tokens. The hook may wait
+(to let other work go first) or raise (to stop work past its deadline): it runs on the
 working thread, between batches.
 """
 

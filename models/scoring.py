@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from docsim.models.pacing import before_batch
+
 
 @dataclass(frozen=True)
 class RaggedCollection:
@@ -52,6 +54,17 @@ def averaging_matrix(source_paragraph_lengths: torch.Tensor, dtype: torch.dtype)
     out = torch.zeros(len(lengths), int(lengths.sum()), dtype=dtype)  # (I, n)
     out[rows, torch.arange(out.shape[1])] = 1.0 / lengths[rows].to(dtype)
     return out
+
+
+BLOCK_PAIRS = 1 << 24  # sentence pairs a block may compare: a long source gets shorter blocks
+
+
+def block_rows(block_sentences: int, n_source: int) -> int:
+    """Collection rows per block for a source of `n_source` sentences: `block_sentences`,
+    shortened so that one block compares at most `BLOCK_PAIRS` sentence pairs (about 0.1 s on
+    two cores), so that a request of the longest sources allowed still reaches its pacing
+    hook, and its deadline, between short blocks."""
+    return max(1, min(block_sentences, BLOCK_PAIRS // max(n_source, 1)))
 
 
 HALF_SPLIT = 2.0**11  # float16 keeps 11 significant bits: the low part's scale
@@ -90,15 +103,16 @@ def paragraph_similarity(
     cosine within each candidate paragraph.
 
     The collection is processed in blocks of whole paragraphs (about `block_sentences`
-    sentences) so that the `(n, R)` sentence matrix is never held at once. The products run
-    where the collection's sentences are (a GPU when the service put them there); `P` comes
-    back on the source's device.
+    sentences, fewer for a long source: `block_rows`) so that the `(n, R)` sentence matrix
+    is never held at once. The products run where the collection's sentences are (a GPU when
+    the service put them there); `P` comes back on the source's device.
     """
     device, home = collection.sentences.device, source.device
     source = source.to(device)
     average = averaging_matrix(source_paragraph_lengths.cpu(), source.dtype).to(device)  # (I, n)
     lengths = collection.paragraph_lengths.cpu()
     ends = torch.cumsum(lengths, 0)  # (J,)
+    block_sentences = block_rows(block_sentences, source.shape[0])
     out = torch.empty(average.shape[0], len(lengths), dtype=source.dtype, device=device)  # (I, J)
     j0 = 0
     while j0 < len(lengths):
@@ -106,6 +120,7 @@ def paragraph_similarity(
         j1 = int(torch.searchsorted(ends, r0 + block_sentences, right=True))
         j1 = max(j1, j0 + 1)
         r1 = int(ends[j1 - 1])
+        before_batch(r1 - r0)  # a long pass yields and meets its deadline between blocks
         sims = block_cosines(collection.sentences[r0:r1], source)  # (r, n): candidate rows
         block = lengths[j0:j1].to(device)
         best = torch.segment_reduce(sims, "max", lengths=block, axis=0)  # (j, n)

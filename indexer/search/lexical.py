@@ -29,10 +29,14 @@ from typing import Protocol
 
 import numpy as np
 
+from docsim.models.pacing import before_batch
+
 K1 = 1.5
 B = 0.75
 # documents tokenised and counted at a time by `Bm25Index.build`
 BUILD_DOCUMENTS = 1024
+# query tokens scored between two calls of the request's pacing hook (`models.pacing`)
+PACED_TOKENS = 4096
 
 
 class WordStemmer(Protocol):
@@ -286,7 +290,9 @@ class Bm25Index:
     def token_scores(self, tokens: Sequence[str]) -> np.ndarray:
         """`scores` of a query already tokenised (`tokens`, as `tokens` gives them)."""
         out = np.zeros(len(self.doc_ids), dtype=np.float32)
-        for token in tokens:
+        for i, token in enumerate(tokens):
+            if i % PACED_TOKENS == 0:
+                before_batch(min(PACED_TOKENS, len(tokens) - i))  # a long query yields
             if token in self._postings:
                 rows, weights = self._weight(token)
                 out[rows] += weights

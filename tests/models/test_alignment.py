@@ -117,3 +117,29 @@ def test_ot_prefers_a_document_that_covers_every_source_sentence() -> None:
     assert best_pair_scores(best)[0] == pytest.approx(best_pair_scores(best)[1].item())
     scores = ot_scores(source, ragged, reg=0.05, iterations=200)
     assert scores[1] > scores[0] + 0.1
+
+
+def test_a_long_source_gets_shorter_blocks_and_paces_each(monkeypatch) -> None:
+    """Each block compares at most `BLOCK_PAIRS` sentence pairs and calls the request's
+    pacing hook first (where a long query yields, or stops at its deadline); the best
+    matches are the brute-force ones whatever the blocks."""
+    from docsim.models import scoring
+    from docsim.models.pacing import paced
+
+    ragged, per_doc = collection(seed=4)
+    source = unit(6, 16, 5)
+    monkeypatch.setattr(scoring, "BLOCK_PAIRS", 6 * 5)  # 5 rows a block for 6 sources
+    seen: list[int] = []
+    with paced(seen.append):
+        best = sentence_best(source, ragged)
+    expected = torch.stack([(source @ doc.T).max(dim=1).values for doc in per_doc])
+    torch.testing.assert_close(best, expected)
+    lengths = [len(d) for d in per_doc]
+    assert sum(seen) == sum(lengths) and len(seen) > 1
+    assert all(rows <= 5 or rows in lengths for rows in seen)  # a longer block: one document
+
+    def past_deadline(_rows: int) -> None:
+        raise TimeoutError("past its deadline")
+
+    with paced(past_deadline), pytest.raises(TimeoutError):
+        sentence_best(source, ragged)

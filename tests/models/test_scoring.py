@@ -145,3 +145,27 @@ def test_a_float16_collection_on_the_gpu_scores_as_on_the_cpu(normalize: bool) -
     )
     torch.testing.assert_close(gpu_p, cpu_p, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(gpu_scores, cpu_scores, atol=1e-5, rtol=1e-5)
+
+
+def test_paragraph_blocks_shrink_for_a_long_source_and_pace_each(monkeypatch) -> None:
+    """A long source compares at most `BLOCK_PAIRS` sentence pairs a block, calling the
+    request's pacing hook before each; the scores equal those of one block."""
+    from docsim.models import scoring
+    from docsim.models.pacing import paced
+
+    gen = torch.Generator().manual_seed(11)
+    collection = RaggedCollection(
+        sentences=unit(40, 8, gen),
+        paragraph_lengths=torch.tensor([3, 1, 4, 2, 5, 2, 6, 1, 7, 9]),
+        document_lengths=torch.tensor([2, 3, 1, 4]),
+    )
+    source, source_lengths = unit(7, 8, gen), torch.tensor([3, 4])
+    whole = sdr_scores(source, source_lengths, collection)
+    monkeypatch.setattr(scoring, "BLOCK_PAIRS", 7 * 6)  # 6 rows a block for 7 sources
+    seen: list[int] = []
+    with paced(seen.append):
+        blocked = sdr_scores(source, source_lengths, collection)
+    torch.testing.assert_close(blocked[0], whole[0])
+    torch.testing.assert_close(blocked[1], whole[1])
+    assert sum(seen) == 40 and len(seen) >= 7
+    assert all(rows <= 6 or rows in (7, 9) for rows in seen)  # longer: one paragraph

@@ -224,3 +224,19 @@ def test_the_postings_leave_the_garbage_collectors_walk() -> None:
     for index in (built, changed):
         assert index._postings
         assert not any(gc.is_tracked(posting) for posting in index._postings.values())
+
+
+def test_a_long_query_paces_every_few_thousand_tokens(monkeypatch) -> None:
+    """Scoring calls the request's pacing hook (`models.pacing`) every `PACED_TOKENS`
+    tokens, so that a query of two million characters yields and meets its deadline."""
+    from docsim.indexer.search import lexical
+    from docsim.models.pacing import paced
+
+    index = Bm25Index.build([1, 2], ["bread and butter", "stone and mortar"])
+    tokens = index.tokens("bread butter stone mortar " * 5)  # 20 tokens
+    expected = index.token_scores(tokens)
+    monkeypatch.setattr(lexical, "PACED_TOKENS", 8)
+    seen: list[int] = []
+    with paced(seen.append):
+        np.testing.assert_array_equal(index.token_scores(tokens), expected)
+    assert seen == [8, 8, 4]
