@@ -7,10 +7,10 @@ AILA judgment takes 0.05 s to encode alone), and *old* after. Before each batch 
 (`models.pacing`: each encoder batch, each block of a sentence or paragraph pass, every few
 thousand BM25 query tokens), an old request that sees young requests running or waiting, or
 saw some within the last `IDLE_SECONDS`, gives its slot back and waits until the young have
-left the slots idle that long, then takes a slot again. (Without the idle time, it would slip a batch
-into every gap between the requests of clients that query in a loop.) So a caller that posts
-the largest documents the limits allow, over and over, is served from the time ordinary
-callers leave idle, not from theirs.
+left the slots idle that long, then takes a slot again. (Without the idle time, it would slip
+a batch into every gap between the requests of clients that query in a loop.) So a caller
+that posts the largest documents the limits allow, over and over, is served from the time
+ordinary callers leave idle, not from theirs.
 
 Every request also has a deadline (`search_deadline_seconds` from its start): a batch of work
 that would start past it stops the request with `SearchDeadlineError` (503 and Retry-After),
@@ -133,6 +133,7 @@ class FairSlots:
         if time.monotonic() >= ticket.deadline:
             raise SearchDeadlineError(
                 f"the search ran past its deadline of {self.deadline_seconds:g} s "
-                f"(DOCSIM_API__SEARCH_DEADLINE_SECONDS) after {ticket.rows:,} encoded rows; the "
-                "server is busy with other searches: retry later"
+                f"(DOCSIM_API__SEARCH_DEADLINE_SECONDS) after {ticket.rows:,} rows of work "
+                "(sentences encoded, compared or scored); retry when the server is less busy, "
+                "or send a shorter document"
             )

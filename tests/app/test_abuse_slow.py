@@ -1,7 +1,8 @@
 """An abusive client against a live server (`benchmarks/abuse.py`, a `docsim serve` process):
 the largest bodies and filters the limits allow, over and over, beside 8 ordinary clients.
 The ordinary clients' p95 latency stays within twice what it is without the abuser, and no
-answer is a 5xx."""
+answer is a 5xx (on the sample corpus, the abuser's largest document finishes well within its
+deadline)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_one_abusive_client_cannot_stall_eight_ordinary_ones(tmp_path: Path) -> 
         env=env, check=True, timeout=900, cwd=ROOT,
     )  # fmt: skip
     report = json.loads(out.read_text())
-    assert report["server_errors"] == 0
+    assert report["server_errors"] == {"ordinary": 0, "abuser": 0}, report
     assert report["p95_ratio"] <= 2.0, report
     assert report["with_abuser"]["ordinary"]["statuses"] == {
         "200": report["with_abuser"]["ordinary"]["count"]
