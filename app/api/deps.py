@@ -97,8 +97,9 @@ def _pinned_state(request: Request) -> Iterator[ServiceState]:
                     f"the collection {name!r} is loading its index: retry in a moment"
                 )
             raise CollectionEmptyError(
-                f"the collection {name!r} has no index yet: build one with `docsim "
-                f"--collection {name} index CORPUS` or POST /collections/{name}/jobs/reindex"
+                f"the collection {name!r} has no documents yet: add some with POST "
+                f"/collections/{name}/documents, or build its index with `docsim --collection "
+                f"{name} index CORPUS` or POST /collections/{name}/jobs/reindex"
             )
         yield state
 
