@@ -199,6 +199,14 @@ class SearchSettings(BaseModel):
         """`fusion` parsed: each fused method and its weight."""
         return fusion_weights(self.fusion)
 
+    def default_methods(self) -> set[Method]:
+        """The methods a request naming none is scored with: the default, or what it fuses."""
+        if self.default_method is Method.fused:
+            return {method for method, _ in self.fusion_weights}
+        if self.default_method is Method.hybrid:  # reciprocal-rank fusion of BM25 and SDR
+            return {Method.bm25, Method.sdr}
+        return {self.default_method}
+
 
 def fusion_weights(text: str) -> tuple[tuple[Method, float], ...]:
     """`"bm25:1,maxsim:0.5"` as methods and weights.

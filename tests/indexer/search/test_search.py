@@ -17,7 +17,8 @@ from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.centroid_candidates import CentroidCandidates
 from docsim.indexer.search.lexical import rm3_weights, stemmer_for
 from docsim.indexer.search.sdr_ranking import first_pass
-from docsim.indexer.search.searcher import Searcher, scoring_mode
+from docsim.indexer.search.examples import scoring_mode
+from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.types import (
     Granularity,

@@ -122,7 +122,7 @@ def test_sentence_methods_on_shards_equal_in_process(
 
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
     tiebreak = searcher.tiebreak
-    allowed = searcher._allowed(query, pool)  # noqa: SLF001 - what the searcher scores
+    allowed = searcher.ranker.allowed(query, pool)  # what the searcher scores
     expected = searcher.scorers[method].scores(query, allowed, QueryScratch())
     config = searcher.settings
     got = sentence_method_scores(
@@ -179,7 +179,7 @@ def test_compressed_shards_rescore_their_best_exactly(
     from docsim.indexer.search.sharded import sentence_method_scores
 
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
-    allowed = searcher._allowed(query, pool)  # noqa: SLF001 - what the searcher scores
+    allowed = searcher.ranker.allowed(query, pool)  # what the searcher scores
     expected = searcher.scorers[method].scores(query, allowed, QueryScratch())
     shards = shards_of(searcher.index, searcher.tiebreak, 3, COMPRESSED)
     assert all(s.scan is not None and s.scan.basis.shape == (32, 16) for s in shards)
@@ -221,7 +221,7 @@ def test_compressed_shards_rank_as_float32_within_the_bound(searcher: Searcher) 
     overlaps = []
     for document_id in searcher.index.external_ids:
         query = searcher.query_from_index(document_id)
-        allowed = searcher._allowed(query, None)  # noqa: SLF001
+        allowed = searcher.ranker.allowed(query, None)
         expected = searcher.scorers[Method.maxsim].scores(query, allowed, QueryScratch())
         got = sentence_method_scores(
             in_process(shards),
