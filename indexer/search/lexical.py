@@ -12,17 +12,15 @@ adding or removing a document rewrites that document's postings only. A change r
 index that shares every other posting with the old one (copy on write): requests still running
 on the old version keep a consistent index.
 
-Query variants score the same postings with other query terms: the query cut to its highest-IDF
-terms (`reduced_query`, the best AILA 2019 run's query reduction) and pseudo-relevance feedback
-(`rm3_weights`, Lavrenko and Croft's relevance model RM3 mixed with the query), both through
-`Bm25Index.weighted_scores`.
+Query variants (`indexer.search.query_terms`) score the same postings with other query terms,
+through `Bm25Index.weighted_scores`.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -77,6 +75,10 @@ def tokenize(texts: Sequence[str], stemmer: str | None = None) -> list[list[str]
 # a collection holds one posting per distinct token (AILA: 55,853), each of which every full
 # collection, which pauses every thread, would otherwise walk.
 Posting = tuple[np.ndarray, np.ndarray]
+# what an index is built from: postings, doc id -> length, its distinct tokens, their counts
+PostingParts = tuple[
+    dict[str, Posting], dict[int, int], dict[int, tuple[str, ...]], dict[int, np.ndarray]
+]
 
 
 @dataclass(frozen=True)
@@ -167,63 +169,7 @@ class Bm25Index:
         time. What the build holds beyond the index is one batch's texts and each document's
         tokens as 4-byte ids, instead of every token of the collection at once (the
         collection-wide arrays took 1.7 GiB above the index at ten times AILA)."""
-        import bm25s
-
-        vocabulary: dict[str, int] = {}  # token -> its id here
-        tokens_of: list[np.ndarray] = []  # each document's distinct token ids (int32)
-        counts_of: list[np.ndarray] = []  # and their counts (int32)
-        lengths: list[int] = []  # each document's tokens after stop words
-        for texts in text_batches:
-            if not len(texts):
-                continue
-            tokenized = bm25s.tokenize(
-                list(texts), stopwords="en", stemmer=stemmer_for(stemmer), show_progress=False
-            )
-            local = sorted(tokenized.vocab, key=tokenized.vocab.__getitem__)
-            to_global = np.array(
-                [vocabulary.setdefault(token, len(vocabulary)) for token in local], np.int32
-            )
-            for ids in tokenized.ids:
-                distinct, counted = np.unique(np.asarray(ids, np.int64), return_counts=True)
-                tokens_of.append(to_global[distinct])
-                counts_of.append(counted.astype(np.int32))
-                lengths.append(len(ids))
-        if len(doc_ids) != len(lengths):
-            raise ValueError(f"{len(doc_ids)} document ids for {len(lengths)} texts")
-        words = np.array(list(vocabulary), dtype=object)  # (V,) by id
-        ids_list = doc_ids.tolist()
-        terms = {d: tuple(words[t].tolist()) for d, t in zip(ids_list, tokens_of, strict=True)}
-        term_counts = dict(zip(ids_list, counts_of, strict=True))
-        by_id = dict(zip(ids_list, lengths, strict=True))
-        if not sum(lengths):  # no document holds a word: nothing to post
-            return cls({}, by_id, terms, term_counts, stemmer)
-        frequency = np.zeros(len(words), np.int64)  # (V,) documents holding each token
-        for tokens in tokens_of:
-            frequency[tokens] += 1  # a document's tokens are distinct
-        ends = np.cumsum(frequency)  # (V,) each token's end in the flat postings
-        flat_ids = np.empty(int(ends[-1]), np.int64)
-        flat_counts = np.empty(int(ends[-1]), np.int32)
-        cursor = ends - frequency  # (V,) where each token's next document goes
-        for s in range(0, len(ids_list), batch):
-            tokens = np.concatenate(tokens_of[s : s + batch])  # (p,) documents in id order
-            if not len(tokens):  # a batch of documents without a word
-                continue
-            counts = np.concatenate(counts_of[s : s + batch])
-            holders = np.repeat(doc_ids[s : s + batch], [len(t) for t in tokens_of[s : s + batch]])
-            order = np.argsort(tokens, kind="stable")  # by token, then document
-            tokens, counts, holders = tokens[order], counts[order], holders[order]
-            first = np.flatnonzero(np.r_[True, tokens[1:] != tokens[:-1]])  # (u,)
-            run = np.diff(np.r_[first, len(tokens)])  # (u,) this batch's holders of each
-            at = cursor[tokens] + np.arange(len(tokens)) - np.repeat(first, run)  # (p,)
-            flat_ids[at] = holders
-            flat_counts[at] = counts
-            cursor[tokens[first]] += run
-        starts = ends - frequency
-        postings = {
-            str(words[v]): (flat_ids[starts[v] : ends[v]], flat_counts[starts[v] : ends[v]])
-            for v in np.flatnonzero(frequency).tolist()
-        }
-        return cls(postings, by_id, terms, term_counts, stemmer)
+        return cls(*counted_postings(doc_ids, text_batches, stemmer, batch), stemmer)
 
     @property
     def n_documents(self) -> int:
@@ -334,50 +280,68 @@ class Bm25Index:
         return found
 
 
-def reduced_query(tokens: Sequence[str], idf: dict[str, float], keep: float) -> dict[str, float]:
-    """The query cut to its highest-IDF terms: the `ceil(keep * V)` of its V distinct tokens
-    with the highest `idf` (ties by first occurrence), each weighted by its count in the query,
-    as BM25 scores a repeated token."""
-    counts = Counter(tokens)
-    distinct = sorted(counts, key=lambda t: -idf[t])  # stable: ties keep query order
-    kept = distinct[: math.ceil(keep * len(distinct))]
-    return {t: float(counts[t]) for t in kept}
+def counted_postings(
+    doc_ids: np.ndarray, text_batches: Iterable[Sequence[str]], stemmer: str | None, batch: int
+) -> PostingParts:
+    """`Bm25Index.build_sorted`'s parts: the postings, each document's length, distinct
+    tokens and their counts."""
+    import bm25s
 
-
-def rm3_weights(
-    query: Sequence[str],
-    feedback: Sequence[Mapping[str, int]],
-    feedback_scores: Sequence[float],
-    *,
-    terms: int,
-    query_weight: float,
-) -> dict[str, float]:
-    """RM3: the query's term distribution mixed with a relevance model of the feedback
-    documents (each given by its token counts), as term weights that sum to the query's length
-    (so that with `query_weight` = 1 they equal the plain query's counts).
-
-        P(w | R)  = sum_d P(w | d) * s_d / sum_d s_d      over the feedback documents d,
-                                                          s_d their first-pass scores
-        P'(w | R) = P(w | R) on its `terms` most likely words (ties by the word), renormalised
-        weight(w) = query_weight * P(w | q) + (1 - query_weight) * P'(w | R)
-    """
-    if not query:
-        return {}
-    total = sum(max(s, 0.0) for s in feedback_scores)
-    relevance: defaultdict[str, float] = defaultdict(float)
-    for counts, score in zip(feedback, feedback_scores, strict=True):
-        length = sum(counts.values())
-        if length and total > 0 and score > 0:
-            share = score / total / length
-            for token, count in counts.items():
-                relevance[token] += count * share
-    ranked = sorted(relevance.items(), key=lambda item: (-item[1], item[0]))  # ties by token
-    top = dict(ranked[:terms])
-    mass = sum(top.values())
-    out = {t: query_weight * c / len(query) for t, c in Counter(query).items()}
-    for token, p in top.items():
-        out[token] = out.get(token, 0.0) + (1 - query_weight) * p / mass
-    return {t: w * len(query) for t, w in out.items()}
+    vocabulary: dict[str, int] = {}  # token -> its id here
+    tokens_of: list[np.ndarray] = []  # each document's distinct token ids (int32)
+    counts_of: list[np.ndarray] = []  # and their counts (int32)
+    lengths: list[int] = []  # each document's tokens after stop words
+    for texts in text_batches:
+        if not len(texts):
+            continue
+        tokenized = bm25s.tokenize(
+            list(texts), stopwords="en", stemmer=stemmer_for(stemmer), show_progress=False
+        )
+        local = sorted(tokenized.vocab, key=tokenized.vocab.__getitem__)
+        to_global = np.array(
+            [vocabulary.setdefault(token, len(vocabulary)) for token in local], np.int32
+        )
+        for ids in tokenized.ids:
+            distinct, counted = np.unique(np.asarray(ids, np.int64), return_counts=True)
+            tokens_of.append(to_global[distinct])
+            counts_of.append(counted.astype(np.int32))
+            lengths.append(len(ids))
+    if len(doc_ids) != len(lengths):
+        raise ValueError(f"{len(doc_ids)} document ids for {len(lengths)} texts")
+    words = np.array(list(vocabulary), dtype=object)  # (V,) by id
+    ids_list = doc_ids.tolist()
+    terms = {d: tuple(words[t].tolist()) for d, t in zip(ids_list, tokens_of, strict=True)}
+    term_counts = dict(zip(ids_list, counts_of, strict=True))
+    by_id = dict(zip(ids_list, lengths, strict=True))
+    if not sum(lengths):  # no document holds a word: nothing to post
+        return {}, by_id, terms, term_counts
+    frequency = np.zeros(len(words), np.int64)  # (V,) documents holding each token
+    for tokens in tokens_of:
+        frequency[tokens] += 1  # a document's tokens are distinct
+    ends = np.cumsum(frequency)  # (V,) each token's end in the flat postings
+    flat_ids = np.empty(int(ends[-1]), np.int64)
+    flat_counts = np.empty(int(ends[-1]), np.int32)
+    cursor = ends - frequency  # (V,) where each token's next document goes
+    for s in range(0, len(ids_list), batch):
+        tokens = np.concatenate(tokens_of[s : s + batch])  # (p,) documents in id order
+        if not len(tokens):  # a batch of documents without a word
+            continue
+        counts = np.concatenate(counts_of[s : s + batch])
+        holders = np.repeat(doc_ids[s : s + batch], [len(t) for t in tokens_of[s : s + batch]])
+        order = np.argsort(tokens, kind="stable")  # by token, then document
+        tokens, counts, holders = tokens[order], counts[order], holders[order]
+        first = np.flatnonzero(np.r_[True, tokens[1:] != tokens[:-1]])  # (u,)
+        run = np.diff(np.r_[first, len(tokens)])  # (u,) this batch's holders of each
+        at = cursor[tokens] + np.arange(len(tokens)) - np.repeat(first, run)  # (p,)
+        flat_ids[at] = holders
+        flat_counts[at] = counts
+        cursor[tokens[first]] += run
+    starts = ends - frequency
+    postings = {
+        str(words[v]): (flat_ids[starts[v] : ends[v]], flat_counts[starts[v] : ends[v]])
+        for v in np.flatnonzero(frequency).tolist()
+    }
+    return postings, by_id, terms, term_counts
 
 
 def _changed(old: Posting | None, drop: Iterable[int], put: list[tuple[int, int]]) -> Posting:

@@ -35,9 +35,9 @@ import torch.nn.functional as F
 
 from docsim.indexer.search.arrays import Positions, Scores
 from docsim.indexer.search.centroid_candidates import LazyCentroids
-from docsim.indexer.search.lexical import reduced_query, rm3_weights
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.search.postings import Postings
+from docsim.indexer.search.query_terms import reduced_query, rm3_weights
 from docsim.indexer.search.ranking import top_k
 from docsim.indexer.search.sdr import SdrScorer
 from docsim.indexer.search.sentence_scan import SentenceScan

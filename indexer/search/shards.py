@@ -262,24 +262,9 @@ class SdrShard:
         if not size or k <= 0:
             return [ShardHits(np.empty(0, np.int64), np.empty(0, np.float32))] * m
         source = vectors.float().to(self.device)  # (m, d)
-        best_scores, best_rows = [], []
-        for r0 in range(0, size, self.block_sentences):
-            r1 = min(r0 + self.block_sentences, size)
-            if local is None:
-                block, rows = held[r0:r1], torch.arange(r0, r1)
-            else:
-                rows = torch.from_numpy(local[r0:r1])
-                block = held[rows.to(self.device)]
-            sims = block_cosines(block, source).T  # (m, r)
-            top = torch.topk(sims, min(k, r1 - r0), dim=1)  # (m, k')
-            best_scores.append(top.values.cpu())
-            best_rows.append(rows[top.indices.cpu()])
-        scores, rows = torch.cat(best_scores, dim=1), torch.cat(best_rows, dim=1)  # (m, *)
-        top = torch.topk(scores, min(k, scores.shape[1]), dim=1)
-        chosen = torch.gather(rows, 1, top.indices) + first_row
-        return [
-            ShardHits(chosen[i].numpy(), top.values[i].numpy().astype(np.float32)) for i in range(m)
-        ]
+        scores, rows = nearest_rows(held, source, k, local, self.block_sentences)  # (m, k')
+        chosen, kept = (rows + first_row).numpy(), scores.numpy().astype(np.float32)
+        return [ShardHits(chosen[i], kept[i]) for i in range(m)]
 
     def top(self, key: str, stats: RowStats | None, k: int | None) -> ShardHits:
         """Round two: this range's best `k` documents for the query `key` (None: every
@@ -298,6 +283,30 @@ class SdrShard:
         scores[local] = scores_from_best(best, stats).double().cpu().numpy()
         chosen = top_k(scores, local, len(local) if k is None else k, self.tiebreak)
         return ShardHits(chosen + self.first, scores[chosen])
+
+
+def nearest_rows(
+    held: torch.Tensor, source: torch.Tensor, k: int, local: np.ndarray | None, block: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `k` rows of `held` `(n, d)` (among the rows `local`, when given) of highest inner
+    product with each row of `source` `(m, d)`, in blocks of `block` rows: their products
+    and rows `(m, k')`, best first, on the CPU."""
+    size = held.shape[0] if local is None else len(local)
+    best_scores, best_rows = [], []
+    for r0 in range(0, size, block):
+        r1 = min(r0 + block, size)
+        if local is None:
+            part, rows = held[r0:r1], torch.arange(r0, r1)
+        else:
+            rows = torch.from_numpy(local[r0:r1])
+            part = held[rows.to(held.device)]
+        sims = block_cosines(part, source).T  # (m, r)
+        top = torch.topk(sims, min(k, r1 - r0), dim=1)  # (m, k')
+        best_scores.append(top.values.cpu())
+        best_rows.append(rows[top.indices.cpu()])
+    scores, rows = torch.cat(best_scores, dim=1), torch.cat(best_rows, dim=1)  # (m, *)
+    top = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+    return top.values, torch.gather(rows, 1, top.indices)
 
 
 def shard_ranges(sentence_counts: np.ndarray, n: int) -> list[int]:

@@ -9,7 +9,8 @@ import bm25s
 import numpy as np
 import pytest
 
-from docsim.indexer.search.lexical import Bm25Index, reduced_query, rm3_weights
+from docsim.indexer.search.lexical import Bm25Index
+from docsim.indexer.search.query_terms import reduced_query, rm3_weights
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_corpus
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)

@@ -15,9 +15,10 @@ from sqlalchemy import select
 
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.centroid_candidates import CentroidCandidates
-from docsim.indexer.search.lexical import rm3_weights, stemmer_for
-from docsim.indexer.search.sdr_ranking import first_pass
 from docsim.indexer.search.examples import scoring_mode
+from docsim.indexer.search.lexical import stemmer_for
+from docsim.indexer.search.query_terms import rm3_weights
+from docsim.indexer.search.sdr_ranking import first_pass
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.types import (

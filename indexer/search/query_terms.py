@@ -1,0 +1,56 @@
+"""Query variants for BM25: other terms and weights for the same postings
+(`Bm25Index.weighted_scores`): the query cut to its highest-IDF terms (`reduced_query`, the best
+AILA 2019 run's query reduction) and pseudo-relevance feedback (`rm3_weights`, Lavrenko and
+Croft's relevance model RM3 mixed with the query)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+
+
+def reduced_query(tokens: Sequence[str], idf: dict[str, float], keep: float) -> dict[str, float]:
+    """The query cut to its highest-IDF terms: the `ceil(keep * V)` of its V distinct tokens
+    with the highest `idf` (ties by first occurrence), each weighted by its count in the query,
+    as BM25 scores a repeated token."""
+    counts = Counter(tokens)
+    distinct = sorted(counts, key=lambda t: -idf[t])  # stable: ties keep query order
+    kept = distinct[: math.ceil(keep * len(distinct))]
+    return {t: float(counts[t]) for t in kept}
+
+
+def rm3_weights(
+    query: Sequence[str],
+    feedback: Sequence[Mapping[str, int]],
+    feedback_scores: Sequence[float],
+    *,
+    terms: int,
+    query_weight: float,
+) -> dict[str, float]:
+    """RM3: the query's term distribution mixed with a relevance model of the feedback
+    documents (each given by its token counts), as term weights that sum to the query's length
+    (so that with `query_weight` = 1 they equal the plain query's counts).
+
+        P(w | R)  = sum_d P(w | d) * s_d / sum_d s_d      over the feedback documents d,
+                                                          s_d their first-pass scores
+        P'(w | R) = P(w | R) on its `terms` most likely words (ties by the word), renormalised
+        weight(w) = query_weight * P(w | q) + (1 - query_weight) * P'(w | R)
+    """
+    if not query:
+        return {}
+    total = sum(max(s, 0.0) for s in feedback_scores)
+    relevance: defaultdict[str, float] = defaultdict(float)
+    for counts, score in zip(feedback, feedback_scores, strict=True):
+        length = sum(counts.values())
+        if length and total > 0 and score > 0:
+            share = score / total / length
+            for token, count in counts.items():
+                relevance[token] += count * share
+    ranked = sorted(relevance.items(), key=lambda item: (-item[1], item[0]))  # ties by token
+    top = dict(ranked[:terms])
+    mass = sum(top.values())
+    out = {t: query_weight * c / len(query) for t, c in Counter(query).items()}
+    for token, p in top.items():
+        out[token] = out.get(token, 0.0) + (1 - query_weight) * p / mass
+    return {t: w * len(query) for t, w in out.items()}
