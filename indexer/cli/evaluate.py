@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,12 @@ from docsim.indexer.cli.common import (
     in_collection,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from docsim.indexer.config import Settings
+    from docsim.indexer.evaluation.report import Judged
+    from docsim.indexer.evaluation.runs import MethodSpec
+    from docsim.indexer.search.searcher import Searcher
 
 logger = logging.getLogger("docsim")
 
@@ -60,35 +66,12 @@ def evaluate(
     data_dir: DataDir = None,
 ) -> None:
     """Evaluate rankings of the active index against relevance judgments."""
-    from docsim.indexer.evaluation.report import (
-        build_report,
-        read_judged,
-        report_table,
-        score_methods,
-    )
-    from docsim.indexer.evaluation.runs import MethodSpec, warn_unmatched_judgments
-    from docsim.indexer.search.filters import parse_filter
-    from docsim.indexer.serving import open_searcher
-    from docsim.indexer.store.db import make_engine, upgrade
+    from docsim.indexer.evaluation.report import build_report, report_table, score_methods
 
     settings = existing_data_dir(cli_settings(data_dir))
-    try:
-        for name in method or []:
-            MethodSpec.parse(name)  # a typo fails before the index loads
-        wanted = parse_filter(json.loads(filter)) if filter is not None else None
-        judged = read_judged(queries, qrels, pools, query_field, wanted)
-        if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
-            upgrade(settings.database_url)
-        engine = make_engine(settings.database_url)
-        searcher = open_searcher(in_collection(settings, engine), engine)
-        specs = [MethodSpec.parse(m) for m in (method or [searcher.settings.default_method.value])]
-    except user_errors() + (ValueError, OSError) as error:
-        fail(str(error))
-    try:
-        judged = judged.within(searcher)
-    except ValueError as error:  # a filter field the collection does not have
-        fail(str(error))
-    warn_unmatched_judgments(judged.judgments, judged.queries, searcher.index.external_ids)
+    searcher, judged, specs = _open_judged(
+        settings, queries, qrels, pools, query_field, method, filter
+    )
     per_method = score_methods(
         searcher,
         specs,
@@ -105,10 +88,48 @@ def evaluate(
         index_version=searcher.index.version_id,
         per_method=per_method,
         search_settings=settings.search.model_dump(),
-        filter=json.loads(filter) if filter is not None else None,
+        filter=json.loads(filter) if filter is not None else None,  # valid: read above
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     for line in report_table(report):
         typer.echo(line)
     logger.info("Saved %s", out)
+
+
+def _open_judged(
+    settings: Settings,
+    queries: Path,
+    qrels: Path,
+    pools: Path | None,
+    query_field: str,
+    methods: list[str] | None,
+    filter: str | None,
+) -> tuple[Searcher, Judged, list[MethodSpec]]:
+    """The collection's searcher, the judged queries (within what the JSON `filter` keeps)
+    and the methods to score, or the command's failure with the reason."""
+    from docsim.indexer.evaluation.report import read_judged
+    from docsim.indexer.evaluation.runs import MethodSpec, warn_unmatched_judgments
+    from docsim.indexer.search.filters import parse_filter
+    from docsim.indexer.serving import open_searcher
+    from docsim.indexer.store.db import make_engine, upgrade
+
+    try:
+        for name in methods or []:
+            MethodSpec.parse(name)  # a typo fails before the index loads
+        wanted = parse_filter(json.loads(filter)) if filter is not None else None
+        judged = read_judged(queries, qrels, pools, query_field, wanted)
+        if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
+            upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        searcher = open_searcher(in_collection(settings, engine), engine)
+        default = searcher.settings.default_method.value
+        specs = [MethodSpec.parse(m) for m in (methods or [default])]
+    except user_errors() + (ValueError, OSError) as error:
+        fail(str(error))
+    try:
+        judged = judged.within(searcher)
+    except ValueError as error:  # a filter field the collection does not have
+        fail(str(error))
+    warn_unmatched_judgments(judged.judgments, judged.queries, searcher.index.external_ids)
+    return searcher, judged, specs

@@ -6,7 +6,7 @@ import json
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,11 @@ from docsim.indexer.cli.common import (
     in_collection,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from docsim.indexer.jobs.queue import JobRow
 
 logger = logging.getLogger("docsim")
 
@@ -50,7 +55,7 @@ def reindex(
 ) -> None:
     """Run a reindex job in the foreground: the same job as POST /jobs/reindex, recorded in
     the jobs table, with a progress bar. A running service swaps to the result."""
-    from docsim.indexer.jobs.queue import claim_job, create_job, get_job, retry_job, running_job
+    from docsim.indexer.jobs.queue import create_job, get_job, retry_job
     from docsim.indexer.jobs.worker import ReindexParameters, execute, worker_name
     from docsim.indexer.store.db import make_engine, upgrade
     from docsim.indexer.store.tables import JobStatus
@@ -80,15 +85,7 @@ def reindex(
             )
             job = create_job(engine, "reindex", vars(params), settings.collection)
         name = worker_name()
-        claimed = claim_job(engine, job.job_id, name)
-        if claimed is None:
-            running = running_job(engine)
-            message = (
-                f"job {running.job_id} is running; job {job.job_id} stays queued for a worker"
-                if running is not None
-                else f"job {job.job_id} could not be claimed"
-            )
-            fail(message)
+        claimed = _claimed(engine, job.job_id, name)
         status = execute(claimed, settings, engine, worker=name, show_progress=progress)
     except user_errors() as error:
         fail(str(error))
@@ -112,6 +109,22 @@ def reindex(
     )
     if status != JobStatus.succeeded:
         raise typer.Exit(1)
+
+
+def _claimed(engine: Engine, job_id: int, name: str) -> JobRow:
+    """The job `job_id`, claimed by the worker `name`, or the command's failure: another job
+    is running (this one stays queued for a worker)."""
+    from docsim.indexer.jobs.queue import claim_job, running_job
+
+    claimed = claim_job(engine, job_id, name)
+    if claimed is None:
+        running = running_job(engine)
+        fail(
+            f"job {running.job_id} is running; job {job_id} stays queued for a worker"
+            if running is not None
+            else f"job {job_id} could not be claimed"
+        )
+    return claimed
 
 
 @cli.command()

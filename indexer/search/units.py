@@ -77,6 +77,19 @@ def similar_units(
         if enough or complete:
             break
         k *= 4  # the exact prefix is too short for the answer: look deeper
+    scored = int(keep_doc.sum())
+    return SearchResult(
+        results=unit_hits(index, engine, level, chosen, best),
+        mode=ScoringMode.exhaustive,
+        scored_documents=scored,
+    )
+
+
+def unit_hits(
+    index: LoadedIndex, engine: Engine, level: str, chosen: list[int], best: dict[int, float]
+) -> list[UnitHit]:
+    """The units `chosen` of `level`, in that order, scored `best`, with their texts and
+    documents."""
     rows = level_unit_rows(engine, level, chosen)
     texts = document_texts(engine, sorted({rows[u]["doc_id"] for u in chosen}))
     results = []
@@ -97,8 +110,7 @@ def similar_units(
                 section_title=row.get("title"),
             )
         )
-    scored = int(keep_doc.sum())
-    return SearchResult(results=results, mode=ScoringMode.exhaustive, scored_documents=scored)
+    return results
 
 
 def _document_of(index: LoadedIndex, level: str, unit_id: int) -> int:
