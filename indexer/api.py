@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from docsim.indexer.builder.pipeline import prepare_data_dir
-    from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION, EngineName
+    from docsim.indexer.choices import (
+        COLLECTION_NAME_PATTERN,
+        CURRENT,
+        DEFAULT_COLLECTION,
+        CorpusFormat,
+        EngineName,
+    )
     from docsim.indexer.cli.common import DataDir, existing_data_dir
     from docsim.indexer.cli.main import command_line
     from docsim.indexer.config import Settings, collection_settings, with_groups
@@ -45,8 +51,9 @@ if TYPE_CHECKING:
         request_cancel,
         retry_job,
     )
+    from docsim.indexer.jobs.reindex_job import ReindexParameters
     from docsim.indexer.jobs.updates import DocumentChange, apply_change
-    from docsim.indexer.jobs.worker import CURRENT, ReindexParameters, Worker
+    from docsim.indexer.jobs.worker import Worker
     from docsim.indexer.search.explain import Explanation, Side, explain_pair
     from docsim.indexer.search.filters import Filter, FilterColumns, parse_filter
     from docsim.indexer.search.searcher import Searcher
@@ -79,7 +86,6 @@ if TYPE_CHECKING:
     from docsim.indexer.store.versions import active_slots, active_version
     from docsim.indexer.text.corpus import (
         SAMPLE_CORPUS,
-        CorpusFormat,
         FileLimits,
         has_nul,
         json_document,
@@ -95,7 +101,13 @@ _HOMES: dict[str, str] = {
     name: module
     for module, names in {
         "docsim.indexer.builder.pipeline": ("prepare_data_dir",),
-        "docsim.indexer.choices": ("COLLECTION_NAME_PATTERN", "DEFAULT_COLLECTION", "EngineName"),
+        "docsim.indexer.choices": (
+            "COLLECTION_NAME_PATTERN",
+            "CURRENT",
+            "DEFAULT_COLLECTION",
+            "CorpusFormat",
+            "EngineName",
+        ),
         "docsim.indexer.cli.common": ("DataDir", "existing_data_dir"),
         "docsim.indexer.cli.main": ("command_line",),
         "docsim.indexer.config": ("Settings", "collection_settings", "with_groups"),
@@ -121,11 +133,8 @@ _HOMES: dict[str, str] = {
             "get_collection",
             "list_collections",
         ),
-        "docsim.indexer.jobs.worker": (
-            "CURRENT",
-            "ReindexParameters",
-            "Worker",
-        ),
+        "docsim.indexer.jobs.reindex_job": ("ReindexParameters",),
+        "docsim.indexer.jobs.worker": ("Worker",),
         "docsim.indexer.search.explain": (
             "Explanation",
             "Side",
@@ -173,7 +182,6 @@ _HOMES: dict[str, str] = {
         "docsim.indexer.store.versions": ("active_slots", "active_version"),
         "docsim.indexer.text.corpus": (
             "SAMPLE_CORPUS",
-            "CorpusFormat",
             "FileLimits",
             "has_nul",
             "json_document",

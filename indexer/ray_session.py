@@ -12,13 +12,10 @@ from types import ModuleType
 from typing import Any
 
 from docsim.indexer.config import Settings
+from docsim.indexer.errors import RaySessionError
 
 logger = logging.getLogger(__name__)
 RAY_TEMP_MAX = 45  # characters of the temporary folder: Ray's socket paths live below it
-
-
-class RaySessionError(RuntimeError):
-    """Ray cannot be started or joined as configured."""
 
 
 def connect_ray(settings: Settings, *, data: bool = False) -> tuple[Any, bool]:

@@ -16,12 +16,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from docsim.indexer.config import Settings, load_configured_encoder
+from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.ray_session import connect_ray
-from docsim.indexer.search.loaded_index import (
-    COMPRESSED_SEARCHED,
-    IndexMismatchError,
-    LoadedIndex,
-)
+from docsim.indexer.search.loaded_index import COMPRESSED_SEARCHED, LoadedIndex
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
 from docsim.indexer.search.shard_actors import RayShards, ShardPlacementError, shard_specs
@@ -30,7 +27,8 @@ from docsim.indexer.search.shards import SEARCHED_ON_SHARDS
 from docsim.indexer.store.vector_index import FaissIndex, gpu_count
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.sentences import load_splitter
-from docsim.models.inference import TORCH, BackendUnavailableError
+from docsim.models.errors import BackendUnavailableError
+from docsim.models.inference import TORCH
 from docsim.models.precision import resolve_device
 
 logger = logging.getLogger(__name__)

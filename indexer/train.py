@@ -14,10 +14,11 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.errors import EmptyDocumentError
 from docsim.indexer.text.corpus import Skipped, read_corpus
 from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import SentenceSplitter
-from docsim.indexer.text.split import EmptyDocumentError, split_document
+from docsim.indexer.text.split import split_document
 from docsim.models import adapt, bregman, colde, graph, sdr
 from docsim.models.backbone import base_directory, load_tokenizer
 from docsim.models.early_stopping import Evaluation

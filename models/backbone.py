@@ -18,10 +18,10 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from docsim.models.errors import TrainingError
 from docsim.models.pooling import mean_pool
 from docsim.models.registry import LOAD_LOCK, EncoderNotFoundError, resolve_encoder_path
 from docsim.models.tokens import TokenBatch
-from docsim.models.training_data import TrainingError
 
 ST_FILES = ("sentence_bert_config.json",)
 

@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
+from docsim.models.errors import BackendUnavailableError
 from docsim.models.pacing import before_batch
 from docsim.models.precision import autocast, to_device
 
@@ -46,10 +47,6 @@ TORCH = "torch"
 OPENVINO_INT8 = "openvino-int8"
 BACKENDS: tuple[str, ...] = (TORCH, OPENVINO_INT8)
 OPENVINO_FILES = ("model.xml", "model.bin")
-
-
-class BackendUnavailableError(RuntimeError):
-    """The runtime a backend needs is not installed, or cannot run this encoder."""
 
 
 class PaddedBatch(Protocol):

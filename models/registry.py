@@ -7,16 +7,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from docsim.models.errors import EncoderNotFoundError
+
 DEFAULT_ENCODER = "minilm"
 
 # transformers' `from_pretrained` builds modules under a process-wide "empty weights" patch:
 # two threads loading at once (the service's swap and its worker) could create each other's
 # parameters on the meta device. Every load in docsim goes through this lock.
 LOAD_LOCK = threading.RLock()
-
-
-class EncoderNotFoundError(ValueError):
-    """The encoder name is not built in, or the path is not a (usable) model directory."""
 
 
 def _minilm_path() -> Path:

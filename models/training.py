@@ -29,9 +29,9 @@ import torch
 from tqdm import tqdm
 
 from docsim.models.early_stopping import BestModel, Evaluation
+from docsim.models.errors import TrainingError
 from docsim.models.precision import autocast, autocast_dtype
 from docsim.models.tokens import DeviceBatch
-from docsim.models.training_data import TrainingError
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-
-class TrainingError(ValueError):
-    """A run that cannot start as asked (bad base, occupied output, changed config, ...)."""
+from docsim.models.errors import TrainingError
 
 
 @dataclass(frozen=True)

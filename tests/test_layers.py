@@ -230,28 +230,29 @@ def test_loading_an_encoder_does_not_import_training() -> None:
 
 # Which rooms of `indexer` each room may import: text <- store <- builder / search <- jobs <-
 # cli; `config`, `logs`, `ray_session` and `train` are shared top-level modules, and every room
-# may read the named choices (`indexer.choices`, a leaf).
+# may read the named choices and the errors (`indexer.choices`, `indexer.errors`: leaves).
+LEAVES = {"indexer.choices", "indexer.errors"}
 INDEXER_ROOMS = {
-    "indexer.text": {"indexer.choices"},
-    "indexer.store": {"indexer.choices", "indexer.text"},
-    "indexer.builder": {
-        "indexer.choices",
+    "indexer.text": LEAVES,
+    "indexer.store": LEAVES | {"indexer.text"},
+    "indexer.builder": LEAVES
+    | {
         "indexer.config",
         "indexer.ray_session",
         "indexer.store",
         "indexer.text",
     },
-    "indexer.search": {"indexer.choices", "indexer.store", "indexer.text"},
-    "indexer.evaluation": {
-        "indexer.choices",
+    "indexer.search": LEAVES | {"indexer.store", "indexer.text"},
+    "indexer.evaluation": LEAVES
+    | {
         "indexer.config",
         "indexer.search",
         "indexer.store",
         "indexer.text",
     },
-    "indexer.jobs": {
+    "indexer.jobs": LEAVES
+    | {
         "indexer.builder",
-        "indexer.choices",
         "indexer.config",
         "indexer.search",
         "indexer.store",
@@ -327,13 +328,67 @@ def test_the_surface_check_finds_an_internal_import() -> None:
 
 
 def test_the_surface_names_what_it_exports() -> None:
-    """Every name `indexer.api` and `indexer.errors` list in `__all__` exists there."""
+    """Every name `indexer.api` lists in `__all__` exists there."""
     import docsim.indexer.api
-    import docsim.indexer.errors
 
-    for module in (docsim.indexer.api, docsim.indexer.errors):
-        missing = [name for name in module.__all__ if not hasattr(module, name)]
-        assert missing == [], module.__name__
+    missing = [name for name in docsim.indexer.api.__all__ if not hasattr(docsim.indexer.api, name)]
+    assert missing == []
+
+
+def defined_names(path: Path) -> set[str]:
+    """The names a module defines itself (classes, functions, assignments), not imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_every_surface_name_points_at_the_module_that_defines_it() -> None:
+    """`indexer.api` imports each name from its home, not from a module that re-exports it
+    (the entry would break when that module stops importing it)."""
+    import docsim.indexer.api
+
+    wrong = []
+    for name, module in docsim.indexer.api._HOMES.items():  # noqa: SLF001
+        path = ROOT / Path(*local(module).split(".")).with_suffix(".py")
+        if name not in defined_names(path):
+            wrong.append(f"{name} is not defined in {module}")
+    assert wrong == []
+
+
+def test_the_errors_are_leaves_and_one_table_holds_them_all() -> None:
+    """`indexer.errors` and `models.errors` load nothing else of ours (beyond the packages'
+    own `__init__`) and nothing heavy, every error class they define
+    has its outcome in `OUTCOMES`, and the app's status table takes its statuses from it."""
+    code = (
+        "import sys, docsim.models, docsim.indexer; before = set(sys.modules); "
+        "import docsim.indexer.errors; "
+        "heavy = {'torch', 'faiss', 'nltk', 'sqlalchemy', 'fastapi', 'numpy'}; "
+        "ours = {m for m in set(sys.modules) - before if m.startswith('docsim.')}; "
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules); "
+        "assert ours <= {'docsim.indexer.errors', 'docsim.models.errors'}, ours"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    import docsim.indexer.errors as errors
+    import docsim.models.errors as model_errors
+    from docsim.app.core.errors import STATUS
+
+    defined = [
+        value
+        for module in (errors, model_errors)
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Exception)
+        and value.__module__ == module.__name__
+    ]
+    assert len(defined) > 25 and set(defined) == set(errors.OUTCOMES)
+    for error, outcome in errors.OUTCOMES.items():
+        assert STATUS.get(error) == outcome.status, error
 
 
 def test_every_import_names_the_one_installed_package() -> None:

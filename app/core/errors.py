@@ -12,28 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 
-from docsim.indexer.errors import (
-    BuildBusyError,
-    BuildRunningError,
-    ChangesQueuedError,
-    CollectionConflictError,
-    CollectionDeletingError,
-    CollectionNameError,
-    CollectionNotFoundError,
-    DataDirBusyError,
-    DocumentNotFoundError,
-    EmptyDocumentError,
-    FilterError,
-    IndexChangedError,
-    JobNotFoundError,
-    JobStateError,
-    MetadataTypeError,
-    NoActiveIndexError,
-    PairTooLargeError,
-    QueryError,
-    RowsPurgedError,
-    ShardUnavailableError,
-)
+from docsim.indexer.errors import OUTCOMES, DataDirBusyError
 
 
 class IndexNotReadyError(RuntimeError):
@@ -91,39 +70,22 @@ class SourceNotFoundError(LookupError):
 
 RETRY_AFTER_SECONDS = 5  # what a 503 (nothing served yet or now) asks clients to wait
 
-STATUS = {
+# the indexer's errors by `indexer.errors.OUTCOMES`, the service's own beside them
+STATUS: dict[type[Exception], int] = {
+    **{error: o.status for error, o in OUTCOMES.items() if o.status is not None},
     ApiKeyError: 401,
     PathNotAllowedError: 403,
     MissingPathError: 422,
-    JobNotFoundError: 404,
-    JobStateError: 409,
-    BuildBusyError: 409,
-    BuildRunningError: 409,
-    ChangesQueuedError: 429,
-    IndexChangedError: 409,
-    DocumentNotFoundError: 404,
     DocumentTooLargeError: 413,
     BodyTooLargeError: 413,
     LimitExceededError: 422,
-    PairTooLargeError: 413,
     SourceNotFoundError: 404,
-    EmptyDocumentError: 422,
     UnreadableFileError: 422,
-    QueryError: 422,
-    FilterError: 422,
-    MetadataTypeError: 422,
     InvalidSettingError: 422,
     CollectionEmptyError: 409,
-    CollectionNameError: 422,
-    CollectionNotFoundError: 404,
-    CollectionDeletingError: 404,
-    CollectionConflictError: 409,
     InvalidTextError: 422,
     IndexNotReadyError: 503,
     SearchDeadlineError: 503,
-    ShardUnavailableError: 503,
-    NoActiveIndexError: 503,
-    RowsPurgedError: 503,
     # a file of the served version gone from disk: the server's fault, never the client's
     FileNotFoundError: 503,
     # the driver's own error when the database is down or the connection dropped; the pool

@@ -139,35 +139,21 @@ class Runtime:
 
     def _load_and_swap_again_if_moved(self, current: ServiceState | None) -> None:
         """`_load_and_swap`, once more when it failed because a document change committed
-        while it read (a load reads files and several SQL queries, and may see a mix of the
-        two revisions); a failure with SQL standing still is final."""
-        for attempt in range(LOAD_ATTEMPTS):
-            before = active_version(self.engine, self.collection)
-            try:
-                self._load_and_swap(current)
-                failed = None
-            except Exception as error:
-                failed = error
-            after = active_version(self.engine, self.collection)
-            if (after.version_id, after.revision) == (before.version_id, before.revision):
-                if failed is not None:
-                    raise failed
-                return
-            if failed is not None and attempt == LOAD_ATTEMPTS - 1:
-                raise failed
-            logger.info("The index changed while it was loading; loading it again")
-            current = self.state
+        while it read (`again_while_moving`)."""
+
+        def slot() -> tuple[int, int]:
+            active = active_version(self.engine, self.collection)
+            return active.version_id, active.revision
+
+        again_while_moving(
+            slot, lambda first: self._load_and_swap(current if first else self.state)
+        )
 
     def _load_and_swap(self, current: ServiceState | None) -> None:
         state = load_state(self.settings, self.engine, self._close_all_shards)
         previous = current.version_id if current is not None else None
         if current is not None:
-            old, new = current.searcher.encoder.identity(), state.searcher.encoder.identity()
-            # query vectors carry over only from the same model on the same backend
-            same_encoder = old["config_hash"] == new["config_hash"] and old.get(
-                "backend"
-            ) == new.get("backend")
-            state.queries.adopt(current.queries, same_encoder=same_encoder)
+            carry_queries(current, state)
         self.swap(state)
         self.failure = None
         logger.info(
@@ -251,3 +237,34 @@ class Runtime:
         """Stop the watcher and close the shard actors."""
         self._watcher.stop(timeout)
         self._close_all_shards()
+
+
+def again_while_moving(active: Callable[[], tuple[int, int]], load: Callable[[bool], None]) -> None:
+    """Run `load` (given whether it is the first attempt) until it ran with SQL's `active`
+    (version, revision) standing still, at most `LOAD_ATTEMPTS` times: a load reads files
+    and several SQL queries, and may see a mix of two revisions when a document change
+    commits meanwhile. A failure with SQL standing still, or on the last attempt, is raised."""
+    for attempt in range(LOAD_ATTEMPTS):
+        before = active()
+        try:
+            load(attempt == 0)
+            failed = None
+        except Exception as error:
+            failed = error
+        if active() == before:
+            if failed is not None:
+                raise failed
+            return
+        if failed is not None and attempt == LOAD_ATTEMPTS - 1:
+            raise failed
+        logger.info("The index changed while it was loading; loading it again")
+
+
+def carry_queries(current: ServiceState, state: ServiceState) -> None:
+    """Give `state` the live posted queries of `current`: their ids, and their vectors where
+    they come from the same model on the same backend."""
+    old, new = current.searcher.encoder.identity(), state.searcher.encoder.identity()
+    same_encoder = old["config_hash"] == new["config_hash"] and old.get("backend") == new.get(
+        "backend"
+    )
+    state.queries.adopt(current.queries, same_encoder=same_encoder)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from docsim.indexer.config import Settings
+from docsim.indexer.errors import BackendError
 from docsim.indexer.store.exported import (
     cache_key,
     copy_into_version,
@@ -45,10 +46,6 @@ CALIBRATION_DOCUMENTS = 64  # documents whose chunks are sampled
 def cache_root(settings: Settings) -> Path:
     """Where exported encoders are cached."""
     return settings.encoder.cache_dir or settings.data_dir / "encoders"
-
-
-class BackendError(ValueError):
-    """The configured backend cannot run this encoder here."""
 
 
 def resolve_backend(settings: Settings, encoder: Encoder) -> str:

@@ -28,7 +28,8 @@ import numpy as np
 
 from docsim.indexer.choices import EngineName
 from docsim.indexer.config import Settings
-from docsim.indexer.ray_session import RaySessionError, connect_ray
+from docsim.indexer.errors import EngineError, RaySessionError
+from docsim.indexer.ray_session import connect_ray
 from docsim.indexer.text.documents import Document
 from docsim.models.encoder import DocumentVectors, Encoder
 
@@ -38,10 +39,6 @@ logger = logging.getLogger(__name__)
 ENGINES: tuple[str, ...] = tuple(e.value for e in EngineName)
 # AF_UNIX socket paths are limited to 107 bytes; Ray puts its sockets ~60 bytes below its
 # temporary folder, so the folder itself must be short.
-
-
-class EngineError(RuntimeError):
-    """The engine cannot run here (Ray missing, a bad address, a path too long)."""
 
 
 # Each block with its documents' vectors, in order: a generator, which the build closes

@@ -12,9 +12,10 @@ from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Engine, select
 
+from docsim.indexer.errors import MetadataTypeError
 from docsim.indexer.store.tables import collections
 from docsim.indexer.text.documents import Skipped, SourceDocument
-from docsim.indexer.text.field_types import FieldType, MetadataTypeError, check_metadata
+from docsim.indexer.text.field_types import FieldType, check_metadata
 
 
 class BuildFieldTypes:

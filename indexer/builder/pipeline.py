@@ -33,7 +33,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from docsim.indexer.builder.backend import BackendError, install_backend, prepare_backend
+from docsim.indexer.builder.backend import install_backend, prepare_backend
 from docsim.indexer.builder.engines import EncodeEngine
 from docsim.indexer.builder.field_checks import BuildFieldTypes
 from docsim.indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
@@ -43,27 +43,23 @@ from docsim.indexer.builder.split_workers import default_workers
 from docsim.indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.config import Settings
-from docsim.indexer.store.data_lock import DataDirBusyError, Kind, hold_data_dir
+from docsim.indexer.errors import (
+    AlreadyPublishedError,
+    BackendError,
+    BuildBusyError,
+    DataDirBusyError,
+    IndexBuildError,
+    NoActiveIndexError,
+)
+from docsim.indexer.store.data_lock import Kind, hold_data_dir
 from docsim.indexer.store.manifest import BackendEntry, LevelEntry, Manifest
-from docsim.indexer.store.versions import NoActiveIndexError, active_version, recover_abandoned
+from docsim.indexer.store.versions import active_version, recover_abandoned
 from docsim.indexer.text.corpus import FileLimits, Skipped, detect_format, read_corpus
 from docsim.indexer.text.documents import Document, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.models.encoder import Encoder
 
 logger = logging.getLogger(__name__)
-
-
-class IndexBuildError(RuntimeError):
-    """The build cannot start or cannot finish; nothing was published."""
-
-
-class BuildBusyError(IndexBuildError):
-    """Another build (or document update) holds the data directory's lock."""
-
-
-class AlreadyPublishedError(IndexBuildError):
-    """A build of a collection's first version found a version published meanwhile."""
 
 
 @dataclass

@@ -19,9 +19,10 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 
+from docsim.indexer.errors import EmptyDocumentError
 from docsim.indexer.text.documents import Document, Skipped, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
-from docsim.indexer.text.split import EmptyDocumentError, split_document
+from docsim.indexer.text.split import split_document
 
 BATCH_DOCUMENTS = 8  # documents per task: large enough that pickling them costs little
 MAX_WORKERS = 8

@@ -30,32 +30,21 @@ cli = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 
 
 def user_errors() -> tuple[type[Exception], ...]:
-    """The errors that are the user's to fix: one line on stderr, exit code 2, no traceback.
-    A command catches `except user_errors()`, which Python evaluates only when an exception
-    is raised, so the modules defining them load with the command's work, not at start-up
-    (`docsim --help` imports neither torch nor the pipeline)."""
-    from docsim.indexer.builder.engines import EngineError
-    from docsim.indexer.builder.pipeline import IndexBuildError
-    from docsim.indexer.jobs.queue import JobNotFoundError, JobStateError
-    from docsim.indexer.search.loaded_index import IndexMismatchError
-    from docsim.indexer.store.collections import CollectionNotFoundError
-    from docsim.indexer.store.db import DatabaseError
-    from docsim.indexer.store.versions import NoActiveIndexError
-    from docsim.indexer.text.corpus import CorpusError
-    from docsim.models.loading import EncoderNotFoundError
+    """The errors a command answers with one line on stderr and its exit code (`fail_with`),
+    no traceback: those of `indexer.errors.OUTCOMES`, a leaf that loads neither torch nor the
+    pipeline (`docsim --help` imports neither)."""
+    from docsim.indexer.errors import OUTCOMES
 
-    return (
-        CorpusError,
-        EngineError,
-        IndexBuildError,
-        EncoderNotFoundError,
-        DatabaseError,
-        NoActiveIndexError,
-        JobNotFoundError,
-        JobStateError,
-        IndexMismatchError,
-        CollectionNotFoundError,
-    )
+    return tuple(OUTCOMES)
+
+
+def fail_with(error: BaseException) -> NoReturn:
+    """Fail the command with `error`'s message and its exit code in `indexer.errors.OUTCOMES`
+    (2, the user's to fix, for an error not in the table)."""
+    from docsim.indexer.errors import USAGE, outcome
+
+    found = outcome(error)
+    fail(str(error), code=found.exit_code if found is not None else USAGE)
 
 
 EncoderOption = Annotated[
@@ -117,12 +106,8 @@ def in_collection(settings: Settings, engine: Engine, *, create: bool = False) -
         CollectionNotFoundError: it does not exist, and `create` is false.
     """
     from docsim.indexer.config import collection_settings
-    from docsim.indexer.store.collections import (
-        CollectionConflictError,
-        CollectionNotFoundError,
-        create_collection,
-        get_collection,
-    )
+    from docsim.indexer.errors import CollectionConflictError, CollectionNotFoundError
+    from docsim.indexer.store.collections import create_collection, get_collection
 
     try:
         row = get_collection(engine, settings.collection)
@@ -183,7 +168,8 @@ def main_options(
     """docsim: which documents in my collection are most like this one, and why?"""
     setup_logging(verbose)
     if collection is not None:
-        from docsim.indexer.store.collections import CollectionNameError, check_collection_name
+        from docsim.indexer.errors import CollectionNameError
+        from docsim.indexer.store.collections import check_collection_name
 
         try:
             check_collection_name(collection)

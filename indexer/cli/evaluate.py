@@ -17,6 +17,7 @@ from docsim.indexer.cli.common import (
     cli_settings,
     existing_data_dir,
     fail,
+    fail_with,
     in_collection,
     user_errors,
 )
@@ -126,7 +127,7 @@ def _open_judged(
         default = searcher.settings.default_method.value
         specs = [MethodSpec.parse(m) for m in (methods or [default])]
     except user_errors() + (ValueError, OSError) as error:
-        fail(str(error))
+        fail_with(error)
     try:
         judged = judged.within(searcher)
     except ValueError as error:  # a filter field the collection does not have

@@ -22,6 +22,7 @@ from docsim.indexer.cli.common import (
     cli_settings,
     existing_data_dir,
     fail,
+    fail_with,
     in_collection,
     user_errors,
 )
@@ -83,7 +84,7 @@ def index(
             ),
         )
     except user_errors() as error:
-        fail(str(error))
+        fail_with(error)
     except KeyboardInterrupt:
         fail("interrupted: nothing was published and the active version is unchanged", code=130)
     retired = collect_garbage(  # retention after every publish, as the worker does
@@ -122,7 +123,7 @@ def info(data_dir: DataDir = None) -> None:
         version = active_version(engine, in_collection(settings, engine).collection)
         counts = count_units(engine, version.version_id)
     except user_errors() as error:
-        fail(str(error))
+        fail_with(error)
     typer.echo(
         json.dumps(
             {
@@ -147,7 +148,8 @@ def train_splitter(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
 ) -> None:
     """Train Punkt sentence-splitting parameters offline on your own corpora."""
-    from docsim.indexer.text.corpus import CorpusError, Skipped, read_corpus
+    from docsim.indexer.errors import CorpusError
+    from docsim.indexer.text.corpus import Skipped, read_corpus
     from docsim.indexer.text.sentences import params_to_json, train_params
 
     texts: list[str] = []

@@ -20,6 +20,7 @@ from docsim.indexer.cli.common import (
     cli,
     cli_settings,
     fail,
+    fail_with,
     in_collection,
     user_errors,
 )
@@ -55,11 +56,12 @@ def reindex(
 ) -> None:
     """Run a reindex job in the foreground: the same job as POST /jobs/reindex, recorded in
     the jobs table, with a progress bar. A running service swaps to the result."""
+    from docsim.indexer.errors import CorpusError
     from docsim.indexer.jobs.queue import create_job, get_job, retry_job
-    from docsim.indexer.jobs.worker import ReindexParameters, execute, worker_name
+    from docsim.indexer.jobs.reindex_job import ReindexParameters
+    from docsim.indexer.jobs.worker import execute, worker_name
     from docsim.indexer.store.db import make_engine, upgrade
     from docsim.indexer.store.tables import JobStatus
-    from docsim.indexer.text.corpus import CorpusError
 
     settings = cli_settings(data_dir)
     try:
@@ -88,7 +90,7 @@ def reindex(
         claimed = _claimed(engine, job.job_id, name)
         status = execute(claimed, settings, engine, worker=name, show_progress=progress)
     except user_errors() as error:
-        fail(str(error))
+        fail_with(error)
     except KeyboardInterrupt:
         fail(
             f"interrupted: job {job.job_id} failed and its build was kept; "

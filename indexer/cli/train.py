@@ -179,11 +179,11 @@ def train_on_corpus(
     """Read and split `corpus`, then train `config` on it into `out` (checkpoints, then the
     encoder). A user's error (a bad corpus, option or output folder) or an interrupt ends
     the command with its message."""
-    from docsim.indexer.text.corpus import CorpusError
+    from docsim.indexer.errors import CorpusError
     from docsim.indexer.text.sentences import load_splitter
     from docsim.indexer.train import run_training, training_documents
+    from docsim.models.errors import TrainingError
     from docsim.models.precision import resolve_device
-    from docsim.models.training_data import TrainingError
 
     settings = get_settings()
     try:

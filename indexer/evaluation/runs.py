@@ -12,18 +12,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from docsim.indexer.errors import DocumentNotFoundError, EmptyDocumentError, QueryError
 from docsim.indexer.search.filters import Filter
 from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.search.types import (
-    DocumentNotFoundError,
-    Method,
-    Query,
-    QueryError,
-    SearchOptions,
-)
+from docsim.indexer.search.types import Method, Query, SearchOptions
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.documents import SourceDocument
-from docsim.indexer.text.split import EmptyDocumentError
 
 logger = logging.getLogger(__name__)
 

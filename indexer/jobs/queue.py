@@ -19,32 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    Exists,
-    and_,
-    case,
-    exists,
-    func,
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import Connection, Engine, Exists, and_, case, exists, func, insert, select, update
 
 from docsim.indexer.choices import DEFAULT_COLLECTION
+from docsim.indexer.errors import JobNotFoundError, JobStateError
 from docsim.indexer.store.db import insert_one
 from docsim.indexer.store.tables import JobStatus, VersionStatus, as_utc, index_versions, jobs
 
 FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
-
-
-class JobNotFoundError(LookupError):
-    """No job has that id (maps to 404)."""
-
-
-class JobStateError(RuntimeError):
-    """The job is not in a state that allows the request (maps to 409)."""
 
 
 @dataclass(frozen=True)

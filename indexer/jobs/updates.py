@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, insert, select, update
 
-from docsim.indexer.search.types import DocumentNotFoundError
+from docsim.indexer.errors import DocumentNotFoundError, IndexChangedError
 from docsim.indexer.store.collections import has_field_types, store_field_types, write_field_types
 from docsim.indexer.store.data_lock import hold_data_dir
 from docsim.indexer.store.generations import retire_documents
@@ -42,10 +42,6 @@ from docsim.indexer.text.split import split_document
 from docsim.models.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
-
-
-class IndexChangedError(RuntimeError):
-    """The active version or its revision moved since the caller loaded it (maps to 409)."""
 
 
 @dataclass

@@ -13,16 +13,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine
 
-from docsim.indexer.builder.engines import EncodeEngine, make_encode_engine
-from docsim.indexer.builder.pipeline import BuildHooks, BuildResult, build_index, prepare_data_dir
-from docsim.indexer.choices import CURRENT, DEFAULT_COLLECTION, CorpusFormat
-from docsim.indexer.config import Settings, collection_settings, load_configured_encoder
+from docsim.indexer.builder.engines import make_encode_engine
+from docsim.indexer.builder.pipeline import BuildHooks, BuildResult, prepare_data_dir
+from docsim.indexer.config import Settings, load_configured_encoder
 from docsim.indexer.jobs.queue import (
     JobRow,
     claim_next,
@@ -33,12 +29,16 @@ from docsim.indexer.jobs.queue import (
     set_job_version,
     update_progress,
 )
-from docsim.indexer.store.collections import get_collection
-from docsim.indexer.store.reader import stored_documents
-from docsim.indexer.store.tables import JobStatus, VersionStatus
-from docsim.indexer.store.versions import active_version, collect_garbage, version_row
-from docsim.indexer.text.sentences import load_splitter
-from docsim.models.encoder import Encoder
+from docsim.indexer.jobs.reindex_job import (
+    ReindexParameters,
+    build_source,
+    job_settings,
+    reindex_encoder_name,
+    reindex_settings,
+    resumable_version,
+)
+from docsim.indexer.store.tables import JobStatus
+from docsim.indexer.store.versions import collect_garbage
 
 logger = logging.getLogger(__name__)
 
@@ -49,23 +49,6 @@ class JobCancelledError(Exception):
 
 class WorkerStoppingError(Exception):
     """The worker is shutting down; the job's build is kept to resume."""
-
-
-@dataclass(frozen=True)
-class ReindexParameters:
-    """What a reindex job rebuilds: a corpus folder or file, or `current` (the stored
-    documents of the active version), with an encoder and index options."""
-
-    source: str
-    encoder: str | None = None
-    format: str = "auto"
-    chunk_tokens: int | None = None
-    block_documents: int | None = None
-    engine: str = "local"  # where the encode stage runs: `local` or `ray`
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> ReindexParameters:
-        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
 
 def worker_name() -> str:
@@ -117,31 +100,6 @@ def run_reindex(
         )
 
 
-def job_settings(job: JobRow, settings: Settings, engine: Engine) -> Settings:
-    """`settings` as the job's collection sees them (`collection_settings`). Reads SQL.
-
-    Raises:
-        CollectionNotFoundError: the collection was deleted.
-    """
-    return collection_settings(settings, get_collection(engine, job.collection))
-
-
-def reindex_settings(settings: Settings, params: ReindexParameters) -> Settings:
-    """`settings` with the job's index options (`chunk_tokens`, `block_documents`) where
-    it gives them."""
-    index_settings = settings.index.model_copy(
-        update={
-            k: v
-            for k, v in (
-                ("chunk_tokens", params.chunk_tokens),
-                ("block_documents", params.block_documents),
-            )
-            if v is not None
-        }
-    )
-    return settings.model_copy(update={"index": index_settings})
-
-
 class JobProgress:
     """A job's `BuildHooks.on_progress`: records the build's progress on the job (at most
     every `REPORT_SECONDS`, and at the end), with the rate and time left measured from the
@@ -190,67 +148,6 @@ class JobProgress:
             eta_seconds=round(eta, 1) if eta is not None else None,
             message="encoding",
         )
-
-
-def resumable_version(engine: Engine, job: JobRow) -> int | None:
-    """The version an earlier attempt of `job` suspended (or left `building`), to resume;
-    None to start a new build. Reads `index_versions`."""
-    if job.version_id is None:
-        return None
-    row = version_row(engine, job.version_id)
-    if row is not None and row.status in (VersionStatus.suspended, VersionStatus.building):
-        return job.version_id
-    return None
-
-
-def reindex_encoder_name(
-    engine: Engine, params: ReindexParameters, collection: str = DEFAULT_COLLECTION
-) -> str | None:
-    """The encoder the job names; for `current` naming none, the active version's own (as
-    its manifest records it); else None (the collection's configured one)."""
-    if params.encoder is None and params.source == CURRENT:
-        recorded = active_version(engine, collection).published_manifest()["encoder"]
-        return recorded.get("source") or recorded["name"]
-    return params.encoder
-
-
-def build_source(
-    params: ReindexParameters,
-    settings: Settings,
-    engine: Engine,
-    encoder: Encoder,
-    *,
-    hooks: BuildHooks,
-    show_progress: bool,
-    encode_engine: EncodeEngine,
-) -> BuildResult:
-    """Build the job's source: the corpus at `params.source`, or for `current` the stored
-    documents of the active version (read when the build starts)."""
-    if params.source == CURRENT:
-        current = active_version(engine, settings.collection)
-        return build_index(
-            None,
-            settings=settings,
-            engine=engine,
-            encoder=encoder,
-            splitter=load_splitter(settings.punkt_params),
-            documents=stored_documents(engine, current.version_id),
-            source_label=f"current (stored documents of version {current.version_id})",
-            hooks=hooks,
-            show_progress=show_progress,
-            encode_engine=encode_engine,
-        )
-    return build_index(
-        Path(params.source),
-        settings=settings,
-        engine=engine,
-        encoder=encoder,
-        splitter=load_splitter(settings.punkt_params),
-        fmt=CorpusFormat(params.format),
-        hooks=hooks,
-        show_progress=show_progress,
-        encode_engine=encode_engine,
-    )
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
+from docsim.indexer.errors import DocumentNotFoundError, QueryError
 from docsim.indexer.search.arrays import Positions, Scores
 from docsim.indexer.search.filters import Filter
 from docsim.indexer.search.matches import document_hits
@@ -23,13 +24,11 @@ from docsim.indexer.search.sdr_ranking import SDR_RANKED, RankedScores, SdrRanke
 from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.types import (
     WHOLE_DOCUMENT_ONLY,
-    DocumentNotFoundError,
     Granularity,
     Method,
     ParagraphStats,
     Population,
     Query,
-    QueryError,
     ScoringMode,
     SearchOptions,
     SearchResult,

@@ -14,14 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from docsim.indexer.errors import PairTooLargeError
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.types import ParagraphStats, Query
 from docsim.models.encoder import DocumentInput
 from docsim.models.explain import PairAlignment, align_pair, cosine_matrix
-
-
-class PairTooLargeError(ValueError):
-    """The pair's paragraph matrix exceeds the configured size (maps to 413)."""
 
 
 @dataclass(frozen=True)

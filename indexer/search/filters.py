@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from docsim.indexer.errors import FilterError
 from docsim.indexer.text.field_types import (
     FieldType,
     Scalar,
@@ -41,11 +42,6 @@ from docsim.indexer.text.field_types import (
 
 RANGE_BOUNDS = ("gt", "gte", "lt", "lte")
 MAX_DEPTH = 32  # nesting of and / or / not
-
-
-class FilterError(ValueError):
-    """A filter that is malformed, or names a field this collection does not have, or
-    compares a field with a value of another type (maps to 422)."""
 
 
 # --- the filter tree ----------------------------------------------------------------------

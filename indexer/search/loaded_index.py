@@ -18,12 +18,13 @@ import numpy as np
 import torch
 from sqlalchemy import Connection, Engine, select
 
+from docsim.indexer.errors import CorruptFileError, IndexMismatchError
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.filters import FilterColumns
 from docsim.indexer.search.mapped_rows import MappedRows
 from docsim.indexer.search.structure import StoredStructure, read_structure
 from docsim.indexer.store.db import snapshot
-from docsim.indexer.store.manifest import CorruptFileError, check_files
+from docsim.indexer.store.manifest import check_files
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.store.units import level_ids, stored_additions
 from docsim.indexer.store.vector_index import FaissIndex, VectorIndex
@@ -39,10 +40,6 @@ MAPPED_WHEN_SHARDED = ("section", "paragraph", "sentence", "chunk")
 # (`indexer.search.sentence_scan`), the chunk level read only
 MAPPED_WHEN_COMPRESSED = ("paragraph", "sentence", "chunk")
 COMPRESSED_SEARCHED = ("paragraph", "sentence")
-
-
-class IndexMismatchError(RuntimeError):
-    """The index on disk does not match its manifest or the serving encoder."""
 
 
 @dataclass

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import numpy as np
 from sqlalchemy import Engine
 
+from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.search.arrays import Positions
 from docsim.indexer.search.lexical import BUILD_DOCUMENTS, Bm25Index
-from docsim.indexer.search.loaded_index import IndexMismatchError, LoadedIndex
+from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.store.reader import document_paragraph_texts, document_texts
 
 logger = logging.getLogger(__name__)

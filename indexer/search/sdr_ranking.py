@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
+from docsim.indexer.errors import QueryError
 from docsim.indexer.search.arrays import Positions, Scores
 from docsim.indexer.search.candidates import retrieve_candidates
 from docsim.indexer.search.centroid_candidates import searched
@@ -34,7 +35,6 @@ from docsim.indexer.search.types import (
     Method,
     ParagraphStats,
     Query,
-    QueryError,
     ScoringMode,
     SearchOptions,
     SearchResult,

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
+from docsim.indexer.errors import DocumentNotFoundError
 from docsim.indexer.search.arrays import Positions
 from docsim.indexer.search.centroid_candidates import LazyCentroids
 from docsim.indexer.search.examples import ExampleRanker, scoring_mode
@@ -32,7 +33,6 @@ from docsim.indexer.search.sentence_scan import SentenceScan
 from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
 from docsim.indexer.search.types import (
-    DocumentNotFoundError,
     Method,
     ParagraphStats,
     Population,

@@ -22,14 +22,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from docsim.indexer.errors import ShardUnavailableError
 from docsim.indexer.search.sentence_scan import ScanShape
-from docsim.indexer.search.shards import (
-    SEARCHED_ON_SHARDS,
-    SdrShard,
-    ShardUnavailableError,
-    compressed,
-    shard_cuts,
-)
+from docsim.indexer.search.shards import SEARCHED_ON_SHARDS, SdrShard, compressed, shard_cuts
 from docsim.models.scoring import RaggedCollection
 
 if TYPE_CHECKING:  # the actors' process imports no SQL

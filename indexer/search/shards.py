@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from cachetools import TTLCache
 
+from docsim.indexer.errors import ShardUnavailableError
 from docsim.indexer.search.arrays import concatenated_ranges
 from docsim.indexer.search.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.indexer.search.ranking import top_k
@@ -55,11 +56,6 @@ GPU_BLOCK_SENTENCES = 1 << 20  # a GPU shard's product block: (r, n) float32 is 
 # `call(method, args)`: `method` of every shard run with its own tuple of `args` (one a shard,
 # in shard order), their answers in shard order: in this process or on Ray actors
 ShardCall: TypeAlias = Callable[[str, Sequence[tuple[Any, ...]]], list[Any]]
-
-
-class ShardUnavailableError(RuntimeError):
-    """A shard could not answer (dead, restarting or unreachable): no partial ranking is
-    returned (maps to 503 with a retry hint)."""
 
 
 @dataclass(frozen=True)

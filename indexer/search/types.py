@@ -62,14 +62,6 @@ class Population(str, Enum):
     sample = "sample"
 
 
-class QueryError(ValueError):
-    """The query cannot be answered as asked (maps to 422)."""
-
-
-class DocumentNotFoundError(LookupError):
-    """An indexed document id that the active version does not have (maps to 404)."""
-
-
 @dataclass(frozen=True)
 class SearchOptions:
     top_k: int = 10

@@ -25,6 +25,11 @@ from sqlalchemy import Connection, Engine, delete, exists, insert, select, updat
 from sqlalchemy.exc import IntegrityError
 
 from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
+from docsim.indexer.errors import (
+    CollectionConflictError,
+    CollectionNameError,
+    CollectionNotFoundError,
+)
 from docsim.indexer.store.tables import (
     JobStatus,
     VersionStatus,
@@ -41,18 +46,6 @@ from docsim.indexer.text.field_types import FieldType, infer_field_types
 logger = logging.getLogger(__name__)
 
 SETTING_GROUPS = ("encoder", "index", "search")  # what a collection may set apart
-
-
-class CollectionNotFoundError(LookupError):
-    """No collection has that name (maps to 404)."""
-
-
-class CollectionConflictError(RuntimeError):
-    """The collection exists already, or cannot be deleted now (maps to 409)."""
-
-
-class CollectionNameError(ValueError):
-    """Not a valid collection name (maps to 422)."""
 
 
 @dataclass(frozen=True)

@@ -22,31 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from docsim.indexer.errors import (
+    BuildRunningError,
+    ChangesQueuedError,
+    CollectionDeletingError,
+    DataDirBusyError,
+)
+
 LOCK_FILE = ".build.lock"
 Kind = Literal["build", "change", "delete"]
 _REFUSING = ("build", "delete")  # holders a writer does not wait for
 POLL_SECONDS = 0.01
-
-
-class DataDirBusyError(RuntimeError):
-    """Another writer holds the data directory."""
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class BuildRunningError(DataDirBusyError):
-    """A build holds the data directory (409: it may run for minutes)."""
-
-
-class CollectionDeletingError(DataDirBusyError):
-    """The data directory's collection is being deleted (404: it will be gone)."""
-
-
-class ChangesQueuedError(DataDirBusyError):
-    """Document changes held the data directory for longer than this writer could wait
-    (429: retry after a moment)."""
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,9 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, Insert, create_engine, event
 from sqlalchemy.engine import make_url
 
+from docsim.indexer.errors import DatabaseError
+
 logger = logging.getLogger(__name__)
-
-
-class DatabaseError(RuntimeError):
-    """The database cannot be opened or migrated."""
 
 
 def make_engine(url: str) -> Engine:

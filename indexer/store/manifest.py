@@ -12,6 +12,8 @@ from typing import Any
 
 from typing_extensions import NotRequired, TypedDict
 
+from docsim.indexer.errors import CorruptFileError
+
 SCHEMA_VERSION = 1
 
 
@@ -61,10 +63,6 @@ class Manifest(TypedDict):
     levels: dict[str, LevelEntry]
     build: BuildEntry
     backend: NotRequired[BackendEntry]  # absent in versions built before backends: torch
-
-
-class CorruptFileError(RuntimeError):
-    """A version's file does not hold what its build wrote (its sha256 differs)."""
 
 
 def file_sha256(path: Path) -> str:

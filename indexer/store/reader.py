@@ -9,17 +9,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, select
 
+from docsim.indexer.errors import RowsPurgedError
 from docsim.indexer.store.generations import live_documents
 from docsim.indexer.store.tables import LEVEL_TABLES, documents, paragraphs, sections
 from docsim.indexer.text.documents import SectionSource, SourceDocument
 
 logger = logging.getLogger(__name__)
-
-
-class RowsPurgedError(LookupError):
-    """Rows a reader's snapshot holds are no longer in SQL: its revision was superseded and
-    its retired rows purged after the grace period (`indexer.store.generations`). The request
-    is answered again from the current revision (503 with a retry hint)."""
 
 
 def _all_found(found: dict, wanted: list[int], what: str) -> None:

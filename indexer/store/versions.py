@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from docsim.indexer.errors import NoActiveIndexError
 from docsim.indexer.store.db import insert_one
 from docsim.indexer.store.manifest import Manifest
 from docsim.indexer.store.tables import (
@@ -39,10 +40,6 @@ from docsim.indexer.store.tables import (
 from docsim.indexer.store.units import delete_version_rows
 
 logger = logging.getLogger(__name__)
-
-
-class NoActiveIndexError(LookupError):
-    """No index version has been published yet."""
 
 
 @dataclass(frozen=True)

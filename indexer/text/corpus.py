@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from docsim.indexer.choices import CorpusFormat
+from docsim.indexer.errors import CorpusError
 from docsim.indexer.text.documents import Skipped, SourceDocument  # noqa: F401 - Skipped is read from here too
 from docsim.indexer.text.readers.structured import sectioned_document
 
@@ -32,10 +33,6 @@ HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _AILA_HEADER_END = re.compile(r"^the (judgment was delivered by|order of the court)", re.IGNORECASE)
 _MD_TITLE = re.compile(r"^#[ \t]+(?P<title>.+?)[ \t#]*$")
-
-
-class CorpusError(ValueError):
-    """The corpus path cannot be read as a corpus at all."""
 
 
 @dataclass(frozen=True)

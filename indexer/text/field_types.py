@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from docsim.indexer.errors import MetadataTypeError
+
 Scalar = bool | int | float | str
 _ISO_DATE = re.compile(
     r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$"
@@ -102,10 +104,6 @@ _MICROSECOND = datetime.resolution
 
 
 # --- types fixed at first write ------------------------------------------------------------
-class MetadataTypeError(ValueError):
-    """A document's metadata value that is not of its field's fixed type (maps to 422)."""
-
-
 _WANTED = {
     FieldType.boolean: "true or false",
     FieldType.number: "a number",

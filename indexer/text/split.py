@@ -19,13 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from docsim.indexer.errors import EmptyDocumentError
 from docsim.indexer.text.documents import Document, Paragraph, Section, Sentence, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
-
-
-class EmptyDocumentError(ValueError):
-    """The document has no sentences to index."""
-
 
 _MD_HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(?P<title>.*?)[ \t#]*$")
 _BLANK_LINE = re.compile(r"\n[ \t]*\r?\n")

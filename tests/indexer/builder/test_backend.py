@@ -10,10 +10,10 @@ import pytest
 import torch
 from sqlalchemy import Engine
 
-from docsim.indexer.builder.backend import BackendError, calibration_texts, resolve_backend
-from docsim.indexer.builder.pipeline import BuildResult, IndexBuildError
+from docsim.indexer.builder.backend import calibration_texts, resolve_backend
+from docsim.indexer.builder.pipeline import BuildResult
 from docsim.indexer.config import Settings, load_configured_encoder
-from docsim.indexer.search.loaded_index import IndexMismatchError
+from docsim.indexer.errors import BackendError, IndexBuildError, IndexMismatchError
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.text.chunking import add_chunks

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from docsim.indexer.builder.engines import EngineError, make_encode_engine, one_ahead
+from docsim.indexer.builder.engines import make_encode_engine, one_ahead
 from docsim.indexer.config import RaySettings, Settings
+from docsim.indexer.errors import EngineError
 from docsim.indexer.search.loaded_index import LoadedIndex
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version

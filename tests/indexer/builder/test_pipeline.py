@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 from sqlalchemy import Engine, select
 
-from docsim.indexer.builder.pipeline import IndexBuildError, build_index
+from docsim.indexer.builder.pipeline import build_index
 from docsim.indexer.builder.split_plan import PLAN_PREFIX
 from docsim.indexer.config import Settings
+from docsim.indexer.errors import IndexBuildError
 from docsim.indexer.store.tables import LEVEL_TABLES, documents, index_versions, sentences
 from docsim.indexer.store.units import count_units, level_ids
 from docsim.indexer.store.vector_index import FaissIndex

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from docsim.indexer.errors import FilterError
 from docsim.indexer.search.filters import (
     All,
     AnyOf,
@@ -18,7 +19,6 @@ from docsim.indexer.search.filters import (
     Exists,
     FieldType,
     FilterColumns,
-    FilterError,
     Not,
     OneOf,
     Range,

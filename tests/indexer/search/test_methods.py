@@ -10,18 +10,13 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from docsim.indexer.errors import QueryError
 from docsim.indexer.search.lexical import stemmer_for
 from docsim.indexer.search.scorers import top_mean_per_group
 from docsim.indexer.search.sdr_ranking import windowed
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.types import (
-    WHOLE_DOCUMENT_ONLY,
-    Granularity,
-    Method,
-    QueryError,
-    SearchOptions,
-)
+from docsim.indexer.search.types import WHOLE_DOCUMENT_ONLY, Granularity, Method, SearchOptions
 from docsim.indexer.store.reader import document_units
 from docsim.indexer.text.corpus import json_document
 from tests.indexer.search.test_search import query_of, stored_texts

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from docsim.indexer.errors import ShardUnavailableError
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape
 from docsim.indexer.search.shard_actors import (
@@ -21,12 +22,7 @@ from docsim.indexer.search.shard_actors import (
     shard_specs,
 )
 from docsim.indexer.search.sharded import ShardedSdr, sentence_method_scores
-from docsim.indexer.search.shards import (
-    SEARCHED_ON_SHARDS,
-    ShardUnavailableError,
-    in_process,
-    shards_of,
-)
+from docsim.indexer.search.shards import SEARCHED_ON_SHARDS, in_process, shards_of
 from tests.indexer.search.test_search import posted_query
 from tests.indexer.search.test_shards import POOL, shard_query
 from tests.utils.ray_local import local_ray as start_local_ray

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from docsim.indexer.errors import ShardUnavailableError
 from docsim.indexer.search.scorers import QueryScratch
 from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.sentence_scan import ScanShape
@@ -13,7 +14,6 @@ from docsim.indexer.search.sharded import ShardedLevel, ShardedSdr
 from docsim.indexer.search.shards import (
     SEARCHED_ON_SHARDS,
     ShardQuery,
-    ShardUnavailableError,
     in_process,
     shard_ranges,
     shards_of,

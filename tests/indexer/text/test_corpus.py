@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from docsim.indexer.choices import CorpusFormat
-from docsim.indexer.text.corpus import CorpusError, Skipped, detect_format, read_corpus
+from docsim.indexer.errors import CorpusError
+from docsim.indexer.text.corpus import Skipped, detect_format, read_corpus
 from docsim.indexer.text.documents import SourceDocument
 from tests.utils.corpora import AILA_DIR, write_jsonl, write_text_corpus
 

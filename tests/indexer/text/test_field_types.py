@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from docsim.indexer.text.field_types import (
-    FieldType,
-    MetadataTypeError,
-    accepts,
-    check_metadata,
-    infer_field_types,
-)
+from docsim.indexer.errors import MetadataTypeError
+from docsim.indexer.text.field_types import FieldType, accepts, check_metadata, infer_field_types
 
 pytestmark = pytest.mark.no_sql
 
