@@ -84,8 +84,9 @@ test-slow: setup postgres
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# make bench: list the benchmarks; make bench NAME=query_latency ARGS="--data-dir DIR": run one
 bench: setup
-	$(BIN)/python benchmarks/encode_throughput.py
+	$(BIN)/python -m benchmarks $(NAME) $(ARGS)
 
 clean:
 	rm -rf $(VENV) docsim-data site

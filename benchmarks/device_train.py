@@ -4,11 +4,11 @@ SQL and web packages, and a 64 MiB limit on what travels each way (issue 30's GP
     # here (CPU): the corpus split as `docsim train` splits it, and the base as float16
     python benchmarks/device_train.py prep --corpus CORPUS --out W/a.json.xz [--base-out W/b16]
     # there: restore the base, train, pack the result as int8 differences from the base
-    python benchmarks/device_train.py restore --base16 W/b16 --out /tmp/base
-    python benchmarks/device_train.py train --docs W/a.json.xz --base /tmp/base \\
-        --out /tmp/adapted --pairs opening [--steps 2000] [--eval-every 250] [--seed 0] \\
+    python benchmarks/device_train.py restore --base16 W/b16 --out BASE_DIR
+    python benchmarks/device_train.py train --docs W/a.json.xz --base BASE_DIR \\
+        --out ADAPTED_DIR --pairs opening [--steps 2000] [--eval-every 250] [--seed 0] \\
         [--seconds 330]
-    python benchmarks/device_train.py pack --trained /tmp/adapted --base /tmp/base \\
+    python benchmarks/device_train.py pack --trained ADAPTED_DIR --base BASE_DIR \\
         --out $OUT --name aila
     # here: the exact float32 base plus the differences, an encoder for `docsim index`
     python benchmarks/device_train.py unpack --packed DIR --name aila --out ADAPTED

@@ -1,7 +1,7 @@
 """A data directory holding a published version grown `--factor` times, written by the real
 build: for the service measured as a whole at ten times AILA (`benchmarks/served_growth.py`).
 
-    python benchmarks/grown_version.py --base-dir /work/aila-new --out-dir /work/aila-10x
+    python benchmarks/grown_version.py --base-dir AILA_DATA_DIR --out-dir AILA_10X_DIR
         --factor 10 [--noise 0.35]
 
 The corpus is the base version's live documents (text, sections, metadata) `factor` times:

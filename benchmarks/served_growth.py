@@ -2,8 +2,8 @@
 at 1x, 3x and 10x AILA, the float32 sentence level (the code before issue 28) against the
 compressed one, in one table.
 
-    python benchmarks/served_growth.py --dir 1=/work/aila-new --dir 3=/work/aila-3x
-        --dir 10=/work/aila-10x [--stores float32 compressed] [--by-id 20] [--repeats 1]
+    python benchmarks/served_growth.py --dir 1=AILA_DIR --dir 3=AILA_3X_DIR
+        --dir 10=AILA_10X_DIR [--stores float32 compressed] [--by-id 20] [--repeats 1]
         [--out benchmarks/results/served_growth.json]
 
 Each grown data directory is a published version written by `benchmarks/grown_version.py`

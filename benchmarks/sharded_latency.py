@@ -2,7 +2,7 @@
 matrix product of the same shapes in one process.
 
     python benchmarks/sharded_latency.py [--sentences 4000000] [--shards 1 2 4] [--queries 8]
-        [--device cpu|cuda] [--work-dir /tmp/docsim-sharded]
+        [--device cpu|cuda] [--work-dir DIR]
         [--out benchmarks/results/sharded_latency.json]
 
 The collection: `--sentences` random unit vectors (d = 384, float16 in one `.npy`, as a
@@ -29,6 +29,7 @@ import logging
 import os
 import platform
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -217,7 +218,12 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--queries", type=int, default=8)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/docsim-sharded"))
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "docsim-sharded",
+        help="where the synthetic collection is written (default: the system's temporary folder)",
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/sharded_latency.json"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

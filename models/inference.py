@@ -248,7 +248,7 @@ def files_sha256(directory: Path) -> str:
 # peaked at 2.16 (1.94) for no faster encoding. A service keeps 1,024: the six-layer model fills
 # 256 entries with a few dozen shapes, and the 20 AILA development queries' chunks, in batches
 # cut at a quarter of padding (`models.batching`), took 44.0 ms an inference on average at 256
-# against 36.9 at 1,024 and at 5,000 (`benchmarks/query_encoding.py`, 2026-11-27).
+# against 36.9 at 1,024 and at 5,000 (`benchmarks/query_encoding.py`).
 SHAPE_CACHE_CAPACITY = 1024
 BUILD_SHAPE_CACHE_CAPACITY = 256
 

@@ -21,7 +21,7 @@ import torch
 # float32 copy (6 MiB) comes from memory the allocator reuses; at 65,536 rows each cast was
 # a fresh mapping whose page faults made SDR's pass 2.79 times slower. Exhaustive `sdr` over
 # AILA, posted dev queries, p50: 192 and 197 ms in 8,192-row blocks, 165 and 148 in 4,096,
-# 157 in 2,048 (2026-11-26, alternated)
+# 157 in 2,048 (runs alternated)
 MAPPED_BLOCK_SENTENCES = 4096
 # rows gathered by position are read run by run with `pread` when their runs are few or hold
 # this many rows on average; scattered single rows are cheaper through the map
