@@ -32,15 +32,10 @@ from tqdm import tqdm
 from docsim.indexer.builder.engines import EncodeEngine, LocalEngine, one_ahead
 from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.config import Settings
+from docsim.indexer.store.faiss_files import FlatWriter, IvfFlatWriter
 from docsim.indexer.store.manifest import LevelEntry, file_sha256
 from docsim.indexer.store.units import UnitCounter, count_units, insert_documents
-from docsim.indexer.store.vector_index import (
-    FaissIndex,
-    FlatWriter,
-    IvfFlatWriter,
-    choose_factory,
-    gpu_count,
-)
+from docsim.indexer.store.vector_index import FaissIndex, choose_factory, gpu_count
 from docsim.indexer.store.versions import set_build_state
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS, Document

@@ -1,8 +1,9 @@
-"""Vector search behind one adapter. This is the only module that imports `faiss`.
+"""Vector search behind one adapter, `FaissIndex`. FAISS is imported here and, for the files
+a build streams to disk in FAISS's format, in `indexer.store.faiss_files`, nowhere else.
 
 Every index maps int64 ids (the SQL primary keys) to float32 unit vectors and searches by
-inner product, which is cosine similarity on unit vectors. `NumpyIndex` is the brute-force
-reference the FAISS path is tested against.
+inner product, which is cosine similarity on unit vectors. `NumpyIndex`
+(`indexer.store.numpy_index`) is the brute-force reference the FAISS path is tested against.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def choose_factory(n_vectors: int, flat_max_vectors: int, large_factory: str) ->
 def kmeans(sample: np.ndarray, k: int, *, seed: int, iterations: int = 10) -> np.ndarray:
     """`(k, d)` float32 centroids of the rows of `sample` `(m, d)`, by FAISS's k-means with
     unit-norm centroids (spherical: the products with them are cosines)."""
-    sample = _as_float32(sample)
+    sample = as_float32(sample)
     if not 1 <= k <= len(sample):
         raise ValueError(f"cannot fit {k} centroids on {len(sample)} rows")
     found = faiss.Kmeans(
@@ -78,7 +79,7 @@ class NearestCentroid:
     blocked exhaustive search: 2.6 times torch's product-then-argmax at d = 64 here)."""
 
     def __init__(self, centroids: np.ndarray) -> None:
-        centroids = _as_float32(centroids)
+        centroids = as_float32(centroids)
         self._index = faiss.IndexFlatIP(centroids.shape[1])
         self._index.add(centroids)
 
@@ -86,11 +87,11 @@ class NearestCentroid:
         """`(m,)` int64 the nearest centroid of each of `rows` `(m, d)`."""
         if not len(rows):
             return np.empty(0, dtype=np.int64)
-        _, found = self._index.search(_as_float32(rows), 1)
+        _, found = self._index.search(as_float32(rows), 1)
         return np.asarray(found[:, 0], dtype=np.int64)
 
 
-def _as_float32(vectors: np.ndarray) -> np.ndarray:
+def as_float32(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
@@ -165,7 +166,7 @@ class FaissIndex:
         inner = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
         if not inner.is_trained:
             rng = np.random.default_rng(seed)
-            sample = _as_float32(rows(rng.choice(n, size=min(n, 100_000), replace=False)))
+            sample = as_float32(rows(rng.choice(n, size=min(n, 100_000), replace=False)))
             trainer = faiss.index_cpu_to_gpu(_gpu_resources(0), 0, inner) if use_gpu else inner
             trainer.train(sample)
             inner = faiss.index_gpu_to_cpu(trainer) if use_gpu else trainer
@@ -184,7 +185,7 @@ class FaissIndex:
     def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
         """The `k` best ids for each row of `queries` `(q, d)`; with `within`, only among
         those ids (a FAISS id selector on the CPU index: exact for Flat)."""
-        queries = _as_float32(np.atleast_2d(queries))
+        queries = as_float32(np.atleast_2d(queries))
         if within is not None:
             within = np.ascontiguousarray(within, dtype=np.int64)
         if self.count == 0 or k <= 0 or (within is not None and not len(within)):
@@ -251,7 +252,7 @@ class FaissIndex:
     def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         """Add `vectors` `(n, d)` under `ids` `(n,)` (in place)."""
         if len(ids):
-            self.host.add_with_ids(_as_float32(vectors), np.ascontiguousarray(ids, np.int64))
+            self.host.add_with_ids(as_float32(vectors), np.ascontiguousarray(ids, np.int64))
             self._refresh_gpu()
 
     def remove(self, ids: np.ndarray) -> int:
@@ -279,124 +280,6 @@ class FaissIndex:
     def load(cls, path: Path, factory: str, *, mmap: bool = False) -> FaissIndex:
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         return cls(faiss.read_index(str(path), flags), factory)
-
-
-class IvfFlatWriter:
-    """The file `FaissIndex.save` writes for an `IVF{nlist},Flat` index, written one inverted
-    list at a time, without the index in memory.
-
-    Filling an IVF index holds every vector as float32 (1.6 GB for a million 384-d vectors)
-    until it is saved. Instead: `assign` each block of vectors to its list, as adding it would
-    (in the same slices of `ADD_ROWS`, so that the same vectors go to the same lists), keeping
-    only the list numbers (4 bytes a vector); then `write` the file, reading each list's
-    vectors back from the caller (`rows`). The file is byte for byte the one FAISS writes for
-    the index filled with the same blocks (tested): an `IndexIDMap2` over an `IndexIVFFlat`
-    with array inverted lists, whose entries within a list are in insertion order and are
-    labelled by their position (the id map gives the caller's ids).
-    """
-
-    def __init__(self, index: FaissIndex) -> None:
-        inner = faiss.downcast_index(index.host.index)
-        if not self.accepts(index) or not isinstance(inner, faiss.IndexIVFFlat):
-            raise TypeError(f"not an empty IVF-Flat index on the CPU: {type(inner).__name__}")
-        self.index = index  # owns `ivf` (a view into its IDMap): kept alive with it
-        self.ivf = inner
-        self._lists: list[np.ndarray] = []  # (n_slice,) int64 list numbers, in order
-
-    @staticmethod
-    def accepts(index: FaissIndex) -> bool:
-        inner = faiss.downcast_index(index.host.index)
-        return (
-            not index.on_gpu
-            and type(inner) is faiss.IndexIVFFlat
-            and inner.ntotal == 0
-            and inner.metric_type == faiss.METRIC_INNER_PRODUCT
-        )
-
-    def assign(self, vectors: np.ndarray) -> None:
-        """Assign the next block of vectors `(n, d)` (any float dtype) to their lists."""
-        for r0 in range(0, len(vectors), ADD_ROWS):
-            part = _as_float32(vectors[r0 : r0 + ADD_ROWS])
-            self._lists.append(self.ivf.quantizer.assign(part, 1).ravel().astype(np.int64))
-
-    def write(self, path: Path, ids: np.ndarray, rows: Callable[[np.ndarray], np.ndarray]) -> None:
-        """Write the index file of every vector assigned, labelled by `ids` `(n,)` int64 in
-        order; `rows(positions)` gives the vectors at ascending `positions` `(m, d)`."""
-        ivf, d = self.ivf, self.ivf.d
-        list_of = np.concatenate(self._lists) if self._lists else np.empty(0, np.int64)
-        if len(list_of) != len(ids):
-            raise ValueError(f"{len(list_of)} vectors assigned but {len(ids)} ids")
-        sizes = np.bincount(list_of, minlength=ivf.nlist).astype(np.uint64)  # (nlist,)
-        order = np.argsort(list_of, kind="stable")  # positions grouped by list, in order
-        ends = np.cumsum(sizes).astype(np.int64)
-        with path.open("wb") as out:
-            out.write(b"IxM2" + _index_header(d, len(ids)))
-            out.write(b"IwFl" + _index_header(d, len(ids)) + _i64(ivf.nlist, ivf.nprobe))
-            out.write(faiss.serialize_index(faiss.downcast_index(ivf.quantizer)).tobytes())
-            out.write(np.int8(0).tobytes() + _i64(0))  # no direct map: its type, no entries
-            out.write(b"ilar" + _i64(ivf.nlist, ivf.code_size))
-            filled = np.flatnonzero(sizes)
-            if len(filled) > ivf.nlist / 2:
-                out.write(b"full" + _i64(ivf.nlist) + sizes.tobytes())
-            else:
-                pairs = np.stack([filled.astype(np.uint64), sizes[filled]], axis=1)  # (m, 2)
-                out.write(b"sprs" + _i64(pairs.size) + pairs.tobytes())
-            for number in filled:
-                members = order[ends[number] - int(sizes[number]) : ends[number]]  # ascending
-                out.write(_as_float32(rows(members)).tobytes())
-                out.write(members.astype(np.int64).tobytes())
-            out.write(_i64(len(ids)) + np.ascontiguousarray(ids, np.int64).tobytes())
-
-
-class FlatWriter:
-    """The file `FaissIndex.save` writes for a `Flat` index (an `IndexIDMap2` over an
-    inner-product `IndexFlat`), written a slice of vectors at a time from the caller's rows, without
-    filling the index: a Flat level's file is its vectors as float32 in order, then its ids.
-    Byte for byte the file FAISS writes for the index filled with the same vectors (tested)."""
-
-    def __init__(self, index: FaissIndex) -> None:
-        if not self.accepts(index):
-            inner = faiss.downcast_index(index.host.index)
-            raise TypeError(f"not an empty Flat index on the CPU: {type(inner).__name__}")
-        self.d = int(index.host.d)
-
-    @staticmethod
-    def accepts(index: FaissIndex) -> bool:
-        inner = faiss.downcast_index(index.host.index)
-        return (
-            not index.on_gpu
-            and type(inner) in (faiss.IndexFlat, faiss.IndexFlatIP)
-            and inner.metric_type == faiss.METRIC_INNER_PRODUCT
-            and inner.ntotal == 0
-        )
-
-    def write(self, path: Path, ids: np.ndarray, rows: Callable[[np.ndarray], np.ndarray]) -> None:
-        """Write the index of `len(ids)` vectors labelled by `ids` `(n,)` int64, in order;
-        `rows(positions)` gives the vectors at ascending `positions` `(m, d)`."""
-        n, d = len(ids), self.d
-        with path.open("wb") as out:
-            out.write(b"IxM2" + _index_header(d, n))
-            out.write(b"IxFI" + _index_header(d, n) + _i64(n * d))  # codes: n * d floats
-            for r0 in range(0, n, ADD_ROWS):
-                part = _as_float32(rows(np.arange(r0, min(n, r0 + ADD_ROWS))))
-                if part.shape != (min(n, r0 + ADD_ROWS) - r0, d):
-                    raise ValueError(f"rows gave {part.shape} for {d}-d vectors")
-                out.write(part.tobytes())
-            out.write(_i64(n) + np.ascontiguousarray(ids, np.int64).tobytes())
-
-
-def _i64(*values: int) -> bytes:
-    return np.asarray(values, dtype="<i8").tobytes()
-
-
-def _index_header(d: int, ntotal: int) -> bytes:
-    """FAISS's index header: d, ntotal, two unused fields, is_trained, the metric."""
-    return (
-        np.int32(d).tobytes()
-        + _i64(ntotal, 1 << 20, 1 << 20)
-        + np.bool_(True).tobytes()
-        + np.int32(faiss.METRIC_INNER_PRODUCT).tobytes()
-    )
 
 
 def _id_mapped(index: faiss.Index) -> faiss.IndexIDMap:
@@ -476,7 +359,7 @@ def _without(index: faiss.IndexIDMap, ids: np.ndarray) -> tuple[faiss.IndexIDMap
     fresh.reset()
     rebuilt = faiss.IndexIDMap2(fresh)
     if len(vectors):
-        rebuilt.add_with_ids(_as_float32(vectors), np.ascontiguousarray(stored[~gone]))
+        rebuilt.add_with_ids(as_float32(vectors), np.ascontiguousarray(stored[~gone]))
     return rebuilt, int(gone.sum())
 
 
@@ -489,25 +372,3 @@ def _to_gpu(index: faiss.IndexIDMap) -> faiss.Index:
     if n == 1:
         return faiss.index_cpu_to_gpu(_gpu_resources(0), 0, index)
     return shard(index, n, lambda i, part: faiss.index_cpu_to_gpu(_gpu_resources(i), i, part))
-
-
-class NumpyIndex:
-    """Exact brute-force inner-product search in numpy: the reference implementation."""
-
-    def __init__(self, vectors: np.ndarray, ids: np.ndarray) -> None:
-        self.vectors = _as_float32(vectors)
-        self.ids = np.asarray(ids, dtype=np.int64)
-
-    @property
-    def count(self) -> int:
-        return len(self.ids)
-
-    def search(self, queries: np.ndarray, k: int, within: np.ndarray | None = None) -> list[Hits]:
-        scores = _as_float32(np.atleast_2d(queries)) @ self.vectors.T  # (q, n)
-        allowed = np.ones(self.count, bool) if within is None else np.isin(self.ids, within)
-        results = []
-        for row in scores:
-            candidates = np.flatnonzero(allowed)
-            top = candidates[np.argsort(-row[candidates], kind="stable")[:k]]
-            results.append(Hits(row[top], self.ids[top]))
-        return results

@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 
 from docsim.indexer.store import vector_index
+from docsim.indexer.store.faiss_files import FlatWriter, IvfFlatWriter
+from docsim.indexer.store.numpy_index import NumpyIndex
 from docsim.indexer.store.vector_index import (
     FaissIndex,
-    FlatWriter,
-    IvfFlatWriter,
     NearestCentroid,
-    NumpyIndex,
     choose_factory,
     gpu_count,
     kmeans,
