@@ -156,7 +156,7 @@ def onnxruntime_dynamic_int8(
                     "attention_mask": batch.attention_mask.numpy(),
                 },
             )
-            out[torch.from_numpy(batch.rows)] = encoder._pooled(batch, torch.from_numpy(hidden))
+            out[torch.from_numpy(batch.rows)] = encoder.pooled(batch, torch.from_numpy(hidden))
         return out
 
     return run

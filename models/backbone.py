@@ -18,9 +18,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from docsim.models.errors import TrainingError
+from docsim.models.errors import EncoderNotFoundError, TrainingError
 from docsim.models.pooling import mean_pool
-from docsim.models.registry import LOAD_LOCK, EncoderNotFoundError, resolve_encoder_path
+from docsim.models.registry import LOAD_LOCK, resolve_encoder_path
 from docsim.models.tokens import TokenBatch
 
 ST_FILES = ("sentence_bert_config.json",)

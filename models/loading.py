@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from safetensors import SafetensorError
 
 from docsim.models.encoder import Encoder
+from docsim.models.model_directory import WEIGHT_FILES
 from docsim.models.registry import (
     BUILTIN_DISPLAY_NAMES,
     BUILTIN_ENCODERS,
@@ -23,7 +24,7 @@ from docsim.models.registry import (
     builtin_for_path,
     resolve_encoder_path,
 )
-from docsim.models.transformer import WEIGHT_FILES, TransformerEncoder
+from docsim.models.transformer import TransformerEncoder
 
 if TYPE_CHECKING:  # imported where they load: their modules import transformers' model classes
     from docsim.models.colde import ColdeEncoder

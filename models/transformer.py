@@ -23,9 +23,10 @@ import torch.nn.functional as F
 
 # the tokenizer side only: transformers' model classes (`AutoModel`) take seconds to import,
 # and an encoder served on its OpenVINO export never needs them (`from_directory`)
-from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
 
 from docsim.models.batching import Batch, default_batching, default_max_padding, plan_batches
+from docsim.models.document_encoding import encode_documents
 from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.inference import (
     TORCH,
@@ -34,27 +35,22 @@ from docsim.models.inference import (
     export_openvino_int8,
     openvino_backend,
 )
-from docsim.models.late import add_token_states, chunk_tokens, sentence_means, token_owners
-from docsim.models.levels import chunks_from_sentences, pool_levels
-from docsim.models.pooling import POOLING_MODES, mean_pool, pool_states
+from docsim.models.model_directory import (
+    loaded_config,
+    max_length,
+    pooling_mode,
+    sha256_file,
+    weights_file,
+)
+from docsim.models.pooling import POOLING_MODES, pool_states
 from docsim.models.precision import autocast, autocast_dtype, to_device
 from docsim.models.tokens import content_tokens, truncated_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-
 CHUNK_VECTORS = ("encode", "sentences", "late")
 _MODEL_LOCK = threading.Lock()  # one thread loads a deferred model (`TransformerEncoder.model`)
-
-
-def sha256_file(path: Path, block: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class TransformerEncoder:
@@ -190,14 +186,14 @@ class TransformerEncoder:
             return loaded
 
         model = load_model() if backend_dir is None else None
-        config = model.config if model is not None else _loaded_config(path)
+        config = model.config if model is not None else loaded_config(path)
         encoder = cls(
             model,
             tokenizer,
             name=name or path.name,
-            max_length=_max_length(path, tokenizer, config),
+            max_length=max_length(path, tokenizer, config),
             source_dir=path,
-            pooling=_pooling_mode(path),
+            pooling=pooling_mode(path),
             config=config,
             load_model=load_model,
             **options,
@@ -276,15 +272,15 @@ class TransformerEncoder:
         if self.load_options is not None:
             self.load_options = {**self.load_options, "backend_dir": str(directory)}
 
-    def _pooled(self, batch: Batch, hidden: torch.Tensor, *, host: bool = True) -> torch.Tensor:
+    def pooled(self, batch: Batch, hidden: torch.Tensor, *, host: bool = True) -> torch.Tensor:
         """Pooled, normalised vectors of one batch from its `(B, T, H)` token states:
         `(B, dim)` float32 on the CPU (`host`) or where the states are."""
         with torch.inference_mode():
             mask = to_device(batch.attention_mask, hidden.device)
             pooled = pool_states(hidden, mask, self.pooling)  # (B, H)
-        return self._project(pooled, host=host)
+        return self.project(pooled, host=host)
 
-    def _project(self, pooled: torch.Tensor, *, host: bool = True) -> torch.Tensor:
+    def project(self, pooled: torch.Tensor, *, host: bool = True) -> torch.Tensor:
         """The head (if any) and L2 normalisation of pooled states `(n, H)`: `(n, d)`, on
         the CPU (`host`) or where they were computed."""
         with torch.inference_mode():
@@ -298,7 +294,7 @@ class TransformerEncoder:
         out = torch.empty((len(token_ids), self.dim), dtype=torch.float32)  # (N, d)
         # batches are padded lazily: the next one is built while the backend runs this one
         for batch, hidden in self.backend.hidden_states(self.plan_batches(token_ids)):
-            out[torch.from_numpy(batch.rows)] = self._pooled(batch, hidden)
+            out[torch.from_numpy(batch.rows)] = self.pooled(batch, hidden)
         return out
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor:
@@ -311,37 +307,9 @@ class TransformerEncoder:
         documents: Sequence[DocumentInput],
         sentence_vectors: Sequence[torch.Tensor] | None = None,
     ) -> list[DocumentVectors]:
-        """Encode sentences and chunks of all documents, then pool.
-
-        Paragraph vectors are the mean of their sentences' vectors; section and document
-        vectors are the token-weighted mean of their chunks' vectors (chunks cover the whole
-        text without truncation).
-
-        - `encode`: one pass over the sentences (each alone, truncated at `max_length`;
-          `sentence_vectors` from `encode` are used as they are instead), one over the chunks.
-        - `sentences`: the chunks are not encoded: a chunk's vector is the token-weighted mean
-          of the pooled token states of the sentences it holds, from the sentence pass.
-        - `late`: the sentences are not encoded alone: a sentence's vector is the mean of its
-          tokens' states in the chunk pass (late chunking), so it carries its context.
-
-        The one-pass modes always run their pass (`sentence_vectors` notwithstanding: it
-        needs the states before normalisation). `sentences` falls back to two passes for
-        documents without `chunk_sentences`; `late` needs them (ValueError).
-        """
-        if self.chunk_vectors == "late":
-            sentences, chunks = _late_chunked(self, documents)
-        elif self.chunk_vectors == "sentences" and all(
-            len(doc.chunk_sentences) == len(doc.chunks) for doc in documents
-        ):
-            sentences, chunks = _sentences_and_pooled_chunks(self, documents)
-        else:
-            sentences = (
-                self.encode([s for doc in documents for s in doc.sentences])
-                if sentence_vectors is None
-                else torch.cat(list(sentence_vectors))
-            )  # (ΣN, d)
-            chunks = self.encode([c for doc in documents for c in doc.chunks])  # (ΣC, d)
-        return pool_levels(documents, sentences, chunks)
+        """Encode sentences and chunks of all documents, then pool, by `chunk_vectors`'
+        mode (`models.document_encoding.encode_documents`)."""
+        return encode_documents(self, documents, sentence_vectors)
 
     def special_tokens(self) -> tuple[list[int], list[int]]:
         """The ids the tokenizer puts before and after a text's content tokens."""
@@ -351,55 +319,6 @@ class TransformerEncoder:
             at = next(i for i in range(len(full)) if full[i : i + len(content)] == content)
             self._special = (list(full[:at]), list(full[at + len(content) :]))
         return self._special
-
-
-def _sentences_and_pooled_chunks(
-    encoder: TransformerEncoder, documents: Sequence[DocumentInput]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One forward pass over the sentences: their vectors `(ΣN, d)`, and each chunk's
-    vector `(ΣC, d)` as the token-weighted mean of its sentences' mean token states."""
-    token_ids = encoder.tokenize([s for doc in documents for s in doc.sentences])
-    means = torch.empty((len(token_ids), encoder.config.hidden_size))  # (ΣN, H)
-    counts = torch.empty(len(token_ids))  # (ΣN,) tokens, special tokens included
-    for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(token_ids)):
-        rows = torch.from_numpy(batch.rows)
-        means[rows] = mean_pool(hidden, batch.attention_mask.to(hidden.device)).cpu()
-        counts[rows] = batch.attention_mask.sum(dim=1).to(torch.float32)
-    pooled = chunks_from_sentences(documents, means, counts)  # (ΣC, H)
-    return encoder._project(means), encoder._project(pooled)
-
-
-def _late_chunked(
-    encoder: TransformerEncoder, documents: Sequence[DocumentInput]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One forward pass over the chunks (late chunking, `models.late`): each chunk's vector
-    `(ΣC, d)`, pooled as `encode` pools a text, and each sentence's `(ΣN, d)` as the mean of
-    its tokens' states there. A sentence without a content token is encoded alone."""
-    texts = [s for doc in documents for s in doc.sentences]
-    plan = chunk_tokens(documents, encoder.content_ids(texts))
-    before, after = encoder.special_tokens()
-    inputs = [before + ids + after for ids in plan.ids]
-    # the chunk vectors and sentence sums stay where the states are made: on a GPU they
-    # cross to the host once, at the end, and nothing in the loop waits for the GPU
-    home = encoder.device if encoder.device.type == "cuda" else torch.device("cpu")
-    chunks_home = torch.empty((len(inputs), encoder.dim), device=home)  # (ΣC, d)
-    sums = torch.zeros((len(texts), encoder.config.hidden_size), device=home)  # (ΣN, H)
-    counts = torch.zeros(len(texts), device=home)  # (ΣN,)
-    for batch, hidden in encoder.backend.hidden_states(encoder.plan_batches(inputs)):
-        rows = to_device(torch.from_numpy(batch.rows), home)  # (B,)
-        chunks_home[rows] = encoder._pooled(batch, hidden, host=False).to(home)
-        owners = [plan.owners[r] for r in batch.rows]
-        owner = token_owners(owners, len(before), hidden.shape[1])  # (B, T)
-        with torch.inference_mode():
-            add_token_states(sums, counts, hidden, owner)
-    chunks = chunks_home.cpu()
-    means, covered = sentence_means(sums.cpu(), counts.cpu())
-    sentences = torch.empty((len(texts), encoder.dim))  # (ΣN, d)
-    sentences[covered] = encoder._project(means[covered])
-    if not bool(covered.all()):
-        alone = torch.nonzero(~covered).flatten()
-        sentences[alone] = encoder.encode([texts[int(i)] for i in alone])
-    return sentences, chunks
 
 
 def _check_modes(pooling: str, chunk_vectors: str, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -417,6 +336,16 @@ def _check_modes(pooling: str, chunk_vectors: str, tokenizer: PreTrainedTokenize
         raise ValueError("TransformerEncoder needs a fast tokenizer (character offsets).")
 
 
+def _output_dim(config: PretrainedConfig, head: torch.nn.Module | None) -> int:
+    """The vector size: the head's output, else the model's hidden size."""
+    if head is None:
+        return int(config.hidden_size)
+    out_features = getattr(head, "out_features", None)
+    if not isinstance(out_features, int):
+        raise ValueError(f"the head {type(head).__name__} does not declare its out_features")
+    return out_features
+
+
 def _identity(encoder: TransformerEncoder) -> dict[str, Any]:
     """What an index manifest records of `encoder`: its config's hash, its weights' sha256."""
     config = encoder.config.to_dict()
@@ -426,7 +355,7 @@ def _identity(encoder: TransformerEncoder) -> dict[str, Any]:
     if encoder.chunk_vectors != "encode":  # hashes of earlier indexes stay as they were
         described["chunk_vectors"] = encoder.chunk_vectors
     config_blob = json.dumps(described, sort_keys=True, default=str)
-    weights = _weights_file(encoder.source_dir)
+    weights = weights_file(encoder.source_dir)
     source_dir = str(encoder.source_dir) if encoder.source_dir else None
     return {
         "name": encoder.name,
@@ -442,50 +371,3 @@ def _identity(encoder: TransformerEncoder) -> dict[str, Any]:
         "backend": dict(encoder.backend_record),
         "chunk_vectors": encoder.chunk_vectors,
     }
-
-
-def _loaded_config(path: Path) -> PretrainedConfig:
-    """The configuration `AutoModel.from_pretrained(path)` leaves on the model it loads, read
-    without loading it: loading records the weights' dtype, float32 where the file names none
-    (the identity hashes the configuration: both ways must hash alike)."""
-    config: PretrainedConfig = AutoConfig.from_pretrained(path, local_files_only=True)
-    if getattr(config, "dtype", None) is None:
-        config.dtype = torch.float32
-    return config
-
-
-def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig) -> int:
-    """sentence-transformers' `max_seq_length` when present, else the model's own limit."""
-    limits = [int(getattr(config, "max_position_embeddings", 512))]
-    st_config = path / "sentence_bert_config.json"
-    if st_config.exists():
-        limits.append(int(json.loads(st_config.read_text())["max_seq_length"]))
-    if tokenizer.model_max_length and tokenizer.model_max_length < 1_000_000:
-        limits.append(int(tokenizer.model_max_length))
-    return min(limits)
-
-
-def _output_dim(config: PretrainedConfig, head: torch.nn.Module | None) -> int:
-    """The vector size: the head's output, else the model's hidden size."""
-    if head is None:
-        return int(config.hidden_size)
-    out_features = getattr(head, "out_features", None)
-    if not isinstance(out_features, int):
-        raise ValueError(f"the head {type(head).__name__} does not declare its out_features")
-    return out_features
-
-
-def _weights_file(source_dir: Path | None) -> Path | None:
-    """The weights file in `source_dir` (the first of `WEIGHT_FILES` there), or None."""
-    if source_dir is None:
-        return None
-    return next((source_dir / f for f in WEIGHT_FILES if (source_dir / f).exists()), None)
-
-
-def _pooling_mode(path: Path) -> str:
-    pooling_config = path / "1_Pooling" / "config.json"
-    if pooling_config.exists() and json.loads(pooling_config.read_text()).get(
-        "pooling_mode_cls_token"
-    ):
-        return "cls"
-    return "mean"

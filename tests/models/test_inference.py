@@ -235,10 +235,10 @@ def test_an_encoder_loaded_on_its_export_defers_the_torch_model(
 def test_the_config_read_alone_is_the_one_loading_leaves(
     which: str, tiny_encoder: TransformerEncoder, minilm: TransformerEncoder
 ) -> None:
-    """The identity hashes the configuration: read without the model (`_loaded_config`), it
+    """The identity hashes the configuration: read without the model (`loaded_config`), it
     must equal what `AutoModel.from_pretrained` leaves on the model (which adds the dtype)."""
-    from docsim.models.transformer import _loaded_config
+    from docsim.models.model_directory import loaded_config
 
     encoder = tiny_encoder if which == "tiny" else minilm
     assert encoder.source_dir is not None
-    assert _loaded_config(encoder.source_dir).to_dict() == encoder.model.config.to_dict()
+    assert loaded_config(encoder.source_dir).to_dict() == encoder.model.config.to_dict()
