@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from safetensors import SafetensorError
 
 from docsim.models.encoder import Encoder
+from docsim.models.errors import EncoderNotFoundError
 from docsim.models.model_directory import WEIGHT_FILES
 from docsim.models.registry import (
     BUILTIN_DISPLAY_NAMES,
     BUILTIN_ENCODERS,
     DEFAULT_ENCODER,
     LOAD_LOCK,
-    EncoderNotFoundError,
     _minilm_path,
     builtin_for_path,
     resolve_encoder_path,

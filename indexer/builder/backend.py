@@ -28,11 +28,11 @@ from docsim.indexer.store.manifest import BackendEntry
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import Document
 from docsim.models.encoder import Encoder, Int8Exportable
+from docsim.models.errors import BackendUnavailableError
 from docsim.models.inference import (
     BUILD_SHAPE_CACHE_CAPACITY,
     OPENVINO_INT8,
     TORCH,
-    BackendUnavailableError,
     openvino_available,
     runtime_versions,
 )
