@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from docsim.indexer.text.corpus import text_document
+from docsim.indexer.text.readers.text import text_document
 from docsim.indexer.text.sentences import SEGMENT_CHARS, load_splitter
 from docsim.indexer.text.split import split_document
 

@@ -86,13 +86,13 @@ if TYPE_CHECKING:
     from docsim.indexer.store.versions import active_slots, active_version
     from docsim.indexer.text.corpus import (
         SAMPLE_CORPUS,
-        FileLimits,
         has_nul,
         json_document,
         read_document,
     )
     from docsim.indexer.text.documents import Document, SourceDocument
     from docsim.indexer.text.field_types import FieldType
+    from docsim.indexer.text.readers.registry import FileLimits
     from docsim.indexer.text.sentences import SentenceSplitter, load_splitter
     from docsim.indexer.text.split import split_document
 
@@ -182,11 +182,11 @@ _HOMES: dict[str, str] = {
         "docsim.indexer.store.versions": ("active_slots", "active_version"),
         "docsim.indexer.text.corpus": (
             "SAMPLE_CORPUS",
-            "FileLimits",
             "has_nul",
             "json_document",
             "read_document",
         ),
+        "docsim.indexer.text.readers.registry": ("FileLimits",),
         "docsim.indexer.text.documents": (
             "Document",
             "SourceDocument",

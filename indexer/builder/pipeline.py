@@ -54,8 +54,9 @@ from docsim.indexer.errors import (
 from docsim.indexer.store.data_lock import Kind, hold_data_dir
 from docsim.indexer.store.manifest import BackendEntry, LevelEntry, Manifest
 from docsim.indexer.store.versions import active_version, recover_abandoned
-from docsim.indexer.text.corpus import FileLimits, Skipped, detect_format, read_corpus
+from docsim.indexer.text.corpus import Skipped, detect_format, read_corpus
 from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.text.readers.registry import FileLimits
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.models.encoder import Encoder
 

@@ -12,7 +12,6 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -21,26 +20,18 @@ from typing import Any
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.errors import CorpusError
 from docsim.indexer.text.documents import Skipped, SourceDocument  # noqa: F401 - Skipped is read from here too
+from docsim.indexer.text.readers.registry import FileLimits
 from docsim.indexer.text.readers.structured import sectioned_document
+from docsim.indexer.text.readers.text import BINARY, TEXT_SUFFIXES, decode_text
 
 logger = logging.getLogger(__name__)
 
 # The sample corpus shipped with docsim (48 documents on 8 topics).
 SAMPLE_CORPUS = Path(__file__).parents[1] / "sample_corpus"
+DEFAULT_LIMITS = FileLimits()
 
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
-HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _AILA_HEADER_END = re.compile(r"^the (judgment was delivered by|order of the court)", re.IGNORECASE)
-_MD_TITLE = re.compile(r"^#[ \t]+(?P<title>.+?)[ \t#]*$")
-
-
-@dataclass(frozen=True)
-class FileLimits:
-    """What a document file may be: larger files and longer PDFs are skipped unread."""
-
-    max_bytes: int = 100 * 2**20
-    max_pdf_pages: int = 5000
 
 
 def read_corpus(
@@ -114,36 +105,12 @@ def _looks_like_aila(path: Path) -> bool:
     return any(_AILA_HEADER_END.match(line) for line in head)
 
 
-_BINARY = "binary file (NUL bytes; UTF-16 and UTF-32 text needs its byte order mark)"
-
-
-def _decode(data: bytes, ref: str) -> str | Skipped:
-    """The text of a plain-text file's content with Unix newlines, or why it cannot be
-    indexed. UTF-8, or UTF-16 or UTF-32 told by its byte order mark (as Windows tools save
-    text)."""
-    from docsim.indexer.text.readers.sniff import UNICODE_MARKS
-
-    encoding = next((name for mark, name in UNICODE_MARKS if data.startswith(mark)), "utf-8-sig")
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as error:
-        if b"\x00" in data:
-            return Skipped(ref, _BINARY)
-        return Skipped(ref, f"not UTF-8 (invalid byte at offset {error.start})")
-    if "\x00" in text:  # text with NULs could not be stored in PostgreSQL
-        return Skipped(ref, _BINARY)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if not text.strip():
-        return Skipped(ref, "empty file")
-    return text
-
-
 def _read_text_dir(path: Path, limits: FileLimits) -> Iterator[SourceDocument | Skipped]:
     for file in _corpus_files(path):
         yield read_file(file, limits)
 
 
-def read_file(file: Path, limits: FileLimits = FileLimits()) -> SourceDocument | Skipped:
+def read_file(file: Path, limits: FileLimits = DEFAULT_LIMITS) -> SourceDocument | Skipped:
     """One file of a document folder, read by the format its content shows; its id is the
     file name without the extension."""
     try:
@@ -161,59 +128,32 @@ def too_large(size: int, limits: FileLimits) -> str:
 
 
 def read_document(
-    name: str, data: bytes, metadata: dict[str, Any], limits: FileLimits = FileLimits()
+    name: str, data: bytes, metadata: dict[str, Any], limits: FileLimits = DEFAULT_LIMITS
 ) -> SourceDocument | Skipped:
-    """A document file's content `data`, read by the format it shows (its `name`'s extension
-    only tells HTML fragments and text files apart); its id is `name` without the extension.
-    `metadata` (with the file's `source`) is kept, and its `format` added."""
-    from docsim.indexer.text.readers.docx import docx_document
-    from docsim.indexer.text.readers.html import html_document
-    from docsim.indexer.text.readers.pdf import pdf_document
+    """A document file's content `data`, read by the format it shows (`indexer.text.readers`:
+    its `name`'s extension only tells HTML fragments and text files apart); its id is `name`
+    without the extension. `metadata` (with the file's `source`) is kept, and its `format`
+    added."""
+    from docsim.indexer.text.readers.registry import reader_for, readers
     from docsim.indexer.text.readers.sniff import FileFormat, sniff
 
     stem, suffix = Path(name).stem, Path(name).suffix.lower()
     ref = str(metadata.get("source", name))
     if len(data) > limits.max_bytes:
         return Skipped(ref, too_large(len(data), limits), over_limit=True)
-    found = sniff(data)
-    if found is FileFormat.text and suffix in HTML_SUFFIXES:
-        found = FileFormat.html  # a fragment without <html>: its name says HTML
-    if found is FileFormat.html:
-        return html_document(stem, data, {**metadata, "format": "html"})
-    if found is FileFormat.docx:
-        return docx_document(stem, data, {**metadata, "format": "docx"})
-    if found is FileFormat.pdf:
-        return pdf_document(stem, data, {**metadata, "format": "pdf"}, limits.max_pdf_pages)
-    if found is FileFormat.text and suffix in (*TEXT_SUFFIXES, ""):
-        text = _decode(data, ref)
-        return text if isinstance(text, Skipped) else text_document(stem, text, metadata)
+    reader = reader_for(data, suffix)
+    if reader is not None:
+        return reader.read(stem, data, metadata, limits)
+    suffixes = [s for r in readers() if r.name in ("text", "html") for s in r.suffixes]
     reasons = {
         FileFormat.ole: "a legacy .doc or a password-protected Word file: save it as .docx "
         "without a password",
         FileFormat.zip: "a zip archive that is not a Word document",
-        FileFormat.binary: _BINARY,
+        FileFormat.binary: BINARY,
         FileFormat.text: f"text file of no document format ({suffix}): supported are "
-        f"{', '.join(TEXT_SUFFIXES + HTML_SUFFIXES)} and files without an extension",
+        f"{', '.join(suffixes)} and files without an extension",
     }
-    return Skipped(ref, reasons[found])
-
-
-def text_document(doc_id: str, text: str, metadata: dict[str, Any] | None = None) -> SourceDocument:
-    """A plain-text or Markdown document: a `# Title` or short first line is its title."""
-    first_start = len(text) - len(text.lstrip())
-    first_end = text.find("\n", first_start)
-    first_end = len(text) if first_end < 0 else first_end
-    first = text[first_start:first_end].strip()
-    match = _MD_TITLE.match(first)
-    if match:
-        title, body_start = match.group("title"), first_end
-    elif len(first) <= 200 and text[first_end:].strip():
-        title, body_start = first, first_end
-    else:
-        title, body_start = doc_id, 0
-    return SourceDocument(
-        doc_id=doc_id, title=title, text=text, metadata=metadata or {}, body_start=body_start
-    )
+    return Skipped(ref, reasons.get(sniff(data), f"no reader takes this {suffix} file"))
 
 
 def _read_aila_dir(path: Path, limits: FileLimits) -> Iterator[SourceDocument | Skipped]:
@@ -223,7 +163,7 @@ def _read_aila_dir(path: Path, limits: FileLimits) -> Iterator[SourceDocument | 
             if size > limits.max_bytes:
                 yield Skipped(str(file), too_large(size, limits), over_limit=True)
                 continue
-            text = _decode(file.read_bytes(), str(file))
+            text = decode_text(file.read_bytes(), str(file))
         except OSError as error:
             text = Skipped(str(file), f"unreadable: {error.strerror or error}")
         if isinstance(text, Skipped):

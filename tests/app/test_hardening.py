@@ -16,7 +16,7 @@ from docsim.app.main import create_app
 from docsim.app.schemas.jobs import without_server_paths
 from docsim.app.services.uploads import UploadedFile, read_upload
 from docsim.indexer.store.data_lock import hold_data_dir
-from docsim.indexer.text.corpus import FileLimits
+from docsim.indexer.text.readers.registry import FileLimits
 
 DOC = {"id": "hardening-01", "title": "Tides", "text": "The tide turns. The moon pulls the sea."}
 

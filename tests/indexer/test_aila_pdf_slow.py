@@ -17,7 +17,8 @@ from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.search.types import SearchOptions
 from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
-from docsim.indexer.text.corpus import aila_document, text_document
+from docsim.indexer.text.corpus import aila_document
+from docsim.indexer.text.readers.text import text_document
 from tests.utils.corpora import AILA_DIR
 from tests.utils.indexes import publish
 from tests.utils.pdfs import write_document_pdf

@@ -10,6 +10,8 @@ import zipfile
 from typing import Any
 
 from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.registry import Reader, register
+from docsim.indexer.text.readers.sniff import FileFormat, sniff
 from docsim.indexer.text.readers.structured import clean, structured_document
 
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
@@ -70,3 +72,18 @@ def zip_bomb(data: bytes) -> str | None:
             f"(limits {MAX_INFLATED_BYTES:,} bytes, ratio {MAX_RATIO}): a zip bomb?"
         )
     return None
+
+
+DOCX = register(
+    Reader(
+        "docx",
+        detects=lambda data, _suffix: (
+            data.startswith(b"PK\x03\x04") and sniff(data) is FileFormat.docx
+        ),
+        read=lambda doc_id, data, metadata, _limits: docx_document(
+            doc_id, data, {**metadata, "format": "docx"}
+        ),
+        order=20,
+        suffixes=(".docx",),
+    )
+)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.registry import Reader, register
+from docsim.indexer.text.readers.sniff import FileFormat, looks_like_html, sniff
 from docsim.indexer.text.readers.structured import clean, structured_document
 
 if TYPE_CHECKING:  # lxml is imported when a page is read
@@ -66,3 +68,26 @@ def _holds_blocks(element: HtmlElement) -> bool:
 
 def _inside_row(element: HtmlElement) -> bool:
     return any(parent.tag == "tr" for parent in element.iterancestors())
+
+
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+
+
+def _is_html(data: bytes, suffix: str) -> bool:
+    """An HTML document, or a fragment without `<html>` whose name says HTML."""
+    if looks_like_html(data):
+        return True
+    return suffix in HTML_SUFFIXES and sniff(data) is FileFormat.text
+
+
+HTML = register(
+    Reader(
+        "html",
+        detects=_is_html,
+        read=lambda doc_id, data, metadata, _limits: html_document(
+            doc_id, data, {**metadata, "format": "html"}
+        ),
+        order=30,
+        suffixes=HTML_SUFFIXES,
+    )
+)

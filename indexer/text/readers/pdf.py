@@ -27,6 +27,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.registry import Reader, register
 from docsim.indexer.text.readers.structured import clean, structured_document
 
 if TYPE_CHECKING:  # pdfminer is imported when a PDF is read
@@ -271,3 +272,16 @@ def _paragraph_pages(
             out.append([offset, page])
             offset += len(text) + 2
     return out
+
+
+PDF = register(
+    Reader(
+        "pdf",
+        detects=lambda data, _suffix: data.startswith(b"%PDF-"),
+        read=lambda doc_id, data, metadata, limits: pdf_document(
+            doc_id, data, {**metadata, "format": "pdf"}, limits.max_pdf_pages
+        ),
+        order=10,
+        suffixes=(".pdf",),
+    )
+)

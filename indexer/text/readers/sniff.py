@@ -32,6 +32,11 @@ class FileFormat(str, Enum):
     binary = "binary"
 
 
+def looks_like_html(head: bytes) -> bool:
+    """Whether a file's first bytes open an HTML document (`<html>`, `<!doctype html>`...)."""
+    return bool(_HTML.match(head[:HEAD_BYTES].removeprefix(b"\xef\xbb\xbf")))
+
+
 def sniff(data: bytes) -> FileFormat:
     """The format of a file's content `data`."""
     head = data[:HEAD_BYTES]
@@ -46,7 +51,7 @@ def sniff(data: bytes) -> FileFormat:
         except zipfile.BadZipFile:
             return FileFormat.zip
         return FileFormat.docx if "word/document.xml" in names else FileFormat.zip
-    if _HTML.match(head.removeprefix(b"\xef\xbb\xbf")):
+    if looks_like_html(head):
         return FileFormat.html
     if b"\x00" in head and not any(head.startswith(mark) for mark, _ in UNICODE_MARKS):
         return FileFormat.binary

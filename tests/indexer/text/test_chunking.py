@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from docsim.indexer.text.chunking import add_chunks, chunk_document
-from docsim.indexer.text.corpus import read_corpus, text_document
+from docsim.indexer.text.corpus import read_corpus
+from docsim.indexer.text.readers.text import text_document
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
 from docsim.models.transformer import TransformerEncoder

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from docsim.indexer.text.corpus import SAMPLE_CORPUS, FileLimits, read_corpus, read_file
+from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_corpus, read_file
 from docsim.indexer.text.documents import Skipped, SourceDocument
 from docsim.indexer.text.readers.pdf import Box, continues, join_lines, reading_order
+from docsim.indexer.text.readers.registry import FileLimits
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
 from tests.utils.pdfs import BODY, HEADER, Block, blocks_of, structure, wrap, write_pdf

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from docsim.indexer.errors import EmptyDocumentError
-from docsim.indexer.text.corpus import aila_document, read_corpus, sectioned_document, text_document
+from docsim.indexer.text.corpus import aila_document, read_corpus, sectioned_document
 from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.text.readers.text import text_document
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import is_title_like, split_document
 from tests.utils.corpora import AILA_DIR
