@@ -53,8 +53,10 @@ CHUNK_VECTORS = ("encode", "sentences", "late")
 _MODEL_LOCK = threading.Lock()  # one thread loads a deferred model (`TransformerEncoder.model`)
 
 
-class TransformerEncoder:
-    """A transformer backbone + mean (or CLS) pooling, loaded from a local directory.
+class TransformerRunner:
+    """A transformer backbone's forward pass and pooling: where it runs (torch on a device,
+    or the int8 OpenVINO export), its batches, and the pooled, normalised vectors of token ids.
+    `TransformerEncoder` adds the texts: tokens, documents, identity, loading.
 
     Args:
         model: the backbone; its forward returns `last_hidden_state`. None defers it: then
@@ -163,6 +165,66 @@ class TransformerEncoder:
     def backend(self, backend: ForwardBackend) -> None:
         self._backend = backend
 
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        return autocast(self.device, self.amp_dtype)
+
+    def use_openvino(
+        self, directory: Path, *, streams: int = 1, shape_cache: int | None = None
+    ) -> None:
+        """Run the forward pass on the int8 OpenVINO model exported into `directory` (see
+        `models.inference.export_openvino_int8`), keeping `shape_cache` prepared kernels
+        (default: a service's); identity and load options record the export, so that
+        manifests name the backend and another process loads the same one. A head
+        (projection after pooling) stays on torch."""
+        self.backend = openvino_backend(
+            self.device, directory, streams=streams, shape_cache=shape_cache
+        )
+        self.backend_record = self.backend.record()
+        self._identity = None
+        if self.load_options is not None:
+            self.load_options = {**self.load_options, "backend_dir": str(directory)}
+
+    def pooled(self, batch: Batch, hidden: torch.Tensor, *, host: bool = True) -> torch.Tensor:
+        """Pooled, normalised vectors of one batch from its `(B, T, H)` token states:
+        `(B, dim)` float32 on the CPU (`host`) or where the states are."""
+        with torch.inference_mode():
+            mask = to_device(batch.attention_mask, hidden.device)
+            pooled = pool_states(hidden, mask, self.pooling)  # (B, H)
+        return self.project(pooled, host=host)
+
+    def project(self, pooled: torch.Tensor, *, host: bool = True) -> torch.Tensor:
+        """The head (if any) and L2 normalisation of pooled states `(n, H)`: `(n, d)`, on
+        the CPU (`host`) or where they were computed."""
+        with torch.inference_mode():
+            if self.head is not None:
+                with self._autocast():
+                    pooled = self.head(pooled.to(self.device)).to(torch.float32)
+            projected = F.normalize(pooled, dim=-1)
+            return projected.cpu() if host else projected
+
+    def plan_batches(self, token_ids: Sequence[Sequence[int]]) -> Iterator[Batch]:
+        """Length-sorted, padded batches whose padded size stays under the token budget."""
+        return plan_batches(
+            token_ids,
+            pad_id=self.tokenizer.pad_token_id or 0,
+            batch_tokens=self.batch_tokens,
+            max_batch_size=self.max_batch_size,
+            max_padding=self.max_padding,
+        )
+
+    def encode_token_ids(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:
+        out = torch.empty((len(token_ids), self.dim), dtype=torch.float32)  # (N, d)
+        # batches are padded lazily: the next one is built while the backend runs this one
+        for batch, hidden in self.backend.hidden_states(self.plan_batches(token_ids)):
+            out[torch.from_numpy(batch.rows)] = self.pooled(batch, hidden)
+        return out
+
+
+class TransformerEncoder(TransformerRunner):
+    """A transformer backbone + mean (or CLS) pooling, loaded from a local directory
+    (`from_directory`): the texts' tokens, every level of whole documents, and the identity
+    an index records. Its arguments are `TransformerRunner`'s."""
+
     @classmethod
     def from_directory(
         cls,
@@ -202,7 +264,6 @@ class TransformerEncoder:
             encoder.use_openvino(Path(backend_dir), streams=streams)
         return encoder
 
-    # --- identity -------------------------------------------------------------------------
     @property
     def chunk_capacity(self) -> int:
         return self.max_length - int(self.tokenizer.num_special_tokens_to_add(pair=False))
@@ -212,7 +273,6 @@ class TransformerEncoder:
             self._identity = _identity(self)
         return dict(self._identity)
 
-    # --- tokens -----------------------------------------------------------------------------
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids with special tokens, truncated to `max_length`."""
         return truncated_ids(self.tokenizer, texts, self.max_length)
@@ -237,65 +297,10 @@ class TransformerEncoder:
                 return kept_ids
         return content_tokens(self.tokenizer, texts)[0]
 
-    def plan_batches(self, token_ids: Sequence[Sequence[int]]) -> Iterator[Batch]:
-        """Length-sorted, padded batches whose padded size stays under the token budget."""
-        return plan_batches(
-            token_ids,
-            pad_id=self.tokenizer.pad_token_id or 0,
-            batch_tokens=self.batch_tokens,
-            max_batch_size=self.max_batch_size,
-            max_padding=self.max_padding,
-        )
-
-    # --- vectors ----------------------------------------------------------------------------
-    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        return autocast(self.device, self.amp_dtype)
-
     def export_openvino_int8(self, texts: list[str], out_dir: Path) -> None:
         """Export the backbone to int8 (`models.inference`), calibrated on `texts` batched as
         `encode` batches them."""
         export_openvino_int8(self.model, list(self.plan_batches(self.tokenize(texts))), out_dir)
-
-    def use_openvino(
-        self, directory: Path, *, streams: int = 1, shape_cache: int | None = None
-    ) -> None:
-        """Run the forward pass on the int8 OpenVINO model exported into `directory` (see
-        `models.inference.export_openvino_int8`), keeping `shape_cache` prepared kernels
-        (default: a service's); identity and load options record the export, so that
-        manifests name the backend and another process loads the same one. A head
-        (projection after pooling) stays on torch."""
-        self.backend = openvino_backend(
-            self.device, directory, streams=streams, shape_cache=shape_cache
-        )
-        self.backend_record = self.backend.record()
-        self._identity = None
-        if self.load_options is not None:
-            self.load_options = {**self.load_options, "backend_dir": str(directory)}
-
-    def pooled(self, batch: Batch, hidden: torch.Tensor, *, host: bool = True) -> torch.Tensor:
-        """Pooled, normalised vectors of one batch from its `(B, T, H)` token states:
-        `(B, dim)` float32 on the CPU (`host`) or where the states are."""
-        with torch.inference_mode():
-            mask = to_device(batch.attention_mask, hidden.device)
-            pooled = pool_states(hidden, mask, self.pooling)  # (B, H)
-        return self.project(pooled, host=host)
-
-    def project(self, pooled: torch.Tensor, *, host: bool = True) -> torch.Tensor:
-        """The head (if any) and L2 normalisation of pooled states `(n, H)`: `(n, d)`, on
-        the CPU (`host`) or where they were computed."""
-        with torch.inference_mode():
-            if self.head is not None:
-                with self._autocast():
-                    pooled = self.head(pooled.to(self.device)).to(torch.float32)
-            projected = F.normalize(pooled, dim=-1)
-            return projected.cpu() if host else projected
-
-    def encode_token_ids(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:
-        out = torch.empty((len(token_ids), self.dim), dtype=torch.float32)  # (N, d)
-        # batches are padded lazily: the next one is built while the backend runs this one
-        for batch, hidden in self.backend.hidden_states(self.plan_batches(token_ids)):
-            out[torch.from_numpy(batch.rows)] = self.pooled(batch, hidden)
-        return out
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor:
         if len(texts) == 0:

@@ -20,7 +20,6 @@ MODULE_LINES, CLASS_LINES, FUNCTION_LINES, POSITIONAL = 400, 200, 80, 8
 # fails, and so does an entry here that is no longer over (remove it).
 STILL_OVER = {
     "docsim/client.py: lines in the module",
-    "models/transformer.py TransformerEncoder: lines in the class",
 }
 
 
