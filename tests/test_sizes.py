@@ -16,11 +16,6 @@ pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py che
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("app", "search", "indexer", "models", "docsim")
 MODULE_LINES, CLASS_LINES, FUNCTION_LINES, POSITIONAL = 400, 200, 80, 8
-# What is still over a limit, to be split (issue 53): the list only shrinks. A new violation
-# fails, and so does an entry here that is no longer over (remove it).
-STILL_OVER = {
-    "docsim/client.py: lines in the module",
-}
 
 
 @dataclass(frozen=True)
@@ -32,13 +27,6 @@ class Oversize:
 
     def __str__(self) -> str:
         return f"{self.where}: {self.value} {self.measure} (at most {self.limit})"
-
-    @property
-    def key(self) -> str:
-        """What the violation is, without the line and the figure: `STILL_OVER`'s entries."""
-        path, _, rest = self.where.partition(":")
-        name = rest.partition(" ")[2]
-        return f"{path}{' ' + name if name else ''}: {self.measure}"
 
 
 def product_files(root: Path = ROOT) -> list[Path]:
@@ -91,10 +79,8 @@ def oversizes(path: Path, source: str) -> list[Oversize]:
 def test_the_product_keeps_its_size_limits() -> None:
     files = product_files()
     assert len(files) > 100  # the walk found the product
-    found = [o for path in files for o in oversizes(path, path.read_text(encoding="utf-8"))]
-    new = [str(o) for o in found if o.key not in STILL_OVER]
-    assert not new, "split these:\n" + "\n".join(new)
-    assert STILL_OVER <= {o.key for o in found}, "under the limits now: remove from STILL_OVER"
+    found = [str(o) for path in files for o in oversizes(path, path.read_text(encoding="utf-8"))]
+    assert not found, "split these:\n" + "\n".join(found)
 
 
 def test_the_guard_sees_each_kind_of_violation(tmp_path: Path) -> None:
