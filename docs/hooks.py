@@ -2,7 +2,8 @@
 cannot drift from it.
 
 A page asks for a generated part with a marker line:
-- `<!-- settings-reference -->`: every `DOCSIM_*` variable (`indexer.settings_reference`);
+- `<!-- settings-reference -->`: every `DOCSIM_*` variable (`settings_reference.py`, beside
+  this file);
 - `<!-- limits-reference -->`: the settings that bound a request, with what passing them
   answers;
 - `<!-- cli-reference -->`: every `docsim` command and option, read from the typer app;
@@ -13,33 +14,49 @@ A page asks for a generated part with a marker line:
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 import tempfile
 import typing
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import typer
 from mkdocs.structure.files import File, Files
 
-from docsim.indexer.settings_reference import table_cell, type_text
-
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _beside(name: str) -> ModuleType:
+    """The module `name`.py of this folder (MkDocs loads this file by its path, and the
+    documentation's generators are no package of docsim's)."""
+    spec = importlib.util.spec_from_file_location(
+        f"docs_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_reference = _beside("settings_reference")
+table_cell, type_text = _reference.table_cell, _reference.type_text
 
 
 def settings_reference() -> str:
     from docsim.app.core.config import ServiceSettings
-    from docsim.indexer.settings_reference import settings_markdown
 
-    return settings_markdown(ServiceSettings)
+    return str(_reference.settings_markdown(ServiceSettings))
 
 
 def limits_reference() -> str:
     from docsim.app.core.config import ServiceSettings
-    from docsim.indexer.settings_reference import limits_markdown
 
-    return limits_markdown(ServiceSettings)
+    return str(_reference.limits_markdown(ServiceSettings))
 
 
 def _option_row(param: Any) -> str:

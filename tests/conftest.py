@@ -188,7 +188,7 @@ def on_postgres(_postgres: PostgresServer | None) -> bool:
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from docsim.models.tiny import write_tiny_encoder
+    from tests.utils.tiny_models import write_tiny_encoder
 
     return write_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from docs.settings_reference import setting_rows
 from docsim.app.cli import docsim
 from docsim.app.core.config import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.settings_reference import setting_rows
 from tests.app.browser import ARTIFACTS, required_chromium
 
 pytestmark = pytest.mark.no_sql

@@ -14,11 +14,11 @@ from docsim.models.adapt import AdaptModel, PairSampler
 from docsim.models.backbone import load_tokenizer
 from docsim.models.held_out import HeldOutPairs, held_out_pairs
 from docsim.models.loading import load_encoder
-from docsim.models.tiny import write_tiny_encoder
 from docsim.models.tokens import TextTokenizer
 from docsim.models.training import Evaluation, TrainConfig, train
 from docsim.models.training_data import held_out_split
 from tests.utils.corpora import training_documents
+from tests.utils.tiny_models import write_tiny_encoder
 
 
 class Scripted:

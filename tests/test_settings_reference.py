@@ -8,8 +8,8 @@ from functools import reduce
 
 import pytest
 
+from docs.settings_reference import SettingRow, setting_rows, settings_markdown
 from docsim.app.core.config import ServiceSettings
-from docsim.indexer.settings_reference import SettingRow, setting_rows, settings_markdown
 
 pytestmark = pytest.mark.no_sql
 
