@@ -11,7 +11,7 @@ docsim needs neither torch nor FAISS.
 Every route has a method; a client bound to a collection (`Client(url, collection="aila")`,
 or `client.in_collection("aila")`) reads and writes that one, else `default`. Answers come
 back typed (`docsim.client.answers`: `Results`, `Hit`, `UnitHit`, `Changed`,
-`StoredDocument`, `Job`, `Collection`; `/explain`'s JSON as a dict), and an answer of 4xx or
+`StoredDocument`, `Job`, `Collection`, `Explanation`), and an answer of 4xx or
 5xx raises `DocsimError` carrying the status and the server's message. A document is posted
 as its text, as a JSON document (`{"title", "text"}` or `{"title", "sections"}`), or uploaded
 from a file given as a `pathlib.Path` (a string is always text).
@@ -36,6 +36,7 @@ from docsim.client.answers import (
     Collection,
     DocsimError,
     Document,
+    Explanation,
     Hit,
     Job,
     JobFailedError,
@@ -53,6 +54,7 @@ __all__ = [
     "Collection",
     "DocsimError",
     "Document",
+    "Explanation",
     "Hit",
     "Job",
     "JobFailedError",
@@ -123,7 +125,7 @@ class Client:
         JSON document); the options (`SimilarOptions`) are `POST /similar`'s."""
         return self._run(calls.similar(document, document_id, options))
 
-    def explain(self, source: str, target: str) -> dict[str, Any]:
+    def explain(self, source: str, target: str) -> Explanation:
         """Why `target` matches `source` (a query_id from `similar`, or an indexed id)."""
         return self._run(calls.explain(source, target))
 
@@ -269,7 +271,7 @@ class AsyncClient:
     ) -> Results:
         return await self._run(calls.similar(document, document_id, options))
 
-    async def explain(self, source: str, target: str) -> dict[str, Any]:
+    async def explain(self, source: str, target: str) -> Explanation:
         return await self._run(calls.explain(source, target))
 
     async def add(self, *documents: Mapping[str, Any]) -> Changed:

@@ -1,6 +1,7 @@
-"""What the service answers, typed (`Results`, `Hit`, `UnitHit`, `Changed`, `StoredDocument`,
-`Job`, `Collection`), its errors, and what a search may ask (`SimilarOptions`): one definition
-each, shared by `Client` and `AsyncClient`. Nothing of the server is imported."""
+"""What the service answers, typed (`Results`, `Hit`, `UnitHit`, `Explanation`, `Changed`,
+`StoredDocument`, `Job`, `Collection`), its errors, and what a search may ask
+(`SimilarOptions`): one definition each, shared by `Client` and `AsyncClient`. Nothing of the
+server is imported."""
 
 from __future__ import annotations
 
@@ -163,6 +164,30 @@ class Collection:
     index_version: int | None = None
     documents: int | None = None
     keys: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """`GET /explain`'s answer: why `target` matches `source`. Each side (`source`,
+    `target`) holds its text and its section, paragraph, sentence and chunk maps; `top_pairs`
+    the best paragraph pairs with their best sentences; the matrices are source x target."""
+
+    index_version: int
+    encoder: str
+    took_ms: float
+    source: dict[str, Any]
+    target: dict[str, Any]
+    score: float  # the SDR document score, as /similar ranks with it
+    normalized: bool
+    document_cosine: float
+    statistics: dict[str, Any] | None
+    section_matrix: list[list[float]]
+    chunk_matrix: list[list[float]]
+    paragraph_matrix: dict[str, list[list[float]]]
+    alignments: list[dict[str, Any]]
+    top_pairs: list[dict[str, Any]]
+    chunk_attention: dict[str, list[list[float]]] | None = None  # CoLDE's only
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class JobFailedError(Exception):

@@ -17,6 +17,7 @@ from docsim.client.answers import (
     Collection,
     DocsimError,
     Document,
+    Explanation,
     Job,
     JobFailedError,
     Results,
@@ -204,10 +205,9 @@ def similar(
     return Call(_similar_request(document, document_id, dict(options)), results)
 
 
-def explain(source: str, target: str) -> Call[dict[str, Any]]:
-    return Call(
-        Request("GET", "/explain", {"params": {"source": source, "target": target}}), _as_is
-    )
+def explain(source: str, target: str) -> Call[Explanation]:
+    params = {"source": source, "target": target}
+    return Call(Request("GET", "/explain", {"params": params}), lambda d: build(Explanation, d))
 
 
 def add(documents: Sequence[Mapping[str, Any]]) -> Call[Changed]:

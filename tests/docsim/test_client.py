@@ -86,7 +86,8 @@ def test_the_client_covers_search_documents_and_jobs(
             (r["document_id"], r["score"]) for r in raw_liked["results"]
         ]
         why = docsim.explain(found.query_id, found.results[0].document_id)
-        assert why["score"] == pytest.approx(found.results[0].score, abs=1e-4)
+        assert why.score == pytest.approx(found.results[0].score, abs=1e-4)
+        assert why.target["ref"] == found.results[0].document_id and why.top_pairs
         # documents: add, read, upload, delete
         changed = docsim.add({"id": "new-1", "title": "New", "text": "A brand new text."})
         assert changed.added == ["new-1"]
