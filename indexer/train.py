@@ -180,9 +180,7 @@ def _train_sdr(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult:
     model = sdr.SdrModel.from_base(
         job.base,
         job.tokenizer,
-        sdr.SdrConfig(
-            margin=options.get("margin", 1.0), mlm_weight=float(options.get("mlm_weight", 1.0))
-        ),
+        sdr.SdrConfig.from_options(options),
     )
     return job.train(
         model,
@@ -197,9 +195,7 @@ def _train_adapt(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult
     options = job.config.options
     pairs = options.get("pairs", "neighbours")
     sampler = adapt.PairSampler(docs, job.config.batch_size, pairs, job.tokens)
-    model = adapt.AdaptModel.from_base(
-        job.base, adapt.AdaptConfig(float(options.get("temperature", adapt.TEMPERATURE)))
-    )
+    model = adapt.AdaptModel.from_base(job.base, adapt.AdaptConfig.from_options(options))
     return job.train(
         model,
         sampler,
@@ -215,11 +211,7 @@ def _train_bregman(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResu
     sampler = bregman.TextSampler(docs, job.config.batch_size, unit, job.tokens)
     model = bregman.BregmanModel.from_base(
         job.base,
-        bregman.BregmanConfig(
-            k=int(options.get("k", 8)),
-            weight=float(options.get("weight", 1.0)),
-            sigma=float(options.get("sigma", 2.0)),
-        ),
+        bregman.BregmanConfig.from_options(options),
     )
     return job.train(
         model,
@@ -234,12 +226,7 @@ def _train_graph(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult
     options = job.config.options
     model = graph.from_base(
         job.base,
-        graph.GraphConfig(
-            dim=int(options.get("dim", 256)),
-            edges=options.get("edges", "neighbours"),
-            max_tokens=job.config.max_tokens,
-            temperature=float(options.get("temperature", 0.1)),
-        ),
+        graph.GraphConfig.from_options(options, max_tokens=job.config.max_tokens),
     )
     sampler = graph.SubDocumentSampler.from_corpus(
         docs,
@@ -260,7 +247,7 @@ def _train_colde(docs: list[TrainingDocument], job: _TrainingJob) -> TrainResult
     options = job.config.options
     model = colde.from_base(
         job.base,
-        colde.ColdeConfig(dim=int(options.get("dim", 256)), max_tokens=job.config.max_tokens),
+        colde.ColdeConfig.from_options(options, max_tokens=job.config.max_tokens),
     )
     sampler = colde.SectionSampler.from_corpus(
         docs,

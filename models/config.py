@@ -34,3 +34,12 @@ class ModelConfig:
                 f"Unknown {cls.__name__} keys {unknown}. Valid keys are: {sorted(names)}."
             )
         return cls(**values)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], **fixed: Any) -> Self:
+        """The config from a training run's `options` that name its fields (None, or a key
+        of another part of the run, is left out: the field keeps its default, defined here
+        once), with `fixed` fields over them."""
+        names = {f.name for f in fields(cls)}
+        given = {k: v for k, v in options.items() if k in names and v is not None}
+        return cls(**{**given, **fixed})

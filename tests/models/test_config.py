@@ -75,3 +75,17 @@ def test_a_directory_with_an_unknown_architecture_key_is_not_loadable(
     (tmp_path / "config.json").write_text(json.dumps(saved))
     with pytest.raises(EncoderNotFoundError, match="Unknown ColdeConfig keys"):
         load_encoder(tmp_path)
+
+
+def test_a_config_from_training_options_keeps_its_own_defaults() -> None:
+    """`from_options` takes the options that name its fields; the rest (None, or another
+    part of the run's) leave the defaults the config defines, and `fixed` wins."""
+    from docsim.models.bregman import BregmanConfig
+    from docsim.models.graph import GraphConfig
+
+    options = {"k": 4, "sigma": None, "unit": "paragraph", "max_tokens": 999}
+    assert BregmanConfig.from_options(options) == BregmanConfig(k=4)
+    assert GraphConfig.from_options({"edges": "full"}, max_tokens=64) == GraphConfig(
+        edges="full", max_tokens=64
+    )
+    assert GraphConfig.from_options(options, max_tokens=64).max_tokens == 64
