@@ -34,8 +34,8 @@ def test_the_http_examples_run(base_url: str, page: str, block: int) -> None:
     exec(compile(code.replace(DEFAULT_URL, base_url), page, "exec"), namespace)  # noqa: S102
     hits = namespace.get("best") or namespace["hits"].results
     assert hits and all(hit.document_id != "baking-01" for hit in hits)
-    assert isinstance(namespace["why"]["score"], float)
-    assert {"section_matrix", "paragraph_matrix"} <= set(namespace["why"])
+    why = namespace["why"]  # an `Explanation`
+    assert isinstance(why.score, float) and why.section_matrix and why.paragraph_matrix["raw"]
 
 
 def test_the_in_process_example_runs_and_ranks_as_the_service(

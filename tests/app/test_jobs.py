@@ -293,3 +293,36 @@ def test_served_tells_when_a_separate_workers_version_is_live(
             assert time.monotonic() < deadline, job
             time.sleep(0.02)
         assert client.get("/ready").json()["index_version"] == 2
+
+
+def test_a_jobs_answer_reads_the_served_version_after_the_jobs_row(
+    served: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`served` compares the job's version with the one served when the answer is made, read
+    after the job's row: read before it, a swap in between showed a job already `succeeded`
+    (set once its version is served here) as not served."""
+    from docsim.app.api.routes import jobs as routes
+
+    job_id = served.post("/jobs/reindex", json={"source": "current"}).json()["job_id"]
+    wait_for(served, job_id, {"succeeded", "failed"})
+    order: list[str] = []
+    real_get_job = routes.get_job
+
+    def get_job(*args: object, **kwargs: object) -> object:
+        order.append("row")
+        return real_get_job(*args, **kwargs)  # type: ignore[arg-type]
+
+    def served_version() -> object:
+        def now() -> int:
+            order.append("served")
+            return served.app.state.runtime.state.version_id
+
+        return now
+
+    monkeypatch.setattr(routes, "get_job", get_job)
+    served.app.dependency_overrides[routes.served_version] = served_version
+    try:
+        assert served.get(f"/jobs/{job_id}").json()["served"] is True
+    finally:
+        served.app.dependency_overrides.clear()
+    assert order == ["row", "served"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -14,13 +15,19 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
 
 
-def served_version(runtime: RuntimeDep) -> int | None:
-    """The version this process serves now for the collection (None: nothing)."""
-    state = runtime.state
-    return state.version_id if state is not None else None
+def served_version(runtime: RuntimeDep) -> Callable[[], int | None]:
+    """Reads the version this process serves for the collection (None: nothing) when called:
+    after the job's row, so that a job read `succeeded` (set once its version is served
+    here) is never shown with the version served before it."""
+
+    def now() -> int | None:
+        state = runtime.state
+        return state.version_id if state is not None else None
+
+    return now
 
 
-ServedVersion = Annotated[int | None, Depends(served_version)]
+ServedVersion = Annotated[Callable[[], int | None], Depends(served_version)]
 Collection = Annotated[str, Depends(collection_name)]
 
 
@@ -60,14 +67,16 @@ def jobs(
 ) -> JobList:
     """The collection's jobs, newest first."""
     found = list_jobs(engine, limit, status, collection)
-    return JobList(jobs=[JobOut.from_row(j, served) for j in found])
+    serving = served()  # after the rows
+    return JobList(jobs=[JobOut.from_row(j, serving) for j in found])
 
 
 @router.get("/{job_id}", response_model=JobOut, dependencies=[JobsKey])
 def job(job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection) -> JobOut:
     """Status and progress: done / total sentences, rate, ETA; the version it published and
     whether this process serves it. Another collection's job is not found here."""
-    return JobOut.from_row(get_job(engine, job_id, collection), served)
+    found = get_job(engine, job_id, collection)
+    return JobOut.from_row(found, served())
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
@@ -76,7 +85,8 @@ def cancel(
 ) -> JobOut:
     """Cancel a queued job, or stop a running one (nothing is published); 409 if finished."""
     get_job(engine, job_id, collection)  # the collection's job, or 404
-    return JobOut.from_row(request_cancel(engine, job_id), served)
+    found = request_cancel(engine, job_id)
+    return JobOut.from_row(found, served())
 
 
 @router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
@@ -85,4 +95,5 @@ def retry(
 ) -> JobOut:
     """Queue a failed or cancelled job again; a build its dead worker left is resumed."""
     get_job(engine, job_id, collection)  # the collection's job, or 404
-    return JobOut.from_row(retry_job(engine, job_id), served)
+    found = retry_job(engine, job_id)
+    return JobOut.from_row(found, served())
