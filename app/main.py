@@ -26,10 +26,6 @@ from docsim.app.api.routes import (
 from docsim.app.api.routes.collections import include_scoped
 from docsim.app.core.config import ServiceSettings, get_service_settings
 from docsim.app.core.errors import register_error_handlers
-from docsim.app.schemas.collections import CollectionRequest
-from docsim.app.schemas.documents import DocumentsRequest, DocumentsUpload
-from docsim.app.schemas.jobs import ReindexRequest
-from docsim.app.schemas.similar import SimilarRequest, SimilarUpload
 from docsim.app.services.collections import Collections
 from docsim.app.services.fairness import FairSlots
 from docsim.app.services.metrics import Metrics
@@ -111,15 +107,5 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     include_scoped(app, per_collection, ReadKey)
     app.include_router(pages.router)
     app.include_router(metrics.router)
-    add_body_schemas(
-        app,
-        [
-            SimilarRequest,
-            SimilarUpload,
-            DocumentsRequest,
-            DocumentsUpload,
-            ReindexRequest,
-            CollectionRequest,
-        ],
-    )
+    add_body_schemas(app)  # the bodies the routes declared
     return app

@@ -10,6 +10,7 @@ multipart at all, a 413 for one over the upload limit).
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -58,6 +59,16 @@ async def json_body(http: Request, model: type[Model]) -> Model:
 
 
 PARSE_ON_THREAD_BYTES = 256 * 1024  # about 2 ms of parsing
+
+
+def strict_json(model: type[Model]) -> Callable[[Request], Awaitable[Model]]:
+    """The dependency that reads a route's JSON body as `model` (`json_body`: strictly, a
+    large body on a worker thread); the route declares the body with `json_request_body`."""
+
+    async def body(http: Request) -> Model:
+        return await json_body(http, model)
+
+    return body
 
 
 def parsed(raw: bytes, model: type[Model]) -> Model:
@@ -222,9 +233,15 @@ def invalid(field: str, message: str) -> RequestValidationError:
     return RequestValidationError([_error(field, message)])
 
 
+# the models of the bodies routes read here, named in their OpenAPI `requestBody`s: each
+# declaration below records its models, and `add_body_schemas` puts them in the components
+DECLARED_BODIES: dict[str, type[BaseModel]] = {}
+
+
 def request_body(json_model: type[BaseModel], form_model: type[BaseModel]) -> dict[str, Any]:
     """The OpenAPI `requestBody` of a route that reads JSON or a multipart upload (pass it
     as `openapi_extra`; `add_body_schemas` puts the models in the components)."""
+    DECLARED_BODIES.update({m.__name__: m for m in (json_model, form_model)})
     ref = "#/components/schemas/{}".format
     return {
         "requestBody": {
@@ -239,6 +256,7 @@ def request_body(json_model: type[BaseModel], form_model: type[BaseModel]) -> di
 
 def json_request_body(json_model: type[BaseModel]) -> dict[str, Any]:
     """The OpenAPI `requestBody` of a route that reads a JSON body with `json_body`."""
+    DECLARED_BODIES[json_model.__name__] = json_model
     ref = f"#/components/schemas/{json_model.__name__}"
     return {
         "requestBody": {
@@ -248,11 +266,13 @@ def json_request_body(json_model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
-def add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:
-    """Add the JSON schemas of `models` (and the models they use) to the app's OpenAPI
-    components, for the routes that read their bodies here."""
+def add_body_schemas(app: FastAPI) -> None:
+    """Add the JSON schemas of the bodies the routes declared (`DECLARED_BODIES`, and the
+    models they use) to the app's OpenAPI components: FastAPI does not see them, as these
+    routes read their bodies here."""
     from pydantic.json_schema import models_json_schema
 
+    models = list(DECLARED_BODIES.values())
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

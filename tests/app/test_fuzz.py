@@ -75,3 +75,29 @@ def test_document_changes_link_to_the_documents_they_name(client: TestClient) ->
         assert links["DeleteDocument"]["parameters"] == {
             "document_id": f"$response.body#/{source}/0"
         }
+
+
+def test_every_collection_route_is_mounted_twice_with_its_own_operation_ids(
+    client: TestClient,
+) -> None:
+    """The routers are written once and mounted at the root and under
+    `/collections/{collection}` (FastAPI's prefix): every operation id is unique, a scoped
+    operation is named after its root one, and its links stay in the collection."""
+    spec = client.get("/openapi.json").json()
+    ids = [op["operationId"] for path in spec["paths"].values() for op in path.values()]
+    assert len(ids) == len(set(ids))
+    prefix = "/collections/{collection}"
+    scoped = 0
+    for path, operations in spec["paths"].items():
+        root = (
+            spec["paths"].get(path.removeprefix(prefix)) if path.startswith(prefix + "/") else None
+        )
+        for method, operation in operations.items() if root else ():
+            scoped += 1
+            assert operation["operationId"] == root[method]["operationId"] + "_in_collection"
+            for link in operation["responses"].get("200", {}).get("links", {}).values():
+                assert link["operationId"].endswith("_in_collection")
+                assert link["parameters"]["collection"] == "$request.path.collection"
+    assert scoped >= 10
+    root_links = spec["paths"]["/documents"]["post"]["responses"]["200"]["links"]
+    assert all("collection" not in link.get("parameters", {}) for link in root_links.values())

@@ -6,9 +6,8 @@ import copy
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Request
-from fastapi.routing import APIRoute
 
-from docsim.app.api.bodies import json_body, json_request_body
+from docsim.app.api.bodies import json_request_body, strict_json
 from docsim.app.api.deps import (
     OwnerKey,
     ReadKey,
@@ -60,10 +59,6 @@ def _out(row: CollectionRow, collections: Collections) -> CollectionOut:
     )
 
 
-async def collection_body(http: Request) -> CollectionRequest:
-    return await json_body(http, CollectionRequest)
-
-
 @router.post(
     "",
     status_code=201,
@@ -72,7 +67,7 @@ async def collection_body(http: Request) -> CollectionRequest:
     openapi_extra=json_request_body(CollectionRequest),
 )
 def create(
-    request: Annotated[CollectionRequest, Depends(collection_body)],
+    request: Annotated[CollectionRequest, Depends(strict_json(CollectionRequest))],
     collections: CollectionsDep,
     settings: SettingsDep,
 ) -> CollectionOut:
@@ -123,40 +118,37 @@ def delete(collection: CollectionName, collections: CollectionsDep) -> Collectio
 
 
 def include_scoped(app: FastAPI, routers: list[APIRouter], read_key: Any) -> None:
-    """Include `routers` under `/collections/{collection}` too: their routes there read
-    and write that collection (and need its read key, when it has one), with operation ids
-    of their own (`<id>_in_collection`; the OpenAPI links between them follow)."""
+    """Mount `routers` under `/collections/{collection}` too, with FastAPI's own prefix: their
+    routes there read and write that collection (and need its read key, when it has one).
+    `name_scoped_operations` gives their OpenAPI operations names of their own."""
     for router_ in routers:
         app.include_router(
-            _scoped_copy(router_), prefix=PREFIX, dependencies=[Depends(collection_path), read_key]
+            router_, prefix=PREFIX, dependencies=[Depends(collection_path), read_key]
         )
+    name_scoped_operations(app)
 
 
-def _scoped_copy(router_: APIRouter) -> APIRouter:
-    """A router of the same routes as `router_`, each with its scoped operation id."""
-    scoped = APIRouter()
-    for route in router_.routes:
-        assert isinstance(route, APIRoute), route
-        scoped.add_api_route(
-            route.path,
-            route.endpoint,
-            methods=sorted(route.methods or ()),
-            response_model=route.response_model,
-            status_code=route.status_code,
-            tags=route.tags,
-            dependencies=route.dependencies,
-            summary=route.summary,
-            description=route.description,
-            response_description=route.response_description,
-            responses=_scoped_links(route.responses),
-            deprecated=route.deprecated,
-            operation_id=f"{route.operation_id or route.unique_id}{SCOPED}",
-            include_in_schema=route.include_in_schema,
-            response_class=route.response_class,
-            name=route.name,
-            openapi_extra=route.openapi_extra,
-        )
-    return scoped
+def name_scoped_operations(app: FastAPI) -> None:
+    """Name each OpenAPI operation under `PREFIX` that a route at the root also serves after
+    that one, with `SCOPED` (`similar_similar_post_in_collection`), and point its links at the
+    scoped operations, in the same collection."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = generate()
+        paths = spec.get("paths", {})
+        for path, operations in paths.items():
+            root = paths.get(path.removeprefix(PREFIX)) if path.startswith(f"{PREFIX}/") else None
+            if root is None:  # a route of its own (this router's), not a scoped one
+                continue
+            for method, operation in operations.items():
+                operation["operationId"] = f"{root[method]['operationId']}{SCOPED}"
+                operation["responses"] = _scoped_links(operation.get("responses", {}))
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _scoped_links(responses: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:

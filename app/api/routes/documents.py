@@ -21,6 +21,12 @@ router = APIRouter(prefix="/documents", tags=["documents"])
 DocumentId = Annotated[str, Path(min_length=1, max_length=512)]
 
 
+def named(operation_id: str) -> dict[str, str]:
+    """An operation id of the route's own (`openapi_extra`), the name its links use; under
+    /collections/{collection} it gets the scoped suffix (`app.api.routes.collections`)."""
+    return {"operationId": operation_id}
+
+
 def _links_to_the_document(source: str) -> dict:
     """OpenAPI links from a change to the document it names (read it, delete it, post it
     again), so that clients and stateful fuzzers can follow one id through its life."""
@@ -67,9 +73,8 @@ async def documents_body(http: Request, settings: SettingsDep) -> DocumentsReque
     "",
     response_model=DocumentsChanged,
     dependencies=[ApiKey],
-    operation_id="upsert_documents",
     responses={200: _links_to_the_document("added")},
-    openapi_extra=request_body(DocumentsRequest, DocumentsUpload),
+    openapi_extra={**request_body(DocumentsRequest, DocumentsUpload), **named("upsert_documents")},
 )
 def upsert(
     body: Annotated[DocumentsRequest | Upload, Depends(documents_body)],
@@ -94,7 +99,7 @@ def upsert(
     "/{document_id:path}",
     response_model=DocumentsChanged,
     dependencies=[ApiKey],
-    operation_id="delete_document",
+    openapi_extra=named("delete_document"),
     responses={200: _links_to_the_document("deleted")},
 )
 def remove(document_id: DocumentId, _state: StateDep, runtime: RuntimeDep) -> DocumentsChanged:
@@ -104,7 +109,9 @@ def remove(document_id: DocumentId, _state: StateDep, runtime: RuntimeDep) -> Do
     return DocumentsChanged.from_change(change, started)
 
 
-@router.get("/{document_id:path}", response_model=StoredDocument, operation_id="show_document")
+@router.get(
+    "/{document_id:path}", response_model=StoredDocument, openapi_extra=named("show_document")
+)
 def show(document_id: DocumentId, state: StateDep) -> StoredDocument:
     """A stored document: text, title, metadata and sections."""
     return StoredDocument.from_source(service.show(state, document_id), state.version_id)

@@ -3,9 +3,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 
-from docsim.app.api.bodies import json_body, json_request_body
+from docsim.app.api.bodies import json_request_body, strict_json
 from docsim.app.api.deps import ApiKey, EngineDep, JobsKey, RuntimeDep, collection_name
 from docsim.app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
 from docsim.app.services import jobs as service
@@ -31,11 +31,6 @@ ServedVersion = Annotated[Callable[[], int | None], Depends(served_version)]
 Collection = Annotated[str, Depends(collection_name)]
 
 
-async def reindex_body(http: Request) -> ReindexRequest:
-    """The JSON body, read strictly as every JSON body is (`app.api.bodies.json_body`)."""
-    return await json_body(http, ReindexRequest)
-
-
 @router.post(
     "/reindex",
     status_code=202,
@@ -44,7 +39,7 @@ async def reindex_body(http: Request) -> ReindexRequest:
     openapi_extra=json_request_body(ReindexRequest),
 )
 def reindex(
-    request: Annotated[ReindexRequest, Depends(reindex_body)],
+    request: Annotated[ReindexRequest, Depends(strict_json(ReindexRequest))],
     engine: EngineDep,
     runtime: RuntimeDep,
 ) -> JobAccepted:
