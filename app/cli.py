@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from docsim.indexer.api import DataDir, command_line, existing_data_dir
+from docsim.indexer.cli.common import DataDir, existing_data_dir
+from docsim.indexer.cli.main import command_line
 
 
 def serve(

@@ -18,184 +18,79 @@
   `job_figures` for monitoring.
 - **Command line**: `cli`, the indexer's commands, to which the app adds `serve`.
 
-Each name is imported from its module on first use (PEP 562), so that importing this surface
-costs nothing until a name is used: `docsim --help` reads the command line without loading
-torch, FAISS or the pipeline. `tests/test_layers.py` checks the lazy table against the typed
-imports below.
+Plain imports, each from the module that defines the name (`tests/test_layers.py` checks
+it): importing this surface loads the indexer. The command line (`app.cli`) takes the
+indexer's commands from `indexer.cli` itself, so that `docsim --help` loads neither torch,
+FAISS nor the pipeline.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from docsim.indexer.builder.pipeline import prepare_data_dir
-    from docsim.indexer.choices import (
-        COLLECTION_NAME_PATTERN,
-        CURRENT,
-        DEFAULT_COLLECTION,
-        CorpusFormat,
-        EngineName,
-    )
-    from docsim.indexer.cli.common import DataDir, existing_data_dir
-    from docsim.indexer.cli.main import command_line
-    from docsim.indexer.config import Settings, collection_settings, with_groups
-    from docsim.indexer.jobs.figures import JobFigures, job_figures
-    from docsim.indexer.jobs.first_version import publish_first_version
-    from docsim.indexer.jobs.queue import (
-        JobRow,
-        create_job,
-        get_job,
-        list_jobs,
-        request_cancel,
-        retry_job,
-    )
-    from docsim.indexer.jobs.reindex_job import ReindexParameters
-    from docsim.indexer.jobs.updates import DocumentChange, apply_change
-    from docsim.indexer.jobs.worker import Worker
-    from docsim.indexer.search.explain import Explanation, Side, explain_pair
-    from docsim.indexer.search.filters import Filter, FilterColumns, parse_filter
-    from docsim.indexer.search.searcher import Searcher
-    from docsim.indexer.search.types import (
-        DocumentHit,
-        Granularity,
-        Method,
-        ParagraphStats,
-        Population,
-        Query,
-        ScoringMode,
-        SearchOptions,
-        SearchResult,
-        UnitHit,
-    )
-    from docsim.indexer.serving import open_searcher, serve_on_shards
-    from docsim.indexer.store.collections import (
-        SETTING_GROUPS,
-        CollectionRow,
-        check_collection_name,
-        create_collection,
-        delete_collection,
-        get_collection,
-        list_collections,
-    )
-    from docsim.indexer.store.data_lock import hold_data_dir
-    from docsim.indexer.store.db import make_engine, upgrade
-    from docsim.indexer.store.generations import purge_retired
-    from docsim.indexer.store.reader import stored_document_by_id
-    from docsim.indexer.store.versions import active_slots, active_version
-    from docsim.indexer.text.corpus import (
-        SAMPLE_CORPUS,
-        has_nul,
-        json_document,
-        read_document,
-    )
-    from docsim.indexer.text.documents import Document, SourceDocument
-    from docsim.indexer.text.field_types import FieldType
-    from docsim.indexer.text.readers.registry import FileLimits
-    from docsim.indexer.text.sentences import SentenceSplitter, load_splitter
-    from docsim.indexer.text.split import split_document
-
-# name -> the module that defines it, for `__getattr__`
-_HOMES: dict[str, str] = {
-    name: module
-    for module, names in {
-        "docsim.indexer.builder.pipeline": ("prepare_data_dir",),
-        "docsim.indexer.choices": (
-            "COLLECTION_NAME_PATTERN",
-            "CURRENT",
-            "DEFAULT_COLLECTION",
-            "CorpusFormat",
-            "EngineName",
-        ),
-        "docsim.indexer.cli.common": ("DataDir", "existing_data_dir"),
-        "docsim.indexer.cli.main": ("command_line",),
-        "docsim.indexer.config": ("Settings", "collection_settings", "with_groups"),
-        "docsim.indexer.jobs.figures": (
-            "JobFigures",
-            "job_figures",
-        ),
-        "docsim.indexer.jobs.queue": (
-            "JobRow",
-            "create_job",
-            "get_job",
-            "list_jobs",
-            "request_cancel",
-            "retry_job",
-        ),
-        "docsim.indexer.jobs.first_version": ("publish_first_version",),
-        "docsim.indexer.jobs.updates": (
-            "DocumentChange",
-            "apply_change",
-            "check_collection_name",
-            "create_collection",
-            "delete_collection",
-            "get_collection",
-            "list_collections",
-        ),
-        "docsim.indexer.jobs.reindex_job": ("ReindexParameters",),
-        "docsim.indexer.jobs.worker": ("Worker",),
-        "docsim.indexer.search.explain": (
-            "Explanation",
-            "Side",
-            "explain_pair",
-        ),
-        "docsim.indexer.text.field_types": ("FieldType",),
-        "docsim.indexer.search.filters": (
-            "Filter",
-            "FilterColumns",
-            "parse_filter",
-        ),
-        "docsim.indexer.search.searcher": ("Searcher",),
-        "docsim.indexer.search.types": (
-            "DocumentHit",
-            "Granularity",
-            "Method",
-            "ParagraphStats",
-            "Population",
-            "Query",
-            "ScoringMode",
-            "SearchOptions",
-            "SearchResult",
-            "UnitHit",
-        ),
-        "docsim.indexer.serving": (
-            "open_searcher",
-            "serve_on_shards",
-        ),
-        "docsim.indexer.store.collections": (
-            "SETTING_GROUPS",
-            "CollectionRow",
-            "check_collection_name",
-            "create_collection",
-            "delete_collection",
-            "get_collection",
-            "list_collections",
-        ),
-        "docsim.indexer.store.data_lock": ("hold_data_dir",),
-        "docsim.indexer.store.db": (
-            "make_engine",
-            "upgrade",
-        ),
-        "docsim.indexer.store.generations": ("purge_retired",),
-        "docsim.indexer.store.reader": ("stored_document_by_id",),
-        "docsim.indexer.store.versions": ("active_slots", "active_version"),
-        "docsim.indexer.text.corpus": (
-            "SAMPLE_CORPUS",
-            "has_nul",
-            "json_document",
-            "read_document",
-        ),
-        "docsim.indexer.text.readers.registry": ("FileLimits",),
-        "docsim.indexer.text.documents": (
-            "Document",
-            "SourceDocument",
-        ),
-        "docsim.indexer.text.sentences": ("SentenceSplitter", "load_splitter"),
-        "docsim.indexer.text.split": ("split_document",),
-    }.items()
-    for name in names
-}
+from docsim.indexer.builder.pipeline import prepare_data_dir
+from docsim.indexer.choices import (
+    COLLECTION_NAME_PATTERN,
+    CURRENT,
+    DEFAULT_COLLECTION,
+    CorpusFormat,
+    EngineName,
+)
+from docsim.indexer.cli.common import DataDir, existing_data_dir
+from docsim.indexer.cli.main import command_line
+from docsim.indexer.config import Settings, collection_settings, with_groups
+from docsim.indexer.jobs.figures import JobFigures, job_figures
+from docsim.indexer.jobs.first_version import publish_first_version
+from docsim.indexer.jobs.queue import (
+    JobRow,
+    create_job,
+    get_job,
+    list_jobs,
+    request_cancel,
+    retry_job,
+)
+from docsim.indexer.jobs.reindex_job import ReindexParameters
+from docsim.indexer.jobs.updates import DocumentChange, apply_change
+from docsim.indexer.jobs.worker import Worker
+from docsim.indexer.search.explain import Explanation, Side, explain_pair
+from docsim.indexer.search.filters import Filter, FilterColumns, parse_filter
+from docsim.indexer.search.searcher import Searcher
+from docsim.indexer.search.types import (
+    DocumentHit,
+    Granularity,
+    Method,
+    ParagraphStats,
+    Population,
+    Query,
+    ScoringMode,
+    SearchOptions,
+    SearchResult,
+    UnitHit,
+)
+from docsim.indexer.serving import open_searcher, serve_on_shards
+from docsim.indexer.store.collections import (
+    SETTING_GROUPS,
+    CollectionRow,
+    check_collection_name,
+    create_collection,
+    delete_collection,
+    get_collection,
+    list_collections,
+)
+from docsim.indexer.store.data_lock import hold_data_dir
+from docsim.indexer.store.db import make_engine, upgrade
+from docsim.indexer.store.generations import purge_retired
+from docsim.indexer.store.reader import stored_document_by_id
+from docsim.indexer.store.versions import active_slots, active_version
+from docsim.indexer.text.corpus import (
+    SAMPLE_CORPUS,
+    has_nul,
+    json_document,
+    read_document,
+)
+from docsim.indexer.text.documents import Document, SourceDocument
+from docsim.indexer.text.field_types import FieldType
+from docsim.indexer.text.readers.registry import FileLimits
+from docsim.indexer.text.sentences import SentenceSplitter, load_splitter
+from docsim.indexer.text.split import split_document
 
 __all__ = [
     "COLLECTION_NAME_PATTERN",
@@ -268,17 +163,3 @@ __all__ = [
     "upgrade",
     "with_groups",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """The public `name`, imported from its module on first use and kept here."""
-    module = _HOMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__

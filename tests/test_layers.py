@@ -197,28 +197,25 @@ def test_the_command_line_starts_without_torch_or_the_pipeline() -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-def test_the_lazy_surface_names_what_it_imports() -> None:
-    """`indexer.api`'s table of homes, its typed imports and `__all__` agree, and every name
-    resolves to its home's object."""
-    import importlib
-
-    import docsim.indexer.api as api
-
+def surface_imports() -> dict[str, str]:
+    """`name -> module` of every import of `indexer.api`."""
     tree = ast.parse((ROOT / "indexer" / "api.py").read_text(encoding="utf-8"))
-    typed = {
+    return {
         alias.name: node.module
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If)
-        for node in block.body
-        if isinstance(node, ast.ImportFrom)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__"
         for alias in node.names
     }
-    assert typed == api._HOMES
-    assert sorted(api.__all__) == sorted(typed)
-    for name, module in typed.items():
-        assert getattr(api, name) is getattr(importlib.import_module(module), name), name
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        api.nope  # noqa: B018
+
+
+def test_the_surface_exports_what_it_imports() -> None:
+    """`indexer.api` is plain imports (no table of names to keep in step), and `__all__`
+    lists exactly them."""
+    import docsim.indexer.api as api
+
+    imported = surface_imports()
+    assert len(imported) > 50
+    assert sorted(api.__all__) == sorted(imported)
 
 
 def test_loading_an_encoder_does_not_import_training() -> None:
@@ -296,7 +293,10 @@ def test_the_room_check_finds_a_reversed_import() -> None:
 
 
 # What `app` may import of `indexer`: its one surface, and the errors it maps to HTTP codes.
+# The command line (`app.cli`) extends the indexer's: it takes it from `indexer.cli`, whose
+# modules import nothing heavy at start-up (the surface loads the whole indexer).
 APP_SURFACE = {"indexer.api", "indexer.errors"}
+CLI_SURFACE = {"indexer.cli.common", "indexer.cli.main"}
 
 
 def surface_violations(graph: dict[str, set[str]]) -> list[str]:
@@ -304,8 +304,9 @@ def surface_violations(graph: dict[str, set[str]]) -> list[str]:
     import the surface (it is the app's door, not a shortcut inside the indexer)."""
     found = []
     for module, targets in graph.items():
+        allowed = APP_SURFACE | (CLI_SURFACE if module == "app.cli" else set())
         for target in targets:
-            if within(module, "app") and within(target, "indexer") and target not in APP_SURFACE:
+            if within(module, "app") and within(target, "indexer") and target not in allowed:
                 found.append(f"{module} -> {target}")
             if within(module, "indexer") and target == "indexer.api":
                 found.append(f"{module} -> {target}")
@@ -352,10 +353,8 @@ def defined_names(path: Path) -> set[str]:
 def test_every_surface_name_points_at_the_module_that_defines_it() -> None:
     """`indexer.api` imports each name from its home, not from a module that re-exports it
     (the entry would break when that module stops importing it)."""
-    import docsim.indexer.api
-
     wrong = []
-    for name, module in docsim.indexer.api._HOMES.items():  # noqa: SLF001
+    for name, module in surface_imports().items():
         path = ROOT / Path(*local(module).split(".")).with_suffix(".py")
         if name not in defined_names(path):
             wrong.append(f"{name} is not defined in {module}")
