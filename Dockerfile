@@ -25,6 +25,7 @@ COPY pyproject.toml README.md ./
 COPY app app
 COPY indexer indexer
 COPY models models
+COPY search search
 COPY migrations migrations
 # the one installed package: the client, and links to the folders above (docsim/app -> ../app)
 COPY docsim docsim

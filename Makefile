@@ -66,7 +66,7 @@ test-sqlite: setup browser
 test-postgresql: setup browser postgres
 	DOCSIM_REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 DOCSIM_INDEX__SPLIT_WORKERS=1 $(BIN)/pytest --db postgresql $(PARALLEL)
 
-# Style and types: ruff, and mypy (strict on `models` and `indexer.search`; see pyproject.toml).
+# Style and types: ruff, and mypy (strict on `models` and `search`; see pyproject.toml).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -1,4 +1,4 @@
-"""`docsim`: the indexer's commands plus `serve`."""
+"""`docsim`: the indexer's commands, the search layer's `evaluate`, and `serve`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import typer
 
 from docsim.indexer.cli.common import DataDir, existing_data_dir
 from docsim.indexer.cli.main import command_line
+from docsim.search.cli import commands as search_commands
 
 
 def serve(
@@ -27,7 +28,7 @@ def serve(
     exist (`docsim index` makes it): a mistyped path exits 2 instead of serving nothing."""
     import uvicorn
 
-    from docsim.app.core.config import get_service_settings
+    from docsim.app.core.settings import get_service_settings
     from docsim.app.main import create_app
 
     settings = get_service_settings()
@@ -52,16 +53,21 @@ def freeze_imports() -> None:
     every thread for as long as it walks the tracked objects; the imported modules' own
     (about half of a served AILA process's) live as long as the process, so it need not walk
     them. Versions load after this, so a retired one is still collected as before."""
-    from docsim.indexer.api import open_searcher  # noqa: F401 - imported for its modules
+    from docsim.search.api import open_searcher  # noqa: F401 - imported for its modules
 
     gc.collect()
     gc.freeze()
 
 
 def docsim() -> typer.Typer:
-    """The indexer's command line with `serve` added."""
+    """The indexer's command line with the search layer's commands (`evaluate`) and `serve`
+    added."""
     cli = command_line()
-    if all(c.callback is not serve for c in cli.registered_commands):
+    registered = {c.callback for c in cli.registered_commands}
+    for command in search_commands.registered_commands:
+        if command.callback not in registered:
+            cli.registered_commands.append(command)
+    if serve not in registered:
         cli.command()(serve)
     return cli
 

@@ -24,8 +24,8 @@ from docsim.app.api.routes import (
     similar,
 )
 from docsim.app.api.routes.collections import include_scoped
-from docsim.app.core.config import ServiceSettings, get_service_settings
 from docsim.app.core.errors import register_error_handlers
+from docsim.app.core.settings import ServiceSettings, get_service_settings
 from docsim.app.services.collections import Collections
 from docsim.app.services.fairness import FairSlots
 from docsim.app.services.metrics import Metrics

@@ -16,9 +16,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import JobSettings
+from docsim.indexer.settings import JobSettings
 
 METHODS = [
     "sdr", "sdr-window", "document", "maxsim", "best-sentence", "ot", "bm25", "bm25-reduced",

@@ -1,4 +1,4 @@
-"""BM25 in docsim (`indexer.search.lexical`) against bm25s, on real judgments.
+"""BM25 in docsim (`search.lexical.bm25`) against bm25s, on real judgments.
 
     python benchmarks/bm25_changes.py [--corpus DIR] [--documents N] [--queries FILE]
         [--changes 20] [--out benchmarks/results/bm25_changes.json]
@@ -22,7 +22,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from docsim.indexer.search.lexical import Bm25Index, tokenize
+from docsim.search.lexical.bm25 import Bm25Index, tokenize
 
 logger = logging.getLogger("benchmarks.bm25_changes")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019"

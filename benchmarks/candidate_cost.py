@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.types import Method, ScoringMode, SearchOptions
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import Method, ScoringMode, SearchOptions
 
 logger = logging.getLogger("benchmarks.candidate_cost")
 
@@ -54,7 +54,7 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = Settings(data_dir=args.data_dir)
+    settings = QuerySettings(data_dir=args.data_dir)
     searcher = open_searcher(settings, make_engine(settings.database_url))
     searcher.warm()
     assert searcher.context.centroids is not None

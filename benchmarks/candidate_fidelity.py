@@ -30,8 +30,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from docsim.indexer.evaluation.metrics import paired_tests
-from docsim.indexer.evaluation.report import run_file
+from docsim.search.evaluation.metrics import paired_tests
+from docsim.search.evaluation.report import run_file
 
 logger = logging.getLogger("benchmarks.candidate_fidelity")
 CONFIGURATIONS = {

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.candidates import retrieve_candidates
-from docsim.indexer.search.centroid_candidates import searched
-from docsim.indexer.search.types import Method, Query, ScoringMode, SearchOptions
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.alignment import maxsim_scores
+from docsim.search.candidates.centroids import searched
+from docsim.search.candidates.neighbours import retrieve_candidates
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import Method, Query, ScoringMode, SearchOptions
 
 logger = logging.getLogger("benchmarks.candidate_recall")
 
@@ -52,7 +52,7 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = Settings(data_dir=args.data_dir)
+    settings = QuerySettings(data_dir=args.data_dir)
     search = settings.search
     searcher = open_searcher(settings, make_engine(settings.database_url))
     started = time.perf_counter()

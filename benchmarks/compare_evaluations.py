@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from docsim.indexer.evaluation.metrics import paired_tests
+from docsim.search.evaluation.metrics import paired_tests
 
 
 def main() -> None:

@@ -33,13 +33,12 @@ import torch
 from device_build import save  # benchmarks/device_build.py: written after every step
 from growth import query_texts  # benchmarks/growth.py: scripts run as `python benchmarks/X.py`
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.alignment import maxsim_scores, sentence_best
 from docsim.models.scoring import RaggedCollection, sdr_scores
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings, SearchSettings
 
 logger = logging.getLogger("benchmarks.device_scoring")
 AILA_QUERIES = (
@@ -139,7 +138,9 @@ def main() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     device = torch.device(args.device)
-    settings = Settings(data_dir=args.data_dir, search=SearchSettings(sentence_store="float32"))
+    settings = QuerySettings(
+        data_dir=args.data_dir, search=SearchSettings(sentence_store="float32")
+    )
     searcher = open_searcher(settings, make_engine(settings.database_url))
     encoded = [
         searcher.query_from_source(json_document({"id": f"q{i}", "text": t}))

@@ -42,7 +42,7 @@ HALF_WEIGHTS = "model16.safetensors"
 
 def prep(corpus: Path, out: Path, base_out: Path | None) -> None:
     from docsim.indexer.choices import CorpusFormat
-    from docsim.indexer.config import get_settings
+    from docsim.indexer.settings import get_settings
     from docsim.indexer.text.sentences import load_splitter
     from docsim.indexer.train import training_documents
     from docsim.models.backbone import base_directory

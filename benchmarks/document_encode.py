@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from docsim.indexer.builder.backend import calibration_texts
-from docsim.indexer.config import Settings
+from docsim.indexer.settings import Settings
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
 from docsim.indexer.text.documents import Document

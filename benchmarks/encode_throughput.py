@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from docsim.indexer.config import Settings
+from docsim.indexer.settings import Settings
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
 from docsim.indexer.text.documents import Document

@@ -26,7 +26,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 from tqdm import tqdm
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 
 logger = logging.getLogger("benchmarks.explain_latency")

@@ -32,14 +32,15 @@ import torch
 
 from docsim.indexer.builder.engines import EncodedBlocks
 from docsim.indexer.builder.pipeline import build_index
-from docsim.indexer.config import Settings, load_configured_encoder
-from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.settings import load_configured_encoder
 from docsim.indexer.store.db import make_engine, upgrade
 from docsim.indexer.store.reader import stored_documents
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.documents import LEVELS, Document, SourceDocument
 from docsim.indexer.text.sentences import load_splitter
 from docsim.models.encoder import DocumentVectors
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.settings import QuerySettings
 
 logger = logging.getLogger("benchmarks.grown_version")
 COPY_MARK = "~"
@@ -131,7 +132,9 @@ def grown_documents(base: list[SourceDocument], factor: int) -> Iterator[SourceD
             )
 
 
-def grow_version(base_settings: Settings, settings: Settings, factor: int, noise: float) -> dict:
+def grow_version(
+    base_settings: QuerySettings, settings: QuerySettings, factor: int, noise: float
+) -> dict:
     """Publish the base's active version grown `factor` times into `settings`' data directory
     (which must not exist) and database; returns its facts."""
     base_dir, out_dir = base_settings.data_dir, settings.data_dir
@@ -194,7 +197,10 @@ def main() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     facts = grow_version(
-        Settings(data_dir=args.base_dir), Settings(data_dir=args.out_dir), args.factor, args.noise
+        QuerySettings(data_dir=args.base_dir),
+        QuerySettings(data_dir=args.out_dir),
+        args.factor,
+        args.noise,
     )
     print(json.dumps(facts, indent=2))
     (args.out_dir / "grown.json").write_text(json.dumps(facts, indent=2))

@@ -46,17 +46,16 @@ import numpy as np
 import psutil
 import torch
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.centroid_candidates import CentroidCandidates, fit_cells, searched
-from docsim.indexer.search.mapped_rows import MappedRows
-from docsim.indexer.search.sentence_scan import fit_sample, padding_group
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.alignment import maxsim_scores, sentence_best
 from docsim.models.scan import approximate_best, compress, fit_basis, project
 from docsim.models.scoring import RaggedCollection
+from docsim.search.candidates.centroids import CentroidCandidates, fit_cells, searched
+from docsim.search.served.mapped_rows import MappedRows
+from docsim.search.served.sentence_scan import fit_sample, padding_group
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings, SearchSettings
 
 logger = logging.getLogger("benchmarks.growth")
 AILA_QUERIES = (
@@ -71,7 +70,7 @@ def grow(
 ) -> dict:
     """Writes `grown_{f}.npy` (float16), `lengths_{f}.npy`, `queries.pt` and `by_id.npy` (the
     documents that are queries); returns facts."""
-    settings = Settings(data_dir=data_dir, search=SearchSettings(sentence_store="float32"))
+    settings = QuerySettings(data_dir=data_dir, search=SearchSettings(sentence_store="float32"))
     searcher = open_searcher(settings, make_engine(settings.database_url))
     index = searcher.index
     texts = query_texts(queries_file)

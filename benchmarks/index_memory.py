@@ -24,11 +24,11 @@ from pathlib import Path
 
 import psutil
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.loaded_index import COMPRESSED_SEARCHED, LoadedIndex
-from docsim.indexer.search.sentence_scan import ScanShape, SentenceScan
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
+from docsim.search.served.loaded_index import COMPRESSED_SEARCHED, LoadedIndex
+from docsim.search.served.sentence_scan import ScanShape, SentenceScan
+from docsim.search.settings import QuerySettings
 
 logger = logging.getLogger("benchmarks.index_memory")
 
@@ -58,7 +58,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    settings = Settings(data_dir=args.data_dir)
+    settings = QuerySettings(data_dir=args.data_dir)
     engine = make_engine(settings.database_url)
     version = active_version(engine)
     gc.collect()

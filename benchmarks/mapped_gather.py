@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from docsim.indexer.search.mapped_rows import MappedRows
+from docsim.search.served.mapped_rows import MappedRows
 
 
 def rss_file_gib() -> float:

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.types import Granularity, Method, SearchOptions, UnitHit
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings, SearchSettings
+from docsim.search.types import Granularity, Method, SearchOptions, UnitHit
 
 
 def main() -> None:
@@ -33,7 +32,9 @@ def main() -> None:
     tops: dict[str, list] = {}
     result: dict = {}
     for store in ("float32", "compressed"):
-        settings = Settings(data_dir=args.data_dir, search=SearchSettings(sentence_store=store))
+        settings = QuerySettings(
+            data_dir=args.data_dir, search=SearchSettings(sentence_store=store)
+        )
         searcher = open_searcher(settings, make_engine(settings.database_url))
         ids = searcher.index.external_ids[::150][:20]
         options = SearchOptions(top_k=10, method=Method.sdr, granularity=Granularity.paragraph)

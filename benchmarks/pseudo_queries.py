@@ -36,18 +36,18 @@ import ranking_cv as cv  # this folder is on the path when the script runs
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, update
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.choices import DEFAULT_COLLECTION
-from docsim.indexer.config import JobSettings
-from docsim.indexer.evaluation.metrics import score_runs
-from docsim.indexer.evaluation.runs import read_pools
-from docsim.indexer.evaluation.selection import choose
+from docsim.indexer.settings import JobSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.generations import live_documents
 from docsim.indexer.store.reader import document_units
 from docsim.indexer.store.tables import documents, index_versions
 from docsim.indexer.store.versions import active_version
+from docsim.search.evaluation.metrics import score_runs
+from docsim.search.evaluation.runs import read_pools
+from docsim.search.evaluation.selection import choose
 
 logger = logging.getLogger("benchmarks.pseudo_queries")
 MIN_WORDS = 8  # a query starts at the first sentence this long (after titles and headers)

@@ -43,12 +43,12 @@ import torch
 from fastapi.testclient import TestClient
 from growth import AILA_QUERIES, query_texts  # benchmarks/growth.py (run as scripts)
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.search.searcher import Searcher
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.documents import SourceDocument
 from docsim.models.inference import SHAPE_CACHE_CAPACITY
+from docsim.search.searcher import Searcher
 
 logger = logging.getLogger("benchmarks.query_encoding")
 Batches = list[dict[str, np.ndarray]]

@@ -37,16 +37,16 @@ import numpy as np
 import torch
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.search.filters import parse_filter
-from docsim.indexer.search.loaded_index import LoadedIndex
-from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.types import Query, ScoringMode, SearchOptions
 from docsim.indexer.store.vector_index import FaissIndex, choose_factory
 from docsim.models.pooling import segment_mean
 from docsim.models.scoring import RaggedCollection, sdr_scores
+from docsim.search.filters import parse_filter
+from docsim.search.searcher import Searcher
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.settings import SearchSettings
+from docsim.search.types import Query, ScoringMode, SearchOptions
 
 logger = logging.getLogger("benchmarks.query_latency")
 AILA_QUERIES = (

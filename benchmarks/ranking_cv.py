@@ -9,11 +9,11 @@ judgments come from ../shared/data (development sets only).
 
 1. Each lever (a `/similar` method, or a method under another search setting, e.g. stemmed
    BM25) ranks every query's population through `Searcher.similar`, the API's code path, to
-   full depth (runs cached in `--cache`). Metrics by `indexer.evaluation.metrics` (ir_measures),
+   full depth (runs cached in `--cache`). Metrics by `search.evaluation.metrics` (ir_measures),
    paired t and Wilcoxon tests on per-query AP against `bm25` and `hybrid`.
 2. Fusion: every weight vector of the grid (weights {0, 1, 2} per component, z-score or min-max
    normalisation, stemmed or plain BM25) fuses the components' per-query normalised scores with
-   `indexer.search.fusion.fuse`, the `fused` method's own function. Per-query AP, NDCG and
+   `search.fusion.fuse`, the `fused` method's own function. Per-query AP, NDCG and
    friends of each weight vector are computed here from the ranks of the judged documents
    (checked against ir_measures on the single levers).
 3. Leave-one-query-out: for each query of either set, the weight vector that maximises the
@@ -24,7 +24,7 @@ judgments come from ../shared/data (development sets only).
    on the query it is scored on. The cross-validated figure of a set is the mean over its
    held-out queries. The in-sample figure is that of the weight vector chosen on all queries
    (the one shipped as the default).
-4. Nested leave-one-out (`indexer.evaluation.selection`), the error of the whole procedure: for each
+4. Nested leave-one-out (`search.evaluation.selection`), the error of the whole procedure: for each
    query, how much freedom the choice has (the shipped default alone, one method, equal
    weights over at most 2, at most 3 or any methods, the grid) is chosen by leave-one-out on
    the other queries (rule `best`, or `one-se`: the simplest within one standard error of the
@@ -48,19 +48,18 @@ import numpy as np
 
 from docsim.indexer.choices import DEFAULT_COLLECTION
 from docsim.indexer.cli.common import in_collection
-from docsim.indexer.config import Settings
-from docsim.indexer.evaluation.metrics import (
+from docsim.indexer.store.db import make_engine
+from docsim.search.evaluation.metrics import (
     mean_intervals,
     mean_metrics,
     paired_tests,
     score_runs,
 )
-from docsim.indexer.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
-from docsim.indexer.evaluation.selection import Family, choose, nested
-from docsim.indexer.search.fusion import NORMALISERS, normalise
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.serving import open_searcher
-from docsim.indexer.store.db import make_engine
+from docsim.search.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
+from docsim.search.evaluation.selection import Family, choose, nested
+from docsim.search.fusion import NORMALISERS, normalise
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings, SearchSettings
 
 logger = logging.getLogger("benchmarks.ranking_cv")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -125,7 +124,7 @@ def lever_runs(name: str, index: str, judged: JudgedSet, cache: Path) -> dict:
     if path.exists():
         return {q: [tuple(x) for x in r] for q, r in json.loads(path.read_text()).items()}
     method, overrides = LEVERS[name]
-    base = Settings(data_dir=data_dir, collection=collection or DEFAULT_COLLECTION)
+    base = QuerySettings(data_dir=data_dir, collection=collection or DEFAULT_COLLECTION)
     engine = make_engine(base.database_url)
     base = in_collection(base, engine)
     settings = base.model_copy(update={"search": base.search.model_copy(update=overrides)})
@@ -192,7 +191,7 @@ def query_tables(runs: dict[str, dict], judged: JudgedSet, seed: int = 0) -> lis
 
 def ranks_of(fused: np.ndarray, tiebreak: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """`(C, k)` the 1-based rank of the documents `rows` `(k,)` under each fused score row of
-    `fused` `(C, n)`, ties in `tiebreak` order (as `indexer.search.ranking.top_k`)."""
+    `fused` `(C, n)`, ties in `tiebreak` order (as `search.ranking.top_k`)."""
     target = fused[:, rows][:, :, None]  # (C, k, 1)
     above = (fused[:, None, :] > target) | (
         (fused[:, None, :] == target) & (tiebreak[None, None, :] < tiebreak[rows][None, :, None])

@@ -38,15 +38,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.loaded_index import LoadedIndex
-from docsim.indexer.search.sentence_scan import padding_group
-from docsim.indexer.search.settings import SearchSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
 from docsim.models.alignment import sentence_best
 from docsim.models.scan import approximate_best, compress, fit_basis, project
 from docsim.models.scoring import RaggedCollection, averaging_matrix, paragraph_similarity
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.served.sentence_scan import padding_group
+from docsim.search.settings import QuerySettings, SearchSettings
 
 BLOCK_SENTENCES = 65536
 Sims = Callable[[int, int, torch.Tensor], torch.Tensor]  # (r0, r1, query) -> (r, n) float32
@@ -216,7 +215,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    settings = Settings(data_dir=args.data_dir)
+    settings = QuerySettings(data_dir=args.data_dir)
     engine = make_engine(settings.database_url)
     index = LoadedIndex.load(engine, active_version(engine))
     collection = index.collection

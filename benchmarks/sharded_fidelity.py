@@ -27,16 +27,15 @@ from pathlib import Path
 import numpy as np
 from growth import AILA_QUERIES, query_texts  # benchmarks/growth.py: run as a script
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.search.sentence_scan import ScanShape
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.sharded import ShardedSdr
-from docsim.indexer.search.shards import in_process, shards_of
-from docsim.indexer.search.types import Method, Query, SearchOptions
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
+from docsim.search.searcher import Searcher
+from docsim.search.served.sentence_scan import ScanShape
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings, SearchSettings
+from docsim.search.shards.coordinator import ShardedSdr
+from docsim.search.shards.shard import in_process, shards_of
+from docsim.search.types import Method, Query, SearchOptions
 
 logger = logging.getLogger("benchmarks.sharded_fidelity")
 
@@ -64,7 +63,9 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = Settings(data_dir=args.data_dir, search=SearchSettings(sentence_store="float32"))
+    settings = QuerySettings(
+        data_dir=args.data_dir, search=SearchSettings(sentence_store="float32")
+    )
     engine = make_engine(settings.database_url)
     exact = open_searcher(settings, engine)
     search = settings.search

@@ -37,9 +37,9 @@ import numpy as np
 import psutil
 import torch
 
-from docsim.indexer.search.shard_actors import LevelRows, RayShards, ShardSpec
-from docsim.indexer.search.sharded import ShardedSdr
-from docsim.indexer.search.shards import ShardQuery, shard_ranges
+from docsim.search.shards.actors import LevelRows, RayShards, ShardSpec
+from docsim.search.shards.coordinator import ShardedSdr
+from docsim.search.shards.shard import ShardQuery, shard_ranges
 
 logger = logging.getLogger("benchmarks.sharded_latency")
 DIM, SENTENCES_PER_PARAGRAPH, PARAGRAPHS_PER_DOCUMENT = 384, 5, 20

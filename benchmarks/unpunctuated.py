@@ -24,13 +24,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.types import Method, SearchOptions
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine, upgrade
 from docsim.indexer.text.corpus import json_document, read_corpus
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import Method, SearchOptions
 
 logger = logging.getLogger("benchmarks.unpunctuated")
 METHODS = (Method.maxsim, Method.sdr, Method.document)
@@ -58,11 +58,11 @@ def main() -> None:
     for path in sorted(args.casedocs.glob("*.txt"))[: args.documents]:
         shutil.copy(path, corpus / path.name)
     data = args.data_dir or work / "data"
-    settings = Settings(data_dir=data)
+    settings = QuerySettings(data_dir=data)
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     from docsim.indexer.builder.pipeline import build_index
-    from docsim.indexer.config import load_configured_encoder
+    from docsim.indexer.settings import load_configured_encoder
 
     if not (data / "indexes").is_dir() or not any((data / "indexes").iterdir()):
         build_index(corpus, settings=settings, engine=engine,

@@ -49,7 +49,7 @@ def write_blocks(folder: Path, counts: dict[str, int], n_blocks: int) -> None:
 def child(folder: Path, n_blocks: int, in_memory: bool) -> None:
     """Run stage 3 in this (fresh) process and print its peak RSS and seconds as JSON."""
     from docsim.indexer.builder.stages import write_vector_indexes
-    from docsim.indexer.config import Settings
+    from docsim.indexer.settings import Settings
     from docsim.indexer.store import vector_index
 
     if in_memory:

@@ -48,13 +48,13 @@ table_cell, type_text = _reference.table_cell, _reference.type_text
 
 
 def settings_reference() -> str:
-    from docsim.app.core.config import ServiceSettings
+    from docsim.app.core.settings import ServiceSettings
 
     return str(_reference.settings_markdown(ServiceSettings))
 
 
 def limits_reference() -> str:
-    from docsim.app.core.config import ServiceSettings
+    from docsim.app.core.settings import ServiceSettings
 
     return str(_reference.limits_markdown(ServiceSettings))
 
@@ -109,7 +109,7 @@ def cli_reference() -> str:
 
 @cache
 def openapi() -> dict[str, Any]:
-    from docsim.app.core.config import ServiceSettings
+    from docsim.app.core.settings import ServiceSettings
     from docsim.app.main import create_app
 
     with tempfile.TemporaryDirectory() as data_dir:  # the description needs no index

@@ -54,7 +54,7 @@ def open_local(
     """
     from fastapi.testclient import TestClient
 
-    from docsim.app.core.config import ServiceSettings
+    from docsim.app.core.settings import ServiceSettings
     from docsim.app.main import create_app
 
     values: dict[str, Any] = {**settings}

@@ -1,15 +1,13 @@
 """The indexer's one surface for the app: everything `app` may use of `indexer`, by purpose.
 `tests/test_layers.py` refuses an `app` import of any other indexer module (errors come from
 `indexer.errors`); what is named here is public, and changes to it are changes of interface.
+The query engine has its own surface, `search.api`.
 
-- **Configuration**: `Settings`, the one settings object (the app extends it).
+- **Configuration**: `Settings`, the one settings object's indexer groups (the search layer
+  and the app extend it).
 - **Database**: `make_engine`, `upgrade` (Alembic migrations).
-- **The served version's lifecycle**: `active_version`, `open_searcher` (load a version with
-  its encoder), `serve_on_shards` (score on Ray actors), `Searcher.with_changes` (follow
-  document changes), `purge_retired` (drop rows no reader can see), `prepare_data_dir`.
-- **Search and explain**: `Searcher` with its options, query and result types; metadata
-  filters (`parse_filter`, `Filter`, and `FilterColumns` for the fields and their types);
-  `explain_pair` and `Explanation`.
+- **The served version's lifecycle**: `active_version`, `purge_retired` (drop rows no reader
+  can see), `prepare_data_dir`; opening it for search is the search layer's (`search.api`).
 - **Documents and their changes**: reading and splitting posted documents, `DocumentChange`,
   `apply_change` under `hold_data_dir` (the one-writer lock), `stored_document_by_id`.
 - **Collections**: create, read, list and delete them (`create_collection`, ...), and the
@@ -36,7 +34,6 @@ from docsim.indexer.choices import (
 )
 from docsim.indexer.cli.common import DataDir, existing_data_dir
 from docsim.indexer.cli.main import command_line
-from docsim.indexer.config import Settings, collection_settings, with_groups
 from docsim.indexer.jobs.figures import JobFigures, job_figures
 from docsim.indexer.jobs.first_version import publish_first_version
 from docsim.indexer.jobs.queue import (
@@ -50,22 +47,7 @@ from docsim.indexer.jobs.queue import (
 from docsim.indexer.jobs.reindex_job import ReindexParameters
 from docsim.indexer.jobs.updates import DocumentChange, apply_change
 from docsim.indexer.jobs.worker import Worker
-from docsim.indexer.search.explain import Explanation, Side, explain_pair
-from docsim.indexer.search.filters import Filter, FilterColumns, parse_filter
-from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.search.types import (
-    DocumentHit,
-    Granularity,
-    Method,
-    ParagraphStats,
-    Population,
-    Query,
-    ScoringMode,
-    SearchOptions,
-    SearchResult,
-    UnitHit,
-)
-from docsim.indexer.serving import open_searcher, serve_on_shards
+from docsim.indexer.settings import Settings, collection_settings, with_groups
 from docsim.indexer.store.collections import (
     SETTING_GROUPS,
     CollectionRow,
@@ -102,31 +84,16 @@ __all__ = [
     "DataDir",
     "Document",
     "DocumentChange",
-    "DocumentHit",
     "EngineName",
-    "Explanation",
     "FieldType",
     "FileLimits",
-    "Filter",
-    "FilterColumns",
-    "Granularity",
     "JobFigures",
     "JobRow",
-    "Method",
-    "ParagraphStats",
-    "Population",
-    "Query",
     "ReindexParameters",
     "SAMPLE_CORPUS",
-    "ScoringMode",
-    "SearchOptions",
-    "SearchResult",
-    "Searcher",
     "SentenceSplitter",
     "Settings",
-    "Side",
     "SourceDocument",
-    "UnitHit",
     "Worker",
     "active_slots",
     "active_version",
@@ -140,7 +107,6 @@ __all__ = [
     "command_line",
     "existing_data_dir",
     "create_job",
-    "explain_pair",
     "get_job",
     "has_nul",
     "hold_data_dir",
@@ -149,15 +115,12 @@ __all__ = [
     "list_jobs",
     "make_engine",
     "load_splitter",
-    "open_searcher",
     "publish_first_version",
-    "parse_filter",
     "prepare_data_dir",
     "purge_retired",
     "read_document",
     "request_cancel",
     "retry_job",
-    "serve_on_shards",
     "split_document",
     "stored_document_by_id",
     "upgrade",

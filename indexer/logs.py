@@ -11,7 +11,7 @@ from typing import TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
-from docsim.indexer.config import LogSettings
+from docsim.indexer.settings import LogSettings
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET = (

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from docsim.indexer.config import Settings
 from docsim.indexer.errors import RaySessionError
+from docsim.indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
 RAY_TEMP_MAX = 45  # characters of the temporary folder: Ray's socket paths live below it

@@ -19,7 +19,7 @@ def _url() -> str:
     url = url or config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from docsim.indexer.config import get_settings
+    from docsim.indexer.settings import get_settings
 
     return get_settings().database_url
 

@@ -2,7 +2,7 @@
 
 A directory holds `config.json`, `model.safetensors` (every weight) and the tokenizer files.
 `config.json` is `{"docsim_type", "architecture", "backbone", "details"}`: the model's
-architecture config (a `models.config.ModelConfig` as a dict), the backbone's Hugging Face
+architecture config (a `models.model_config.ModelConfig` as a dict), the backbone's Hugging Face
 config, and what the run recorded about itself. Directories saved before the architecture
 became a dataclass have the same layout and load as they are.
 """
@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from docsim.models.backbone import backbone_from_config
-from docsim.models.config import ModelConfig
+from docsim.models.model_config import ModelConfig
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"

@@ -25,9 +25,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from docsim.models.backbone import load_backbone, load_tokenizer, mean_pooled
 from docsim.models.composite import CompositeModel, composite_identity
-from docsim.models.config import ModelConfig
 from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.losses import in_batch_contrastive_loss
+from docsim.models.model_config import ModelConfig
 from docsim.models.pooling import segment_mean
 from docsim.models.tokens import TextTokenizer, TokenBatch, module_device
 from docsim.models.training_data import TrainingDocument, require_documents

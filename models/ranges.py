@@ -1,4 +1,4 @@
-"""Index arithmetic on torch tensors shared by the kernels (`indexer.search.arrays` is its
+"""Index arithmetic on torch tensors shared by the kernels (`search.arrays` is its
 numpy counterpart for the search layer)."""
 
 from __future__ import annotations

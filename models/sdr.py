@@ -20,8 +20,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from docsim.models.backbone import EncoderOutput, load_backbone, mean_pooled, save_backbone_encoder
-from docsim.models.config import ModelConfig
 from docsim.models.losses import mlm_loss, sdr_contrastive_loss
+from docsim.models.model_config import ModelConfig
 from docsim.models.pooling import mean_pool
 from docsim.models.tokens import TextTokenizer, TokenBatch
 from docsim.models.training_data import TrainingDocument, require

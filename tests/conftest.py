@@ -19,9 +19,9 @@ from tests.utils.postgres import PostgresServer, running_server
 # this file but runs no test, and importing torch and transformers would cost it seconds of
 # the cores its workers start on.
 if TYPE_CHECKING:
-    from docsim.indexer.config import Settings
     from docsim.indexer.text.sentences import SentenceSplitter
     from docsim.models.transformer import TransformerEncoder
+    from docsim.search.settings import QuerySettings
     from tests.utils.indexes import PublishedCopies
 
 DATABASE_URL = "DOCSIM_DB__URL"
@@ -145,12 +145,14 @@ def _encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _database_per_test(_postgres: PostgresServer | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test's settings (and the CLI processes it starts) point at a fresh database, as a
     fresh data directory gives each test a fresh SQLite file."""
-    from docsim.app.core.config import get_service_settings
-    from docsim.indexer.config import get_settings
+    from docsim.app.core.settings import get_service_settings
+    from docsim.indexer.settings import get_settings
+    from docsim.search.settings import get_query_settings
 
     if _postgres is not None:
         monkeypatch.setenv(DATABASE_URL, _postgres.database())
     get_settings.cache_clear()  # the CLI and the service read their settings once a process
+    get_query_settings.cache_clear()
     get_service_settings.cache_clear()
 
 
@@ -227,14 +229,15 @@ def sample_corpus() -> Path:
 
 
 @pytest.fixture()
-def settings(tmp_path: Path) -> Settings:
-    from docsim.indexer.config import Settings
+def settings(tmp_path: Path) -> QuerySettings:
+    """The indexer's settings with the search group (builds and searches both take them)."""
+    from docsim.search.settings import QuerySettings
 
-    return Settings(data_dir=tmp_path / "data")
+    return QuerySettings(data_dir=tmp_path / "data")
 
 
 @pytest.fixture()
-def engine(settings: Settings) -> Iterator[Engine]:
+def engine(settings: QuerySettings) -> Iterator[Engine]:
     from docsim.indexer.store.db import make_engine, upgrade
 
     upgrade(settings.database_url)

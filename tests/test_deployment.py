@@ -24,8 +24,8 @@ import pytest
 import yaml
 from sqlalchemy import inspect
 
-from docsim.indexer.config import Settings
 from docsim.indexer.store.db import make_engine
+from docsim.search.settings import QuerySettings
 from tests.utils.postgres import free_port
 from tests.utils.waiting import until
 
@@ -119,7 +119,7 @@ def _environment(tmp_path: Path, tiny_encoder_dir: Path, port: int) -> dict[str,
     env.update(
         {
             "DOCSIM_DATA_DIR": str(data),
-            "DOCSIM_DB__URL": Settings(data_dir=data).database_url,  # SQLite or the run's PG
+            "DOCSIM_DB__URL": QuerySettings(data_dir=data).database_url,  # SQLite or the run's PG
             "DOCSIM_JOBS__ALLOWED_ROOTS": json.dumps([str(tmp_path / "corpora")]),
             "DOCSIM_API__API_KEY": KEY,
             "DOCSIM_API__SWAP_POLL_SECONDS": "0.2",

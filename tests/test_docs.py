@@ -18,7 +18,7 @@ import pytest
 
 from docs.settings_reference import setting_rows
 from docsim.app.cli import docsim
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from tests.app.browser import ARTIFACTS, required_chromium
 

@@ -10,14 +10,15 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from docsim.indexer.config import DatabaseSettings, Settings
-from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.reader import stored_documents
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.documents import LEVELS
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.settings import QuerySettings
 from tests.utils.indexes import PublishedCopies
 from tests.utils.postgres import PostgresServer
 from tests.utils.scripts import load_script
@@ -30,7 +31,7 @@ def grown_version() -> ModuleType:
     return load_script("benchmarks/grown_version.py", "grown_version")
 
 
-def loaded(settings: Settings) -> LoadedIndex:
+def loaded(settings: QuerySettings) -> LoadedIndex:
     engine = make_engine(settings.database_url)
     try:
         return LoadedIndex.load(engine, active_version(engine), sharded=True)
@@ -49,13 +50,13 @@ def test_a_grown_version_holds_its_base_and_perturbed_copies(
     grown_version: ModuleType,
     published_copies: PublishedCopies,
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     tiny_encoder_dir: Path,
     tmp_path: Path,
     _postgres: PostgresServer | None,
 ) -> None:
     published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
-    out = Settings(
+    out = QuerySettings(
         data_dir=tmp_path / "grown",
         db=DatabaseSettings(url=_postgres.database() if _postgres else None),
     )
@@ -94,7 +95,7 @@ def test_a_copy_split_otherwise_than_its_original_is_refused(
     grown_version: ModuleType,
     published_copies: PublishedCopies,
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     tiny_encoder_dir: Path,
     splitter: SentenceSplitter,
 ) -> None:

@@ -1,9 +1,10 @@
-"""The layers point one way (app -> indexer -> models), only the vector index imports faiss, and
-only `app.main` imports the HTTP edge (`app.api`)."""
+"""The layers point one way (app -> search -> indexer -> models), only the vector index imports
+faiss, and only `app.main` imports the HTTP edge (`app.api`)."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def local(name: str) -> str:
     """A module's name in the repository's folders: `docsim.indexer.api` is `indexer.api` (the
     installed distribution maps the folders under `docsim`; the client is `docsim.client`)."""
-    for folder in ("app", "indexer", "models", "migrations"):
+    for folder in ("app", "search", "indexer", "models", "migrations"):
         if name == f"docsim.{folder}" or name.startswith(f"docsim.{folder}."):
             return name.removeprefix("docsim.")
     return name
@@ -37,20 +38,42 @@ def imports(package: str) -> dict[str, set[str]]:
     return found
 
 
-def test_models_import_no_upper_layer_sql_or_http() -> None:
+LAYERS = ("models", "indexer", "search", "app")  # each imports only those before it
+
+
+def layer_violations(found: dict[str, dict[str, set[str]]]) -> list[str]:
+    """`path -> layer` for every import of a layer above the importing module's own."""
+    wrong = []
+    for position, layer in enumerate(LAYERS):
+        above = set(LAYERS[position + 1 :])
+        for path, names in found[layer].items():
+            wrong += [f"{path} -> {name}" for name in sorted(names & above)]
+    return sorted(wrong)
+
+
+def test_layers_point_one_way() -> None:
+    assert layer_violations({layer: imports(layer) for layer in LAYERS}) == []
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    found = {layer: imports(layer) for layer in LAYERS}
+    found["indexer"]["indexer/settings.py"] |= {"search"}
+    found["models"]["models/scoring.py"] |= {"app"}
+    assert layer_violations(found) == [
+        "indexer/settings.py -> search",
+        "models/scoring.py -> app",
+    ]
+
+
+def test_models_import_no_sql_or_http() -> None:
     for path, names in imports("models").items():
-        assert not names & {"indexer", "app", "sqlalchemy", "fastapi", "alembic", "faiss"}, path
-
-
-def test_indexer_does_not_import_app() -> None:
-    for path, names in imports("indexer").items():
-        assert "app" not in names, path
+        assert not names & {"sqlalchemy", "fastapi", "alembic", "faiss"}, path
 
 
 def test_only_vector_index_imports_faiss() -> None:
     users = [
         p
-        for pkg in ("models", "indexer", "app", "migrations")
+        for pkg in ("models", "indexer", "search", "app", "migrations")
         for p, n in imports(pkg).items()
         if "faiss" in n
     ]
@@ -59,17 +82,17 @@ def test_only_vector_index_imports_faiss() -> None:
 
 
 def test_shard_actors_import_no_sql() -> None:
-    """A Ray shard actor's process imports `indexer.search.shard_actors`: it holds vectors,
+    """A Ray shard actor's process imports `search.shards.actors`: it holds vectors,
     never a database, so SQLAlchemy and Alembic stay out of it (about 0.2 s and 23 MiB)."""
     code = (
-        "import sys, docsim.indexer.search.shard_actors; "
+        "import sys, docsim.search.shards.actors; "
         "print(sorted(m for m in ('sqlalchemy', 'alembic', 'fastapi') if m in sys.modules))"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
 
 
-def module_graph(packages: tuple[str, ...] = ("models", "indexer", "app")) -> dict[str, set[str]]:
+def module_graph(packages: tuple[str, ...] = LAYERS) -> dict[str, set[str]]:
     """`module -> modules of ours it imports`, counting imports inside functions too (a lazy
     import that breaks a circle at run time still ties the modules together)."""
     modules = {}
@@ -197,9 +220,13 @@ def test_the_command_line_starts_without_torch_or_the_pipeline() -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-def surface_imports() -> dict[str, str]:
-    """`name -> module` of every import of `indexer.api`."""
-    tree = ast.parse((ROOT / "indexer" / "api.py").read_text(encoding="utf-8"))
+SURFACES = ("indexer.api", "search.api")
+
+
+def surface_imports(surface: str) -> dict[str, str]:
+    """`name -> module` of every import of the surface `indexer.api` or `search.api`."""
+    path = ROOT / Path(*surface.split(".")).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     return {
         alias.name: node.module
         for node in tree.body
@@ -208,13 +235,13 @@ def surface_imports() -> dict[str, str]:
     }
 
 
-def test_the_surface_exports_what_it_imports() -> None:
-    """`indexer.api` is plain imports (no table of names to keep in step), and `__all__`
-    lists exactly them."""
-    import docsim.indexer.api as api
-
-    imported = surface_imports()
-    assert len(imported) > 50
+@pytest.mark.parametrize("surface", SURFACES)
+def test_the_surface_exports_what_it_imports(surface: str) -> None:
+    """`indexer.api` and `search.api` are plain imports (no table of names to keep in step),
+    and `__all__` lists exactly them."""
+    api = importlib.import_module(f"docsim.{surface}")
+    imported = surface_imports(surface)
+    assert len(imported) > 20
     assert sorted(api.__all__) == sorted(imported)
 
 
@@ -226,33 +253,34 @@ def test_loading_an_encoder_does_not_import_training() -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-# Which rooms of `indexer` each room may import: text <- store <- builder / search <- jobs <-
-# cli; `config`, `logs`, `ray_session` and `train` are shared top-level modules, and every room
-# may read the named choices and the errors (`indexer.choices`, `indexer.errors`: leaves).
+# Which rooms each room may import: within the indexer, text <- store <- builder <- jobs <- cli;
+# `settings`, `logs`, `ray_session` and `train` are shared top-level modules, and every room
+# may read the named choices and the errors (`indexer.choices`, `indexer.errors`: leaves). The
+# search layer, one room, reads the indexer's store and text (never the builder or the jobs),
+# its settings, and the command-line helpers of its `evaluate` command.
 LEAVES = {"indexer.choices", "indexer.errors"}
-INDEXER_ROOMS = {
+ROOMS = {
     "indexer.text": LEAVES,
     "indexer.store": LEAVES | {"indexer.text"},
     "indexer.builder": LEAVES
     | {
-        "indexer.config",
+        "indexer.settings",
         "indexer.ray_session",
-        "indexer.store",
-        "indexer.text",
-    },
-    "indexer.search": LEAVES | {"indexer.store", "indexer.text"},
-    "indexer.evaluation": LEAVES
-    | {
-        "indexer.config",
-        "indexer.search",
         "indexer.store",
         "indexer.text",
     },
     "indexer.jobs": LEAVES
     | {
         "indexer.builder",
-        "indexer.config",
-        "indexer.search",
+        "indexer.settings",
+        "indexer.store",
+        "indexer.text",
+    },
+    "search": LEAVES
+    | {
+        "indexer.cli.common",
+        "indexer.ray_session",
+        "indexer.settings",
         "indexer.store",
         "indexer.text",
     },
@@ -260,60 +288,70 @@ INDEXER_ROOMS = {
 
 
 def room(module: str) -> str:
-    """`indexer.search.sdr` -> `indexer.search`; other modules are their own room."""
+    """`indexer.store.db` -> `indexer.store`, `search.sdr_scorer` -> `search`; other modules
+    are their own room."""
     parts = module.split(".")
+    if parts[0] == "search":
+        return "search"
     return ".".join(parts[:2]) if parts[0] == "indexer" and len(parts) > 2 else module
 
 
 def room_violations(graph: dict[str, set[str]]) -> list[str]:
     found = []
     for module, targets in graph.items():
-        allowed = INDEXER_ROOMS.get(room(module))
+        allowed = ROOMS.get(room(module))
         if allowed is None:
             continue
         for target in targets:
-            if target.startswith("indexer") and room(target) not in allowed | {room(module)}:
+            if not target.startswith("indexer") or room(target) == room(module):
+                continue
+            if room(target) not in allowed and target not in allowed:
                 found.append(f"{module} -> {target}")
     return sorted(found)
 
 
-def test_indexer_rooms_point_one_way() -> None:
-    """Search never imports the builder (nor the builder search); text and store stand alone."""
+def test_rooms_point_one_way() -> None:
+    """Search never imports the builder or the jobs (nor they search: the layer test); text
+    and store stand alone."""
     graph = module_graph()
-    assert set(INDEXER_ROOMS) <= {room(m) for m in graph}
+    assert set(ROOMS) <= {room(m) for m in graph}
     assert room_violations(graph) == []
 
 
 def test_the_room_check_finds_a_reversed_import() -> None:
     graph = module_graph()
-    graph["indexer.search.searcher"] = graph["indexer.search.searcher"] | {
-        "indexer.builder.pipeline"
-    }
-    assert room_violations(graph) == ["indexer.search.searcher -> indexer.builder.pipeline"]
+    graph["search.searcher"] = graph["search.searcher"] | {"indexer.builder.pipeline"}
+    graph["indexer.store.db"] = graph["indexer.store.db"] | {"indexer.jobs.queue"}
+    assert room_violations(graph) == [
+        "indexer.store.db -> indexer.jobs.queue",
+        "search.searcher -> indexer.builder.pipeline",
+    ]
 
 
-# What `app` may import of `indexer`: its one surface, and the errors it maps to HTTP codes.
-# The command line (`app.cli`) extends the indexer's: it takes it from `indexer.cli`, whose
-# modules import nothing heavy at start-up (the surface loads the whole indexer).
-APP_SURFACE = {"indexer.api", "indexer.errors"}
-CLI_SURFACE = {"indexer.cli.common", "indexer.cli.main"}
+# What `app` may import of the layers below: their surfaces, and the errors it maps to HTTP
+# codes. The command line (`app.cli`) extends the indexer's: it takes it from `indexer.cli`,
+# whose modules import nothing heavy at start-up (the surfaces load the whole layers), and
+# adds the search layer's `evaluate`.
+APP_SURFACE = {"indexer.api", "indexer.errors", "search.api"}
+CLI_SURFACE = {"indexer.cli.common", "indexer.cli.main", "search.cli"}
 
 
 def surface_violations(graph: dict[str, set[str]]) -> list[str]:
-    """`app` imports of an indexer module other than the surface, and indexer modules that
-    import the surface (it is the app's door, not a shortcut inside the indexer)."""
+    """`app` imports of a module below other than the surfaces, and modules below that import
+    a surface (it is the app's door, not a shortcut inside the layers)."""
     found = []
     for module, targets in graph.items():
         allowed = APP_SURFACE | (CLI_SURFACE if module == "app.cli" else set())
         for target in targets:
-            if within(module, "app") and within(target, "indexer") and target not in allowed:
+            below = within(target, "indexer") or within(target, "search")
+            if within(module, "app") and below and target not in allowed:
                 found.append(f"{module} -> {target}")
-            if within(module, "indexer") and target == "indexer.api":
+            if not within(module, "app") and target in {"indexer.api", "search.api"}:
                 found.append(f"{module} -> {target}")
     return sorted(found)
 
 
-def test_app_reaches_the_indexer_through_its_surface_only() -> None:
+def test_app_reaches_the_layers_below_through_their_surfaces_only() -> None:
     assert surface_violations(module_graph()) == []
 
 
@@ -321,20 +359,19 @@ def test_the_surface_check_finds_an_internal_import() -> None:
     """The check above can fail: a service importing the searcher's module is reported, as
     is an indexer module importing the surface."""
     graph = module_graph()
-    graph["app.services.similar"] = graph["app.services.similar"] | {"indexer.search.searcher"}
-    graph["indexer.search.sdr"] = graph["indexer.search.sdr"] | {"indexer.api"}
+    graph["app.services.similar"] = graph["app.services.similar"] | {"search.searcher"}
+    graph["search.sdr_scorer"] = graph["search.sdr_scorer"] | {"indexer.api"}
     assert surface_violations(graph) == [
-        "app.services.similar -> indexer.search.searcher",
-        "indexer.search.sdr -> indexer.api",
+        "app.services.similar -> search.searcher",
+        "search.sdr_scorer -> indexer.api",
     ]
 
 
-def test_the_surface_names_what_it_exports() -> None:
-    """Every name `indexer.api` lists in `__all__` exists there."""
-    import docsim.indexer.api
-
-    missing = [name for name in docsim.indexer.api.__all__ if not hasattr(docsim.indexer.api, name)]
-    assert missing == []
+@pytest.mark.parametrize("surface", SURFACES)
+def test_the_surface_names_what_it_exports(surface: str) -> None:
+    """Every name a surface lists in `__all__` exists there."""
+    api = importlib.import_module(f"docsim.{surface}")
+    assert [name for name in api.__all__ if not hasattr(api, name)] == []
 
 
 def defined_names(path: Path) -> set[str]:
@@ -350,11 +387,12 @@ def defined_names(path: Path) -> set[str]:
     return names
 
 
-def test_every_surface_name_points_at_the_module_that_defines_it() -> None:
-    """`indexer.api` imports each name from its home, not from a module that re-exports it
+@pytest.mark.parametrize("surface", SURFACES)
+def test_every_surface_name_points_at_the_module_that_defines_it(surface: str) -> None:
+    """A surface imports each name from its home, not from a module that re-exports it
     (the entry would break when that module stops importing it)."""
     wrong = []
-    for name, module in surface_imports().items():
+    for name, module in surface_imports(surface).items():
         path = ROOT / Path(*local(module).split(".")).with_suffix(".py")
         if name not in defined_names(path):
             wrong.append(f"{name} is not defined in {module}")
@@ -396,7 +434,16 @@ def test_every_import_names_the_one_installed_package() -> None:
     `app` by its bare name would work from the repository's root and nowhere else (and load
     a second copy of the module beside `docsim.indexer`'s)."""
     bare = []
-    for folder in ("app", "indexer", "models", "migrations", "tests", "benchmarks", "docs"):
+    for folder in (
+        "app",
+        "search",
+        "indexer",
+        "models",
+        "migrations",
+        "tests",
+        "benchmarks",
+        "docs",
+    ):
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
@@ -413,4 +460,5 @@ def test_every_import_names_the_one_installed_package() -> None:
     assert bare == []
     installed = (ROOT / "docsim").iterdir()
     links = {p.name: p.readlink() for p in installed if p.is_symlink()}
-    assert links == {name: Path("..") / name for name in ("app", "indexer", "models", "migrations")}
+    layers = ("app", "search", "indexer", "models", "migrations")
+    assert links == {name: Path("..") / name for name in layers}

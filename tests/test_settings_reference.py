@@ -9,7 +9,7 @@ from functools import reduce
 import pytest
 
 from docs.settings_reference import SettingRow, setting_rows, settings_markdown
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 
 pytestmark = pytest.mark.no_sql
 

@@ -14,8 +14,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from docsim.app.core.config import ServiceSettings
 from docsim.app.core.errors import BodyTooLargeError
+from docsim.app.core.settings import ServiceSettings
 
 FORM = "multipart/form-data"
 FORM_FIELD_BYTES = 1 << 20  # room for an upload's form fields beside its files

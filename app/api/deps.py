@@ -10,13 +10,13 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy import Engine
 
-from docsim.app.core.config import ServiceSettings
 from docsim.app.core.errors import (
     ApiKeyError,
     CollectionEmptyError,
     IndexNotReadyError,
     InvalidTextError,
 )
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.schemas.common import has_control_characters
 from docsim.app.services.fairness import FairSlots, Ticket
 from docsim.app.services.runtime import Runtime

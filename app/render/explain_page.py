@@ -12,7 +12,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from docsim.app.render.grids import explanation_maps
-from docsim.indexer.api import Explanation, Side
+from docsim.search.api import Explanation, Side
 
 _templates = Environment(
     loader=PackageLoader("docsim.app", "web"), autoescape=select_autoescape(["html"])

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from docsim.indexer.api import Explanation
 from docsim.models.explain import Grid, display_grid
+from docsim.search.api import Explanation
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from docsim.app.render.grids import Map, explanation_maps  # noqa: E402
-from docsim.indexer.api import Explanation  # noqa: E402
+from docsim.search.api import Explanation  # noqa: E402
 
 TITLE_TICKS = 20  # label rows / columns with section titles up to this many sections
 

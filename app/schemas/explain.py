@@ -8,7 +8,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from docsim.app.schemas.common import took_ms
-from docsim.indexer.api import Explanation, Side
+from docsim.search.api import Explanation, Side
 
 DECIMALS = 5  # of the scores and matrices /explain returns
 

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from docsim.app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
-from docsim.indexer.api import (
+from docsim.search.api import (
     DocumentHit,
     Granularity,
     Method,
@@ -50,7 +50,7 @@ class FilterIn(RequestModel):
     not_: FilterIn | None = Field(default=None, alias="not")
 
     def data(self) -> dict[str, Any]:
-        """The JSON form `indexer.search.filters.parse_filter` reads."""
+        """The JSON form `search.filters.parse_filter` reads."""
         return self.model_dump(by_alias=True, exclude_none=True)
 
 

@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Engine
 
-from docsim.app.core.config import ServiceSettings
 from docsim.app.core.errors import InvalidSettingError
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.schemas.collections import CollectionRequest
 from docsim.app.services.jobs import checked_encoder
 from docsim.app.services.runtime import Runtime

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from docsim.app.core.config import ApiSettings
 from docsim.app.core.errors import IndexNotReadyError
+from docsim.app.core.settings import ApiSettings
 from docsim.app.schemas.documents import DocumentsRequest
 from docsim.app.services.limits import posted_document, split_within_limits
 from docsim.app.services.runtime import Runtime

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from docsim.app.core.config import ApiSettings
 from docsim.app.core.errors import SourceNotFoundError
+from docsim.app.core.settings import ApiSettings
 from docsim.app.services.query_cache import CachedQuery
 from docsim.app.services.state import ServiceState
-from docsim.indexer.api import Explanation, ParagraphStats, Query, Searcher, explain_pair
 from docsim.indexer.errors import DocumentNotFoundError
+from docsim.search.api import Explanation, ParagraphStats, Query, Searcher, explain_pair
 
 
 def resolve_source(

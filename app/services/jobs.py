@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from docsim.app.core.config import ServiceSettings
 from docsim.app.core.errors import InvalidSettingError, MissingPathError, PathNotAllowedError
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.schemas.jobs import ReindexRequest
 from docsim.indexer.api import CURRENT, SAMPLE_CORPUS, JobRow, ReindexParameters, create_job
 from docsim.models.registry import BUILTIN_ENCODERS

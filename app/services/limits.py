@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from docsim.app.core.config import ApiSettings
 from docsim.app.core.errors import DocumentTooLargeError, LimitExceededError
+from docsim.app.core.settings import ApiSettings
 from docsim.indexer.api import (
     Document,
     SentenceSplitter,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from cachetools import TTLCache
 
-from docsim.indexer.api import Filter, ParagraphStats, Population, Query
+from docsim.search.api import Filter, ParagraphStats, Population, Query
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.services.pins import RevisionPins
 from docsim.app.services.retirement import ShardRetirement
 from docsim.app.services.state import ServiceState, load_state, with_change

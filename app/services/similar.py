@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.schemas.similar import Example, SimilarOptions, SimilarRequest
 from docsim.app.services.limits import check_search, posted_document, split_within_limits
 from docsim.app.services.query_cache import CachedQuery
 from docsim.app.services.state import ServiceState
 from docsim.app.services.uploads import UploadedFile, read_upload
-from docsim.indexer.api import FileLimits, Query, SearchOptions, SearchResult, parse_filter
+from docsim.indexer.api import FileLimits
 from docsim.indexer.errors import QueryError
+from docsim.search.api import Query, SearchOptions, SearchResult, parse_filter
 
 NO_QUERY = "a query needs a `document`, a `document_id`, `like` or an uploaded file"
 

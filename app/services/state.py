@@ -8,9 +8,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.services.query_cache import QueryCache
-from docsim.indexer.api import DocumentChange, Searcher, open_searcher, serve_on_shards
+from docsim.indexer.api import DocumentChange
+from docsim.search.api import Searcher, open_searcher, serve_on_shards
 
 
 @dataclass

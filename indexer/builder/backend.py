@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from docsim.indexer.config import Settings
 from docsim.indexer.errors import BackendError
+from docsim.indexer.settings import Settings
 from docsim.indexer.store.exported import (
     cache_key,
     copy_into_version,

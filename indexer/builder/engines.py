@@ -27,9 +27,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from docsim.indexer.choices import EngineName
-from docsim.indexer.config import Settings
 from docsim.indexer.errors import EngineError, RaySessionError
 from docsim.indexer.ray_session import connect_ray
+from docsim.indexer.settings import Settings
 from docsim.indexer.text.documents import Document
 from docsim.models.encoder import DocumentVectors, Encoder
 

@@ -42,7 +42,6 @@ from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.builder.split_workers import default_workers
 from docsim.indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
 from docsim.indexer.choices import CorpusFormat
-from docsim.indexer.config import Settings
 from docsim.indexer.errors import (
     AlreadyPublishedError,
     BackendError,
@@ -51,6 +50,7 @@ from docsim.indexer.errors import (
     IndexBuildError,
     NoActiveIndexError,
 )
+from docsim.indexer.settings import Settings
 from docsim.indexer.store.data_lock import Kind, hold_data_dir
 from docsim.indexer.store.manifest import BackendEntry, LevelEntry, Manifest
 from docsim.indexer.store.versions import active_version, recover_abandoned

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from docsim.indexer.builder.engines import EncodeEngine, LocalEngine, one_ahead
 from docsim.indexer.builder.split_plan import SplitPlan
-from docsim.indexer.config import Settings
+from docsim.indexer.settings import Settings
 from docsim.indexer.store.faiss_files import FlatWriter, IvfFlatWriter
 from docsim.indexer.store.manifest import LevelEntry, file_sha256
 from docsim.indexer.store.units import UnitCounter, count_units, insert_documents

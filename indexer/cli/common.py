@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from docsim.indexer.choices import BackendChoice, CorpusFormat, EngineName
-from docsim.indexer.config import Settings, get_settings
 from docsim.indexer.logs import configure_logging
+from docsim.indexer.settings import AnySettings, Settings, get_settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -88,7 +88,12 @@ _chosen: dict[str, str] = {}  # `docsim --collection NAME ...`: the collection o
 
 def cli_settings(data_dir: Path | None) -> Settings:
     """The settings of a command: the environment's, with `--data-dir` and `--collection`."""
-    settings = get_settings()
+    return with_command_options(get_settings(), data_dir)
+
+
+def with_command_options(settings: AnySettings, data_dir: Path | None) -> AnySettings:
+    """`settings` (the indexer's, or a layer's above that extends them) with the command's
+    `--data-dir` and `--collection`."""
     update: dict[str, Any] = {}
     if data_dir:
         update["data_dir"] = data_dir
@@ -97,7 +102,7 @@ def cli_settings(data_dir: Path | None) -> Settings:
     return settings.model_copy(update=update) if update else settings
 
 
-def in_collection(settings: Settings, engine: Engine, *, create: bool = False) -> Settings:
+def in_collection(settings: AnySettings, engine: Engine, *, create: bool = False) -> AnySettings:
     """`settings` as the command's collection sees them (its encoder, index and search
     settings over the server's); `create`: a collection that does not exist yet is created
     with none of its own (`docsim --collection new index ...`).
@@ -105,8 +110,8 @@ def in_collection(settings: Settings, engine: Engine, *, create: bool = False) -
     Raises:
         CollectionNotFoundError: it does not exist, and `create` is false.
     """
-    from docsim.indexer.config import collection_settings
     from docsim.indexer.errors import CollectionConflictError, CollectionNotFoundError
+    from docsim.indexer.settings import collection_settings
     from docsim.indexer.store.collections import create_collection, get_collection
 
     try:
@@ -121,7 +126,7 @@ def in_collection(settings: Settings, engine: Engine, *, create: bool = False) -
     return collection_settings(settings, row)
 
 
-def existing_data_dir(settings: Settings) -> Settings:
+def existing_data_dir(settings: AnySettings) -> AnySettings:
     """`settings`, for a command that only reads: it must not create the data directory."""
     if not settings.data_dir.is_dir():
         problem = "is not a directory" if settings.data_dir.exists() else "does not exist"

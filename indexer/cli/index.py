@@ -26,7 +26,7 @@ from docsim.indexer.cli.common import (
     in_collection,
     user_errors,
 )
-from docsim.indexer.config import load_configured_encoder
+from docsim.indexer.settings import load_configured_encoder
 from docsim.indexer.text.sentences import DEFAULT_PARAMS  # a path: NLTK loads on first use
 
 logger = logging.getLogger("docsim")

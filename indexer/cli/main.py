@@ -1,9 +1,9 @@
-"""The `docsim` command line: `index`, `info`, `train-splitter`, `evaluate`, `reindex`, `worker`,
-`train`.
+"""The indexer's commands of the `docsim` command line: `index`, `info`, `train-splitter`,
+`reindex`, `worker`, `train`.
 
 `command_line()` returns the Typer application with every indexer command registered, in the
 order `docsim --help` lists them (each command module registers its commands on `cli` when
-imported); the app adds `serve` to it (`app.cli`)."""
+imported); the app adds the search layer's `evaluate` and its own `serve` (`app.cli`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import typer
 
 # isort: off
 import docsim.indexer.cli.index  # noqa: F401  index, info, train-splitter
-import docsim.indexer.cli.evaluate  # noqa: F401  evaluate
 import docsim.indexer.cli.jobs  # noqa: F401  reindex, worker
 import docsim.indexer.cli.train  # noqa: F401  train
 

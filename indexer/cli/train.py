@@ -12,7 +12,7 @@ import typer
 
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.cli.common import FormatOption, cli, fail
-from docsim.indexer.config import get_settings
+from docsim.indexer.settings import get_settings
 
 if TYPE_CHECKING:  # training code is imported when the command runs
     from docsim.models.training import TrainConfig, TrainResult

@@ -18,8 +18,8 @@ from sqlalchemy import Engine
 
 from docsim.indexer.builder.field_checks import BuildFieldTypes
 from docsim.indexer.builder.pipeline import build_index
-from docsim.indexer.config import Settings, load_configured_encoder
 from docsim.indexer.jobs.updates import DocumentChange
+from docsim.indexer.settings import Settings, load_configured_encoder
 from docsim.indexer.text.documents import SourceDocument
 from docsim.indexer.text.field_types import check_metadata
 from docsim.indexer.text.sentences import SentenceSplitter

@@ -13,8 +13,8 @@ from sqlalchemy import Engine
 from docsim.indexer.builder.engines import EncodeEngine
 from docsim.indexer.builder.pipeline import BuildHooks, BuildResult, build_index
 from docsim.indexer.choices import CURRENT, DEFAULT_COLLECTION, CorpusFormat
-from docsim.indexer.config import Settings, collection_settings
 from docsim.indexer.jobs.queue import JobRow
+from docsim.indexer.settings import Settings, collection_settings
 from docsim.indexer.store.collections import get_collection
 from docsim.indexer.store.reader import stored_documents
 from docsim.indexer.store.tables import VersionStatus

@@ -18,7 +18,6 @@ from sqlalchemy import Engine
 
 from docsim.indexer.builder.engines import make_encode_engine
 from docsim.indexer.builder.pipeline import BuildHooks, BuildResult, prepare_data_dir
-from docsim.indexer.config import Settings, load_configured_encoder
 from docsim.indexer.jobs.queue import (
     JobRow,
     claim_next,
@@ -37,6 +36,7 @@ from docsim.indexer.jobs.reindex_job import (
     reindex_settings,
     resumable_version,
 )
+from docsim.indexer.settings import Settings, load_configured_encoder
 from docsim.indexer.store.tables import JobStatus
 from docsim.indexer.store.versions import collect_garbage
 

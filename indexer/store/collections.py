@@ -2,7 +2,7 @@
 
 A collection is a name, the settings it sets apart from the server's (`SETTING_GROUPS`:
 its encoder, index layout and search options, as a partial dict of each group, which
-`indexer.config.collection_settings` lays over the server's), and the
+`indexer.settings.collection_settings` lays over the server's), and the
 SHA-256 digests of its API keys. Its versions and jobs carry its name; its active version is
 its slot in `active_versions`; its files live in `Settings.indexes_dir`. The collection
 `default` exists from the first migration on and cannot be deleted.
@@ -103,7 +103,7 @@ def create_collection(
     field_types: Mapping[str, FieldType] | None = None,
 ) -> CollectionRow:
     """Create the collection `name` with the settings it sets apart (already validated:
-    `indexer.config.with_groups`) and the metadata field types it declares (the others are
+    `indexer.settings.with_groups`) and the metadata field types it declares (the others are
     fixed by their first write).
 
     Raises:

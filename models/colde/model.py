@@ -27,8 +27,8 @@ from transformers import PreTrainedModel
 
 from docsim.models.backbone import load_backbone
 from docsim.models.composite import CompositeModel
-from docsim.models.config import ModelConfig
 from docsim.models.losses import supervised_contrastive_loss
+from docsim.models.model_config import ModelConfig
 from docsim.models.pooling import mean_pool
 
 # Runs the backbone on `(n, T, H)` input embeddings and the `(n, T)` mask: token states

@@ -8,9 +8,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ApiSettings, ServiceSettings
+from docsim.app.core.settings import ApiSettings, ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import JobSettings
+from docsim.indexer.settings import JobSettings
 from tests.utils.indexes import PublishedCopies, publish
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from tests.utils.live import live_server
 
 SENTENCES = [

@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from docsim.app.core.config import ServiceSettings
-from docsim.indexer.config import JobSettings
+from docsim.app.core.settings import ServiceSettings
+from docsim.indexer.settings import JobSettings
 from tests.utils.indexes import publish
 from tests.utils.postgres import free_port
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from tests.app.browser import live_server
 
@@ -42,7 +42,7 @@ def test_the_in_process_example_runs_and_ranks_as_the_service(
     indexed_settings: ServiceSettings, base_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = "\n".join(python_blocks(ROOT / "docs/python.md")[2:4])  # search, then a filter
-    line = 'settings = Settings(data_dir="docsim-data")'
+    line = 'settings = QuerySettings(data_dir="docsim-data")'
     assert line in code
     exec(
         compile(code.replace(line, "settings = SETTINGS"), "python.md", "exec"),  # noqa: S102

@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from docsim.app.core.config import ApiSettings, ServiceSettings
+from docsim.app.core.settings import ApiSettings, ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.builder.pipeline import prepare_data_dir
-from docsim.indexer.config import DatabaseSettings
 from docsim.indexer.jobs.updates import change_documents
+from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.text.corpus import json_document
 from tests.app.conftest import FAST_JOBS
 from tests.utils.indexes import publish

@@ -13,12 +13,12 @@ from fastapi.testclient import TestClient
 from docsim.app.main import create_app
 from docsim.indexer.builder.pipeline import build_lock, prepare_data_dir
 from docsim.indexer.jobs.updates import change_documents
-from docsim.indexer.search.loaded_index import LoadedIndex
-from docsim.indexer.search.mapped_rows import MappedRows
-from docsim.indexer.search.sentence_scan import SentenceScan
 from docsim.indexer.store.units import level_ids
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.corpus import json_document
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.served.mapped_rows import MappedRows
+from docsim.search.served.sentence_scan import SentenceScan
 
 NEW = {
     "id": "zeppelin-01",
@@ -328,13 +328,13 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
     process committed a change, and the load saw SQL rows of the new revision (a mismatch).
     That served 503 until the next retry. Now a load reads one snapshot, and the runtime
     loads again at once when SQL moved meanwhile: it serves the newer revision."""
-    import docsim.indexer.search.loaded_index
+    import docsim.search.served.loaded_index
 
     runtime = client.app.state.runtime
     state = client.app.state.service
     searcher = state.searcher
     engine = runtime.engine
-    plain = docsim.indexer.search.loaded_index.stored_additions
+    plain = docsim.search.served.loaded_index.stored_additions
     committed = []
 
     def commit_midway(bind, version_id):  # noqa: ANN001, ANN202
@@ -356,7 +356,7 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
         return additions
 
     assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
-    monkeypatch.setattr(docsim.indexer.search.loaded_index, "stored_additions", commit_midway)
+    monkeypatch.setattr(docsim.search.served.loaded_index, "stored_additions", commit_midway)
     runtime._load_and_swap_again_if_moved(client.app.state.service)
     assert committed and runtime.failure is None
     assert client.get("/ready").json()["documents"] == 50  # 48 + zeppelin + midway
@@ -366,9 +366,9 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
 def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> None:
     """POST and DELETE carry the served BM25 postings over, changed for the changed documents
     only (untouched postings are the same objects), and score as a BM25 built afresh."""
-    from docsim.indexer.search.scorers import QueryScratch
-    from docsim.indexer.search.searcher import Searcher
-    from docsim.indexer.search.types import Method
+    from docsim.search.scorers import QueryScratch
+    from docsim.search.searcher import Searcher
+    from docsim.search.types import Method
 
     assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25
     served = client.app.state.service.searcher
@@ -431,12 +431,12 @@ def test_unit_ids_are_never_given_twice(client: TestClient) -> None:
 def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> None:
     """A change committed while a load reads SQL is wholly outside that load: it succeeds at
     once, at the revision it began with, instead of seeing half of the change (a mismatch)."""
-    import docsim.indexer.search.loaded_index
+    import docsim.search.served.loaded_index
 
     assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
     engine = client.app.state.runtime.engine
     searcher = client.app.state.service.searcher
-    plain = docsim.indexer.search.loaded_index.stored_additions
+    plain = docsim.search.served.loaded_index.stored_additions
 
     def commit_midway(bind, version_id):  # noqa: ANN001, ANN202
         additions = plain(bind, version_id)
@@ -453,7 +453,7 @@ def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> No
         )
         return additions
 
-    monkeypatch.setattr(docsim.indexer.search.loaded_index, "stored_additions", commit_midway)
+    monkeypatch.setattr(docsim.search.served.loaded_index, "stored_additions", commit_midway)
     loaded = LoadedIndex.load(engine, active_version(engine))
     assert loaded.revision == 1
     assert "zeppelin-01" in loaded.external_ids and "baking-02" in loaded.external_ids

@@ -15,15 +15,17 @@ from transformers import AutoModel
 from typer.testing import CliRunner
 
 import docsim.models.loading
-from docsim.app.core.config import ServiceSettings
+from docsim.app.cli import docsim as command_line
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.cli.main import cli
-from docsim.indexer.config import JobSettings
+from docsim.indexer.settings import JobSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.store.versions import active_version
 from tests.utils.corpora import write_jsonl
 from tests.utils.indexes import publish
+
+cli = command_line()  # the indexer's commands, the search layer's `evaluate` and `serve`
 
 DOCUMENTS = [
     {"id": "tides", "text": "The tide turns twice a day. Waves break on the rocks."},
@@ -81,6 +83,7 @@ def test_the_default_encoder_is_recorded_by_name_and_found_in_a_moved_environmen
 def test_another_checkpoint_of_the_same_architecture_is_refused(
     tmp_path: Path, tiny_encoder_dir: Path
 ) -> None:
+
     encoder_dir = tmp_path / "encoder"
     shutil.copytree(tiny_encoder_dir, encoder_dir)
     settings = _settings(tmp_path)

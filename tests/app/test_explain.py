@@ -16,14 +16,14 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from sqlalchemy import select
 
-from docsim.app.core.config import ApiSettings, ServiceSettings
+from docsim.app.core.settings import ApiSettings, ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.search.types import Method, ScoringMode, SearchOptions
 from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.split import split_document
+from docsim.search.searcher import Searcher
+from docsim.search.types import Method, ScoringMode, SearchOptions
 
 POSTED = {
     "title": "Bread at home",

@@ -15,12 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 
-from docsim.app.core.config import ApiSettings, ServiceSettings
+from docsim.app.core.settings import ApiSettings, ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import DatabaseSettings
-from docsim.indexer.search.types import SearchOptions
+from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.tables import documents, sentences
 from docsim.indexer.text.documents import SourceDocument
+from docsim.search.types import SearchOptions
 from tests.app.conftest import FAST_JOBS
 from tests.utils.indexes import publish
 from tests.utils.postgres import running_server

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import DatabaseSettings, JobSettings
-from docsim.indexer.search.settings import SearchSettings
+from docsim.indexer.settings import DatabaseSettings, JobSettings
 from docsim.indexer.text.corpus import SAMPLE_CORPUS
+from docsim.search.settings import SearchSettings
 from tests.utils.indexes import publish
 from tests.utils.postgres import PostgresServer
 

@@ -18,9 +18,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import DatabaseSettings, JobSettings
+from docsim.indexer.settings import DatabaseSettings, JobSettings
 from docsim.indexer.store.collections import create_collection
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from docsim.app.services.query_cache import CachedQuery, QueryCache
-from docsim.indexer.search.types import Query
+from docsim.search.types import Query
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

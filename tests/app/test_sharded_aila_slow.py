@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import JobSettings, ShardSettings
-from docsim.indexer.search.shards import SEARCHED_ON_SHARDS
+from docsim.indexer.settings import JobSettings, ShardSettings
+from docsim.search.shards.shard import SEARCHED_ON_SHARDS
 from tests.app.test_sharded_service import (
     METHODS,
     assert_same,

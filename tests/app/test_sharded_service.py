@@ -13,12 +13,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import ShardSettings
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.shards import SEARCHED_ON_SHARDS
+from docsim.indexer.settings import ShardSettings
 from docsim.indexer.text.corpus import SAMPLE_CORPUS
+from docsim.search.settings import SearchSettings
+from docsim.search.shards.shard import SEARCHED_ON_SHARDS
 from tests.app.test_documents import NEW
 from tests.app.test_metrics import scrape
 from tests.utils.ray_local import local_ray
@@ -50,7 +50,7 @@ def pair(ray_cluster: None, fresh_settings) -> Iterator[tuple[TestClient, TestCl
     settings: ServiceSettings = fresh_settings(embedded_worker=False)
     # exact sentences on both sides, so that the answers are equal: the shards score the
     # float16 file, the process its float32 copy (compressed shards are compared with
-    # float32 in tests/indexer/search/test_shards.py and test_shard_actors.py)
+    # float32 in tests/search/test_shards.py and test_shard_actors.py)
     settings = settings.model_copy(update={"search": SearchSettings(sentence_store="float32")})
     sharded = settings.model_copy(update={"shards": SHARDS})
     with TestClient(create_app(settings)) as local, TestClient(create_app(sharded)) as remote:

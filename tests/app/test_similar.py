@@ -7,19 +7,19 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.search.settings import SearchSettings
-from docsim.indexer.search.types import (
+from docsim.indexer.text.corpus import json_document
+from docsim.models.scoring import RaggedCollection, sdr_scores
+from docsim.search.searcher import Searcher
+from docsim.search.settings import SearchSettings
+from docsim.search.types import (
     Granularity,
     Method,
     Query,
     ScoringMode,
     SearchOptions,
 )
-from docsim.indexer.text.corpus import json_document
-from docsim.models.scoring import RaggedCollection, sdr_scores
 
 POSTED = {
     "title": "Yeast and dough",
@@ -266,12 +266,12 @@ def test_a_stored_document_of_stop_words_is_a_bm25_query(fresh_settings) -> None
 
 def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
     """bm25s cannot index a collection in which no document has a word: every score is 0."""
-    import docsim.indexer.search.postings
+    import docsim.search.lexical.postings
 
     base: Searcher = app.state.service.searcher
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     monkeypatch.setattr(
-        docsim.indexer.search.postings,  # where the BM25 postings read the texts
+        docsim.search.lexical.postings,  # where the BM25 postings read the texts
         "document_texts",
         lambda engine, ids: {int(d): "The of and." for d in ids},
     )

@@ -12,9 +12,9 @@ import docx
 import pytest
 from fastapi.testclient import TestClient
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.config import FileSettings
+from docsim.indexer.settings import FileSettings
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file
 from docsim.indexer.text.documents import SourceDocument
 from tests.utils.pdfs import Block, write_document_pdf, write_pdf

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from docsim import AsyncClient, Client, DocsimError, Hit, JobFailedError, UnitHit
-from docsim.app.core.config import ApiSettings, ServiceSettings
-from docsim.indexer.config import JobSettings
+from docsim.app.core.settings import ApiSettings, ServiceSettings
+from docsim.indexer.settings import JobSettings
 from tests.utils.indexes import PublishedCopies
 from tests.utils.live import live_server
 

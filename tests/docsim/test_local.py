@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from docsim import DocsimError
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from docsim.local import open_local
 from tests.app.browser import live_server

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from docsim.indexer.config import EncoderSettings, Settings
-from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.search.types import SearchOptions
-from docsim.indexer.serving import open_searcher
+from docsim.indexer.settings import EncoderSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import aila_document
 from docsim.indexer.text.readers.text import text_document
+from docsim.search.searcher import Searcher
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import SearchOptions
 from tests.utils.corpora import AILA_DIR
 from tests.utils.indexes import publish
 from tests.utils.pdfs import write_document_pdf
@@ -43,7 +44,7 @@ def judgments() -> list[str]:
 
 
 def searcher_over(corpus: Path, data_dir: Path, minilm) -> tuple[Searcher, Engine]:  # noqa: ANN001
-    settings = Settings(data_dir=data_dir, encoder=EncoderSettings(backend="torch"))
+    settings = QuerySettings(data_dir=data_dir, encoder=EncoderSettings(backend="torch"))
     publish(corpus, settings, minilm)
     engine = make_engine(settings.database_url)
     return open_searcher(settings, engine), engine

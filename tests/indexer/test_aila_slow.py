@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import Engine, select
 
 from docsim.indexer.builder.pipeline import build_index
-from docsim.indexer.config import Settings
 from docsim.indexer.store.tables import documents, sentences
 from docsim.indexer.store.units import count_units, level_ids
 from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.models.transformer import TransformerEncoder
+from docsim.search.settings import QuerySettings
 from tests.utils.corpora import AILA_DIR
 
 pytestmark = [
@@ -26,7 +26,7 @@ pytestmark = [
 
 def test_aila_subset_with_minilm(
     tmp_path: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     minilm: TransformerEncoder,
     splitter: SentenceSplitter,

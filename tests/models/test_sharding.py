@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from docsim.models.scoring import document_scores, normalize_rows, row_stats
-from docsim.models.sharding import (
+from docsim.models.shard_moments import (
     combine_moments,
     document_best,
     moments_stats,

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, update
 
 from docsim.indexer.builder.pipeline import BuildResult, build_index
-from docsim.indexer.config import DatabaseSettings, Settings, load_configured_encoder
+from docsim.indexer.settings import DatabaseSettings, Settings, load_configured_encoder
 from docsim.indexer.store.db import make_engine, upgrade
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.text.sentences import load_splitter

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import httpx
 import uvicorn
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from tests.utils.postgres import free_port
 

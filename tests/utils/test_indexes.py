@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from sqlalchemy import DateTime, Engine, select
 
-from docsim.indexer.config import DatabaseSettings, Settings
-from docsim.indexer.search.types import Method, SearchOptions
-from docsim.indexer.serving import open_searcher
+from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.tables import documents, index_versions, metadata
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import Method, SearchOptions
 from tests.utils.indexes import PublishedCopies, publish
 from tests.utils.postgres import PostgresServer
 
@@ -68,8 +69,8 @@ def test_a_copy_is_the_build_it_copies(
     published_copies: PublishedCopies,
     _postgres: PostgresServer | None,
 ) -> None:
-    copied_settings = Settings(data_dir=tmp_path / "copied")
-    built_settings = Settings(
+    copied_settings = QuerySettings(data_dir=tmp_path / "copied")
+    built_settings = QuerySettings(
         data_dir=tmp_path / "built",
         db=DatabaseSettings(url=_postgres.database() if _postgres is not None else None),
     )
@@ -118,7 +119,7 @@ def test_a_copy_is_the_build_it_copies(
 def test_a_copy_goes_only_into_a_new_data_directory(
     tmp_path: Path, sample_corpus: Path, tiny_encoder_dir: Path, published_copies: PublishedCopies
 ) -> None:
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = QuerySettings(data_dir=tmp_path / "data")
     published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
     with pytest.raises(FileExistsError, match="publish into it with `publish`"):
         published_copies.publish(sample_corpus, settings, tiny_encoder_dir)

@@ -12,10 +12,8 @@ from sqlalchemy import Engine
 
 from docsim.indexer.builder.backend import calibration_texts, resolve_backend
 from docsim.indexer.builder.pipeline import BuildResult
-from docsim.indexer.config import Settings, load_configured_encoder
 from docsim.indexer.errors import BackendError, IndexBuildError, IndexMismatchError
-from docsim.indexer.search.searcher import Searcher
-from docsim.indexer.serving import open_searcher
+from docsim.indexer.settings import load_configured_encoder
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.sentences import SentenceSplitter
@@ -32,18 +30,21 @@ from docsim.models.inference import (
     files_sha256,
 )
 from docsim.models.transformer import TransformerEncoder
+from docsim.search.searcher import Searcher
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
 from tests.indexer.builder.test_pipeline import build
 
 
 @pytest.fixture()
-def own_cache(settings: Settings, tmp_path: Path) -> Settings:
-    """Settings with a cache of their own (the suite's shared one may already hold ours)."""
+def own_cache(settings: QuerySettings, tmp_path: Path) -> QuerySettings:
+    """QuerySettings with a cache of their own (the suite's shared one may already hold ours)."""
     settings.encoder.cache_dir = tmp_path / "cache"
     return settings
 
 
 def test_auto_is_int8_for_transformers_and_colde_on_the_cpu(
-    settings: Settings, tiny_encoder: TransformerEncoder, tiny_encoder_dir: Path
+    settings: QuerySettings, tiny_encoder: TransformerEncoder, tiny_encoder_dir: Path
 ) -> None:
     colde = ColdeEncoder(from_colde_base(tiny_encoder_dir), name="c", source_dir=tiny_encoder_dir)
     graph = GraphEncoder(from_graph_base(tiny_encoder_dir), name="g", source_dir=tiny_encoder_dir)
@@ -64,7 +65,7 @@ def test_auto_is_int8_for_transformers_and_colde_on_the_cpu(
 
 def test_calibration_samples_sentences_and_chunks_of_the_corpus(
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
 ) -> None:
@@ -82,7 +83,7 @@ def test_calibration_samples_sentences_and_chunks_of_the_corpus(
 
 def test_an_int8_build_keeps_its_export_and_serves_with_it(
     sample_corpus: Path,
-    own_cache: Settings,
+    own_cache: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -114,7 +115,7 @@ def test_an_int8_build_keeps_its_export_and_serves_with_it(
 
 def test_a_second_build_of_the_same_encoder_does_not_export_again(
     sample_corpus: Path,
-    own_cache: Settings,
+    own_cache: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -136,7 +137,7 @@ def test_a_second_build_of_the_same_encoder_does_not_export_again(
 
 def test_a_version_whose_export_changed_is_not_served(
     sample_corpus: Path,
-    own_cache: Settings,
+    own_cache: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -156,7 +157,7 @@ def test_a_version_whose_export_changed_is_not_served(
 
 def test_a_backend_that_cannot_run_the_encoder_fails_the_build_cleanly(
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -171,7 +172,7 @@ def test_a_backend_that_cannot_run_the_encoder_fails_the_build_cleanly(
 def built_then_served(
     mode: str,
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder_dir: Path,
     splitter: SentenceSplitter,
@@ -190,7 +191,7 @@ def built_then_served(
 
 def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder_dir: Path,
     splitter: SentenceSplitter,
@@ -211,7 +212,7 @@ def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
 
 def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder_dir: Path,
     splitter: SentenceSplitter,

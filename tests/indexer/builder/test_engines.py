@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from docsim.indexer.builder.engines import make_encode_engine, one_ahead
-from docsim.indexer.config import RaySettings, Settings
 from docsim.indexer.errors import EngineError
-from docsim.indexer.search.loaded_index import LoadedIndex
+from docsim.indexer.settings import RaySettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
 from docsim.models.encoder import Encoder
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.settings import QuerySettings
 from tests.utils.indexes import publish
 
 LEVELS = ("document", "section", "paragraph", "sentence", "chunk")
@@ -34,7 +35,7 @@ def short_dir() -> Iterator[Path]:
 def build(
     corpus: Path, data: Path, encoder: Encoder, kind: str, database: str | None = None
 ) -> LoadedIndex:
-    settings = Settings(data_dir=data, ray=RaySettings(local_cpus=2, actors=2))
+    settings = QuerySettings(data_dir=data, ray=RaySettings(local_cpus=2, actors=2))
     if database is not None:
         settings.db.url = database
     settings.index.block_documents = 8  # several blocks, spread over both actors
@@ -79,7 +80,7 @@ def test_a_data_directory_too_long_for_rays_sockets_is_refused(
 
 def test_unknown_engines_are_refused(tiny_encoder: Encoder) -> None:
     with pytest.raises(EngineError, match="unknown engine 'spark'"):
-        make_encode_engine("spark", Settings(), tiny_encoder, 8)
+        make_encode_engine("spark", QuerySettings(), tiny_encoder, 8)
 
 
 @pytest.mark.slow
@@ -99,7 +100,7 @@ def test_a_stopped_ray_build_stops_its_local_ray_at_once(
     def stop_after_first_block(done: int, total: int) -> None:
         raise Stop
 
-    settings = Settings(data_dir=short_dir / "s", ray=RaySettings(local_cpus=2, actors=1))
+    settings = QuerySettings(data_dir=short_dir / "s", ray=RaySettings(local_cpus=2, actors=1))
     settings.index.block_documents = 8
     with pytest.raises(Stop):
         publish(

@@ -12,7 +12,6 @@ from sqlalchemy import Engine, select
 
 from docsim.indexer.builder.pipeline import build_index
 from docsim.indexer.builder.split_plan import PLAN_PREFIX
-from docsim.indexer.config import Settings
 from docsim.indexer.errors import IndexBuildError
 from docsim.indexer.store.tables import LEVEL_TABLES, documents, index_versions, sentences
 from docsim.indexer.store.units import count_units, level_ids
@@ -24,10 +23,11 @@ from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
 from docsim.models.transformer import TransformerEncoder
+from docsim.search.settings import QuerySettings
 from tests.utils.corpora import write_text_corpus
 
 
-def build(corpus: Path, settings: Settings, engine: Engine, encoder, splitter):
+def build(corpus: Path, settings: QuerySettings, engine: Engine, encoder, splitter):
     return build_index(
         corpus,
         settings=settings,
@@ -40,7 +40,7 @@ def build(corpus: Path, settings: Settings, engine: Engine, encoder, splitter):
 
 def test_build_publishes_a_consistent_version(
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -119,7 +119,7 @@ def test_build_publishes_a_consistent_version(
 
 def test_second_build_flips_the_active_version(
     tmp_path: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -168,7 +168,7 @@ class FailingEncoder(Delegating):
 def test_failed_build_leaves_the_active_version_untouched(
     sample_corpus: Path,
     tmp_path: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -197,7 +197,7 @@ def test_failed_build_leaves_the_active_version_untouched(
 
 def test_a_failure_while_chunking_ahead_fails_the_build_and_stops_its_threads(
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -227,7 +227,7 @@ class DocumentCountingEncoder(Delegating):
 
 def test_a_build_holds_a_few_blocks_of_documents_not_the_corpus(
     sample_corpus: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -247,7 +247,7 @@ def test_a_build_holds_a_few_blocks_of_documents_not_the_corpus(
 
 def test_corpus_without_documents_publishes_nothing(
     tmp_path: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,
@@ -266,7 +266,7 @@ def test_encoder_outputs_are_unit_vectors(tiny_encoder: TransformerEncoder) -> N
 
 def test_a_build_skips_documents_whose_metadata_conflicts_and_stores_the_types(
     tmp_path: Path,
-    settings: Settings,
+    settings: QuerySettings,
     engine: Engine,
     tiny_encoder: TransformerEncoder,
     splitter: SentenceSplitter,

@@ -8,7 +8,7 @@ import pytest
 
 from docsim.indexer.builder.backend import CALIBRATION_SEED, calibration_texts
 from docsim.indexer.builder.split_plan import PLAN_PREFIX, SplitPlan
-from docsim.indexer.config import Settings
+from docsim.indexer.settings import Settings
 from docsim.indexer.text.corpus import Skipped, read_corpus
 from docsim.indexer.text.documents import SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from docsim.indexer.builder.stages import interrupts_held, write_vector_indexes
-from docsim.indexer.config import Settings
+from docsim.indexer.settings import Settings
 from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.text.documents import LEVELS
 

@@ -14,12 +14,14 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from docsim.indexer.cli.main import cli
-from docsim.indexer.config import Settings
+from docsim.app.cli import docsim as command_line
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.tables import documents, index_versions
 from docsim.indexer.store.versions import active_version
+from docsim.search.settings import QuerySettings
 from tests.utils.corpora import synthetic_markdown, write_jsonl, write_text_corpus
+
+cli = command_line()  # the indexer's commands, the search layer's `evaluate` and `serve`
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[3]
@@ -156,7 +158,7 @@ def _default_sigint() -> None:
 
 
 def _wait_for_building_rows(data: Path, timeout: float = 120) -> int:
-    engine = make_engine(Settings(data_dir=data).database_url)
+    engine = make_engine(QuerySettings(data_dir=data).database_url)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -198,7 +200,7 @@ def test_killed_build_keeps_the_active_version(
     building = _wait_for_building_rows(data)
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=120)
-    engine = make_engine(Settings(data_dir=data).database_url)
+    engine = make_engine(QuerySettings(data_dir=data).database_url)
     assert active_version(engine).version_id == 1
     assert "Traceback" not in stderr
     if sig == signal.SIGKILL:
@@ -257,7 +259,7 @@ def test_evaluate_migrates_an_older_database_first(
 
     data = tmp_path / "data"
     assert index_with_tiny(sample_corpus, tiny_encoder_dir, data).exit_code == 0
-    url = Settings(data_dir=data).database_url
+    url = QuerySettings(data_dir=data).database_url
     downgrade(url, "0002")  # as a database written before jobs and document changes existed
     queries = tmp_path / "queries.jsonl"
     queries.write_text(
@@ -342,7 +344,7 @@ def test_jsonl_ids_with_slashes_are_indexed(tiny_encoder_dir: Path, tmp_path: Pa
     result = index_with_tiny(corpus, tiny_encoder_dir, data)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["counts"]["document"] == 3
-    engine = make_engine(Settings(data_dir=data).database_url)
+    engine = make_engine(QuerySettings(data_dir=data).database_url)
     with engine.connect() as conn:
         ids = set(conn.execute(select(documents.c.external_id)).scalars())
     engine.dispose()

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from docsim.indexer.config import LogSettings
 from docsim.indexer.logs import configure_logging
+from docsim.indexer.settings import LogSettings
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

@@ -12,11 +12,11 @@ import torch
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from docsim.app.core.config import ServiceSettings
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.cli.main import cli
-from docsim.indexer.config import JobSettings
+from docsim.indexer.settings import JobSettings
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.train import EVALUATED, KINDS, run_training, training_documents
 from docsim.models.loading import load_encoder

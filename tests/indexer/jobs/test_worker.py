@@ -16,12 +16,9 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.builder.pipeline import build_index
-from docsim.indexer.config import JobSettings, Settings
 from docsim.indexer.jobs.queue import create_job, get_job, reap_stale, retry_job
 from docsim.indexer.jobs.worker import Worker
-from docsim.indexer.search.loaded_index import LoadedIndex
-from docsim.indexer.search.types import SearchOptions
-from docsim.indexer.serving import open_searcher
+from docsim.indexer.settings import JobSettings
 from docsim.indexer.store.tables import JobStatus
 from docsim.indexer.store.units import count_units, level_ids
 from docsim.indexer.store.vector_index import FaissIndex
@@ -31,6 +28,10 @@ from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
 from docsim.models.loading import load_encoder
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import SearchOptions
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 
@@ -41,7 +42,7 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
     sample_corpus: Path,
     splitter: SentenceSplitter,
     engine: Engine,
-    settings: Settings,
+    settings: QuerySettings,
 ) -> None:
     settings = settings.model_copy(
         update={
@@ -151,7 +152,7 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
 
 
 def test_a_job_turns_succeeded_only_after_its_on_published_hook_returns(
-    tiny_encoder_dir: Path, sample_corpus: Path, engine: Engine, settings: Settings
+    tiny_encoder_dir: Path, sample_corpus: Path, engine: Engine, settings: QuerySettings
 ) -> None:
     """The embedded worker's hook makes the service serve the version first; heartbeats go on
     while it loads, and a failing hook still records the publication."""

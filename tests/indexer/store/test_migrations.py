@@ -7,14 +7,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import insert, inspect, text
 
-from docsim.indexer.config import Settings
 from docsim.indexer.jobs.queue import create_job, list_jobs
-from docsim.indexer.search.types import SearchOptions
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.collections import create_collection, list_collections
 from docsim.indexer.store.db import downgrade, make_engine, upgrade
 from docsim.indexer.store.tables import jobs, metadata
 from docsim.indexer.store.versions import active_version, create_version, publish_version
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import SearchOptions
 
 TABLES = {
     "index_versions",
@@ -29,7 +29,7 @@ TABLES = {
 
 
 def test_upgrade_downgrade_on_a_fresh_database(tmp_path: Path) -> None:
-    url = Settings(data_dir=tmp_path).database_url  # SQLite, or the run's PostgreSQL
+    url = QuerySettings(data_dir=tmp_path).database_url  # SQLite, or the run's PostgreSQL
     upgrade(url)
     engine = make_engine(url)
     assert TABLES <= set(inspect(engine).get_table_names())
@@ -44,7 +44,7 @@ def test_upgrade_downgrade_on_a_fresh_database(tmp_path: Path) -> None:
 
 
 def test_an_existing_data_directory_comes_in_as_the_default_collection(
-    settings: Settings, published_copies, sample_corpus: Path, tiny_encoder_dir: Path
+    settings: QuerySettings, published_copies, sample_corpus: Path, tiny_encoder_dir: Path
 ) -> None:
     """A data directory of the schema before collections (0006), with a published version,
     a job and a document change, is served as `default` after the upgrade: same version,
@@ -89,7 +89,7 @@ def test_an_existing_data_directory_comes_in_as_the_default_collection(
 
 
 def test_downgrading_drops_the_other_collections_and_keeps_default(
-    settings: Settings, published_copies, sample_corpus: Path, tiny_encoder_dir: Path
+    settings: QuerySettings, published_copies, sample_corpus: Path, tiny_encoder_dir: Path
 ) -> None:
     built = published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
     engine = make_engine(settings.database_url)
@@ -112,7 +112,7 @@ def test_downgrading_drops_the_other_collections_and_keeps_default(
 
 
 def test_the_field_types_migration_takes_them_from_the_documents(
-    settings: Settings, published_copies, sample_corpus: Path, tiny_encoder_dir: Path, caplog
+    settings: QuerySettings, published_copies, sample_corpus: Path, tiny_encoder_dir: Path, caplog
 ) -> None:
     """Documents written before types were fixed give the collection its types; a field on
     which they disagree stays `mixed`, and the migration says so."""

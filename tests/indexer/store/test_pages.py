@@ -7,13 +7,13 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from docsim.indexer.config import Settings
-from docsim.indexer.search.types import Method, SearchOptions
-from docsim.indexer.serving import open_searcher
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.tables import documents, paragraphs
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file
 from docsim.indexer.text.documents import page_at
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from docsim.search.types import Method, SearchOptions
 from tests.utils.indexes import publish
 from tests.utils.pdfs import Block, write_pdf
 
@@ -38,7 +38,7 @@ def test_an_indexed_pdf_keeps_each_paragraphs_page(tmp_path: Path, tiny_encoder_
     ] * 3  # long enough for three pages
     starts = write_pdf(corpus / "fairs.pdf", blocks, title="Fairs")
     (corpus / "baking-01.md").write_text((SAMPLE_CORPUS / "baking-01.md").read_text())
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = QuerySettings(data_dir=tmp_path / "data")
     publish(corpus, settings, tiny_encoder_dir)
     engine = make_engine(settings.database_url)
     with engine.connect() as conn:

@@ -1,0 +1,146 @@
+"""Service settings: the search layer's settings (the indexer's and the search group) plus the
+HTTP edge's own group (`DOCSIM_API__*`)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import BaseModel, Field, SecretStr
+
+from docsim.search.api import QuerySettings
+
+
+class ApiSettings(BaseModel):
+    """The HTTP service: address, request limits, caches, keys and concurrency."""
+
+    host: str = Field(default="127.0.0.1", description="Address `docsim serve` binds.")
+    port: int = Field(default=8000, description="Port `docsim serve` binds.")
+    max_body_bytes: int = Field(
+        default=16 * 2**20,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="A JSON request body's bytes, refused (413) as soon as they pass it, before "
+        "the body is read whole. An upload may have DOCSIM_FILES__MAX_BYTES plus 1 MiB of form "
+        "fields.",
+    )
+    max_document_bytes: int = Field(
+        default=2_000_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Characters of a posted document (413).",
+    )
+    max_sentences: int = Field(
+        default=20_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Sentences of a posted document, once split (413).",
+    )
+    max_sentence_marks: int = Field(
+        default=100_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Sentence marks (`.`, `?` or `!` before a space) of a posted document, "
+        "counted before it is split: what splitting costs grows with them (413).",
+    )
+    max_filter_clauses: int = Field(
+        default=1_024,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="Conditions and and / or / not nodes of one filter, together (422).",
+    )
+    max_filter_values: int = Field(
+        default=65_536,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="Values of one filter's `in` lists, together (422).",
+    )
+    max_top_k: int = Field(
+        default=1_000,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="The largest `top_k` (422).",
+    )
+    max_offset: int = Field(
+        default=9_000,
+        ge=0,
+        json_schema_extra={"answer": 422},
+        description="The largest `offset` of a page of results (422).",
+    )
+    max_examples: int = Field(
+        default=10,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="Documents in `like`, and in `unlike`, each (422).",
+    )
+    max_candidates: int = Field(
+        default=100_000,
+        ge=1,
+        json_schema_extra={"answer": 422},
+        description="Ids in a `candidates` pool (422).",
+    )
+    query_cache_bytes: int = Field(
+        default=512 * 2**20,
+        ge=0,
+        description="Memory for the split and vectors of recent /similar queries (0: none).",
+    )
+    query_cache_ttl_seconds: float = Field(
+        default=3600.0, gt=0, description="How long a query_id stays usable by /explain."
+    )
+    explain_max_cells: int = Field(
+        default=1_000_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="The largest paragraph matrix (source x target paragraphs) /explain computes.",
+    )
+    explain_top_pairs: int = Field(
+        default=10, ge=1, le=100, description="Most similar sentence pairs /explain lists."
+    )
+    image_max_cells_per_axis: int = Field(
+        default=100, ge=2, description="Beyond this, PNG heatmaps show blocks (their max)."
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="When set, jobs and document changes need it (X-API-Key or Bearer).",
+    )
+    swap_poll_seconds: float = Field(
+        default=1.0, gt=0, description="How often the service looks for a newly published version."
+    )
+    change_wait_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="How long a document change waits for the changes before it (one writer "
+        "at a time per data directory) before it is refused with 429 and Retry-After.",
+    )
+    max_concurrent_searches: int | None = Field(
+        default=None,
+        ge=1,
+        description="Searches and explanations computed at once (each holds its paragraph "
+        "matrices); more wait their turn. Default: the number of CPUs.",
+    )
+    search_deadline_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        json_schema_extra={"answer": 503},
+        description="How long a search or explanation may run, waiting for a slot included: "
+        "past it, it stops before its next batch of work (an encoder batch, a block of the "
+        "sentence scan) and answers 503 with Retry-After.",
+    )
+    fair_share_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="How long a search may work (encode its query, scan the sentences) before "
+        "it yields its slot, at each batch, to searches that have worked for less: the "
+        "largest posted documents are served from the time ordinary searches leave idle.",
+    )
+    page_max_cells_per_axis: int = Field(
+        default=250, ge=2, description="The same for the HTML page's clickable maps."
+    )
+
+
+class ServiceSettings(QuerySettings):
+    api: ApiSettings = ApiSettings()
+
+
+@lru_cache
+def get_service_settings() -> ServiceSettings:
+    return ServiceSettings()

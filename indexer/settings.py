@@ -1,0 +1,307 @@
+"""The one settings object (pydantic-settings): environment variables `DOCSIM_*`; each group is
+defined once, in the layer it configures. This module holds the indexer's groups; the search
+layer extends `Settings` with its group (`search.settings.QuerySettings`, `DOCSIM_SEARCH__*`)
+and the app with its own (`app.core.settings.ServiceSettings`, `DOCSIM_API__*`).
+
+Nested groups use `__`, e.g. `DOCSIM_ENCODER__PRECISION=fp32`, `DOCSIM_DB__URL=postgresql+psycopg://...`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field, computed_field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
+
+if TYPE_CHECKING:  # the encoders are imported when one is loaded
+    from docsim.indexer.store.collections import CollectionRow
+    from docsim.models.encoder import Encoder
+
+
+class DatabaseSettings(BaseModel):
+    """The SQL database of document, version and job metadata."""
+
+    url: str | None = Field(
+        default=None,
+        description="Any SQLAlchemy URL; default: a SQLite file in the data directory.",
+    )
+    auto_migrate: bool = Field(
+        default=True, description="Run `alembic upgrade head` before the CLI touches the database."
+    )
+
+
+class EncoderSettings(BaseModel):
+    """The encoder of new indexes and how it runs; a served index uses the encoder, backend
+    and chunk mode its manifest records."""
+
+    name: str = Field(default="minilm", description="Built-in encoder name or a model directory.")
+    device: str = Field(default="auto", description="`auto`, `cpu`, `cuda` or `cuda:N`.")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        default="auto",
+        description="Torch precision: `auto` is bf16 where the device computes it natively "
+        "(recent GPUs, CPUs with AVX-512 BF16 or AMX), else fp32.",
+    )
+    batch_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Padded tokens per forward batch; default: 2,048 on the CPU, 32,768 on a "
+        "GPU (where each forward pass has a fixed cost).",
+    )
+    max_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Inputs per forward batch at most, however short; default: 256 on the "
+        "CPU, 4,096 on a GPU.",
+    )
+    backend: Literal["auto", "torch", "openvino-int8"] = Field(
+        default="auto",
+        description="What runs the forward pass of new indexes: `openvino-int8` (exported and "
+        "quantised on the corpus's text), `torch`, or `auto`: openvino-int8 for a transformer "
+        "encoder on the CPU when OpenVINO is installed, else torch. A served index always uses "
+        "the backend recorded in its manifest.",
+    )
+    streams: int = Field(
+        default=1, ge=1, description="OpenVINO inference streams (two requests stay in flight)."
+    )
+    chunk_vectors: Literal["auto", "encode", "sentences", "late"] = Field(
+        default="auto",
+        description="How new indexes encode the sentence and chunk levels: `encode` each "
+        "sentence and each chunk on its own (two passes over the text); `sentences` (one pass "
+        "over the sentences, chunk vectors pooled from their token states); or `late` (one "
+        "pass over the chunks, each sentence's vector pooled from its tokens' states in its "
+        "chunk: late chunking, sentences read in context). `auto`: `late` for encoders with "
+        "mean pooling, else `encode`. A served index uses what its manifest records.",
+    )
+    calibration_sentences: int = Field(
+        default=512, ge=8, description="Corpus sentences that calibrate an int8 export."
+    )
+    calibration_chunks: int = Field(
+        default=64, ge=0, description="Corpus token chunks that calibrate an int8 export."
+    )
+    cache_dir: Path | None = Field(
+        default=None, description="Exported encoders; default: `<data_dir>/encoders`."
+    )
+
+
+class IndexSettings(BaseModel):
+    """How a build lays out a version: chunking, blocks and the FAISS index of each level."""
+
+    flat_max_vectors: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="Levels with at most this many vectors use exact Flat search.",
+    )
+    large_factory: str = Field(
+        default="IVF{nlist},Flat",
+        description="FAISS factory for larger levels; `{nlist}` becomes about 4*sqrt(n).",
+    )
+    nprobe: int = Field(default=32, ge=1, description="IVF lists visited per query.")
+    chunk_tokens: int | None = Field(
+        default=None, ge=8, description="Tokens per chunk; default: the encoder's input limit."
+    )
+    block_documents: int = Field(default=64, ge=1, description="Documents encoded per block.")
+    split_workers: int = Field(
+        default=0,
+        ge=0,
+        description="Processes that split a build's documents into sentences once splitting "
+        "has taken 2 s; 0: one per CPU core, at most 8; 1: none (the build's own process).",
+    )
+    use_gpu: Literal["auto", "never"] = Field(
+        default="auto", description="FAISS on the GPU when faiss-gpu sees one; `never`: CPU."
+    )
+
+
+class JobSettings(BaseModel):
+    """Reindex jobs: who runs them, where they may read, and how versions are retired."""
+
+    allowed_roots: list[Path] = Field(
+        default_factory=list,
+        description="Folders a reindex job may read corpora from (besides the sample corpus).",
+    )
+    embedded_worker: bool = Field(
+        default=True, description="Run a job worker inside the service process."
+    )
+    poll_seconds: float = Field(default=1.0, gt=0, description="How often idle workers look.")
+    heartbeat_seconds: float = Field(
+        default=2.0, gt=0, description="How often a running job's worker says it is alive."
+    )
+    stale_after_seconds: float = Field(
+        default=30.0, gt=0, description="A running job without heartbeats this long has failed."
+    )
+    keep_versions: int = Field(
+        default=2, ge=1, description="Published versions kept (the active one included)."
+    )
+    retire_grace_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="How long a superseded version stays, for requests still using it.",
+    )
+
+
+class RaySettings(BaseModel):
+    """The Ray cluster of `--engine ray` builds and of sharded serving."""
+
+    address: str | None = Field(
+        default=None,
+        description="A Ray cluster to join (`auto`, `ray://head:10001`); default: a local Ray "
+        "started for the build.",
+    )
+    local_cpus: int = Field(default=2, ge=1, description="CPUs of the local Ray.")
+    actors: int | None = Field(
+        default=None, ge=1, description="Encoder actors; default: one per GPU, or 1."
+    )
+    cpus_per_actor: float = Field(default=1.0, gt=0, description="CPUs each encoder actor holds.")
+
+
+class ShardSettings(BaseModel):
+    """Serving on Ray shard actors (`docsim serve --shards N`), on the Ray of `RaySettings`."""
+
+    count: int = Field(
+        default=0,
+        ge=0,
+        description="Shard actors that score exhaustive SDR and the sentence-set methods; "
+        "0: everything in the service's process.",
+    )
+    cpus: float = Field(default=1.0, gt=0, description="CPUs (and torch threads) per shard.")
+    gpus: float = Field(default=0.0, ge=0, description="GPUs per shard (a GPU cluster: 1).")
+    call_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="A shard slower than this is a 503, never left out."
+    )
+
+
+class FileSettings(BaseModel):
+    """Limits on a document file, when indexing a folder and when uploaded to the API."""
+
+    max_bytes: int = Field(
+        default=100 * 2**20,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Larger files are skipped (413 when uploaded).",
+    )
+    max_pdf_pages: int = Field(
+        default=5000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Longer PDFs are skipped (413 when uploaded).",
+    )
+
+
+class LogSettings(BaseModel):
+    """Logging of the CLI and the service (uvicorn's lines included)."""
+
+    format: Literal["text", "json"] = Field(
+        default="text", description="`json`: one JSON object per line, for log collectors."
+    )
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="The lowest level logged; `docsim -v` forces DEBUG."
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="DOCSIM_", env_nested_delimiter="__", env_ignore_empty=True, extra="ignore"
+    )
+
+    data_dir: Path = Field(default=Path("docsim-data"), description="Indexes and the SQLite file.")
+    collection: str = Field(
+        default=DEFAULT_COLLECTION,
+        pattern=COLLECTION_NAME_PATTERN,
+        description="The collection the CLI works on (`--collection`); each collection of a "
+        "data directory has its own versions, documents and jobs.",
+    )
+    punkt_params: Path | None = Field(
+        default=None, description="Punkt parameter file; default: the shipped parameters."
+    )
+    db: DatabaseSettings = DatabaseSettings()
+    encoder: EncoderSettings = EncoderSettings()
+    files: FileSettings = FileSettings()
+    index: IndexSettings = IndexSettings()
+    jobs: JobSettings = JobSettings()
+    log: LogSettings = LogSettings()
+    ray: RaySettings = RaySettings()
+    shards: ShardSettings = ShardSettings()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def database_url(self) -> str:
+        if self.db.url:
+            return self.db.url
+        return f"sqlite:///{(self.data_dir / 'docsim.sqlite3').resolve()}"
+
+    @property
+    def indexes_dir(self) -> Path:
+        """Where the collection's versions live: `<data_dir>/indexes` for `default` (as before
+        collections existed), `<data_dir>/collections/<name>` for the others."""
+        if self.collection == DEFAULT_COLLECTION:
+            return self.data_dir / "indexes"
+        return self.data_dir / "collections" / self.collection
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
+
+
+def load_configured_encoder(
+    settings: Settings,
+    name_or_path: str | Path | None = None,
+    backend_dir: Path | None = None,
+    chunk_vectors: str | None = None,
+    *,
+    shared: bool = False,
+) -> Encoder:
+    """The encoder `name_or_path` (default: the configured one) with the configured device,
+    precision and batching; on the OpenVINO export in `backend_dir` when given (on the CPU,
+    whatever the device setting: a version's vectors came from that model); with
+    `chunk_vectors` (default: the configured one) when not `encode`. `shared`: one loaded
+    copy per process for every caller that asks for the same (`load_shared_encoder`), for
+    serving, which never changes its encoder."""
+    from docsim.models.loading import load_encoder, load_shared_encoder
+    from docsim.models.precision import resolve_device
+
+    options: dict[str, Any] = {}
+    if backend_dir is not None:
+        options.update(backend_dir=backend_dir, streams=settings.encoder.streams)
+    chunk_vectors = chunk_vectors or settings.encoder.chunk_vectors
+    if chunk_vectors != "encode":  # an option of transformer encoders only
+        options["chunk_vectors"] = chunk_vectors
+    device = "cpu" if backend_dir is not None else settings.encoder.device
+    load = load_shared_encoder if shared else load_encoder
+    return load(
+        name_or_path or settings.encoder.name,
+        device=resolve_device(device),
+        precision=settings.encoder.precision,
+        batch_tokens=settings.encoder.batch_tokens,
+        max_batch_size=settings.encoder.max_batch_size,
+        **options,
+    )
+
+
+AnySettings = TypeVar("AnySettings", bound=Settings)  # the layers above extend the indexer's
+
+
+def collection_settings(base: AnySettings, row: CollectionRow) -> AnySettings:
+    """`base` as the collection `row` sees it: its name, and each group it sets apart
+    merged over the server's (validated again as a whole group).
+
+    Raises:
+        pydantic.ValidationError: a stored field is no longer valid.
+    """
+    return with_groups(base, row.name, row.settings)
+
+
+def with_groups(base: AnySettings, name: str, groups: dict[str, dict[str, Any]]) -> AnySettings:
+    """`base` for the collection `name`, with the fields of `groups` over its own. A group
+    `base` does not hold (the search group, for the indexer's own commands) is left to the
+    layer whose settings hold it."""
+    update_: dict[str, Any] = {"collection": name}
+    for group, fields in groups.items():
+        if group not in type(base).model_fields:
+            continue
+        current = getattr(base, group)
+        update_[group] = type(current).model_validate({**current.model_dump(), **fields})
+    return base.model_copy(update=update_)

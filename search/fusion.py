@@ -1,0 +1,83 @@
+"""Score-level fusion: each method's scores normalised per query over the documents it ranked,
+then summed with weights.
+
+    fused(d) = sum over methods m of w_m * norm_m(score_m(d))
+
+`zscore`: (s - mean) / std over the ranked documents; `minmax`: (s - min) / (max - min). A
+document a method did not score (-inf, e.g. outside candidate mode's candidates) gets that
+method's lowest normalised score. Reciprocal-rank fusion (`search.ranking`) uses only
+ranks; this keeps how far apart the scores are, which is what lets a strong signal outvote weak
+ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+import numpy as np
+
+NORMALISERS = ("zscore", "minmax")
+Name = TypeVar("Name", bound=str)  # a method's name: a plain string or a `Method`
+
+
+def normalise(scores: np.ndarray, ranked: np.ndarray, how: str = "zscore") -> np.ndarray:
+    """`scores` `(D,)` normalised over the positions `ranked` `(k,)`; 0 elsewhere."""
+    out = np.zeros(len(scores), dtype=np.float64)
+    if not len(ranked):
+        return out
+    values = scores[ranked].astype(np.float64)  # (k,)
+    finite = np.isfinite(values)
+    if not finite.any():
+        return out
+    low = values[finite].min()
+    values = np.where(finite, values, low)
+    if how == "zscore":
+        spread = values.std()
+        out[ranked] = (values - values.mean()) / spread if spread > 0 else 0.0
+    elif how == "minmax":
+        spread = values.max() - low
+        out[ranked] = (values - low) / spread if spread > 0 else 0.0
+    else:
+        raise ValueError(f"unknown normaliser {how!r}; choose one of {', '.join(NORMALISERS)}")
+    return out
+
+
+def fuse(
+    scores: Mapping[Name, np.ndarray],
+    weights: Mapping[Name, float],
+    ranked: np.ndarray,
+    how: str = "zscore",
+) -> np.ndarray:
+    """`(D,)` the weighted sum of each method's normalised `scores` over `ranked`."""
+    missing = sorted(set(weights) - set(scores))
+    if missing:
+        raise ValueError(f"no scores for {', '.join(missing)}")
+    out = np.zeros(len(next(iter(scores.values()))), dtype=np.float64)
+    for name, weight in weights.items():
+        if weight:
+            out += weight * normalise(scores[name], ranked, how)
+    return out
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """`"bm25:1,sdr:0.5"` -> `{"bm25": 1.0, "sdr": 0.5}`.
+
+    Raises:
+        ValueError: a part is not `name:number`, or a name repeats.
+    """
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition(":")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = None
+        if not sep or weight is None or not np.isfinite(weight):
+            raise ValueError(f"fusion weight {part!r} is not 'method:number'")
+        if name.strip() in out:
+            raise ValueError(f"method {name.strip()!r} is weighted twice")
+        out[name.strip()] = weight
+    if not out:
+        raise ValueError("fusion weights name no method")
+    return out

@@ -1,0 +1,355 @@
+"""Okapi BM25 over the documents' texts, changed one document at a time.
+
+Scores are bm25s' defaults (the Lucene variant, k1 = 1.5, b = 0.75, English stop words,
+optionally Snowball-stemmed):
+
+    score(q, d) = sum over query tokens t of idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))
+    idf(t) = log(1 + (N - df + 0.5) / (df + 0.5))
+
+computed with bm25s' own arithmetic, so that the scores are bm25s' to the bit. bm25s
+tokenises; the index keeps its own postings (token -> documents and term frequencies), so that
+adding or removing a document rewrites that document's postings only. A change returns a new
+index that shares every other posting with the old one (copy on write): requests still running
+on the old version keep a consistent index.
+
+Query variants (`search.lexical.query_terms`) score the same postings with other query terms,
+through `Bm25Index.weighted_scores`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from docsim.models.pacing import before_batch
+
+K1 = 1.5
+B = 0.75
+# documents tokenised and counted at a time by `Bm25Index.build`
+BUILD_DOCUMENTS = 1024
+# query tokens scored between two calls of the request's pacing hook (`models.pacing`)
+PACED_TOKENS = 4096
+
+
+class WordStemmer(Protocol):
+    """What bm25s asks of a stemmer: PyStemmer's `Stemmer.Stemmer`."""
+
+    def stemWords(self, words: Sequence[str]) -> list[str]: ...
+
+
+def stemmer_for(language: str | None) -> WordStemmer | None:
+    """PyStemmer's Snowball stemmer for `language`, or None for no stemming."""
+    if language is None:
+        return None
+    import Stemmer
+
+    stemmer: WordStemmer = Stemmer.Stemmer(language)  # PyStemmer is untyped
+    return stemmer
+
+
+def tokenize(texts: Sequence[str], stemmer: str | None = None) -> list[list[str]]:
+    """bm25s' tokenisation (lower case, English stop words removed, Snowball stems in
+    `stemmer`'s language when given), as strings."""
+    import bm25s
+
+    if not texts:
+        return []
+    tokens: list[list[str]] = bm25s.tokenize(  # bm25s is untyped: its strings, per text
+        list(texts),
+        stopwords="en",
+        stemmer=stemmer_for(stemmer),
+        return_ids=False,
+        show_progress=False,
+    )
+    return tokens
+
+
+# The documents holding one token `(n,)` (ascending ids), and its count in each `(n,)`. A plain
+# tuple, not a class: the garbage collector stops tracking a tuple that holds only arrays, and
+# a collection holds one posting per distinct token (AILA: 55,853), each of which every full
+# collection, which pauses every thread, would otherwise walk.
+Posting = tuple[np.ndarray, np.ndarray]
+# what an index is built from: postings, doc id -> length, its distinct tokens, their counts
+PostingParts = tuple[
+    dict[str, Posting], dict[int, int], dict[int, tuple[str, ...]], dict[int, np.ndarray]
+]
+
+
+@dataclass(frozen=True)
+class Bm25Collection:
+    """What BM25's idf and length normalisation need of the whole collection: the document
+    count, the total length and each token's document frequency. Shards of a collection sum
+    theirs (`combine`), so that each scores its own documents exactly as one index would."""
+
+    documents: int
+    total_length: int
+    frequencies: Mapping[str, int]
+
+    @staticmethod
+    def combine(parts: Iterable[Bm25Collection]) -> Bm25Collection:
+        parts = list(parts)
+        frequencies: Counter[str] = Counter()
+        for part in parts:
+            frequencies.update(part.frequencies)
+        return Bm25Collection(
+            sum(p.documents for p in parts), sum(p.total_length for p in parts), frequencies
+        )
+
+
+class Bm25Index:
+    """BM25 postings of a collection, keyed by the documents' ids (not their positions).
+
+    With `collection`, the index holds part of a larger collection (a shard) and scores with
+    that collection's idf and average length."""
+
+    def __init__(
+        self,
+        postings: dict[str, Posting],
+        lengths: dict[int, int],
+        terms: dict[int, tuple[str, ...]],
+        counts: dict[int, np.ndarray],
+        stemmer: str | None = None,
+        collection: Bm25Collection | None = None,
+    ) -> None:
+        self.stemmer = stemmer  # the Snowball language of the tokens, or None
+        self._postings = postings
+        self._lengths = lengths  # doc id -> tokens after stop words
+        self._terms = terms  # doc id -> its distinct tokens (to undo its postings; for RM3)
+        self._counts = counts  # doc id -> `(t,)` int32 count of each of its distinct tokens
+        self.doc_ids = np.array(sorted(lengths), dtype=np.int64)  # (N,) the order of `scores`
+        self._length_of = np.array([lengths[d] for d in self.doc_ids.tolist()], np.float64)
+        self.collection = collection
+        if collection is None:
+            self._average = float(self._length_of.sum()) / max(len(lengths), 1)
+        else:
+            self._average = float(collection.total_length) / max(collection.documents, 1)
+        # each token's rows and float32 terms, computed on first use: at most one int64 and
+        # one float32 per posting entry, and only for the tokens queries ask for
+        self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._weights_lock = threading.Lock()
+
+    @classmethod
+    def build(
+        cls,
+        doc_ids: Iterable[int],
+        texts: Sequence[str],
+        stemmer: str | None = None,
+        *,
+        batch: int = BUILD_DOCUMENTS,
+    ) -> Bm25Index:
+        """The index of `texts`, the documents `doc_ids` (`build_sorted`, `batch` at a time)."""
+        doc_ids = np.asarray(list(doc_ids), dtype=np.int64)  # (D,)
+        if len(doc_ids) != len(texts):
+            raise ValueError(f"{len(doc_ids)} document ids for {len(texts)} texts")
+        order = np.argsort(doc_ids, kind="stable")  # (D,)
+        batches = (
+            [texts[i] for i in order[s : s + batch].tolist()] for s in range(0, len(order), batch)
+        )
+        return cls.build_sorted(doc_ids[order], batches, stemmer, batch=batch)
+
+    @classmethod
+    def build_sorted(
+        cls,
+        doc_ids: np.ndarray,
+        text_batches: Iterable[Sequence[str]],
+        stemmer: str | None = None,
+        *,
+        batch: int = BUILD_DOCUMENTS,
+    ) -> Bm25Index:
+        """The index of the documents `doc_ids` `(D,)` (ascending), whose texts come in
+        `text_batches`, in that order. Each batch is tokenised and counted on its own, and
+        each document's distinct tokens and counts kept; then each token's posting gets its
+        exact size, and the documents' counts are written into it, `batch` documents at a
+        time. What the build holds beyond the index is one batch's texts and each document's
+        tokens as 4-byte ids, instead of every token of the collection at once (the
+        collection-wide arrays took 1.7 GiB above the index at ten times AILA)."""
+        return cls(*counted_postings(doc_ids, text_batches, stemmer, batch), stemmer)
+
+    @property
+    def n_documents(self) -> int:
+        return len(self._lengths)
+
+    def with_changes(self, removed: Iterable[int], added: Iterable[tuple[int, str]]) -> Bm25Index:
+        """A new index without the `removed` documents and with the `added` ones (new ids)."""
+        added = list(added)
+        postings, lengths, terms = dict(self._postings), dict(self._lengths), dict(self._terms)
+        term_counts = dict(self._counts)
+        drop: dict[str, set[int]] = {}
+        for doc_id in removed:
+            for token in terms.pop(doc_id):
+                drop.setdefault(token, set()).add(doc_id)
+            del lengths[doc_id], term_counts[doc_id]
+        put: dict[str, list[tuple[int, int]]] = {}
+        texts = [text for _, text in added]
+        for (doc_id, _), tokens in zip(added, tokenize(texts, self.stemmer), strict=True):
+            counts = Counter(tokens)
+            for token, count in counts.items():
+                put.setdefault(token, []).append((doc_id, count))
+            lengths[doc_id] = len(tokens)
+            terms[doc_id] = tuple(counts)
+            term_counts[doc_id] = np.fromiter(counts.values(), np.int32, len(counts))
+        for token in drop.keys() | put.keys():
+            posting = _changed(postings.get(token), drop.get(token, ()), put.get(token, []))
+            if len(posting[0]):
+                postings[token] = posting
+            else:
+                postings.pop(token, None)
+        return Bm25Index(postings, lengths, terms, term_counts, self.stemmer)  # whole again
+
+    def local_collection(self) -> Bm25Collection:
+        """This index's own document count, total length and document frequencies."""
+        return Bm25Collection(
+            len(self._lengths),
+            int(sum(self._lengths.values())),
+            {token: len(ids) for token, (ids, _) in self._postings.items()},
+        )
+
+    def within(self, collection: Bm25Collection) -> Bm25Index:
+        """This index as a shard of `collection` (the postings are shared, not copied)."""
+        return Bm25Index(
+            self._postings, self._lengths, self._terms, self._counts, self.stemmer, collection
+        )
+
+    def term_counts(self, doc_id: int) -> dict[str, int]:
+        """How often each token occurs in the document `doc_id` (after stop words)."""
+        return dict(zip(self._terms[doc_id], self._counts[doc_id].tolist(), strict=True))
+
+    def tokens(self, text: str) -> list[str]:
+        """The query tokens of `text`, tokenised as the documents were."""
+        return tokenize([text], self.stemmer)[0] if text else []
+
+    def scores(self, text: str) -> np.ndarray:
+        """The BM25 score of every document `(N,)`, in the order of `doc_ids`, for the query
+        `text`; all 0 when the query has no token that a document holds.
+
+        As bm25s does: each (token, document) term is rounded to float32, and the terms are
+        summed in float32 in the order of the query's tokens (a repeated token counts each
+        time)."""
+        return self.token_scores(self.tokens(text))
+
+    def token_scores(self, tokens: Sequence[str]) -> np.ndarray:
+        """`scores` of a query already tokenised (`tokens`, as `tokens` gives them)."""
+        out = np.zeros(len(self.doc_ids), dtype=np.float32)
+        for i, token in enumerate(tokens):
+            if i % PACED_TOKENS == 0:
+                before_batch(min(PACED_TOKENS, len(tokens) - i))  # a long query yields
+            if token in self._postings:
+                rows, weights = self._weight(token)
+                out[rows] += weights
+        return out.astype(np.float64)
+
+    def weighted_scores(self, weights: dict[str, float]) -> np.ndarray:
+        """`(N,)` sum over tokens of `weights[token]` times the token's BM25 term."""
+        out = np.zeros(len(self.doc_ids), dtype=np.float64)
+        for token, weight in weights.items():
+            if token in self._postings:
+                rows, terms = self._weight(token)
+                out[rows] += weight * terms
+        return out
+
+    def idf(self, token: str) -> float:
+        """BM25's idf of `token` (0 for a token no document holds)."""
+        if self.collection is not None:
+            n, df = self.collection.documents, self.collection.frequencies.get(token, 0)
+        else:
+            posting = self._postings.get(token)
+            n, df = len(self.doc_ids), len(posting[0]) if posting is not None else 0
+        if not df:
+            return 0.0
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def _weight(self, token: str) -> tuple[np.ndarray, np.ndarray]:
+        """The rows (in `doc_ids`) of the documents holding `token` and their float32 terms,
+        computed once per index: N and the average length are fixed for it."""
+        found = self._weights.get(token)
+        if found is None:
+            doc_ids, counts = self._postings[token]
+            idf = np.float32(self.idf(token))
+            rows = np.searchsorted(self.doc_ids, doc_ids)  # (df,)
+            tf = counts.astype(np.float32)
+            norm = K1 * ((1 - B) + B * self._length_of[rows] / self._average)  # float64
+            found = (rows, (idf * (tf / (norm + tf))).astype(np.float32))
+            with self._weights_lock:
+                self._weights[token] = found
+        return found
+
+
+def counted_postings(
+    doc_ids: np.ndarray, text_batches: Iterable[Sequence[str]], stemmer: str | None, batch: int
+) -> PostingParts:
+    """`Bm25Index.build_sorted`'s parts: the postings, each document's length, distinct
+    tokens and their counts."""
+    import bm25s
+
+    vocabulary: dict[str, int] = {}  # token -> its id here
+    tokens_of: list[np.ndarray] = []  # each document's distinct token ids (int32)
+    counts_of: list[np.ndarray] = []  # and their counts (int32)
+    lengths: list[int] = []  # each document's tokens after stop words
+    for texts in text_batches:
+        if not len(texts):
+            continue
+        tokenized = bm25s.tokenize(
+            list(texts), stopwords="en", stemmer=stemmer_for(stemmer), show_progress=False
+        )
+        local = sorted(tokenized.vocab, key=tokenized.vocab.__getitem__)
+        to_global = np.array(
+            [vocabulary.setdefault(token, len(vocabulary)) for token in local], np.int32
+        )
+        for ids in tokenized.ids:
+            distinct, counted = np.unique(np.asarray(ids, np.int64), return_counts=True)
+            tokens_of.append(to_global[distinct])
+            counts_of.append(counted.astype(np.int32))
+            lengths.append(len(ids))
+    if len(doc_ids) != len(lengths):
+        raise ValueError(f"{len(doc_ids)} document ids for {len(lengths)} texts")
+    words = np.array(list(vocabulary), dtype=object)  # (V,) by id
+    ids_list = doc_ids.tolist()
+    terms = {d: tuple(words[t].tolist()) for d, t in zip(ids_list, tokens_of, strict=True)}
+    term_counts = dict(zip(ids_list, counts_of, strict=True))
+    by_id = dict(zip(ids_list, lengths, strict=True))
+    if not sum(lengths):  # no document holds a word: nothing to post
+        return {}, by_id, terms, term_counts
+    frequency = np.zeros(len(words), np.int64)  # (V,) documents holding each token
+    for tokens in tokens_of:
+        frequency[tokens] += 1  # a document's tokens are distinct
+    ends = np.cumsum(frequency)  # (V,) each token's end in the flat postings
+    flat_ids = np.empty(int(ends[-1]), np.int64)
+    flat_counts = np.empty(int(ends[-1]), np.int32)
+    cursor = ends - frequency  # (V,) where each token's next document goes
+    for s in range(0, len(ids_list), batch):
+        tokens = np.concatenate(tokens_of[s : s + batch])  # (p,) documents in id order
+        if not len(tokens):  # a batch of documents without a word
+            continue
+        counts = np.concatenate(counts_of[s : s + batch])
+        holders = np.repeat(doc_ids[s : s + batch], [len(t) for t in tokens_of[s : s + batch]])
+        order = np.argsort(tokens, kind="stable")  # by token, then document
+        tokens, counts, holders = tokens[order], counts[order], holders[order]
+        first = np.flatnonzero(np.r_[True, tokens[1:] != tokens[:-1]])  # (u,)
+        run = np.diff(np.r_[first, len(tokens)])  # (u,) this batch's holders of each
+        at = cursor[tokens] + np.arange(len(tokens)) - np.repeat(first, run)  # (p,)
+        flat_ids[at] = holders
+        flat_counts[at] = counts
+        cursor[tokens[first]] += run
+    starts = ends - frequency
+    postings = {
+        str(words[v]): (flat_ids[starts[v] : ends[v]], flat_counts[starts[v] : ends[v]])
+        for v in np.flatnonzero(frequency).tolist()
+    }
+    return postings, by_id, terms, term_counts
+
+
+def _changed(old: Posting | None, drop: Iterable[int], put: list[tuple[int, int]]) -> Posting:
+    """`old` without the documents of `drop`, with those of `put` (id, count), by id."""
+    old_ids, old_counts = old or (np.empty(0, np.int64), np.empty(0, np.int32))
+    keep = ~np.isin(old_ids, np.fromiter(drop, np.int64))
+    new = np.array(put, dtype=np.int64).reshape(-1, 2)  # (a, 2)
+    doc_ids = np.concatenate([old_ids[keep], new[:, 0]])
+    order = np.argsort(doc_ids, kind="stable")
+    counts = np.concatenate([old_counts[keep], new[:, 1].astype(np.int32)])
+    return doc_ids[order], counts[order]

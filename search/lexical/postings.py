@@ -1,0 +1,109 @@
+"""The BM25 postings of one served version, over its documents and over its paragraphs, each
+built on first use and shared by every lexical method."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+from sqlalchemy import Engine
+
+from docsim.indexer.errors import IndexMismatchError
+from docsim.indexer.store.reader import document_paragraph_texts, document_texts
+from docsim.search.arrays import Positions
+from docsim.search.lexical.bm25 import BUILD_DOCUMENTS, Bm25Index
+from docsim.search.served.loaded_index import LoadedIndex
+
+logger = logging.getLogger(__name__)
+
+
+class Postings:
+    """BM25 over `index`'s documents (texts read from SQL through `engine`), and over its
+    paragraphs with each paragraph's document position, built once, under a lock."""
+
+    def __init__(self, index: LoadedIndex, engine: Engine, stemmer: str | None) -> None:
+        self.index = index
+        self.engine = engine
+        self.stemmer = stemmer
+        self._lock = threading.Lock()
+        self._documents: Bm25Index | None = None
+        self._paragraphs: tuple[Bm25Index, Positions] | None = None
+
+    @property
+    def built_documents(self) -> Bm25Index | None:
+        """The document postings if they were built, else None (nothing is built)."""
+        with self._lock:
+            return self._documents
+
+    @property
+    def built_paragraphs(self) -> tuple[Bm25Index, Positions] | None:
+        """The paragraph postings if they were built, else None (nothing is built)."""
+        with self._lock:
+            return self._paragraphs
+
+    def documents(self) -> Bm25Index:
+        """The postings of every document, rows in `index.doc_ids` order."""
+        with self._lock:
+            if self._documents is None:
+                started = time.perf_counter()
+                doc_ids = np.sort(self.index.doc_ids)  # (D,)
+                self._documents = Bm25Index.build_sorted(
+                    doc_ids, self._texts_in_batches(doc_ids), self.stemmer
+                )
+                logger.info(
+                    "Built BM25 over %d documents in %.1f s",
+                    len(doc_ids),
+                    time.perf_counter() - started,
+                )
+            return self._documents
+
+    def _texts_in_batches(self, doc_ids: np.ndarray) -> Iterator[list[str]]:
+        """The texts of `doc_ids`, read `BUILD_DOCUMENTS` at a time (ten times AILA's texts
+        are 0.6 GB: the build holds one batch of them)."""
+        for s in range(0, len(doc_ids), BUILD_DOCUMENTS):
+            part = doc_ids[s : s + BUILD_DOCUMENTS].tolist()
+            texts = document_texts(self.engine, part)
+            yield [texts[d] for d in part]
+
+    def paragraphs(self) -> tuple[Bm25Index, Positions]:
+        """The postings of every paragraph, and each posting row's document position `(J,)`."""
+        with self._lock:
+            if self._paragraphs is None:
+                started = time.perf_counter()
+                index = self.index
+                texts = document_paragraph_texts(self.engine, index.doc_ids.tolist())
+                ids = index.paragraph_ids  # (J,) collection order
+                doc_of = np.repeat(np.arange(index.n_documents), np.diff(index.doc_paragraph_start))
+                bm25 = Bm25Index.build(ids.tolist(), [texts[p] for p in ids.tolist()], self.stemmer)
+                order = np.argsort(ids)
+                rows = order[np.searchsorted(ids[order], bm25.doc_ids)]  # (J,) by posting row
+                self._paragraphs = (bm25, doc_of[rows])
+                logger.info(
+                    "Built paragraph BM25 over %d paragraphs in %.1f s",
+                    len(ids),
+                    time.perf_counter() - started,
+                )
+            return self._paragraphs
+
+    def with_changes(self, index: LoadedIndex) -> Postings:
+        """The postings of `index`, this version with a document change applied: the document
+        postings, when built, change for the changed documents only (unit ids are never
+        reused, so a new id is a new document); the paragraph postings are built afresh.
+
+        Raises:
+            IndexMismatchError: the changed postings do not hold `index`'s documents.
+        """
+        changed = Postings(index, self.engine, self.stemmer)
+        bm25 = self.built_documents
+        if bm25 is not None:
+            old = self.index
+            removed = np.setdiff1d(old.doc_ids, index.doc_ids).tolist()
+            added = np.setdiff1d(index.doc_ids, old.doc_ids).tolist()
+            texts = document_texts(self.engine, added)
+            changed._documents = bm25.with_changes(removed, [(d, texts[d]) for d in added])
+            if not np.array_equal(changed._documents.doc_ids, index.doc_ids):
+                raise IndexMismatchError("BM25 postings and the index hold other documents")
+        return changed

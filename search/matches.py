@@ -1,0 +1,71 @@
+"""Ranked documents as hits, each with the paragraph pairs that matched best."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sqlalchemy import Engine
+
+from docsim.indexer.store.reader import document_texts, paragraph_offsets
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.types import DocumentHit, ParagraphMatch, Query
+
+
+def document_hits(
+    index: LoadedIndex,
+    engine: Engine,
+    query: Query,
+    ranked: np.ndarray,
+    scores: np.ndarray,
+    pmatrix: torch.Tensor | None = None,
+    first_column: np.ndarray | None = None,
+    matches_per_result: int = 0,
+) -> list[DocumentHit]:
+    """The documents at positions `ranked` with their `scores` `(D,)`; given SDR's paragraph
+    matrix `(I, J)` and each document's first column in it `(D,)`, each hit also gets its
+    `matches_per_result` best (query paragraph, document paragraph) pairs."""
+    hits = [
+        DocumentHit(
+            document_id=index.external_ids[d], title=index.titles[d], score=float(scores[d]), rank=r
+        )
+        for r, d in enumerate(ranked, start=1)
+    ]
+    if pmatrix is None or first_column is None or not len(ranked) or matches_per_result <= 0:
+        return hits
+    starts = index.doc_paragraph_start
+    wanted: list[int] = []
+    per_hit = []
+    for d in ranked:
+        c0 = int(first_column[d])
+        block = pmatrix[:, c0 : c0 + starts[d + 1] - starts[d]]  # (I, j)
+        best, where = block.max(dim=1)  # (I,)
+        top = torch.argsort(best, descending=True, stable=True)[:matches_per_result]
+        pairs = [
+            (int(i), int(index.paragraph_ids[starts[d] + int(where[i])]), float(best[i]))
+            for i in top
+        ]
+        wanted.extend(p for _, p, _ in pairs)
+        per_hit.append(pairs)
+    offsets = paragraph_offsets(engine, wanted)
+    texts = document_texts(engine, [int(index.doc_ids[d]) for d in ranked])
+    for hit, d, pairs in zip(hits, ranked, per_hit, strict=True):
+        text = texts[int(index.doc_ids[d])]
+        for i, pid, score in pairs:
+            s0, s1 = query.paragraphs[i]
+            t0, t1, page = offsets[pid]
+            hit.matches.append(
+                ParagraphMatch(
+                    source_paragraph=i,
+                    source_start=s0,
+                    source_end=s1,
+                    target_paragraph_id=pid,
+                    target_start=t0,
+                    target_end=t1,
+                    score=score,
+                    source_text=query.text[s0:s1],
+                    target_text=text[t0:t1],
+                    target_page=page,
+                    source_page=query.paragraph_pages[i] if query.paragraph_pages else None,
+                )
+            )
+    return hits

@@ -1,0 +1,344 @@
+"""The methods that give each document a score of its own, behind one interface.
+
+A `Scorer` turns a query and the document positions it may score into one score per document
+of the collection `(D,)`. `register` files a scorer class under the methods it implements;
+`scorers_for` builds one of each for a served version. A sharded service builds the sharded
+implementation where one is registered (`on_shards=True`), as FAISS's `IndexShards` is an
+`Index`: callers never know where a method ran. `Searcher.similar` ranks by a scorer, `fused`
+sums scorers, and `docsim evaluate` runs through `Searcher.similar`, so a registered scorer
+works everywhere (`docs/adding-a-method.md`, in the README's developer section).
+
+- `document`: cosine of the document vectors; `document-prf`: the same after dense
+  pseudo-relevance feedback (Rocchio): the query vector moved toward the mean of its top
+  `prf_documents` documents' vectors.
+- `maxsim`, `best-sentence`, `ot`: sentence-set matching without paragraphs
+  (`models.alignment`): the mean best match of the query's sentences, the single best pair,
+  and the optimal-transport alignment of the two sentence sets.
+- `bm25`: Okapi BM25 over the document texts (`search.lexical.bm25`); `bm25-reduced`: the
+  query cut to its highest-IDF terms; `bm25-rm3`: with RM3 pseudo-relevance feedback;
+  `bm25-paragraph`: the mean of a document's best paragraphs' BM25.
+
+The methods built on SDR's paragraph matrix (`sdr`, `sdr-window`, `hybrid`, `fused`) rank in
+`search.sdr_ranker`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
+from docsim.search.arrays import Positions, Scores
+from docsim.search.candidates.centroids import LazyCentroids
+from docsim.search.lexical.postings import Postings
+from docsim.search.lexical.query_terms import reduced_query, rm3_weights
+from docsim.search.ranking import top_k
+from docsim.search.sdr_scorer import SdrScorer
+from docsim.search.served.loaded_index import LoadedIndex
+from docsim.search.served.sentence_scan import SentenceScan
+from docsim.search.settings import SearchSettings
+from docsim.search.shards.coordinator import ShardedSdr
+from docsim.search.shards.shard import query_on_shards
+from docsim.search.types import Method, Query
+
+
+@dataclass
+class QueryScratch:
+    """What the scorers of one query reuse between methods (`fused` runs several)."""
+
+    best_docs: Positions | None = None  # (k,) the documents `best_matches` covers
+    best_matches: torch.Tensor | None = None  # (k, n) each query sentence's best match in each
+    approximate: torch.Tensor | None = None  # (D, n) the same by the compressed level, in each
+    exact: dict[int, torch.Tensor] = field(default_factory=dict)  # document -> (n,) exact ones
+
+
+@dataclass
+class ScoringContext:
+    """What a scorer may read of the served version."""
+
+    index: LoadedIndex
+    settings: SearchSettings
+    tiebreak: Positions  # (D,) the fixed random order that breaks ties
+    postings: Postings  # BM25, built on first use
+    sdr: SdrScorer  # the collection's sentences, and sub-collections of them
+    level_vectors: Callable[[Query, str], torch.Tensor]  # a query's (m, d) vectors at a level
+    shards: ShardedSdr | None = None  # the shard actors, on a sharded service
+    scan: SentenceScan | None = None  # the compressed sentence level, when it is compressed
+    centroids: LazyCentroids | None = None  # candidate mode's cells, fitted on first use
+
+    def top(self, scores: Scores, allowed: Positions, k: int) -> Positions:
+        return top_k(scores, allowed, k, self.tiebreak)
+
+
+class Scorer(ABC):
+    """One method's scores of each document on its own.
+
+    Attributes:
+        widens_pool: in candidate mode, the fusions add this method's top 1,000 documents to
+            SDR's candidates (a lexical method finds documents the vectors miss).
+        given_only: scores only the `docs` it is given, at a cost that grows with them; the
+            fusions give it only the documents SDR scored. The others score every document
+            as cheaply (-inf outside `docs` is the caller's to impose).
+    """
+
+    widens_pool: ClassVar[bool] = False
+    given_only: ClassVar[bool] = False
+
+    def __init__(self, context: ScoringContext, method: Method) -> None:
+        self.context = context
+        self.method = method
+
+    @abstractmethod
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        """`(D,)` the score of each document; the positions `docs` must be scored."""
+
+    def refine(
+        self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
+    ) -> Scores:
+        """`scores` (from `scores`) with the documents `docs` scored exactly, for a method
+        that estimates most documents' scores (the compressed sentence level): the fusions
+        refine their own best documents this way before ranking them. Exact methods return
+        `scores` as they are."""
+        return scores
+
+
+ScorerClass = type[Scorer]
+REGISTRY: dict[Method, ScorerClass] = {}
+ON_SHARDS: dict[Method, ScorerClass] = {}
+
+
+def register(*methods: Method, on_shards: bool = False) -> Callable[[ScorerClass], ScorerClass]:
+    """File the decorated scorer class under `methods` (`on_shards`: as their sharded
+    implementation, used instead of the in-process one on a sharded service).
+
+    Raises:
+        ValueError: a method already has a scorer of that kind.
+    """
+
+    def add(cls: ScorerClass) -> ScorerClass:
+        table = ON_SHARDS if on_shards else REGISTRY
+        for method in methods:
+            if method in table:
+                raise ValueError(f"{method.value!r} already scored by {table[method].__name__}")
+            table[method] = cls
+        return cls
+
+    return add
+
+
+def scorers_for(context: ScoringContext) -> dict[Method, Scorer]:
+    """One scorer of each registered method over `context`: the sharded one where the
+    service is sharded and one is registered."""
+    out = {}
+    for method, cls in REGISTRY.items():
+        if context.shards is not None:
+            cls = ON_SHARDS.get(method, cls)
+        out[method] = cls(context, method)
+    return out
+
+
+@register(Method.document, Method.document_prf)
+class DocumentCosine(Scorer):
+    """Cosine of the document vectors; for `document-prf`, of the query's vector after
+    Rocchio feedback from its top `prf_documents` among `docs`, as RM3 does for BM25:
+    `w q + (1 - w) mean(top)`, renormalised, with `w` = `prf_query_weight`."""
+
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        document = self.context.level_vectors(query, "document")[0]  # (d,)
+        vectors = self.context.index.vectors["document"]  # (D, d)
+        if not isinstance(vectors, torch.Tensor):  # one row a document: never mapped
+            raise ValueError("the document level's vectors are mapped, not in memory")
+        first = (vectors @ document).numpy().astype(np.float64)  # (D,)
+        settings = self.context.settings
+        if self.method is Method.document:
+            return first
+        top = self.context.top(first, docs, settings.prf_documents)
+        if len(top) == 0:
+            return first
+        feedback = vectors[torch.from_numpy(top)].mean(dim=0)  # (d,)
+        weight = settings.prf_query_weight
+        moved = F.normalize(weight * document + (1 - weight) * feedback, dim=0)  # (d,)
+        return (vectors @ moved).numpy().astype(np.float64)
+
+
+@register(Method.bm25, Method.bm25_reduced, Method.bm25_rm3)
+class Bm25(Scorer):
+    """BM25 of the query's text, of its highest-IDF terms, or with RM3 feedback from its top
+    `rm3_documents` among `docs`."""
+
+    widens_pool = True
+
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        bm25, settings = self.context.postings.documents(), self.context.settings
+        if self.method is Method.bm25:
+            return bm25.scores(query.bm25_text)
+        tokens = bm25.tokens(query.bm25_text)  # the query variants weigh its tokens
+        if self.method is Method.bm25_reduced:
+            idf = {t: bm25.idf(t) for t in tokens}
+            return bm25.weighted_scores(reduced_query(tokens, idf, settings.bm25_reduced_keep))
+        first = bm25.token_scores(tokens)
+        top = self.context.top(first, docs, settings.rm3_documents)
+        doc_ids = self.context.index.doc_ids
+        feedback = [bm25.term_counts(int(doc_ids[d])) for d in top]
+        weights = rm3_weights(
+            tokens,
+            feedback,
+            first[top].tolist(),
+            terms=settings.rm3_terms,
+            query_weight=settings.rm3_query_weight,
+        )
+        return bm25.weighted_scores(weights)
+
+
+@register(Method.bm25_paragraph)
+class ParagraphBm25(Scorer):
+    """The mean of each document's `bm25_paragraph_top` best paragraphs' BM25."""
+
+    widens_pool = True
+
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        paragraphs, doc_of = self.context.postings.paragraphs()
+        return top_mean_per_group(
+            paragraphs.scores(query.bm25_text),
+            doc_of,
+            self.context.index.n_documents,
+            self.context.settings.bm25_paragraph_top,
+        )
+
+
+@register(Method.maxsim, Method.best_sentence, Method.ot)
+class SentenceSets(Scorer):
+    """The query's sentences matched with each document's, paragraphs ignored, here."""
+
+    given_only = True
+
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        out = np.full(self.context.index.n_documents, -np.inf)
+        docs = np.sort(docs)
+        if not len(docs):
+            return out
+        scan, rescored = self.context.scan, self.context.settings.rescore_depth(len(docs))
+        if scan is not None and self.method is not Method.ot and len(docs) > rescored:
+            return self._two_passes(query, docs, scan, scratch)
+        sdr = self.context.sdr
+        collection = (
+            sdr.collection if len(docs) == len(out) else sdr.sub_collection(docs)[0]
+        )  # the documents' sentences, ragged
+        if self.method is Method.ot:
+            settings = self.context.settings
+            found = ot_scores(
+                query.sentence_vectors,
+                collection,
+                reg=settings.ot_reg,
+                iterations=settings.ot_iterations,
+            )
+        else:
+            best, best_docs = scratch.best_matches, scratch.best_docs
+            if best is None or best_docs is None or not np.array_equal(best_docs, docs):
+                best = sentence_best(query.sentence_vectors, collection)  # (k, n)
+                scratch.best_docs, scratch.best_matches = docs, best
+            reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
+            found = reduce(best)
+        out[docs] = found.float().numpy()
+        return out
+
+    def _two_passes(
+        self, query: Query, docs: Positions, scan: SentenceScan, scratch: QueryScratch
+    ) -> Scores:
+        """Every document of `docs` scored from the compressed level, then the
+        `rescore_depth` best of them again, exactly, from the stored vectors. A document the
+        first pass ranked below those is taken to rank below them exactly too: its estimate
+        is capped at their lowest exact score, so that the rescored documents come first."""
+        out = np.full(self.context.index.n_documents, -np.inf)
+        if scratch.approximate is None:
+            scratch.approximate = scan.best(query.sentence_vectors)  # (D, n)
+        reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
+        out[docs] = reduce(scratch.approximate[torch.from_numpy(docs)]).numpy()
+        depth = self.context.settings.rescore_depth(len(docs))
+        rescored = np.sort(self.context.top(out, docs, depth))
+        exact_scores = reduce(self._exact_best(query, rescored, scratch)).numpy()
+        out[docs] = np.minimum(out[docs], np.nextafter(exact_scores.min(), -np.inf))
+        out[rescored] = exact_scores
+        return out
+
+    def refine(
+        self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
+    ) -> Scores:
+        if self.context.scan is None or self.method is Method.ot or not len(docs):
+            return scores  # scored exactly already
+        rescored = np.sort(docs)
+        reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
+        out = scores.copy()
+        out[rescored] = reduce(self._exact_best(query, rescored, scratch)).numpy()
+        return out
+
+    def _exact_best(self, query: Query, docs: Positions, scratch: QueryScratch) -> torch.Tensor:
+        """`(len(docs), n)` the exact best matches in `docs` (ascending), from the stored
+        vectors; each document's computed once per query (`scratch.exact`)."""
+        new = np.array([d for d in docs.tolist() if d not in scratch.exact], dtype=np.int64)
+        if len(new):
+            found = sentence_best(query.sentence_vectors, self.context.sdr.sub_collection(new)[0])
+            scratch.exact.update(zip(new.tolist(), found, strict=True))
+        return torch.stack([scratch.exact[d] for d in docs.tolist()])
+
+
+@register(Method.maxsim, Method.best_sentence, Method.ot, on_shards=True)
+class ShardedSentenceSets(SentenceSets):
+    """`SentenceSets` where each shard scores its own documents' sentences."""
+
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        shards = self.context.shards
+        if shards is None:
+            return super().scores(query, docs, scratch)
+        n_documents = self.context.index.n_documents
+        docs = np.sort(docs)
+        if not len(docs):
+            return np.full(n_documents, -np.inf)
+        depth = self.context.settings.rescore_depth(len(docs))  # per compressed shard
+        return self._on_shards(shards, query, docs, rescore=depth)
+
+    def refine(
+        self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
+    ) -> Scores:
+        """`scores` with `docs` scored exactly on the shards, where they compress."""
+        shards = self.context.shards
+        if shards is None:
+            return super().refine(query, docs, scores, scratch)
+        if not shards.compressed or self.method is Method.ot or not len(docs):
+            return scores
+        exact = self._on_shards(shards, query, np.sort(docs), rescore=0)  # all exactly
+        out = scores.copy()
+        out[docs] = exact[docs]
+        return out
+
+    def _on_shards(
+        self, shards: ShardedSdr, query: Query, docs: Positions, *, rescore: int
+    ) -> Scores:
+        """`(D,)` this method's scores of `docs` (ascending) from the shards."""
+        settings = self.context.settings
+        return shards.sentence_scores(
+            query_on_shards(query, docs, self.context.index.n_documents),
+            self.method.value,
+            ot_reg=settings.ot_reg,
+            ot_iterations=settings.ot_iterations,
+            rescore=rescore,
+        )
+
+
+def top_mean_per_group(scores: Scores, group: Positions, n_groups: int, k: int) -> Scores:
+    """`(n_groups,)` the mean of each group's `k` best `scores` `(n,)` (fewer when the group
+    has fewer; 0 for an empty group); `group` `(n,)` gives each score's group."""
+    order = np.lexsort((-scores, group))  # by group, best first
+    ranked_group = group[order]
+    starts = np.searchsorted(ranked_group, np.arange(n_groups))  # (G,)
+    place = np.arange(len(order)) - starts[ranked_group]  # rank within its group
+    keep = place < k
+    sums = np.bincount(ranked_group[keep], scores[order][keep], minlength=n_groups)
+    counts = np.bincount(ranked_group[keep], minlength=n_groups)
+    return np.divide(sums, counts, out=np.zeros(n_groups), where=counts > 0)

@@ -1,0 +1,2 @@
+"""Exact scoring spread over shards: a shard's side (`shard`), the coordinator's (`coordinator`),
+and shards as Ray actors (`actors`); `models.shard_moments` holds the maths."""

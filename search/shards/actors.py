@@ -1,0 +1,310 @@
+"""SDR shards as Ray actors: each loads its range of a version's sentence (and paragraph and
+section) vectors itself, as float16 memory-mapped from the version's files, so that Ray can
+restart a dead one from a small `ShardSpec` (the files' paths and the range's rows, never the
+vectors).
+
+`RayShards.call` is `ShardedSdr`'s way to reach them: one round on every shard at once, and a
+`ShardUnavailableError` (503) when one is dead, restarting or too slow, never a ranking
+without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from docsim.indexer.errors import ShardUnavailableError
+from docsim.models.scoring import RaggedCollection
+from docsim.search.served.sentence_scan import ScanShape
+from docsim.search.shards.shard import SEARCHED_ON_SHARDS, SdrShard, compressed, shard_cuts
+
+if TYPE_CHECKING:  # the actors' process imports no SQL
+    from docsim.search.served.loaded_index import LoadedIndex
+
+logger = logging.getLogger(__name__)
+CALL_TIMEOUT_SECONDS = 120.0
+
+
+class ShardPlacementError(ShardUnavailableError):
+    """The cluster has no room for the shard actors asked for: too few CPUs or GPUs in all,
+    or (`busy`) too few free beside the actors that hold them (the serving version's shards)."""
+
+    def __init__(self, message: str, *, busy: bool) -> None:
+        super().__init__(message)
+        self.busy = busy
+
+
+def missing_resources(free: dict[str, float], need: dict[str, float]) -> dict[str, float]:
+    """How much of each resource in `need` `free` lacks (empty: it fits)."""
+    return {k: v - free.get(k, 0.0) for k, v in need.items() if free.get(k, 0.0) + 1e-9 < v}
+
+
+@dataclass(frozen=True)
+class LevelRows:
+    """How a shard loads its rows of one level from the version's float16 `.npy` file.
+
+    Attributes:
+        vectors_file: the level's vectors (rows by ascending id).
+        file_rows: `(2,)` a contiguous run `[start, stop)` of the file's rows, or `(R_s,)`
+            each row's place in the file, -1 for rows added after the build.
+        added: `(A, d)` float16 vectors of the added rows, in order.
+        first_row: the global row (collection order) of its first row.
+    """
+
+    vectors_file: str
+    file_rows: np.ndarray
+    added: np.ndarray
+    first_row: int = 0
+
+    def load(self, device: str = "cpu") -> torch.Tensor:
+        """`(R_s, d)` float16: on the CPU a contiguous run of the file stays memory-mapped,
+        on a GPU the rows are copied there."""
+        mapped = np.load(self.vectors_file, mmap_mode="r")  # (N, d) float16
+        if self.file_rows.shape == (2,) and not len(self.added):
+            start, stop = (int(x) for x in self.file_rows)
+            with warnings.catch_warnings():  # a read-only map: torch never writes to it here
+                warnings.simplefilter("ignore", UserWarning)
+                rows = torch.from_numpy(mapped[start:stop])
+        else:
+            gathered = np.empty((len(self.file_rows), mapped.shape[1]), dtype=np.float16)
+            kept = self.file_rows >= 0
+            gathered[kept] = mapped[self.file_rows[kept]]
+            gathered[~kept] = self.added
+            rows = torch.from_numpy(gathered)
+        return rows if device == "cpu" else rows.to(device)  # products cast per block
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """How a shard loads documents `[first, first + D_s)` of a version.
+
+    Attributes:
+        levels: its rows of the sentence level and of the other levels searched on shards.
+        paragraph_lengths, document_lengths: the range's structure.
+        tiebreak: `(D_s,)` its slice of the collection's fixed random tie order.
+        scan: how a CPU shard compresses its sentences for the sentence-set methods' first
+            pass (None, or on a GPU: it scores them all exactly).
+    """
+
+    levels: dict[str, LevelRows]
+    paragraph_lengths: np.ndarray
+    document_lengths: np.ndarray
+    first: int
+    tiebreak: np.ndarray
+    scan: ScanShape | None = None
+
+
+def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
+    """The shard `spec` describes, its rows on `device` ("cpu" or "cuda")."""
+    held = {level: rows.load(device) for level, rows in spec.levels.items()}
+    collection = RaggedCollection(
+        sentences=held.pop("sentence"),
+        paragraph_lengths=torch.from_numpy(spec.paragraph_lengths),
+        document_lengths=torch.from_numpy(spec.document_lengths),
+    )
+    units = {level: (rows, spec.levels[level].first_row) for level, rows in held.items()}
+    scan = compressed(collection, spec.scan if device == "cpu" else None)
+    return SdrShard(
+        collection, spec.first, spec.tiebreak, spec.levels["sentence"].first_row, units, scan
+    )
+
+
+def level_rows(index: LoadedIndex, level: str, r0: int, r1: int) -> LevelRows:
+    """Where global rows `[r0, r1)` of `level` are: a run of the version's file, or the
+    place of each (kept rows) and the vectors of rows added since the build."""
+    info = index.manifest["levels"][level]
+    file_ids = np.load(Path(index.path) / info["ids_file"], mmap_mode="r")
+    ids = index.ids[level][r0:r1]  # collection order is ascending id
+    place = np.searchsorted(file_ids, ids)
+    found = (place < len(file_ids)) & (file_ids[np.minimum(place, len(file_ids) - 1)] == ids)
+    rows = np.where(found, place, -1).astype(np.int64)
+    contiguous = len(rows) and found.all() and rows[-1] - rows[0] == len(rows) - 1
+    added = index.vectors[level][torch.from_numpy(np.flatnonzero(~found) + r0)]  # (A, d)
+    return LevelRows(
+        vectors_file=str(Path(index.path) / info["vectors_file"]),
+        file_rows=np.array([rows[0], rows[-1] + 1]) if contiguous else rows,
+        added=added.numpy().astype(np.float16),
+        first_row=r0,
+    )
+
+
+def shard_specs(
+    index: LoadedIndex, tiebreak: np.ndarray, n: int, scan: ScanShape | None = None
+) -> list[ShardSpec]:
+    """`n` shards of a loaded version, by about equal sentence counts, compressing their
+    sentences as `scan` says (None: not compressed)."""
+    lengths = index.collection
+    specs = []
+    for cut in shard_cuts(index, n):
+        p0, p1 = cut.rows["paragraph"]
+        specs.append(
+            ShardSpec(
+                levels={
+                    level: level_rows(index, level, *cut.rows[level])
+                    for level in SEARCHED_ON_SHARDS
+                },
+                paragraph_lengths=lengths.paragraph_lengths[p0:p1].numpy().copy(),
+                document_lengths=lengths.document_lengths[cut.first : cut.stop].numpy().copy(),
+                first=cut.first,
+                tiebreak=np.asarray(tiebreak[cut.first : cut.stop]).copy(),
+                scan=scan,
+            )
+        )
+    return specs
+
+
+class ShardActor:
+    """The actor's body: one shard, loaded from its spec (again, when Ray restarts it)."""
+
+    def __init__(self, spec: ShardSpec) -> None:
+        import ray
+
+        # a GPU Ray gave this actor (num_gpus > 0): Ray sets CUDA_VISIBLE_DEVICES to it
+        device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
+        self.shard = load_shard(spec, device)
+        self.incarnation = uuid.uuid4().hex  # a new one each time Ray restarts it
+        logger.info(
+            "Shard of documents %d-%d loaded on %s (%d sentences)",
+            spec.first,
+            spec.first + self.shard.n_documents,
+            device,
+            self.shard.collection.sentences.shape[0],
+        )
+
+    def moments(self, query: Any) -> Any:
+        return self.shard.moments(query)
+
+    def top(self, key: str, stats: Any, k: int | None) -> Any:
+        return self.shard.top(key, stats, k)
+
+    def sentence_scores(self, query: Any, method: str, *options: Any) -> Any:
+        return self.shard.sentence_scores(query, method, *options)
+
+    def nearest(self, level: str, vectors: Any, k: int, within: Any = None) -> Any:
+        return self.shard.nearest(level, vectors, k, within)
+
+    def ping(self) -> str:
+        return self.incarnation
+
+    def device(self) -> str:
+        """Where its sentences are: "cpu", or "cuda:N" as this actor sees the GPU Ray gave it."""
+        return str(self.shard.device)
+
+    def memory(self) -> dict[str, int]:
+        """This process's resident and unique (not shared with the page cache) bytes, and on
+        a GPU the bytes torch holds there."""
+        import psutil
+
+        info = psutil.Process().memory_full_info()
+        out = {"rss": int(info.rss), "uss": int(info.uss)}
+        if self.shard.device.type == "cuda":
+            out["gpu_allocated"] = int(torch.cuda.memory_allocated(self.shard.device))
+        return out
+
+
+class RayShards:
+    """Shard actors on Ray (a local Ray, or the cluster at `address`), restarted by Ray when
+    they die; `call` is `ShardedSdr`'s."""
+
+    def __init__(
+        self,
+        specs: Sequence[ShardSpec],
+        *,
+        num_cpus: float = 1.0,
+        num_gpus: float = 0.0,
+        timeout: float = CALL_TIMEOUT_SECONDS,
+        wait_for_room: float = 0.0,
+    ) -> None:
+        """Start one actor per spec once the cluster has room for all of them (waiting up to
+        `wait_for_room` seconds for resources being freed), and wait until each has loaded.
+
+        Raises:
+            ShardPlacementError: no room (the actors are not started).
+            ShardUnavailableError: they did not all load within `timeout` (they are killed).
+        """
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        need = {"CPU": len(specs) * num_cpus} | ({"GPU": len(specs) * num_gpus} if num_gpus else {})
+        # the ignores: Ray leaves its resource queries untyped
+        short = missing_resources(ray.cluster_resources(), need)  # type: ignore[no-untyped-call]
+        if short:
+            raise ShardPlacementError(
+                f"the Ray cluster cannot hold {len(specs)} shard actors of {num_cpus:g} CPUs "
+                f"and {num_gpus:g} GPUs: it lacks {short}",
+                busy=False,
+            )
+        deadline = time.monotonic() + wait_for_room
+        while short := missing_resources(ray.available_resources(), need):  # type: ignore[no-untyped-call]
+            if time.monotonic() >= deadline:
+                raise ShardPlacementError(
+                    f"no room for {len(specs)} shard actors of {num_cpus:g} CPUs and "
+                    f"{num_gpus:g} GPUs beside those running: {short} short",
+                    busy=True,
+                )
+            time.sleep(0.1)
+        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=-1)(ShardActor)
+        self.actors = [remote.remote(spec) for spec in specs]
+        self.timeout = timeout
+        try:
+            ray.get(self._pings(), timeout=timeout)  # loaded, ready
+        except (RayActorError, GetTimeoutError) as error:
+            self.close()
+            raise ShardUnavailableError(
+                f"the shard actors did not load within {timeout:g} s ({type(error).__name__})"
+            ) from error
+
+    def _pings(self) -> list[Any]:
+        """A ping of every actor, one object ref each (the ignore: Ray's stubs type the
+        `.remote` of a `ray.method`-decorated method only)."""
+        return [a.ping.remote() for a in self.actors]  # type: ignore[attr-defined]
+
+    def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args, strict=True)]
+        try:
+            return ray.get(refs, timeout=self.timeout)
+        except (RayActorError, GetTimeoutError) as error:
+            for ref in refs:
+                ray.cancel(ref, force=False)
+            raise ShardUnavailableError(
+                f"a shard could not answer ({type(error).__name__}); it is restarting: retry"
+            ) from error
+
+    def check(self, timeout: float = 5.0) -> None:
+        """Every shard answers a ping within `timeout` seconds (readiness).
+
+        Raises:
+            ShardUnavailableError: one did not.
+        """
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            ray.get(self._pings(), timeout=timeout)
+        except (RayActorError, GetTimeoutError) as error:
+            raise ShardUnavailableError(
+                f"a shard does not answer ({type(error).__name__}); it is restarting: retry"
+            ) from error
+
+    def close(self) -> None:
+        import ray
+
+        if not ray.is_initialized():  # Ray was shut down: its actors are gone with it
+            return
+        for actor in self.actors:
+            try:  # the ignore: Ray types a started actor as its handle or its class
+                ray.kill(actor, no_restart=True)  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001 - already gone, or Ray is shutting down
+                logger.debug("A shard actor could not be killed", exc_info=True)

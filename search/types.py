@@ -1,0 +1,166 @@
+"""What a search takes and returns: methods, options, the query document, hits and results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # only annotations: the command line reads the enums without torch
+    import torch
+
+    from docsim.indexer.text.documents import Document
+    from docsim.models.scoring import RowStats
+    from docsim.search.filters import Filter
+
+
+class Method(str, Enum):
+    """How documents are ranked (`search.searcher` describes each)."""
+
+    sdr = "sdr"
+    sdr_window = "sdr-window"
+    document = "document"
+    document_prf = "document-prf"
+    maxsim = "maxsim"
+    best_sentence = "best-sentence"
+    ot = "ot"
+    bm25 = "bm25"
+    bm25_reduced = "bm25-reduced"
+    bm25_rm3 = "bm25-rm3"
+    bm25_paragraph = "bm25-paragraph"
+    hybrid = "hybrid"
+    fused = "fused"
+
+
+FUSIONS = frozenset({Method.hybrid, Method.fused})  # methods that combine others
+WHOLE_DOCUMENT_ONLY = frozenset(Method) - {Method.sdr, Method.document}
+
+
+class Granularity(str, Enum):
+    document = "document"
+    section = "section"
+    paragraph = "paragraph"
+    sentence = "sentence"
+
+
+class ScoringMode(str, Enum):
+    """Which documents SDR scores: every allowed one (`exhaustive`), the candidates retrieved
+    through the FAISS indices (`candidate`), or one of the two by collection size (`auto`)."""
+
+    auto = "auto"
+    exhaustive = "exhaustive"
+    candidate = "candidate"
+
+
+class Population(str, Enum):
+    """The documents SDR's z-score statistics come from: every other document of the
+    collection, the posted candidates (`pool`), or candidate mode's fixed random `sample`."""
+
+    collection = "collection"
+    pool = "pool"
+    sample = "sample"
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    top_k: int = 10
+    granularity: Granularity = Granularity.document
+    method: Method | None = None  # None: the default (`SearchSettings.default_method`)
+    normalize: bool = True
+    mode: ScoringMode = ScoringMode.auto
+    candidates: Sequence[str] | None = None
+    matches_per_result: int = 3
+    filter: Filter | None = None  # over document metadata (`search.filters`)
+    group_by: Literal["document"] | None = None  # units: top_k documents, group_size each
+    group_size: int = 1
+
+
+@dataclass
+class Query:
+    """A query document's text, split structure and vectors."""
+
+    text: str
+    paragraphs: list[tuple[int, int]]  # (start, end) of each paragraph in `text`
+    sentence_vectors: torch.Tensor  # (n, d)
+    paragraph_lengths: torch.Tensor  # (I,)
+    level_vectors: dict[str, torch.Tensor]  # level -> (m, d), filled on demand for posted documents
+    level_spans: dict[str, list[tuple[int, int]]]
+    source_index: int | None = None  # position in the collection when the query is indexed
+    bm25_text: str = ""
+    document: Document | None = None  # the split posted document, until its levels are encoded
+    title: str = ""
+    section_titles: list[str] = field(default_factory=list)
+    paragraph_pages: list[int | None] = field(default_factory=list)  # PDF pages; [] if unpaged
+
+    @property
+    def sentence_paragraph(self) -> torch.Tensor:
+        """`(n,)` the paragraph of each sentence."""
+        import torch
+
+        return torch.repeat_interleave(
+            torch.arange(len(self.paragraph_lengths)), self.paragraph_lengths
+        )
+
+
+@dataclass(frozen=True)
+class ParagraphStats:
+    """The z-score statistics of a query's paragraphs, and the population they came from.
+
+    Attributes:
+        stats: per source paragraph mean and std of P.
+        population: `collection` (every other document), `pool` (the posted candidates) or
+            `sample` (candidate mode's fixed random sample of the collection).
+        documents: how many documents the population holds.
+    """
+
+    stats: RowStats
+    population: Population
+    documents: int
+
+
+@dataclass
+class ParagraphMatch:
+    source_paragraph: int
+    source_start: int
+    source_end: int
+    target_paragraph_id: int
+    target_start: int
+    target_end: int
+    score: float
+    source_text: str = ""
+    target_text: str = ""
+    target_page: int | None = None  # the page of a paged (PDF) document's paragraph
+    source_page: int | None = None  # the same of the query's paragraph
+
+
+@dataclass
+class DocumentHit:
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    matches: list[ParagraphMatch] = field(default_factory=list)
+
+
+@dataclass
+class UnitHit:
+    unit_id: int
+    level: str
+    document_id: str
+    title: str
+    score: float
+    rank: int
+    start: int
+    end: int
+    text: str
+    section_title: str | None = None
+
+
+@dataclass
+class SearchResult:
+    results: list[DocumentHit] | list[UnitHit]
+    mode: ScoringMode  # exhaustive or candidate
+    scored_documents: int
+    stats: ParagraphStats | None = None  # what SDR normalised with, when it did
+    method: Method | None = None  # the method that ranked (the default, when none was asked)

@@ -1,0 +1,111 @@
+"""`open_searcher`: the versions a reindex swaps between, built with the same encoder, are
+served with one loaded copy of it (`load_shared_encoder`, tested in tests/models); a version
+built on an int8 export is served on it without the torch model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from docsim.indexer.settings import DatabaseSettings
+from docsim.indexer.store.db import make_engine
+from docsim.search.serving import open_searcher
+from docsim.search.settings import QuerySettings
+from tests.utils.indexes import publish
+
+
+def published(
+    tmp_path: Path,
+    sample_corpus: Path,
+    encoder_dir: Path,
+    postgres,  # noqa: ANN001
+    documents: int,
+) -> tuple[Path, QuerySettings]:
+    """The first `documents` of the sample corpus copied and published (int8, the default
+    backend) on the run's database: the corpus folder and the settings."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in sorted(sample_corpus.glob("*.md"))[:documents]:
+        shutil.copy(path, corpus / path.name)
+    database = DatabaseSettings(url=postgres.database() if postgres is not None else None)
+    settings = QuerySettings(data_dir=tmp_path / "data", db=database)
+    publish(corpus, settings, encoder_dir)
+    return corpus, settings
+
+
+def test_versions_of_one_encoder_share_it(
+    tmp_path: Path,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    _postgres,  # noqa: ANN001
+) -> None:
+    corpus, settings = published(tmp_path, sample_corpus, tiny_encoder_dir, _postgres, 6)
+    engine = make_engine(settings.database_url)
+    try:
+        first = open_searcher(settings, engine)
+        publish(corpus, settings, tiny_encoder_dir)  # a reindex: version 2, the cached export
+        second = open_searcher(settings, engine)
+        assert second.index.version_id == first.index.version_id + 1
+        assert second.encoder is first.encoder
+    finally:
+        engine.dispose()
+
+
+SERVE_ONE_QUERY = """
+import sys
+from docsim.search.settings import QuerySettings
+from docsim.search.serving import open_searcher
+from docsim.indexer.store.db import make_engine
+settings = QuerySettings()
+searcher = open_searcher(settings, make_engine(settings.database_url))
+vectors = searcher.encoder.encode(["A lighthouse keeper climbs the tower at dusk."])
+print(searcher.encoder.backend_record["name"], tuple(vectors.shape),
+      searcher.encoder._model is None, "transformers.modeling_utils" in sys.modules)
+"""
+
+
+def test_a_version_on_its_int8_export_is_served_without_the_torch_model(
+    tmp_path: Path,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    _postgres,  # noqa: ANN001
+) -> None:
+    """Serving an int8 version reads the tokenizer and the export: transformers' model classes
+    (seconds to import) are never imported and the weights are not held twice. In a fresh
+    interpreter: this one imported them long ago."""
+    _, settings = published(tmp_path, sample_corpus, tiny_encoder_dir, _postgres, 4)
+    env = {**os.environ, "DOCSIM_DATA_DIR": str(settings.data_dir)}
+    env["DOCSIM_DB__URL"] = settings.database_url
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_ONE_QUERY], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["openvino-int8", "(1,", "32)", "True", "False"]
+
+
+def test_the_sentence_store_is_compressed_where_its_scores_run() -> None:
+    """`auto` compresses the sentences on a CPU service and on CPU shards, where the scores
+    run; a sharded coordinator scores no sentences and holds them mapped; `float32` keeps
+    the shards exact, `compressed` compresses even GPU shards."""
+    from docsim.indexer.settings import ShardSettings
+    from docsim.search.served.sentence_scan import ScanShape
+    from docsim.search.serving import sentences_compressed, shards_scan
+    from docsim.search.settings import SearchSettings
+
+    def settings(store: str, gpus: float = 0.0) -> QuerySettings:
+        search = SearchSettings(sentence_store=store)
+        return QuerySettings(search=search, shards=ShardSettings(gpus=gpus))
+
+    assert sentences_compressed(settings("auto"), sharded=False)
+    assert not sentences_compressed(settings("float32"), sharded=False)
+    for store in ("auto", "compressed", "float32"):
+        assert not sentences_compressed(settings(store), sharded=True)
+    search = SearchSettings()
+    shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+    assert shards_scan(settings("auto")) == shape
+    assert shards_scan(settings("auto", gpus=1)) is None
+    assert shards_scan(settings("compressed", gpus=1)) == shape
+    assert shards_scan(settings("float32")) is None
