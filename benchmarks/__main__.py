@@ -14,7 +14,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-HELPERS = {"served", "__main__"}  # modules the benchmarks share, not benchmarks themselves
+HELPERS = {
+    "served",
+    "record",
+    "__main__",
+}  # modules the benchmarks share, not benchmarks themselves
 
 
 def benchmarks() -> dict[str, str]:

@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+from record import save
 from served import docsim_server  # benchmarks/served.py: scripts run as `python benchmarks/X.py`
 
 logger = logging.getLogger("benchmarks.abuse")
@@ -222,7 +223,7 @@ def main() -> None:
         "server_errors": server_errors,
     }
     print(json.dumps(report, indent=1))
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    save(args.out, report)
 
 
 if __name__ == "__main__":

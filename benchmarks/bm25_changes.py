@@ -21,6 +21,7 @@ from pathlib import Path
 
 import bm25s
 import numpy as np
+from record import save
 
 from docsim.search.lexical.bm25 import Bm25Index, tokenize
 
@@ -110,7 +111,7 @@ def main() -> None:
     }
     print(json.dumps(figures, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(figures, indent=2))
+    save(args.out, figures)
     logger.info("Saved %s", args.out)
 
 

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 import psutil
+from record import save
 
 logger = logging.getLogger("benchmarks.build_memory")
 
@@ -189,7 +190,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save(args.out, result)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from record import save
 
 from docsim.indexer.store.db import make_engine
+from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Method, ScoringMode, SearchOptions
+from docsim.search.types import SearchOptions
 
 logger = logging.getLogger("benchmarks.candidate_cost")
 
@@ -128,7 +130,7 @@ def main() -> None:
         logger.info("%s: %s", method.value, json.dumps(summary))
     print(json.dumps({m: r["summary"] for m, r in result["methods"].items()}, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

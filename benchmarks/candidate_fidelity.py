@@ -30,6 +30,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from record import save
+
 from docsim.search.evaluation.metrics import paired_tests
 from docsim.search.evaluation.report import run_file
 
@@ -141,7 +143,7 @@ def main() -> None:
             logger.info("%s: %s", method, json.dumps(row))
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

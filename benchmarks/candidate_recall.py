@@ -24,15 +24,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.alignment import maxsim_scores
+from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.candidates.centroids import searched
 from docsim.search.candidates.neighbours import retrieve_candidates
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Method, Query, ScoringMode, SearchOptions
+from docsim.search.types import Query, SearchOptions
 
 logger = logging.getLogger("benchmarks.candidate_recall")
 
@@ -125,7 +127,7 @@ def main() -> None:
         }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+from record import save
 
 from docsim.indexer.builder.split_workers import default_workers, split_all
 from docsim.indexer.text.chunking import add_chunks
@@ -148,7 +149,7 @@ def main() -> None:
             "chunks": bare_forward(encoder, chunks),
         }
         logger.info("bare passes: %s", result["bare_forward_bf16"][str(batch_tokens)])
-        save(result, args.out)
+        save(args.out, result)  # after every step: a run stopped early keeps what it measured
         del encoder, chunked, inputs
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -168,7 +169,7 @@ def main() -> None:
                 )
             result["builds"].append(row)
             logger.info("build: %s", row)
-            save(result, args.out)
+            save(args.out, result)
     print(json.dumps(result, indent=2))
 
 
@@ -184,12 +185,6 @@ def split_corpus(corpus: Path, result: dict) -> list:
         "%d documents read and split in %.1f s", len(docs), result["read_and_split_seconds"]
     )
     return docs
-
-
-def save(result: dict, out: Path) -> None:
-    """Written after every step, so that a run stopped early keeps what it measured."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

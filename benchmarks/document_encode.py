@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from record import save
 
 from docsim.indexer.builder.backend import calibration_texts
 from docsim.indexer.settings import Settings
@@ -181,7 +182,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
     logger.info("saved %s", args.out)
 
 

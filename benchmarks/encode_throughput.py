@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from record import save
 
 from docsim.indexer.settings import Settings
 from docsim.indexer.text.chunking import add_chunks
@@ -287,7 +288,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
     logger.info("saved %s", args.out)
 
 

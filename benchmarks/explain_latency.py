@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
+from record import save
 from tqdm import tqdm
 
 from docsim.app.core.settings import ServiceSettings
@@ -148,7 +149,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

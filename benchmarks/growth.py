@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import torch
+from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
@@ -296,7 +297,7 @@ def main() -> None:
             logger.info("factor %d: %s", factor, json.dumps(row))
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import logging
 from pathlib import Path
 
 import psutil
+from record import figures, save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
@@ -113,8 +114,8 @@ def main() -> None:
         {k: v["one_copy"] for k, v in levels.items()},
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    runs = json.loads(args.out.read_text()) if args.out.exists() else []
-    args.out.write_text(json.dumps([*runs, result], indent=2) + "\n")
+    runs = figures(args.out) if args.out.exists() else []
+    save(args.out, [*runs, result])
     print(json.dumps(result, indent=2))
     del index
     engine.dispose()

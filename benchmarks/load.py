@@ -36,6 +36,7 @@ import httpx
 import numpy as np
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
+from record import figures, save
 from served import docsim_server  # benchmarks/served.py: scripts run as `python benchmarks/X.py`
 
 logger = logging.getLogger("benchmarks.load")
@@ -262,8 +263,8 @@ def main() -> None:
         (result["server_rss_start_bytes"] or 0) / 2**20,
         (result["server_rss_end_bytes"] or 0) / 2**20,
     )
-    runs = json.loads(args.out.read_text()) if args.out.exists() else []
-    args.out.write_text(json.dumps([*runs, result], indent=2) + "\n")
+    runs = figures(args.out) if args.out.exists() else []
+    save(args.out, [*runs, result])
     print(json.dumps(result, indent=2))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from record import save
 
 from docsim.search.served.mapped_rows import MappedRows
 
@@ -93,7 +94,7 @@ def main() -> None:
     report["pread_p50_ratio"] = report["pread"]["p50_ms"] / report["map"]["p50_ms"]
     print(json.dumps(report, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    save(args.out, report)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from record import save
 
 from docsim.indexer.store.db import make_engine
+from docsim.protocol.choices import Granularity, Method
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
-from docsim.search.types import Granularity, Method, SearchOptions, UnitHit
+from docsim.search.types import SearchOptions, UnitHit
 
 
 def main() -> None:
@@ -55,7 +57,7 @@ def main() -> None:
     result["identical_top10_share"] = float(np.mean(same))
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save(args.out, result)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import ir_measures
 import numpy as np
 import ranking_cv as cv  # this folder is on the path when the script runs
 from fastapi.testclient import TestClient
+from record import save
 from sqlalchemy import Engine, select, update
 
 from docsim.app.core.settings import ServiceSettings
@@ -212,7 +213,7 @@ def main() -> None:
         singles = scored_levers(real_runs, real, ("bm25", "document"))
         report["sets"][name] = tune_and_check(name, per_set, configs, components, shipped, singles)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
+    save(args.out, report)
     logger.info("Saved %s", args.out)
 
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from fastapi.testclient import TestClient
 from growth import AILA_QUERIES, query_texts  # benchmarks/growth.py (run as scripts)
+from record import save
 
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
@@ -258,7 +259,7 @@ def main() -> None:
         }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

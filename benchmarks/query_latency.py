@@ -36,17 +36,19 @@ from pathlib import Path
 import numpy as np
 import torch
 from fastapi.testclient import TestClient
+from record import save
 
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.store.vector_index import FaissIndex, choose_factory
 from docsim.models.pooling import segment_mean
 from docsim.models.scoring import RaggedCollection, sdr_scores
+from docsim.protocol.choices import ScoringMode
 from docsim.search.filters import parse_filter
 from docsim.search.searcher import Searcher
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import SearchSettings
-from docsim.search.types import Query, ScoringMode, SearchOptions
+from docsim.search.types import Query, SearchOptions
 
 logger = logging.getLogger("benchmarks.query_latency")
 AILA_QUERIES = (
@@ -382,7 +384,7 @@ def main() -> None:
         result["synthetic_scale"] = synthetic_scale(args.scale_sentences, 384)
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
     if args.rankings is not None:
         args.rankings.write_text(json.dumps(rankings))
 

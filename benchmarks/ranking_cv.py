@@ -45,6 +45,7 @@ from pathlib import Path
 
 import ir_measures
 import numpy as np
+from record import save
 
 from docsim.indexer.choices import DEFAULT_COLLECTION
 from docsim.indexer.cli.common import in_collection
@@ -547,7 +548,7 @@ def main() -> None:
         configs, components, value, objective, baseline, lever_queries, per_set
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
+    save(args.out, report)
     logger.info("Saved %s", args.out)
 
 

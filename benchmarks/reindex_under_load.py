@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from record import save
 from served import docsim_server  # benchmarks/served.py: scripts run as `python benchmarks/X.py`
 
 logger = logging.getLogger("benchmarks.reindex_under_load")
@@ -181,7 +182,7 @@ def main() -> None:
         result["latency"]["during"]["p50_ms"] / result["latency"]["before"]["p50_ms"], 2
     )
     print(json.dumps({k: v for k, v in result.items() if k != "progress_polls"}, indent=2))
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

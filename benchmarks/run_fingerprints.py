@@ -6,6 +6,8 @@ and each run's SHA-256 is recorded; `--against` compares with an earlier record.
         --queries Q --qrels R [--pools P] [--query-field F] --out before.json
     ... the change ...
     python benchmarks/run_fingerprints.py ... --out after.json --against before.json
+    python benchmarks/run_fingerprints.py ... --out after.json \\
+        --against benchmarks/results/run_fingerprints.json --against-set aila
 
 Exits 1 when a method's run differs from the record it is compared against.
 """
@@ -20,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from record import figures, save
 
 logger = logging.getLogger("benchmarks.run_fingerprints")
 METHODS = [
@@ -65,16 +69,20 @@ def main() -> None:
     parser.add_argument("--query-field", default="text")
     parser.add_argument("--method", action="append", help="default: every method")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--against", type=Path, default=None)
+    parser.add_argument("--against", type=Path, default=None, help="a record to compare with")
+    parser.add_argument(
+        "--against-set", default=None, help="the set of `--against` to compare with (aila, ...)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     found = fingerprints(args, args.method or METHODS)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(found, indent=1) + "\n")
+    save(args.out, found)
     if args.against is None:
         print(json.dumps(found, indent=1))
         return
-    before = json.loads(args.against.read_text())
+    before = figures(args.against)
+    if args.against_set is not None:
+        before = before[args.against_set]
     changed = sorted(m for m in found if before.get(m) != found[m])
     for method in found:
         print(f"{method:15} {'CHANGED' if method in changed else 'identical'}")

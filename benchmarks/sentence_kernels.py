@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
@@ -277,7 +278,7 @@ def main() -> None:
     )
     print(json.dumps(report, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save(args.out, report)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from record import save
+
 logger = logging.getLogger("benchmarks.served_growth")
 QUERY_SETS = ("default_method", "default_by_id", "maxsim", "sdr_exhaustive")
 
@@ -127,11 +129,11 @@ def main() -> None:
                 }
             result["factors"][str(factor)] = figures
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(result, indent=2))  # each factor as it ends
+            save(args.out, result)  # each factor as it ends
     result["table"] = table(result)
     print(result["table"])
     print(json.dumps({k: v for k, v in result.items() if k != "table"}, indent=2))
-    args.out.write_text(json.dumps(result, indent=2))
+    save(args.out, result)
 
 
 if __name__ == "__main__":

@@ -26,16 +26,18 @@ from pathlib import Path
 
 import numpy as np
 from growth import AILA_QUERIES, query_texts  # benchmarks/growth.py: run as a script
+from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
+from docsim.protocol.choices import Method
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.shard import in_process, shards_of
-from docsim.search.types import Method, Query, SearchOptions
+from docsim.search.types import Query, SearchOptions
 
 logger = logging.getLogger("benchmarks.sharded_fidelity")
 
@@ -105,7 +107,7 @@ def main() -> None:
         result["methods"][name] = rows
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save(args.out, result)
 
 
 if __name__ == "__main__":

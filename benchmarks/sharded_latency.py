@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import torch
+from record import save
 
 from docsim.search.shards.actors import LevelRows, RayShards, ShardSpec
 from docsim.search.shards.coordinator import ShardedSdr
@@ -278,7 +279,7 @@ def main() -> None:
     )
     logger.info("bare product: p50 %.0f ms", results["bare_product"]["p50_ms"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, results)
     print(json.dumps({k: v for k, v in results.items() if k != "sharded"}, indent=2))
 
 

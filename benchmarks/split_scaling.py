@@ -13,7 +13,6 @@ the growth exponent of time against size (1.0 is linear), fitted over the sizes.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import random
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from record import save
 
 from docsim.indexer.text.readers.text import text_document
 from docsim.indexer.text.sentences import SEGMENT_CHARS, load_splitter
@@ -129,7 +129,7 @@ def main() -> None:
             "slowest_segment_seconds": round(segment, 4),
         }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"segment_chars": SEGMENT_CHARS, "kinds": report}, indent=1))
+    save(args.out, {"segment_chars": SEGMENT_CHARS, "kinds": report})
     logger.info("wrote %s", args.out)
 
 

@@ -24,13 +24,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from record import save
+
 from docsim.indexer.store.db import make_engine, upgrade
 from docsim.indexer.text.corpus import json_document, read_corpus
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
+from docsim.protocol.choices import Method
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Method, SearchOptions
+from docsim.search.types import SearchOptions
 
 logger = logging.getLogger("benchmarks.unpunctuated")
 METHODS = (Method.maxsim, Method.sdr, Method.document)
@@ -97,7 +100,7 @@ def main() -> None:
         rows.append(row)
     report = {"documents": args.documents, "queries": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    save(args.out, report)
     print(json.dumps(report, indent=1))
 
 

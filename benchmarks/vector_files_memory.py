@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from record import save
 
 logger = logging.getLogger("benchmarks.vector_files_memory")
 DIM = 384
@@ -120,7 +121,7 @@ def main() -> None:
         result["sentence_index_files_identical"] = same
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save(args.out, result)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """docsim's Python client: `Client` and `AsyncClient` for a running service (`docsim.client`),
 and `docsim.local.open_local` for the service in this process over a data directory.
 
-The server's own packages are its subpackages (`docsim.app`, `docsim.indexer`, `docsim.models`,
-`docsim.migrations`: the repository's folders, linked here), loaded only when used;
-`docsim.indexer.api` is the indexer's library surface. The client's names load on first use
-too (PEP 562), so that the server's processes, which import `docsim.app` and the rest, do not
-import httpx's client for nothing.
+The server's own packages are its subpackages (`docsim.app`, `docsim.search`, `docsim.indexer`,
+`docsim.models`, `docsim.migrations`: the repository's folders, linked here), loaded only when
+used; `docsim.search.api` and `docsim.indexer.api` are their library surfaces.
+`docsim.protocol` holds the wire's shapes, which the service and the client share. The
+client's names load on first use too (PEP 562), so that the server's processes, which import
+`docsim.app` and the rest, do not import httpx's client for nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
         Explanation,
         Hit,
         Job,
+        JobAccepted,
         JobFailedError,
         Results,
         StoredDocument,
@@ -38,6 +40,7 @@ __all__ = [
     "Explanation",
     "Hit",
     "Job",
+    "JobAccepted",
     "JobFailedError",
     "Results",
     "StoredDocument",

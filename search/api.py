@@ -16,6 +16,7 @@ Plain imports, each from the module that defines the name (`tests/test_layers.py
 
 from __future__ import annotations
 
+from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
 from docsim.search.explanations import Explanation, Side, explain_pair
 from docsim.search.filters import Filter, FilterColumns, parse_filter
 from docsim.search.searcher import Searcher
@@ -23,12 +24,8 @@ from docsim.search.serving import open_searcher, serve_on_shards
 from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.types import (
     DocumentHit,
-    Granularity,
-    Method,
     ParagraphStats,
-    Population,
     Query,
-    ScoringMode,
     SearchOptions,
     SearchResult,
     UnitHit,

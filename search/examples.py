@@ -16,6 +16,7 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.errors import DocumentNotFoundError, QueryError
+from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
 from docsim.search.arrays import Positions, Scores
 from docsim.search.filters import Filter
 from docsim.search.matches import document_hits
@@ -24,12 +25,8 @@ from docsim.search.sdr_ranker import SDR_RANKED, RankedScores, SdrRanker
 from docsim.search.settings import SearchSettings
 from docsim.search.types import (
     WHOLE_DOCUMENT_ONLY,
-    Granularity,
-    Method,
     ParagraphStats,
-    Population,
     Query,
-    ScoringMode,
     SearchOptions,
     SearchResult,
 )

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
+from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
 from docsim.search.candidates.centroids import LazyCentroids
 from docsim.search.lexical.postings import Postings
@@ -45,7 +46,7 @@ from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.settings import SearchSettings
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.shard import query_on_shards
-from docsim.search.types import Method, Query
+from docsim.search.types import Query
 
 
 @dataclass

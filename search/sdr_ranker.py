@@ -21,6 +21,7 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.errors import QueryError
+from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.arrays import Positions, Scores
 from docsim.search.candidates.centroids import searched
 from docsim.search.candidates.neighbours import retrieve_candidates
@@ -30,15 +31,7 @@ from docsim.search.ranking import reciprocal_rank_fusion
 from docsim.search.scorers import QueryScratch, Scorer, ScoringContext
 from docsim.search.sdr_scorer import SdrScores
 from docsim.search.settings import SearchSettings
-from docsim.search.types import (
-    DocumentHit,
-    Method,
-    ParagraphStats,
-    Query,
-    ScoringMode,
-    SearchOptions,
-    SearchResult,
-)
+from docsim.search.types import DocumentHit, ParagraphStats, Query, SearchOptions, SearchResult
 
 SDR_RANKED = frozenset({Method.sdr, Method.sdr_window, Method.hybrid, Method.fused})
 POOL_WIDENING_DEPTH = 1000  # a lexical method's documents added to SDR's candidates

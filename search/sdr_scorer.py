@@ -21,12 +21,13 @@ from docsim.models.scoring import (
     paragraph_similarity,
     row_stats,
 )
+from docsim.protocol.choices import Population, ScoringMode
 from docsim.search.arrays import Positions, Scores, concatenated_ranges
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.shard import query_on_shards
-from docsim.search.types import ParagraphStats, Population, Query, ScoringMode
+from docsim.search.types import ParagraphStats, Query
 
 BLOCK_SENTENCES = 65536  # rows a block of the pass, in memory as float32
 

@@ -24,6 +24,7 @@ from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
 from docsim.models.encoder import Encoder
 from docsim.models.precision import resolve_device
+from docsim.protocol.choices import Method, Population, ScoringMode
 from docsim.search.arrays import Positions
 from docsim.search.candidates.centroids import LazyCentroids
 from docsim.search.examples import ExampleRanker, scoring_mode
@@ -37,15 +38,7 @@ from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.settings import SearchSettings
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
-from docsim.search.types import (
-    Method,
-    ParagraphStats,
-    Population,
-    Query,
-    ScoringMode,
-    SearchOptions,
-    SearchResult,
-)
+from docsim.search.types import ParagraphStats, Query, SearchOptions, SearchResult
 
 logger = logging.getLogger(__name__)
 

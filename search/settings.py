@@ -11,8 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from docsim.indexer.settings import Settings
+from docsim.protocol.choices import Method
 from docsim.search.fusion import parse_weights
-from docsim.search.types import FUSIONS, Method
+from docsim.search.types import FUSIONS
 
 
 class SearchSettings(BaseModel):

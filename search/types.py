@@ -1,11 +1,13 @@
-"""What a search takes and returns: methods, options, the query document, hits and results."""
+"""What a search takes and returns: options, the query document, hits and results (the
+methods and the other choices a request names are the wire's, `docsim.protocol.choices`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Literal
+
+from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
 
 if TYPE_CHECKING:  # only annotations: the command line reads the enums without torch
     import torch
@@ -15,51 +17,8 @@ if TYPE_CHECKING:  # only annotations: the command line reads the enums without 
     from docsim.search.filters import Filter
 
 
-class Method(str, Enum):
-    """How documents are ranked (`search.searcher` describes each)."""
-
-    sdr = "sdr"
-    sdr_window = "sdr-window"
-    document = "document"
-    document_prf = "document-prf"
-    maxsim = "maxsim"
-    best_sentence = "best-sentence"
-    ot = "ot"
-    bm25 = "bm25"
-    bm25_reduced = "bm25-reduced"
-    bm25_rm3 = "bm25-rm3"
-    bm25_paragraph = "bm25-paragraph"
-    hybrid = "hybrid"
-    fused = "fused"
-
-
 FUSIONS = frozenset({Method.hybrid, Method.fused})  # methods that combine others
 WHOLE_DOCUMENT_ONLY = frozenset(Method) - {Method.sdr, Method.document}
-
-
-class Granularity(str, Enum):
-    document = "document"
-    section = "section"
-    paragraph = "paragraph"
-    sentence = "sentence"
-
-
-class ScoringMode(str, Enum):
-    """Which documents SDR scores: every allowed one (`exhaustive`), the candidates retrieved
-    through the FAISS indices (`candidate`), or one of the two by collection size (`auto`)."""
-
-    auto = "auto"
-    exhaustive = "exhaustive"
-    candidate = "candidate"
-
-
-class Population(str, Enum):
-    """The documents SDR's z-score statistics come from: every other document of the
-    collection, the posted candidates (`pool`), or candidate mode's fixed random `sample`."""
-
-    collection = "collection"
-    pool = "pool"
-    sample = "sample"
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.store.reader import document_texts, level_unit_rows
+from docsim.protocol.choices import ScoringMode
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MappedRows
-from docsim.search.types import ScoringMode, SearchResult, UnitHit
+from docsim.search.types import SearchResult, UnitHit
 
 
 def similar_units(

@@ -462,3 +462,36 @@ def test_every_import_names_the_one_installed_package() -> None:
     links = {p.name: p.readlink() for p in installed if p.is_symlink()}
     layers = ("app", "search", "indexer", "models", "migrations")
     assert links == {name: Path("..") / name for name in layers}
+
+
+def test_the_protocol_imports_nothing_of_the_server() -> None:
+    """`docsim.protocol` (the wire's shapes, which the client reads answers into) loads
+    pydantic and nothing of the service's layers or their heavy packages."""
+    code = (
+        "import sys, docsim.protocol.answers, docsim.protocol.explanations; "
+        "loaded = {m.split('.')[1] for m in sys.modules if m.startswith('docsim.')}; "
+        "assert loaded == {'protocol'}, loaded; "
+        "heavy = {'torch', 'numpy', 'fastapi', 'sqlalchemy', 'faiss'} & set(sys.modules); "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_every_json_answer_of_the_service_is_a_protocol_model() -> None:
+    """The routes declare their answers with the models the client reads them into: one
+    definition of each shape."""
+    from fastapi.routing import APIRoute
+
+    from docsim.app.api.routes import collections, documents, explain, health, jobs, similar
+
+    models = [
+        route.response_model
+        for module in (collections, documents, explain, health, jobs, similar)
+        for route in module.router.routes
+        if isinstance(route, APIRoute) and route.response_model is not None
+    ]
+    assert len(models) >= 15
+    assert {m.__module__ for m in models} == {
+        "docsim.protocol.answers",
+        "docsim.protocol.explanations",
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from docsim.app.schemas.common import RequestModel
 from docsim.indexer.api import COLLECTION_NAME_PATTERN
@@ -58,29 +58,3 @@ class CollectionRequest(RequestModel):
         if self.read_key is not None and self.write_key is None:
             raise ValueError("a collection with a read key needs a write key too")
         return self
-
-
-class CollectionOut(BaseModel):
-    name: str
-    settings: dict[str, dict[str, Any]] = Field(
-        description="What it sets apart from the server's settings, by group."
-    )
-    created_at: str
-    index_version: int | None = Field(
-        description="The version this process serves for it (null: none yet)."
-    )
-    documents: int | None = Field(description="Documents in that version.")
-    keys: dict[str, bool] = Field(description="Whether it has a write key and a read key.")
-    field_types: dict[str, str] = Field(
-        description="Its metadata fields' types, fixed at their first write (empty: none yet). "
-        "`mixed` marks a field whose documents disagreed before types were fixed."
-    )
-
-
-class CollectionList(BaseModel):
-    collections: list[CollectionOut]
-
-
-class CollectionDeleted(BaseModel):
-    name: str
-    versions: list[int] = Field(description="The versions it held, now removed.")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from docsim.app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
 from docsim.indexer.api import DocumentChange, SourceDocument
+from docsim.protocol.answers import DocumentsChanged, SectionText, StoredDocument
 
 
 class IndexedDocumentIn(DocumentIn):
@@ -27,51 +26,27 @@ class DocumentsUpload(RequestModel):
     id: DocumentIdText | None = None
 
 
-class DocumentsChanged(BaseModel):
-    index_version: int
-    revision: int = Field(description="Document changes applied to this version so far.")
-    added: list[str] = []
-    replaced: list[str] = []
-    deleted: list[str] = []
-    took_ms: float
-
-    @classmethod
-    def from_change(cls, change: DocumentChange, started: float) -> DocumentsChanged:
-        """What `change` did; `started` is the request's `time.perf_counter()` reading."""
-        return cls(
-            index_version=change.version_id,
-            revision=change.revision,
-            added=change.added,
-            replaced=change.replaced,
-            deleted=change.deleted,
-            took_ms=took_ms(started),
-        )
+def documents_changed(change: DocumentChange, started: float) -> DocumentsChanged:
+    """What `change` did; `started` is the request's `time.perf_counter()` reading."""
+    return DocumentsChanged(
+        index_version=change.version_id,
+        revision=change.revision,
+        added=change.added,
+        replaced=change.replaced,
+        deleted=change.deleted,
+        took_ms=took_ms(started),
+    )
 
 
-class SectionText(BaseModel):
-    title: str
-    start: int
-    end: int
-
-
-class StoredDocument(BaseModel):
-    id: str
-    title: str
-    text: str
-    metadata: dict[str, Any]
-    sections: list[SectionText]
-    index_version: int
-
-    @classmethod
-    def from_source(cls, source: SourceDocument, index_version: int) -> StoredDocument:
-        return cls(
-            id=source.doc_id,
-            title=source.title,
-            text=source.text,
-            metadata=dict(source.metadata),
-            sections=[
-                SectionText(title=s.title, start=s.start, end=s.end)
-                for s in source.sections or ()  # a stored document's layout is always given
-            ],
-            index_version=index_version,
-        )
+def stored_document(source: SourceDocument, index_version: int) -> StoredDocument:
+    return StoredDocument(
+        id=source.doc_id,
+        title=source.title,
+        text=source.text,
+        metadata=dict(source.metadata),
+        sections=[
+            SectionText(title=s.title, start=s.start, end=s.end)
+            for s in source.sections or ()  # a stored document's layout is always given
+        ],
+        index_version=index_version,
+    )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from docsim.app.schemas.common import RequestModel
 from docsim.indexer.api import CorpusFormat, EngineName, JobRow
+from docsim.protocol.answers import JobOut
 
 # an absolute path at the start of a text or after a space, quote, bracket or '='
 _SERVER_PATH = re.compile(r"""(?:(?<=^)|(?<=[\s'"(\[=]))/[^\s'"()\[\],;]+""")
@@ -43,75 +43,34 @@ class ReindexRequest(RequestModel):
     )
 
 
-class JobAccepted(BaseModel):
-    job_id: int
-    status: str
+def job_out(job: JobRow, served_version: int | None) -> JobOut:
+    """The job as the API shows it; `served_version` is the version this process serves."""
 
+    def iso(moment: datetime | None) -> str | None:
+        return moment.isoformat() if moment is not None else None
 
-class JobOut(BaseModel):
-    job_id: int
-    kind: str
-    parameters: dict[str, Any]
-    status: str = Field(description="queued, running, succeeded, failed or cancelled")
-    progress: dict[str, Any] = Field(
-        description="done and total (sentences), rate (per second), eta_seconds, message"
+    return JobOut(
+        job_id=job.job_id,
+        kind=job.kind,
+        parameters=job.parameters,
+        status=job.status,
+        progress={
+            "done": job.done,
+            "total": job.total,
+            "unit": job.unit,
+            "rate": job.rate,
+            "eta_seconds": job.eta_seconds,
+            "message": without_server_paths(job.message),
+        },
+        error=without_server_paths(job.error),
+        cancel_requested=job.cancel_requested,
+        worker=job.worker,
+        attempts=job.attempts,
+        index_version=job.published_version,
+        build_version=job.version_id,
+        served=job.published_version is not None and job.published_version == served_version,
+        created_at=job.created_at.isoformat(),
+        started_at=iso(job.started_at),
+        heartbeat_at=iso(job.heartbeat_at),
+        finished_at=iso(job.finished_at),
     )
-    error: str | None
-    cancel_requested: bool
-    worker: str | None
-    attempts: int
-    index_version: int | None = Field(
-        description="The version this job published (made active); null unless it succeeded."
-    )
-    build_version: int | None = Field(
-        description="The version the job's build created or resumed, live or not (null until "
-        "the build starts): a failed job's suspended build, which a retry resumes; a cancelled "
-        "job's removed one; equal to index_version once the job succeeded."
-    )
-    served: bool = Field(
-        description="Whether the API process answering serves index_version now. The "
-        "embedded worker marks a job succeeded only once its process serves the version; for "
-        "a job run by a separate `docsim worker` or `docsim reindex`, poll until true (each "
-        "API process swaps on its own; false again once a newer version is served)."
-    )
-    created_at: str
-    started_at: str | None
-    heartbeat_at: str | None
-    finished_at: str | None
-
-    @classmethod
-    def from_row(cls, job: JobRow, served_version: int | None) -> JobOut:
-        """The job as the API shows it; `served_version` is the version this process serves."""
-
-        def iso(moment: datetime | None) -> str | None:
-            return moment.isoformat() if moment is not None else None
-
-        return cls(
-            job_id=job.job_id,
-            kind=job.kind,
-            parameters=job.parameters,
-            status=job.status,
-            progress={
-                "done": job.done,
-                "total": job.total,
-                "unit": job.unit,
-                "rate": job.rate,
-                "eta_seconds": job.eta_seconds,
-                "message": without_server_paths(job.message),
-            },
-            error=without_server_paths(job.error),
-            cancel_requested=job.cancel_requested,
-            worker=job.worker,
-            attempts=job.attempts,
-            index_version=job.published_version,
-            build_version=job.version_id,
-            served=job.published_version is not None and job.published_version == served_version,
-            created_at=job.created_at.isoformat(),
-            started_at=iso(job.started_at),
-            heartbeat_at=iso(job.heartbeat_at),
-            finished_at=iso(job.finished_at),
-        )
-
-
-class JobList(BaseModel):
-    jobs: list[JobOut]

@@ -6,7 +6,6 @@ import json
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
     Field,
     StrictBool,
     StrictFloat,
@@ -17,6 +16,7 @@ from pydantic import (
 )
 
 from docsim.app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
+from docsim.protocol.answers import DocumentResult, MatchOut, SimilarResponse, UnitResult
 from docsim.search.api import (
     DocumentHit,
     Granularity,
@@ -178,116 +178,6 @@ class SimilarUpload(SimilarOptions):
     file: bytes = Field(description="The query document's file.")
 
 
-class MatchOut(BaseModel):
-    source_paragraph: int
-    source_start: int
-    source_end: int
-    target_paragraph_id: int
-    target_start: int
-    target_end: int
-    score: float
-    source_text: str
-    target_text: str
-    target_page: int | None = Field(
-        default=None, description="The target paragraph's page, for PDF documents."
-    )
-    source_page: int | None = Field(
-        default=None, description="The query paragraph's page, for a PDF query."
-    )
-
-
-class DocumentResult(BaseModel):
-    document_id: str
-    title: str
-    score: float
-    rank: int
-    matches: list[MatchOut]
-
-
-class UnitResult(BaseModel):
-    unit_id: int
-    level: str
-    document_id: str
-    title: str
-    score: float
-    rank: int
-    start: int
-    end: int
-    text: str
-    section_title: str | None = None
-
-
-class SimilarResponse(BaseModel):
-    query_id: str
-    index_version: int
-    index_revision: int = Field(
-        description="Document changes applied to the version this answer was computed on: "
-        "every result and text belongs to that one revision."
-    )
-    encoder: str
-    took_ms: float
-    mode: str
-    method: Method
-    granularity: Granularity
-    normalize: bool
-    scored_documents: int
-    results: list[DocumentResult] | list[UnitResult]
-    next_offset: int | None = Field(
-        default=None,
-        description="The `offset` of the next page; null when this page was the last.",
-    )
-
-    @classmethod
-    def from_result(
-        cls,
-        result: SearchResult,
-        request: SimilarOptions,
-        *,
-        query_id: str,
-        index_version: int,
-        index_revision: int,
-        encoder: str,
-        started: float,
-    ) -> SimilarResponse:
-        """The answer to `request`, ranked as `result` by `encoder` over `index_version` (its
-        results from the request's `offset` on); `started` is the request's
-        `time.perf_counter()` reading."""
-        results: list[DocumentResult] | list[UnitResult]
-        if result.results and isinstance(result.results[0], DocumentHit):
-            results = [
-                DocumentResult(
-                    document_id=h.document_id,
-                    title=h.title,
-                    score=h.score,
-                    rank=h.rank,
-                    matches=[MatchOut(**vars(m)) for m in h.matches],
-                )
-                for h in result.results
-            ]
-        else:
-            results = [UnitResult(**vars(h)) for h in result.results]
-        end = request.offset + request.top_k
-        method = result.method or request.method
-        if method is None:  # `Searcher.similar` names the method it ranked by, always
-            raise ValueError("a search result names no method")
-        return cls(
-            query_id=query_id,
-            index_version=index_version,
-            index_revision=index_revision,
-            encoder=encoder,
-            took_ms=took_ms(started),
-            mode=result.mode,
-            method=method,
-            granularity=request.granularity,
-            normalize=request.normalize,
-            scored_documents=result.scored_documents,
-            results=results[request.offset :],
-            next_offset=end
-            if _more(results, end, request.granularity, result, request.group_by is not None)
-            else None,
-        )
-
-
 def _more(
     results: list[Any],
     end: int,
@@ -301,3 +191,52 @@ def _more(
     if granularity is Granularity.document:
         return end < result.scored_documents
     return len(results) == end and request_grouped is False
+
+
+def similar_response(
+    result: SearchResult,
+    request: SimilarOptions,
+    *,
+    query_id: str,
+    index_version: int,
+    index_revision: int,
+    encoder: str,
+    started: float,
+) -> SimilarResponse:
+    """The answer to `request`, ranked as `result` by `encoder` over `index_version` (its
+    results from the request's `offset` on); `started` is the request's
+    `time.perf_counter()` reading."""
+    results: list[DocumentResult] | list[UnitResult]
+    if result.results and isinstance(result.results[0], DocumentHit):
+        results = [
+            DocumentResult(
+                document_id=h.document_id,
+                title=h.title,
+                score=h.score,
+                rank=h.rank,
+                matches=[MatchOut(**vars(m)) for m in h.matches],
+            )
+            for h in result.results
+        ]
+    else:
+        results = [UnitResult(**vars(h)) for h in result.results]
+    end = request.offset + request.top_k
+    method = result.method or request.method
+    if method is None:  # `Searcher.similar` names the method it ranked by, always
+        raise ValueError("a search result names no method")
+    return SimilarResponse(
+        query_id=query_id,
+        index_version=index_version,
+        index_revision=index_revision,
+        encoder=encoder,
+        took_ms=took_ms(started),
+        mode=result.mode,
+        method=method,
+        granularity=request.granularity,
+        normalize=request.normalize,
+        scored_documents=result.scored_documents,
+        results=results[request.offset :],
+        next_offset=end
+        if _more(results, end, request.granularity, result, request.group_by is not None)
+        else None,
+    )

@@ -10,8 +10,10 @@ docsim needs neither torch nor FAISS.
 
 Every route has a method; a client bound to a collection (`Client(url, collection="aila")`,
 or `client.in_collection("aila")`) reads and writes that one, else `default`. Answers come
-back typed (`docsim.client.answers`: `Results`, `Hit`, `UnitHit`, `Changed`,
-`StoredDocument`, `Job`, `Collection`, `Explanation`), and an answer of 4xx or
+back typed as the wire's models, the ones the service declares its answers with
+(`docsim.protocol`; the client's names in `docsim.client.answers`: `Results`, `Hit`,
+`UnitHit`, `Changed`, `StoredDocument`, `JobAccepted`, `Job`, `Collection`, `Explanation`),
+and an answer of 4xx or
 5xx raises `DocsimError` carrying the status and the server's message. A document is posted
 as its text, as a JSON document (`{"title", "text"}` or `{"title", "sections"}`), or uploaded
 from a file given as a `pathlib.Path` (a string is always text).
@@ -39,6 +41,7 @@ from docsim.client.answers import (
     Explanation,
     Hit,
     Job,
+    JobAccepted,
     JobFailedError,
     Results,
     SimilarOptions,
@@ -57,6 +60,7 @@ __all__ = [
     "Explanation",
     "Hit",
     "Job",
+    "JobAccepted",
     "JobFailedError",
     "Results",
     "SimilarOptions",
@@ -147,7 +151,7 @@ class Client:
         return self._run(calls.delete(document_id))
 
     # jobs
-    def reindex(self, source: str = "current", **options: Any) -> Job:
+    def reindex(self, source: str = "current", **options: Any) -> JobAccepted:
         """Queue a rebuild (`POST /jobs/reindex`); `wait` follows it."""
         return self._run(calls.reindex(source, options))
 
@@ -286,7 +290,7 @@ class AsyncClient:
     async def delete(self, document_id: str) -> Changed:
         return await self._run(calls.delete(document_id))
 
-    async def reindex(self, source: str = "current", **options: Any) -> Job:
+    async def reindex(self, source: str = "current", **options: Any) -> JobAccepted:
         return await self._run(calls.reindex(source, options))
 
     async def job(self, job_id: int) -> Job:

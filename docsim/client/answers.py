@@ -1,17 +1,52 @@
-"""What the service answers, typed (`Results`, `Hit`, `UnitHit`, `Explanation`, `Changed`,
-`StoredDocument`, `Job`, `Collection`), its errors, and what a search may ask
-(`SimilarOptions`): one definition each, shared by `Client` and `AsyncClient`. Nothing of the
+"""What the service answers, typed, its errors, and what a search may ask (`SimilarOptions`),
+shared by `Client` and `AsyncClient`. The answers are the wire's own models
+(`docsim.protocol`, the ones the service declares its responses with), under the client's
+names: `Hit` is `DocumentResult`, `UnitHit` `UnitResult`, `Changed` `DocumentsChanged`,
+`Collection` `CollectionOut`, `Explanation` `ExplainResponse`; `Results` and `Job` add
+conveniences (iteration, `finished`) and keep the fields a newer server adds. Nothing of the
 server is imported."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypedDict
 
 import httpx
+from pydantic import ConfigDict
 
+from docsim.protocol.answers import (
+    CollectionOut,
+    DocumentResult,
+    DocumentsChanged,
+    JobAccepted,
+    JobOut,
+    SimilarResponse,
+    StoredDocument,
+    UnitResult,
+)
+from docsim.protocol.explanations import ExplainResponse
+
+Hit = DocumentResult  # a ranked document, with its best paragraph pairs (`matches`)
+UnitHit = UnitResult  # a ranked section, paragraph or sentence, with its place in its document
+Changed = DocumentsChanged  # what a document change did, and the version and revision
+Collection = CollectionOut  # a collection: its own settings, served version, size and keys
+Explanation = ExplainResponse  # why `target` matches `source`: every map of the pair
+__all__ = [
+    "Changed",
+    "Collection",
+    "DocsimError",
+    "Document",
+    "Explanation",
+    "Hit",
+    "Job",
+    "JobAccepted",
+    "JobFailedError",
+    "Results",
+    "SimilarOptions",
+    "StoredDocument",
+    "UnitHit",
+]
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 # a document to rank against: its text, a JSON document, or a file to upload
 Document = str | Mapping[str, Any] | Path
@@ -46,148 +81,37 @@ class DocsimError(Exception):
         self.response = response
 
 
-Answer = TypeVar("Answer")
+class Results(SimilarResponse):
+    """`POST /similar`'s answer (`SimilarResponse`), iterable over its results; `query_id`
+    names the query for `explain`. Fields a newer server adds are kept in `extra`."""
 
+    model_config = ConfigDict(extra="allow", frozen=True)
 
-def build(kind: type[Answer], data: Mapping[str, Any]) -> Answer:
-    """`kind` from the JSON fields it declares (the server may add fields: they are kept in
-    `extra` where the class has one, else left out)."""
-    names = {f.name for f in fields(kind)}  # type: ignore[arg-type]
-    known = {k: v for k, v in data.items() if k in names}
-    if "extra" in names:
-        known["extra"] = {k: v for k, v in data.items() if k not in names}
-    return kind(**known)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A ranked document, with its best paragraph pairs (`matches`)."""
-
-    document_id: str
-    title: str
-    score: float
-    rank: int
-    matches: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class UnitHit:
-    """A ranked section, paragraph or sentence, with its place in its document."""
-
-    unit_id: int
-    level: str
-    document_id: str
-    title: str
-    score: float
-    rank: int
-    start: int
-    end: int
-    text: str
-    section_title: str | None = None
-
-
-@dataclass(frozen=True)
-class Results:
-    """`POST /similar`'s answer; `query_id` names the query for `explain`."""
-
-    query_id: str
-    index_version: int
-    index_revision: int
-    encoder: str
-    took_ms: float
-    mode: str
-    method: str
-    granularity: str
-    normalize: bool
-    scored_documents: int
-    results: list[Hit] | list[UnitHit]
-    next_offset: int | None = None  # the next page's `offset`; None after the last
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __iter__(self) -> Iterator[Hit | UnitHit]:
+    def __iter__(self) -> Iterator[Hit | UnitHit]:  # type: ignore[override]
         return iter(self.results)
 
     def __len__(self) -> int:
         return len(self.results)
 
-
-@dataclass(frozen=True)
-class Changed:
-    """What a document change did, and the version and revision that hold it."""
-
-    index_version: int
-    revision: int
-    added: list[str]
-    replaced: list[str]
-    deleted: list[str]
-    took_ms: float
+    @property
+    def extra(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
 
 
-@dataclass(frozen=True)
-class StoredDocument:
-    id: str
-    title: str
-    text: str
-    metadata: dict[str, Any]
-    sections: list[dict[str, Any]]
-    index_version: int
+class Job(JobOut):
+    """A reindex job (`JobOut`): `status` is queued, running, succeeded, failed or
+    cancelled; `progress` holds done, total, unit, rate, eta_seconds and message. Fields a
+    newer server adds are kept in `extra`."""
 
-
-@dataclass(frozen=True)
-class Job:
-    """A reindex job: `status` is queued, running, succeeded, failed or cancelled; `progress`
-    holds done, total, unit, rate, eta_seconds and message."""
-
-    job_id: int
-    status: str
-    kind: str = "reindex"
-    parameters: dict[str, Any] = field(default_factory=dict)
-    progress: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    index_version: int | None = None
-    served: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
 
-
-@dataclass(frozen=True)
-class Collection:
-    """A collection: what it sets apart from the server's settings, the version this server
-    serves for it (None: none yet) and its size, and which keys it has."""
-
-    name: str
-    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    created_at: str = ""
-    index_version: int | None = None
-    documents: int | None = None
-    keys: dict[str, bool] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """`GET /explain`'s answer: why `target` matches `source`. Each side (`source`,
-    `target`) holds its text and its section, paragraph, sentence and chunk maps; `top_pairs`
-    the best paragraph pairs with their best sentences; the matrices are source x target."""
-
-    index_version: int
-    encoder: str
-    took_ms: float
-    source: dict[str, Any]
-    target: dict[str, Any]
-    score: float  # the SDR document score, as /similar ranks with it
-    normalized: bool
-    document_cosine: float
-    statistics: dict[str, Any] | None
-    section_matrix: list[list[float]]
-    chunk_matrix: list[list[float]]
-    paragraph_matrix: dict[str, list[list[float]]]
-    alignments: list[dict[str, Any]]
-    top_pairs: list[dict[str, Any]]
-    chunk_attention: dict[str, list[list[float]]] | None = None  # CoLDE's only
-    extra: dict[str, Any] = field(default_factory=dict)
+    @property
+    def extra(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
 
 
 class JobFailedError(Exception):
@@ -196,9 +120,3 @@ class JobFailedError(Exception):
     def __init__(self, job: Job) -> None:
         super().__init__(f"job {job.job_id} {job.status}: {job.error or 'no reason given'}")
         self.job = job
-
-
-def results(data: Mapping[str, Any]) -> Results:
-    unit = data.get("granularity", "document") != "document"
-    hits = [build(UnitHit if unit else Hit, r) for r in data.get("results", [])]
-    return build(Results, {**data, "results": hits})

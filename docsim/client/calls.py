@@ -19,12 +19,11 @@ from docsim.client.answers import (
     Document,
     Explanation,
     Job,
+    JobAccepted,
     JobFailedError,
     Results,
     SimilarOptions,
     StoredDocument,
-    build,
-    results,
 )
 
 T = TypeVar("T")
@@ -202,57 +201,58 @@ def similar(
     unknown = set(options) - set(SimilarOptions.__annotations__)
     if unknown:
         raise TypeError(f"similar() got unexpected options {sorted(unknown)}")
-    return Call(_similar_request(document, document_id, dict(options)), results)
+    return Call(_similar_request(document, document_id, dict(options)), Results.model_validate)
 
 
 def explain(source: str, target: str) -> Call[Explanation]:
     params = {"source": source, "target": target}
-    return Call(Request("GET", "/explain", {"params": params}), lambda d: build(Explanation, d))
+    return Call(Request("GET", "/explain", {"params": params}), Explanation.model_validate)
 
 
 def add(documents: Sequence[Mapping[str, Any]]) -> Call[Changed]:
     body = {"documents": [dict(d) for d in documents]}
-    return Call(Request("POST", "/documents", {"json": body}), lambda d: build(Changed, d))
+    return Call(Request("POST", "/documents", {"json": body}), Changed.model_validate)
 
 
 def upload(paths: Sequence[str | Path], document_id: str | None) -> Call[Changed]:
     request = _upload_request([Path(p) for p in paths], document_id)
-    return Call(request, lambda d: build(Changed, d))
+    return Call(request, Changed.model_validate)
 
 
 def document(document_id: str) -> Call[StoredDocument]:
     path = f"/documents/{quote(document_id, safe='')}"
-    return Call(Request("GET", path), lambda d: build(StoredDocument, d))
+    return Call(Request("GET", path), StoredDocument.model_validate)
 
 
 def delete(document_id: str) -> Call[Changed]:
     path = f"/documents/{quote(document_id, safe='')}"
-    return Call(Request("DELETE", path), lambda d: build(Changed, d))
+    return Call(Request("DELETE", path), Changed.model_validate)
 
 
-def reindex(source: str, options: Mapping[str, Any]) -> Call[Job]:
+def reindex(source: str, options: Mapping[str, Any]) -> Call[JobAccepted]:
     body = {"source": source, **{k: v for k, v in options.items() if v is not None}}
-    return Call(Request("POST", "/jobs/reindex", {"json": body}), lambda d: build(Job, d))
+    return Call(Request("POST", "/jobs/reindex", {"json": body}), JobAccepted.model_validate)
 
 
 def job(job_id: int, action: str = "") -> Call[Job]:
     """`GET /jobs/{job_id}`, or with `action` (`cancel`, `retry`) its POST."""
     method, path = ("POST", f"/jobs/{job_id}/{action}") if action else ("GET", f"/jobs/{job_id}")
-    return Call(Request(method, path), lambda d: build(Job, d))
+    return Call(Request(method, path), Job.model_validate)
 
 
 def jobs() -> Call[list[Job]]:
-    return Call(Request("GET", "/jobs"), lambda d: [build(Job, j) for j in d["jobs"]])
+    return Call(Request("GET", "/jobs"), lambda d: [Job.model_validate(j) for j in d["jobs"]])
 
 
 def create_collection(name: str, options: Mapping[str, Any]) -> Call[Collection]:
     request = _collection_request(name, **options)
-    return Call(request, lambda d: build(Collection, d))
+    return Call(request, Collection.model_validate)
 
 
 def collections() -> Call[list[Collection]]:
     return Call(
-        Request("GET", "/collections"), lambda d: [build(Collection, c) for c in d["collections"]]
+        Request("GET", "/collections"),
+        lambda d: [Collection.model_validate(c) for c in d["collections"]],
     )
 
 

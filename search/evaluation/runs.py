@@ -15,9 +15,10 @@ from tqdm import tqdm
 from docsim.indexer.errors import DocumentNotFoundError, EmptyDocumentError, QueryError
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.documents import SourceDocument
+from docsim.protocol.choices import Method
 from docsim.search.filters import Filter
 from docsim.search.searcher import Searcher
-from docsim.search.types import Method, Query, SearchOptions
+from docsim.search.types import Query, SearchOptions
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ def test_the_http_examples_run(base_url: str, page: str, block: int) -> None:
     hits = namespace.get("best") or namespace["hits"].results
     assert hits and all(hit.document_id != "baking-01" for hit in hits)
     why = namespace["why"]  # an `Explanation`
-    assert isinstance(why.score, float) and why.section_matrix and why.paragraph_matrix["raw"]
+    assert isinstance(why.score, float) and why.section_matrix and why.paragraph_matrix.raw
 
 
 def test_the_in_process_example_runs_and_ranks_as_the_service(

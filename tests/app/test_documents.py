@@ -366,9 +366,9 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
 def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> None:
     """POST and DELETE carry the served BM25 postings over, changed for the changed documents
     only (untouched postings are the same objects), and score as a BM25 built afresh."""
+    from docsim.protocol.choices import Method
     from docsim.search.scorers import QueryScratch
     from docsim.search.searcher import Searcher
-    from docsim.search.types import Method
 
     assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25
     served = client.app.state.service.searcher

@@ -22,8 +22,9 @@ from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.split import split_document
+from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.searcher import Searcher
-from docsim.search.types import Method, ScoringMode, SearchOptions
+from docsim.search.types import SearchOptions
 
 POSTED = {
     "title": "Bread at home",

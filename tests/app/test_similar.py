@@ -11,15 +11,10 @@ from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.text.corpus import json_document
 from docsim.models.scoring import RaggedCollection, sdr_scores
+from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
-from docsim.search.types import (
-    Granularity,
-    Method,
-    Query,
-    ScoringMode,
-    SearchOptions,
-)
+from docsim.search.types import Query, SearchOptions
 
 POSTED = {
     "title": "Yeast and dough",

@@ -56,7 +56,7 @@ def test_the_client_covers_search_documents_and_jobs(
         assert [(h.document_id, h.score) for h in found] == [
             (r["document_id"], r["score"]) for r in raw["results"]
         ]
-        assert found.results[0].matches == raw["results"][0]["matches"]
+        assert found.results[0].model_dump()["matches"] == raw["results"][0]["matches"]
         # text, a JSON document and a file give the same ranking of the same text
         text = (sample_corpus / "coffee-02.md").read_text()
         by_text = docsim.similar(text, method="document")
@@ -87,7 +87,7 @@ def test_the_client_covers_search_documents_and_jobs(
         ]
         why = docsim.explain(found.query_id, found.results[0].document_id)
         assert why.score == pytest.approx(found.results[0].score, abs=1e-4)
-        assert why.target["ref"] == found.results[0].document_id and why.top_pairs
+        assert why.target.ref == found.results[0].document_id and why.top_pairs
         # documents: add, read, upload, delete
         changed = docsim.add({"id": "new-1", "title": "New", "text": "A brand new text."})
         assert changed.added == ["new-1"]
@@ -193,3 +193,13 @@ def test_the_clients_work_in_a_collection_of_their_own(
     with Client(url, api_key=KEY) as server:
         assert server.delete_collection("notes") == [done.index_version]
         assert [c.name for c in server.collections()] == ["default"]
+
+
+def test_the_clients_search_options_are_the_services() -> None:
+    """`SimilarOptions` types the client's keyword arguments; the service's request model
+    defines the options: the same names, every one (the query itself aside)."""
+    from docsim.app.schemas.similar import SimilarRequest
+    from docsim.client.answers import SimilarOptions
+
+    served = set(SimilarRequest.model_fields) - {"document", "document_id"}
+    assert set(SimilarOptions.__annotations__) == served

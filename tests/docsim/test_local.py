@@ -47,7 +47,9 @@ def test_open_local_indexes_searches_and_explains_as_the_service(
         (h["document_id"], h["score"]) for h in served["results"]
     ]
     assert why.score == served_why["score"]
-    assert why.top_pairs == served_why["top_pairs"] and why.source == served_why["source"]
+    answered = why.model_dump()
+    assert answered["top_pairs"] == served_why["top_pairs"]
+    assert answered["source"] == served_why["source"]
 
 
 @pytest.mark.no_sql

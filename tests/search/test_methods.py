@@ -13,12 +13,13 @@ from pydantic import ValidationError
 from docsim.indexer.errors import QueryError
 from docsim.indexer.store.reader import document_units
 from docsim.indexer.text.corpus import json_document
+from docsim.protocol.choices import Granularity, Method
 from docsim.search.lexical.bm25 import stemmer_for
 from docsim.search.scorers import top_mean_per_group
 from docsim.search.sdr_ranker import windowed
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
-from docsim.search.types import WHOLE_DOCUMENT_ONLY, Granularity, Method, SearchOptions
+from docsim.search.types import WHOLE_DOCUMENT_ONLY, SearchOptions
 from tests.search.test_search import query_of, stored_texts
 
 # the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way

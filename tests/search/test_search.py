@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.corpus import json_document
+from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.arrays import concatenated_ranges
 from docsim.search.candidates.centroids import CentroidCandidates
 from docsim.search.examples import scoring_mode
@@ -23,14 +24,7 @@ from docsim.search.lexical.query_terms import rm3_weights
 from docsim.search.sdr_ranker import first_pass
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
-from docsim.search.types import (
-    Granularity,
-    Method,
-    Query,
-    ScoringMode,
-    SearchOptions,
-    UnitHit,
-)
+from docsim.search.types import Query, SearchOptions, UnitHit
 
 RRF_K = 60  # reciprocal-rank fusion's constant, as documented for `hybrid`
 UNIT_LEVELS = ("section", "paragraph", "sentence")

@@ -18,13 +18,14 @@ from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.documents import SourceDocument
 from docsim.models.alignment import maxsim_scores
+from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.candidates.centroids import recoded
 from docsim.search.searcher import Searcher
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
-from docsim.search.types import Granularity, Method, ScoringMode, SearchOptions
+from docsim.search.types import SearchOptions
 from tests.utils.indexes import publish
 
 RESCORED = 12  # of the 48 documents: most are scored from the compressed rows only

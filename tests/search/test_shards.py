@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from docsim.indexer.errors import ShardUnavailableError
+from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.scorers import QueryScratch
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape
@@ -18,7 +19,7 @@ from docsim.search.shards.shard import (
     shard_ranges,
     shards_of,
 )
-from docsim.search.types import Method, Query, ScoringMode, SearchOptions
+from docsim.search.types import Query, SearchOptions
 from tests.search.test_search import posted_query
 
 POOL = ["coffee-01", "coffee-02", "baking-01", "oceans-03", "medieval-01", "running-04"]

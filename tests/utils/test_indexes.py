@@ -13,9 +13,10 @@ from sqlalchemy import DateTime, Engine, select
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.tables import documents, index_versions, metadata
+from docsim.protocol.choices import Method
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Method, SearchOptions
+from docsim.search.types import SearchOptions
 from tests.utils.indexes import PublishedCopies, publish
 from tests.utils.postgres import PostgresServer
 

@@ -16,14 +16,10 @@ from docsim.app.api.deps import (
     given_key,
     is_server_key,
 )
-from docsim.app.schemas.collections import (
-    CollectionDeleted,
-    CollectionList,
-    CollectionOut,
-    CollectionRequest,
-)
+from docsim.app.schemas.collections import CollectionRequest
 from docsim.app.services.collections import Collections, requested_groups
 from docsim.indexer.api import COLLECTION_NAME_PATTERN, CollectionRow
+from docsim.protocol.answers import CollectionDeleted, CollectionList, CollectionOut
 
 router = APIRouter(prefix="/collections", tags=["collections"])
 PREFIX = "/collections/{collection}"

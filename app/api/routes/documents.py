@@ -8,13 +8,14 @@ from fastapi import APIRouter, Depends, Path, Request
 from docsim.app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
 from docsim.app.api.deps import ApiKey, RuntimeDep, SettingsDep, StateDep, StateOrEmptyDep
 from docsim.app.schemas.documents import (
-    DocumentsChanged,
     DocumentsRequest,
     DocumentsUpload,
-    StoredDocument,
+    documents_changed,
+    stored_document,
 )
 from docsim.app.services import documents as service
 from docsim.app.services.uploads import UploadedFile
+from docsim.protocol.answers import DocumentsChanged, StoredDocument
 
 router = APIRouter(prefix="/documents", tags=["documents"])
 # `:path` takes slashes: ids such as DOIs ("10.1000/xyz") are reachable raw or as %2F
@@ -92,7 +93,7 @@ def upsert(
         change = service.upsert(runtime, state, body)
     else:
         change = service.upsert_files(runtime, state, *body)
-    return DocumentsChanged.from_change(change, started)
+    return documents_changed(change, started)
 
 
 @router.delete(
@@ -106,7 +107,7 @@ def remove(document_id: DocumentId, _state: StateDep, runtime: RuntimeDep) -> Do
     """Delete a document: it never appears in results afterwards."""
     started = time.perf_counter()
     change = service.remove(runtime, document_id)
-    return DocumentsChanged.from_change(change, started)
+    return documents_changed(change, started)
 
 
 @router.get(
@@ -114,4 +115,4 @@ def remove(document_id: DocumentId, _state: StateDep, runtime: RuntimeDep) -> Do
 )
 def show(document_id: DocumentId, state: StateDep) -> StoredDocument:
     """A stored document: text, title, metadata and sections."""
-    return StoredDocument.from_source(service.show(state, document_id), state.version_id)
+    return stored_document(service.show(state, document_id), state.version_id)

@@ -9,8 +9,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep, paced_by
 from docsim.app.render.explain_page import render_html
 from docsim.app.render.policy import content_security_policy
-from docsim.app.schemas.explain import ExplainFormat, ExplainResponse
+from docsim.app.schemas.explain import ExplainFormat, explain_response
 from docsim.app.services import explain as service
+from docsim.protocol.explanations import ExplainResponse
 
 router = APIRouter(tags=["explain"])
 
@@ -53,7 +54,7 @@ def explain(
             render_html(explanation, settings.api.page_max_cells_per_axis),
             headers={"Content-Security-Policy": content_security_policy()},
         )
-    response = ExplainResponse.from_explanation(
+    response = explain_response(
         explanation, index_version=state.version_id, encoder=state.encoder_name, started=started
     )
     if response.chunk_attention is None:  # absent, never faked, for encoders without it

@@ -4,7 +4,7 @@ from fastapi import APIRouter
 from sqlalchemy import text
 
 from docsim.app.api.deps import EngineDep, StateDep
-from docsim.app.schemas.health import Health, Ready
+from docsim.protocol.answers import Health, Ready
 
 router = APIRouter(tags=["health"])
 

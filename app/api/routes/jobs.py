@@ -7,9 +7,10 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from docsim.app.api.bodies import json_request_body, strict_json
 from docsim.app.api.deps import ApiKey, EngineDep, JobsKey, RuntimeDep, collection_name
-from docsim.app.schemas.jobs import JobAccepted, JobList, JobOut, ReindexRequest
+from docsim.app.schemas.jobs import ReindexRequest, job_out
 from docsim.app.services import jobs as service
 from docsim.indexer.api import get_job, list_jobs, request_cancel, retry_job
+from docsim.protocol.answers import JobAccepted, JobList, JobOut
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
@@ -63,7 +64,7 @@ def jobs(
     """The collection's jobs, newest first."""
     found = list_jobs(engine, limit, status, collection)
     serving = served()  # after the rows
-    return JobList(jobs=[JobOut.from_row(j, serving) for j in found])
+    return JobList(jobs=[job_out(j, serving) for j in found])
 
 
 @router.get("/{job_id}", response_model=JobOut, dependencies=[JobsKey])
@@ -71,7 +72,7 @@ def job(job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Col
     """Status and progress: done / total sentences, rate, ETA; the version it published and
     whether this process serves it. Another collection's job is not found here."""
     found = get_job(engine, job_id, collection)
-    return JobOut.from_row(found, served())
+    return job_out(found, served())
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
@@ -81,7 +82,7 @@ def cancel(
     """Cancel a queued job, or stop a running one (nothing is published); 409 if finished."""
     get_job(engine, job_id, collection)  # the collection's job, or 404
     found = request_cancel(engine, job_id)
-    return JobOut.from_row(found, served())
+    return job_out(found, served())
 
 
 @router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
@@ -91,4 +92,4 @@ def retry(
     """Queue a failed or cancelled job again; a build its dead worker left is resumed."""
     get_job(engine, job_id, collection)  # the collection's job, or 404
     found = retry_job(engine, job_id)
-    return JobOut.from_row(found, served())
+    return job_out(found, served())

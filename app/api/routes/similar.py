@@ -17,11 +17,12 @@ from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep, paced_by
 from docsim.app.schemas.similar import (
     SimilarOptions,
     SimilarRequest,
-    SimilarResponse,
     SimilarUpload,
+    similar_response,
 )
 from docsim.app.services import similar as service
 from docsim.app.services.uploads import UploadedFile
+from docsim.protocol.answers import SimilarResponse
 
 router = APIRouter(tags=["search"])
 
@@ -64,7 +65,7 @@ def similar(
     request, upload = body
     with paced_by(http, slot):
         result, query_id = service.similar(state, request, settings, upload)
-    return SimilarResponse.from_result(
+    return similar_response(
         result,
         request,
         query_id=query_id,

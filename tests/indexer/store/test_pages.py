@@ -11,9 +11,10 @@ from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.tables import documents, paragraphs
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file
 from docsim.indexer.text.documents import page_at
+from docsim.protocol.choices import Method
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Method, SearchOptions
+from docsim.search.types import SearchOptions
 from tests.utils.indexes import publish
 from tests.utils.pdfs import Block, write_pdf
 

@@ -1,0 +1,50 @@
+"""The choices a request names, as the service and the client both spell them: ranking
+methods, result granularities, SDR's scoring modes and statistics populations. The search
+layer keys its scorers on `Method` (`search.scorers`)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Method(str, Enum):
+    """How documents are ranked (`search.searcher` describes each)."""
+
+    sdr = "sdr"
+    sdr_window = "sdr-window"
+    document = "document"
+    document_prf = "document-prf"
+    maxsim = "maxsim"
+    best_sentence = "best-sentence"
+    ot = "ot"
+    bm25 = "bm25"
+    bm25_reduced = "bm25-reduced"
+    bm25_rm3 = "bm25-rm3"
+    bm25_paragraph = "bm25-paragraph"
+    hybrid = "hybrid"
+    fused = "fused"
+
+
+class Granularity(str, Enum):
+    document = "document"
+    section = "section"
+    paragraph = "paragraph"
+    sentence = "sentence"
+
+
+class ScoringMode(str, Enum):
+    """Which documents SDR scores: every allowed one (`exhaustive`), the candidates retrieved
+    through the FAISS indices (`candidate`), or one of the two by collection size (`auto`)."""
+
+    auto = "auto"
+    exhaustive = "exhaustive"
+    candidate = "candidate"
+
+
+class Population(str, Enum):
+    """The documents SDR's z-score statistics come from: every other document of the
+    collection, the posted candidates (`pool`), or candidate mode's fixed random `sample`."""
+
+    collection = "collection"
+    pool = "pool"
+    sample = "sample"
