@@ -5,8 +5,8 @@
 2. `encode_and_store`: in blocks of documents, chunk and encode every level, write the block's
    vectors to `<tmp>/blocks/`, then insert its SQL rows (status `building`, invisible to
    readers) and record the block as done, in one transaction.
-3. `write_vector_indexes`: `<tmp>/<level>.faiss`, `<level>.f16.npy` (vectors, float16) and
-   `<level>.ids.npy` (int64 ids, row-aligned) for every level.
+3. `write_vector_indexes`: `<tmp>/<level>.f16.npy` (vectors, float16) and `<level>.ids.npy`
+   (int64 ids, row-aligned) for every level, and `<level>.faiss` for an IVF level.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from tqdm import tqdm
 from docsim.indexer.builder.engines import EncodeEngine, LocalEngine, one_ahead
 from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.settings import Settings
-from docsim.indexer.store.faiss_files import FlatWriter, IvfFlatWriter
+from docsim.indexer.store.faiss_files import IvfFlatWriter
 from docsim.indexer.store.manifest import LevelEntry, file_sha256
 from docsim.indexer.store.units import UnitCounter, count_units, insert_documents
-from docsim.indexer.store.vector_index import FaissIndex, choose_factory, gpu_count
+from docsim.indexer.store.vector_index import FLAT, FaissIndex, choose_factory, gpu_count
 from docsim.indexer.store.versions import set_build_state
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS, Document
@@ -257,9 +257,11 @@ def _mapped_rows(path: Path) -> Callable[[np.ndarray], np.ndarray]:
 def write_vector_indexes(
     folder: Path, n_blocks: int, dim: int, settings: Settings
 ) -> dict[str, LevelEntry]:
-    """Stage 3: one FAISS index plus float16 vectors and ids per level, from the block files,
-    a level at a time and a block at a time: a build holds what FAISS keeps of one level and
-    one block's vectors, never every level's vectors at once."""
+    """Stage 3: float16 vectors and ids per level, plus an IVF level's FAISS index, from the
+    block files, a level at a time and a block at a time: a build holds what FAISS keeps of
+    one level and one block's vectors, never every level's vectors at once. A Flat level has
+    no index file: its float16 file is its one copy on disk, and a reader builds the exact
+    index from it (`store.level_files.open_level_index`)."""
     use_gpu = settings.index.use_gpu == "auto" and gpu_count() > 0
     levels: dict[str, LevelEntry] = {}
     for level in LEVELS:
@@ -268,20 +270,18 @@ def write_vector_indexes(
         factory = choose_factory(
             len(ids), settings.index.flat_max_vectors, settings.index.large_factory
         )
-        index = FaissIndex.trained(
-            dim,
-            factory,
-            blocks.rows,
-            len(ids),
-            nprobe=settings.index.nprobe,
-            use_gpu=use_gpu,
+        index = None
+        if factory != FLAT:
+            index = FaissIndex.trained(
+                dim, factory, blocks.rows, len(ids), nprobe=settings.index.nprobe, use_gpu=use_gpu
+            )
+        index_file = f"{level}.faiss" if index is not None else None
+        vectors_file, ids_file = f"{level}.f16.npy", f"{level}.ids.npy"
+        # an IVF-Flat level is written a list at a time from the float16 file: never filled
+        # in memory
+        streamed = (
+            IvfFlatWriter(index) if index is not None and IvfFlatWriter.accepts(index) else None
         )
-        names = (f"{level}.faiss", f"{level}.f16.npy", f"{level}.ids.npy")
-        index_file, vectors_file, ids_file = names
-        # an IVF-Flat level is written a list at a time and a Flat level a slice at a time,
-        # both from the float16 file: neither is filled in memory
-        streamed = IvfFlatWriter(index) if IvfFlatWriter.accepts(index) else None
-        flat = FlatWriter(index) if streamed is None and FlatWriter.accepts(index) else None
         with (folder / vectors_file).open("wb") as out:
             header = {"descr": "<f2", "fortran_order": False, "shape": (len(ids), dim)}
             np.lib.format.write_array_header_1_0(out, header)
@@ -294,16 +294,15 @@ def write_vector_indexes(
                 out.write(half.tobytes())
                 if streamed is not None:
                     streamed.assign(half)
-                elif flat is None:
+                elif index is not None:
                     index.add(half, ids[at : at + len(half)])
                 at += len(half)
-        if streamed is not None:
+        if streamed is not None and index_file is not None:
             streamed.write(folder / index_file, ids, _mapped_rows(folder / vectors_file))
-        elif flat is not None:
-            flat.write(folder / index_file, ids, _mapped_rows(folder / vectors_file))
-        else:
+        elif index is not None and index_file is not None:
             index.save(folder / index_file)
         np.save(folder / ids_file, ids)
+        names = [name for name in (index_file, vectors_file, ids_file) if name is not None]
         levels[level] = {
             "count": int(len(ids)),
             "factory": factory,

@@ -1,8 +1,9 @@
 """FAISS's index files written by a build a slice of vectors at a time, without the index in
-memory (`IvfFlatWriter`, `FlatWriter`): byte for byte the files `FaissIndex.save` writes for
-the same index filled with the same vectors (tested). They slice the vectors as `FaissIndex`
-adds them (`vector_index.ADD_ROWS`, read at each write), so that an IVF list holds the same
-vectors in the same order."""
+memory (`IvfFlatWriter`): byte for byte the files `FaissIndex.save` writes for the same index
+filled with the same vectors (tested). It slices the vectors as `FaissIndex` adds them
+(`vector_index.ADD_ROWS`, read at each write), so that an IVF list holds the same vectors in the
+same order. A Flat level has no file of its own: its float16 vectors are its one copy on disk
+(`level_files.open_level_index`)."""
 
 from __future__ import annotations
 
@@ -81,43 +82,6 @@ class IvfFlatWriter:
                 out.write(as_float32(rows(members)).tobytes())
                 out.write(members.astype(np.int64).tobytes())
             out.write(_i64(len(ids)) + np.ascontiguousarray(ids, np.int64).tobytes())
-
-
-class FlatWriter:
-    """The file `FaissIndex.save` writes for a `Flat` index (an `IndexIDMap2` over an
-    inner-product `IndexFlat`), written a slice of vectors at a time from the caller's rows, without
-    filling the index: a Flat level's file is its vectors as float32 in order, then its ids.
-    Byte for byte the file FAISS writes for the index filled with the same vectors (tested)."""
-
-    def __init__(self, index: FaissIndex) -> None:
-        if not self.accepts(index):
-            inner = faiss.downcast_index(index.host.index)
-            raise TypeError(f"not an empty Flat index on the CPU: {type(inner).__name__}")
-        self.d = int(index.host.d)
-
-    @staticmethod
-    def accepts(index: FaissIndex) -> bool:
-        inner = faiss.downcast_index(index.host.index)
-        return (
-            not index.on_gpu
-            and type(inner) in (faiss.IndexFlat, faiss.IndexFlatIP)
-            and inner.metric_type == faiss.METRIC_INNER_PRODUCT
-            and inner.ntotal == 0
-        )
-
-    def write(self, path: Path, ids: np.ndarray, rows: Callable[[np.ndarray], np.ndarray]) -> None:
-        """Write the index of `len(ids)` vectors labelled by `ids` `(n,)` int64, in order;
-        `rows(positions)` gives the vectors at ascending `positions` `(m, d)`."""
-        n, d = len(ids), self.d
-        with path.open("wb") as out:
-            out.write(b"IxM2" + _index_header(d, n))
-            out.write(b"IxFI" + _index_header(d, n) + _i64(n * d))  # codes: n * d floats
-            for r0 in range(0, n, vector_index.ADD_ROWS):
-                part = as_float32(rows(np.arange(r0, min(n, r0 + vector_index.ADD_ROWS))))
-                if part.shape != (min(n, r0 + vector_index.ADD_ROWS) - r0, d):
-                    raise ValueError(f"rows gave {part.shape} for {d}-d vectors")
-                out.write(part.tobytes())
-            out.write(_i64(n) + np.ascontiguousarray(ids, np.int64).tobytes())
 
 
 def _i64(*values: int) -> bytes:

@@ -20,7 +20,7 @@ SCHEMA_VERSION = 1
 class LevelEntry(TypedDict):
     count: int  # vectors (= ids) at this level
     factory: str  # FAISS index factory string
-    index_file: str
+    index_file: str | None  # None: a Flat level, built from `vectors_file` when read
     vectors_file: str  # float16 `(count, dim)`
     ids_file: str  # int64 `(count,)`, ascending
     bytes: int

@@ -47,10 +47,13 @@ def gpu_count() -> int:
     return int(get()) if get is not None else 0
 
 
+FLAT = "Flat"  # the exact index's factory
+
+
 def choose_factory(n_vectors: int, flat_max_vectors: int, large_factory: str) -> str:
     """`Flat` (exact) for small levels, the configured factory for large ones."""
     if n_vectors <= flat_max_vectors:
-        return "Flat"
+        return FLAT
     nlist = max(1, min(int(4 * math.sqrt(n_vectors)), n_vectors // 39))
     return large_factory.format(nlist=nlist)
 

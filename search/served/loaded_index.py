@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, select
 
 from docsim.indexer.errors import CorruptFileError, IndexMismatchError
 from docsim.indexer.store.db import snapshot
+from docsim.indexer.store.level_files import level_files, open_level_index
 from docsim.indexer.store.manifest import check_files
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.store.units import level_ids, stored_additions
@@ -134,16 +135,14 @@ class LoadedIndex:
         for level in LEVELS:
             info = manifest["levels"][level]
             try:  # a flipped bit is refused here, naming the file, not served
-                check_files(
-                    path, info, [info["ids_file"], info["index_file"], info["vectors_file"]]
-                )
+                check_files(path, info, level_files(info))
             except CorruptFileError as error:
                 raise IndexMismatchError(f"version {version.version_id}: {error}") from error
             ids[level] = np.load(path / info["ids_file"])
             if level in mapped:
                 vectors[level] = MappedRows.of_file(path / info["vectors_file"])
             else:
-                index = indices[level] = FaissIndex.load(path / info["index_file"], info["factory"])
+                index = indices[level] = open_level_index(path, info)
                 held = one_copy(index, ids[level])
                 if held is None:  # not Flat: the index keeps its vectors its own way
                     held = torch.from_numpy(np.load(path / info["vectors_file"]).astype(np.float32))

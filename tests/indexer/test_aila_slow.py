@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import Engine, select
 
 from docsim.indexer.builder.pipeline import build_index
+from docsim.indexer.store.level_files import open_level_index
 from docsim.indexer.store.tables import documents, sentences
 from docsim.indexer.store.units import count_units, level_ids
-from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.models.transformer import TransformerEncoder
 from docsim.search.settings import QuerySettings
@@ -47,7 +47,7 @@ def test_aila_subset_with_minilm(
     counts = count_units(engine, result.version_id)
     assert counts["document"] == 60 and counts["sentence"] > 60 * 20
     for level, info in result.manifest["levels"].items():
-        index = FaissIndex.load(result.path / info["index_file"], info["factory"])
+        index = open_level_index(result.path, info)
         np.testing.assert_array_equal(index.ids(), level_ids(engine, result.version_id, level))
     # a sentence finds itself through the sentence index, and its offsets give its text back
     with engine.connect() as conn:
@@ -66,7 +66,7 @@ def test_aila_subset_with_minilm(
         ).one()
     text = row.text[row.char_start : row.char_end]
     info = result.manifest["levels"]["sentence"]
-    index = FaissIndex.load(result.path / info["index_file"], info["factory"])
+    index = open_level_index(result.path, info)
     hits = index.search(minilm.encode([text]).numpy(), 3)[0]
     assert row.sentence_id in hits.ids.tolist()
     assert hits.scores[0] > 0.99

@@ -10,10 +10,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+from sqlalchemy import update
+
+from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.manifest import file_sha256
+from docsim.indexer.store.tables import index_versions
+from docsim.indexer.store.vector_index import FaissIndex
+from docsim.indexer.store.versions import active_version
+from docsim.protocol.choices import Granularity, Method
 from docsim.search.serving import open_searcher
-from docsim.search.settings import QuerySettings
+from docsim.search.settings import QuerySettings, SearchSettings
+from docsim.search.types import SearchOptions
 from tests.utils.indexes import publish
 
 
@@ -109,3 +120,55 @@ def test_the_sentence_store_is_compressed_where_its_scores_run() -> None:
     assert shards_scan(settings("auto", gpus=1)) is None
     assert shards_scan(settings("compressed", gpus=1)) == shape
     assert shards_scan(settings("float32")) is None
+
+
+def test_a_version_with_the_flat_index_files_of_earlier_builds_still_serves(
+    tmp_path: Path,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    _postgres,  # noqa: ANN001
+) -> None:
+    """Builds before issue 54 wrote a `<level>.faiss` beside each Flat level's float16 file;
+    such a version is read from those files and ranks as the same version without them."""
+    _, settings = published(tmp_path, sample_corpus, tiny_encoder_dir, _postgres, 6)
+    settings = settings.model_copy(update={"search": SearchSettings(sentence_store="float32")})
+    engine = make_engine(settings.database_url)
+    asked = [SearchOptions(top_k=5, method=Method.sdr), SearchOptions(
+        top_k=5, granularity=Granularity.sentence)]  # fmt: skip
+
+    def rankings() -> list[list[tuple[str, float]]]:
+        searcher = open_searcher(settings, engine)
+        query = searcher.query_from_index(searcher.index.external_ids[0])
+        return [
+            [(h.document_id, h.score) for h in searcher.similar(query, options).results]
+            for options in asked
+        ]
+
+    try:
+        before = rankings()
+        version = active_version(engine)
+        assert version is not None and version.manifest is not None
+        path, manifest = Path(version.path), version.manifest
+        for level, info in manifest["levels"].items():
+            assert info["index_file"] is None  # this build wrote none
+            vectors = np.load(path / info["vectors_file"])
+            index = FaissIndex.build(vectors, np.load(path / info["ids_file"]), "Flat")
+            index.save(path / f"{level}.faiss")
+            info["index_file"] = f"{level}.faiss"
+            info["sha256"][f"{level}.faiss"] = file_sha256(path / f"{level}.faiss")
+        with engine.begin() as conn:
+            conn.execute(
+                update(index_versions)
+                .where(index_versions.c.version_id == version.version_id)
+                .values(manifest=manifest)
+            )
+        assert rankings() == before and all(before)
+        with (path / "document.faiss").open("r+b") as handle:  # read: its checksum is checked
+            handle.seek(-1, os.SEEK_END)
+            last = handle.read(1)
+            handle.seek(-1, os.SEEK_END)
+            handle.write(bytes([last[0] ^ 1]))
+        with pytest.raises(IndexMismatchError, match="document.faiss is corrupt"):
+            open_searcher(settings, engine)
+    finally:
+        engine.dispose()

@@ -13,9 +13,9 @@ from sqlalchemy import Engine, select
 from docsim.indexer.builder.pipeline import build_index
 from docsim.indexer.builder.split_plan import PLAN_PREFIX
 from docsim.indexer.errors import IndexBuildError
+from docsim.indexer.store.level_files import open_level_index
 from docsim.indexer.store.tables import LEVEL_TABLES, documents, index_versions, sentences
 from docsim.indexer.store.units import count_units, level_ids
-from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import read_corpus
@@ -64,9 +64,13 @@ def test_build_publishes_a_consistent_version(
     }
     assert manifest["counts"] == sql_counts
 
-    # SQL rows and FAISS ids agree at every level; stored float16 vectors match FAISS
+    # SQL rows and FAISS ids agree at every level; stored float16 vectors match FAISS; a
+    # Flat level's float16 file is its one copy on disk (no `.faiss` beside it)
     for level, info in manifest["levels"].items():
-        index = FaissIndex.load(result.path / info["index_file"], info["factory"])
+        assert info["factory"] == "Flat" and info["index_file"] is None
+        assert not (result.path / f"{level}.faiss").exists()
+        assert sorted(info["sha256"]) == sorted([info["vectors_file"], info["ids_file"]])
+        index = open_level_index(result.path, info)
         sql_ids = level_ids(engine, result.version_id, level)
         np.testing.assert_array_equal(index.ids(), sql_ids)
         np.testing.assert_array_equal(np.load(result.path / info["ids_file"]), sql_ids)
@@ -96,7 +100,7 @@ def test_build_publishes_a_consistent_version(
     ]
     direct = tiny_encoder.encode_documents([doc.encoder_input()])[0]
     info = manifest["levels"]["sentence"]
-    index = FaissIndex.load(result.path / info["index_file"], info["factory"])
+    index = open_level_index(result.path, info)
     got = index.reconstruct(np.array([r.sentence_id for r in sentence_rows]))
 
     def assert_same_vectors(stored: np.ndarray, encoded: torch.Tensor) -> None:
@@ -111,7 +115,7 @@ def test_build_publishes_a_consistent_version(
         assert float(cosines.min()) > 0.9999
 
     assert_same_vectors(got, direct.sentences)
-    doc_index = FaissIndex.load(result.path / "document.faiss", "Flat")
+    doc_index = open_level_index(result.path, manifest["levels"]["document"])
     assert_same_vectors(doc_index.reconstruct(np.array([row.doc_id]))[0], direct.document)
     # the document's own vector finds it first
     assert doc_index.search(direct.document.numpy(), 1)[0].ids[0] == row.doc_id

@@ -19,9 +19,9 @@ from docsim.indexer.builder.pipeline import build_index
 from docsim.indexer.jobs.queue import create_job, get_job, reap_stale, retry_job
 from docsim.indexer.jobs.worker import Worker
 from docsim.indexer.settings import JobSettings
+from docsim.indexer.store.level_files import open_level_index
 from docsim.indexer.store.tables import JobStatus
 from docsim.indexer.store.units import count_units, level_ids
-from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.store.versions import active_version, version_row
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import read_corpus
@@ -131,7 +131,7 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
     counts = count_units(engine, building)
     assert counts["document"] == 400 and version.manifest["counts"] == counts
     for level, info in version.manifest["levels"].items():
-        index = FaissIndex.load(Path(version.path) / info["index_file"], info["factory"])
+        index = open_level_index(Path(version.path), info)
         np.testing.assert_array_equal(index.ids(), level_ids(engine, building, level))
     loaded = LoadedIndex.load(engine, version)
     assert loaded.n_documents == 400

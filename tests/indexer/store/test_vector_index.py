@@ -5,8 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from docsim.indexer.store import vector_index
-from docsim.indexer.store.faiss_files import FlatWriter, IvfFlatWriter
+from docsim.indexer.store.faiss_files import IvfFlatWriter
 from docsim.indexer.store.numpy_index import NumpyIndex
 from docsim.indexer.store.vector_index import (
     FaissIndex,
@@ -192,47 +191,6 @@ def test_the_list_writer_takes_only_an_empty_ivf_flat_index(data) -> None:
     writer.assign(vectors[:10])
     with pytest.raises(ValueError, match="10 vectors assigned but 11 ids"):
         writer.write(Path("never-written.faiss"), ids[:11], lambda p: vectors[p])
-
-
-@pytest.mark.parametrize("count", [0, 1, 3000])
-def test_a_flat_file_written_a_slice_at_a_time_is_the_one_faiss_writes(
-    data, count: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`FlatWriter` against FAISS's own file for the Flat index filled with the same vectors:
-    empty, one vector, and 3,000 read in slices of 700 (the last one short)."""
-    vectors, ids, queries = data
-    vectors, ids = vectors[:count], ids[:count]
-    monkeypatch.setattr(vector_index, "ADD_ROWS", 700)
-    expected = FaissIndex.trained(48, "Flat", lambda rows: vectors[rows], count)
-    if count:
-        expected.add(vectors, ids)
-    expected.save(tmp_path / "expected.faiss")
-    writer = FlatWriter(FaissIndex.trained(48, "Flat", lambda rows: vectors[rows], count))
-    read: list[np.ndarray] = []
-
-    def rows(positions: np.ndarray) -> np.ndarray:
-        read.append(positions)
-        return vectors[positions]
-
-    writer.write(tmp_path / "streamed.faiss", ids, rows)
-    assert (tmp_path / "streamed.faiss").read_bytes() == (tmp_path / "expected.faiss").read_bytes()
-    assert [len(r) for r in read] == [min(700, count - r0) for r0 in range(0, count, 700)]
-    if count:
-        loaded = FaissIndex.load(tmp_path / "streamed.faiss", "Flat")
-        for g, w in zip(loaded.search(queries, 5), expected.search(queries, 5), strict=True):
-            np.testing.assert_array_equal(g.ids, w.ids)
-
-
-def test_the_flat_writer_takes_only_an_empty_flat_index(data, tmp_path: Path) -> None:
-    vectors, ids, _ = data
-    assert not FlatWriter.accepts(FaissIndex.build(vectors, ids, "Flat"))  # filled
-    ivf = FaissIndex.trained(48, "IVF16,Flat", lambda rows: vectors[rows], len(ids))
-    assert not FlatWriter.accepts(ivf)
-    with pytest.raises(TypeError, match="not an empty Flat index"):
-        FlatWriter(ivf)
-    writer = FlatWriter(FaissIndex.trained(48, "Flat", lambda rows: vectors[rows], len(ids)))
-    with pytest.raises(ValueError, match="rows gave"):
-        writer.write(tmp_path / "bad.faiss", ids[:5], lambda p: vectors[p, :40])
 
 
 def test_nearest_centroid_equals_the_largest_product() -> None:
