@@ -217,3 +217,90 @@ def test_the_compose_commands_run_as_a_deployment(
         process.send_signal(signal.SIGTERM)
     assert api.wait(timeout=60) == 0
     assert worker.wait(timeout=60) == 0
+
+
+# --- the Kubernetes manifest (KubeRay), checked against compose and the settings ---------------
+KUBE = {
+    (doc["kind"], doc["metadata"]["name"]): doc
+    for doc in yaml.safe_load_all((ROOT / "deploy/kubernetes/docsim-ray.yaml").read_text())
+}
+
+
+def _pods() -> dict[str, dict]:
+    """`name -> pod spec` of every pod template of the manifest."""
+    cluster = KUBE[("RayCluster", "docsim")]["spec"]
+    pods = {"ray-head": cluster["headGroupSpec"]["template"]["spec"]}
+    pods |= {f"ray-{g['groupName']}": g["template"]["spec"] for g in cluster["workerGroupSpecs"]}
+    for kind, name in (("Job", "docsim-migrate"), ("Deployment", "docsim-api"), (
+            "Deployment", "docsim-worker")):  # fmt: skip
+        pods[name] = KUBE[(kind, name)]["spec"]["template"]["spec"]
+    return pods
+
+
+def _env(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_the_kubernetes_manifest_runs_composes_commands_on_a_ray_cluster() -> None:
+    """The api, the worker and the migration run the commands the compose test runs; the api
+    joins the RayCluster's head Service with its token; every pod mounts the one data volume
+    as the image's user."""
+    pods = _pods()
+    (api,) = pods["docsim-api"]["containers"]
+    (worker,) = pods["docsim-worker"]["containers"]
+    (migrate,) = pods["docsim-migrate"]["containers"]
+    assert api["command"] == SERVICES["api"]["command"]
+    assert worker["command"] == SERVICES["worker"]["command"]
+    assert migrate["command"] == SERVICES["migrate"]["command"]
+    head = f"{KUBE[('RayCluster', 'docsim')]['metadata']['name']}-head-svc:6379"
+    assert _env(api)["DOCSIM_RAY__ADDRESS"]["value"] == head
+    assert KUBE[("RayCluster", "docsim")]["spec"]["headGroupSpec"]["rayStartParams"] == {
+        "num-cpus": "0"
+    }
+    assert {api["readinessProbe"]["httpGet"]["path"], api["livenessProbe"]["httpGet"]["path"]} == {
+        "/ready", "/health"}  # fmt: skip
+    uid = re.search(r"useradd .*--uid (\d+)", (ROOT / "Dockerfile").read_text())
+    assert uid is not None
+    for name, pod in pods.items():
+        assert pod["securityContext"]["runAsUser"] == int(uid.group(1)), name
+        assert pod["volumes"] == [
+            {"name": "docsim-data", "persistentVolumeClaim": {"claimName": "docsim-data"}}
+        ], name
+        for container in pod["containers"]:
+            assert container["image"] == "docsim:latest-ray", name
+            assert {"name": "docsim-data", "mountPath": "/data"} in container["volumeMounts"]
+            env = _env(container)
+            if name.startswith("ray-") or "DOCSIM_RAY__ADDRESS" in env:
+                assert env["RAY_AUTH_MODE"]["value"] == "token", name
+                secret = env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]
+                assert secret == {"name": "docsim-ray-auth", "key": "token"}, name
+
+
+def test_the_kubernetes_environment_names_the_services_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every `DOCSIM_*` variable of the manifest is a setting of the service (a misspelt one
+    would be ignored), and its values are valid ones."""
+    from docsim.app.core.settings import ServiceSettings
+
+    def is_setting(name: str) -> bool:
+        model: type = ServiceSettings
+        for part in name.removeprefix("DOCSIM_").lower().split("__"):
+            field = model.model_fields.get(part)
+            if field is None:
+                return False
+            model = field.annotation  # type: ignore[assignment]
+        return True
+
+    seen = 0
+    for pod in _pods().values():
+        for container in pod["containers"]:
+            for name, entry in _env(container).items():
+                if not name.startswith("DOCSIM_"):
+                    continue
+                assert is_setting(name), name
+                seen += 1
+                value = entry.get("value", "postgresql+psycopg://u:p@db:5432/docsim")
+                monkeypatch.setenv(name, value)
+            ServiceSettings()  # raises on an invalid value
+    assert seen > 15
