@@ -32,7 +32,7 @@ from tqdm import tqdm
 from docsim.indexer.builder.engines import EncodeEngine, LocalEngine, one_ahead
 from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.settings import Settings
-from docsim.indexer.store.faiss_files import IvfFlatWriter
+from docsim.indexer.store.faiss_files import IvfLists
 from docsim.indexer.store.manifest import LevelEntry, file_sha256
 from docsim.indexer.store.units import UnitCounter, count_units, insert_documents
 from docsim.indexer.store.vector_index import FLAT, FaissIndex, choose_factory, gpu_count
@@ -240,28 +240,15 @@ class LevelBlocks:
         return out
 
 
-def _mapped_rows(path: Path) -> Callable[[np.ndarray], np.ndarray]:
-    """`rows(positions)`: the rows at `positions` of the `.npy` file at `path`, read through a
-    mapping opened for the call only (the pages read do not stay in this process's RSS)."""
-
-    def rows(positions: np.ndarray) -> np.ndarray:
-        mapped = np.load(path, mmap_mode="r")
-        try:
-            return np.array(mapped[positions])
-        finally:
-            del mapped
-
-    return rows
-
-
 def write_vector_indexes(
     folder: Path, n_blocks: int, dim: int, settings: Settings
 ) -> dict[str, LevelEntry]:
-    """Stage 3: float16 vectors and ids per level, plus an IVF level's FAISS index, from the
-    block files, a level at a time and a block at a time: a build holds what FAISS keeps of
-    one level and one block's vectors, never every level's vectors at once. A Flat level has
-    no index file: its float16 file is its one copy on disk, and a reader builds the exact
-    index from it (`store.level_files.open_level_index`)."""
+    """Stage 3: float16 vectors and ids per level, from the block files, a level at a time and
+    a block at a time: a build holds what FAISS keeps of one level and one block's vectors,
+    never every level's vectors at once. The float16 file is each level's one copy on disk: a
+    Flat level has nothing beside it, an IVF-Flat level its lists (`<level>.ivf.npz`), and a
+    reader builds the index from them (`store.level_files.open_level_index`); an index of
+    another factory (codes, not a copy) is saved as FAISS writes it."""
     use_gpu = settings.index.use_gpu == "auto" and gpu_count() > 0
     levels: dict[str, LevelEntry] = {}
     for level in LEVELS:
@@ -275,13 +262,12 @@ def write_vector_indexes(
             index = FaissIndex.trained(
                 dim, factory, blocks.rows, len(ids), nprobe=settings.index.nprobe, use_gpu=use_gpu
             )
-        index_file = f"{level}.faiss" if index is not None else None
         vectors_file, ids_file = f"{level}.f16.npy", f"{level}.ids.npy"
-        # an IVF-Flat level is written a list at a time from the float16 file: never filled
-        # in memory
-        streamed = (
-            IvfFlatWriter(index) if index is not None and IvfFlatWriter.accepts(index) else None
-        )
+        # an IVF-Flat level keeps its lists beside its float16 file, recorded as its blocks
+        # pass: never filled in memory (`IvfLists`); another index is filled and saved
+        streamed = None
+        if index is not None and IvfLists.accepts(index):
+            streamed = IvfLists(index)
         with (folder / vectors_file).open("wb") as out:
             header = {"descr": "<f2", "fortran_order": False, "shape": (len(ids), dim)}
             np.lib.format.write_array_header_1_0(out, header)
@@ -297,12 +283,15 @@ def write_vector_indexes(
                 elif index is not None:
                     index.add(half, ids[at : at + len(half)])
                 at += len(half)
-        if streamed is not None and index_file is not None:
-            streamed.write(folder / index_file, ids, _mapped_rows(folder / vectors_file))
-        elif index is not None and index_file is not None:
+        index_file = lists_file = None
+        if streamed is not None:
+            lists_file = f"{level}.ivf.npz"
+            streamed.save(folder / lists_file, len(ids))
+        elif index is not None:
+            index_file = f"{level}.faiss"
             index.save(folder / index_file)
         np.save(folder / ids_file, ids)
-        names = [name for name in (index_file, vectors_file, ids_file) if name is not None]
+        names = [n for n in (index_file, lists_file, vectors_file, ids_file) if n is not None]
         levels[level] = {
             "count": int(len(ids)),
             "factory": factory,
@@ -312,5 +301,7 @@ def write_vector_indexes(
             "bytes": sum((folder / name).stat().st_size for name in names),
             "sha256": {name: file_sha256(folder / name) for name in names},
         }
+        if lists_file is not None:
+            levels[level]["lists_file"] = lists_file
         del index
     return levels

@@ -20,7 +20,8 @@ SCHEMA_VERSION = 1
 class LevelEntry(TypedDict):
     count: int  # vectors (= ids) at this level
     factory: str  # FAISS index factory string
-    index_file: str | None  # None: a Flat level, built from `vectors_file` when read
+    index_file: str | None  # FAISS's file; None: built from `vectors_file` when read
+    lists_file: NotRequired[str]  # an IVF-Flat level: its centroids and each vector's list
     vectors_file: str  # float16 `(count, dim)`
     ids_file: str  # int64 `(count,)`, ascending
     bytes: int

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import faiss
 import numpy as np
 import pytest
 
-from docsim.indexer.store.faiss_files import IvfFlatWriter
+from docsim.indexer.store.faiss_files import IvfLists, ivf_flat_index
 from docsim.indexer.store.numpy_index import NumpyIndex
 from docsim.indexer.store.vector_index import (
     FaissIndex,
@@ -146,51 +147,47 @@ def test_search_within_ids_equals_brute_force_over_them(data, factory: str) -> N
 
 
 @pytest.mark.parametrize("factory", ["IVF40,Flat", "IVF600,Flat"])  # most lists filled; few
-def test_an_ivf_file_written_a_list_at_a_time_is_the_one_faiss_writes(
+def test_an_ivf_level_filled_from_its_lists_is_the_index_faiss_fills(
     data, factory: str, tmp_path: Path
 ) -> None:
-    """`IvfFlatWriter` against the reference: the same trained index filled block by block
-    in memory and saved by FAISS. Blocks of uneven sizes; the file loads and searches."""
+    """`IvfLists` then `ivf_flat_index` against the reference: the same trained index filled
+    block by block in memory. Blocks of uneven sizes, float16 rows as a build stores them;
+    byte for byte FAISS's serialisation, and the same searches."""
     vectors, ids, queries = data
+    half = vectors.astype(np.float16)
     blocks = [(0, 700), (700, 701), (701, 2000), (2000, 3000)]  # one of a single vector
-    expected = FaissIndex.trained(48, factory, lambda rows: vectors[rows], len(ids), nprobe=9)
-    writer = IvfFlatWriter(
-        FaissIndex.trained(48, factory, lambda rows: vectors[rows], len(ids), nprobe=9)
-    )
+    expected = FaissIndex.trained(48, factory, lambda rows: half[rows], len(ids), nprobe=9)
+    lists = IvfLists(FaissIndex.trained(48, factory, lambda rows: half[rows], len(ids), nprobe=9))
     for start, end in blocks:
-        expected.add(vectors[start:end], ids[start:end])
-        writer.assign(vectors[start:end])
-    expected.save(tmp_path / "expected.faiss")
-    read: list[np.ndarray] = []
-
-    def rows(positions: np.ndarray) -> np.ndarray:
-        read.append(positions)
-        assert np.all(np.diff(positions) > 0)
-        return vectors[positions]
-
-    writer.write(tmp_path / "streamed.faiss", ids, rows)
-    want, got = (
-        (tmp_path / "expected.faiss").read_bytes(),
-        (tmp_path / "streamed.faiss").read_bytes(),
-    )
-    assert got == want
-    assert sorted(np.concatenate(read).tolist()) == list(range(len(ids)))  # each row read once
-    loaded = FaissIndex.load(tmp_path / "streamed.faiss", factory)
-    for g, w in zip(loaded.search(queries, 5), expected.search(queries, 5), strict=True):
+        expected.add(half[start:end], ids[start:end])
+        lists.assign(half[start:end])
+    lists.save(tmp_path / "level.ivf.npz", len(ids))
+    nlist = faiss.extract_index_ivf(expected.host.index).nlist
+    size = (tmp_path / "level.ivf.npz").stat().st_size  # centroids and 4 bytes a vector
+    assert size < nlist * 48 * 4 + 4 * len(ids) + 2048
+    filled = ivf_flat_index(factory, tmp_path / "level.ivf.npz", half, ids)
+    got, want = faiss.serialize_index(filled.host), faiss.serialize_index(expected.host)
+    assert got.tobytes() == want.tobytes()
+    for g, w in zip(filled.search(queries, 5), expected.search(queries, 5), strict=True):
         np.testing.assert_array_equal(g.ids, w.ids)
+    filled.add(vectors[:1], np.array([10**9]))  # it takes changes as a filled index does
+    assert filled.search(vectors[:1], 1)[0].ids[0] in (10**9, ids[0])
 
 
-def test_the_list_writer_takes_only_an_empty_ivf_flat_index(data) -> None:
+def test_the_lists_take_only_an_empty_ivf_flat_index(data, tmp_path: Path) -> None:
     vectors, ids, _ = data
-    assert not IvfFlatWriter.accepts(FaissIndex.build(vectors, ids, "Flat"))
-    assert not IvfFlatWriter.accepts(FaissIndex.build(vectors, ids, "IVF16,Flat"))  # filled
+    assert not IvfLists.accepts(FaissIndex.build(vectors, ids, "Flat"))
+    assert not IvfLists.accepts(FaissIndex.build(vectors, ids, "IVF16,Flat"))  # filled
     sq = FaissIndex.trained(48, "IVF16,SQ8", lambda rows: vectors[rows], len(ids))
     with pytest.raises(TypeError, match="IVF-Flat"):
-        IvfFlatWriter(sq)
-    writer = IvfFlatWriter(FaissIndex.trained(48, "IVF16,Flat", lambda r: vectors[r], len(ids)))
-    writer.assign(vectors[:10])
-    with pytest.raises(ValueError, match="10 vectors assigned but 11 ids"):
-        writer.write(Path("never-written.faiss"), ids[:11], lambda p: vectors[p])
+        IvfLists(sq)
+    lists = IvfLists(FaissIndex.trained(48, "IVF16,Flat", lambda r: vectors[r], len(ids)))
+    lists.assign(vectors[:10])
+    with pytest.raises(ValueError, match="10 vectors assigned but 11"):
+        lists.save(tmp_path / "never.npz", 11)
+    lists.save(tmp_path / "ten.npz", 10)
+    with pytest.raises(ValueError, match="10 lists for 11 vectors"):
+        ivf_flat_index("IVF16,Flat", tmp_path / "ten.npz", vectors[:11], ids[:11])
 
 
 def test_nearest_centroid_equals_the_largest_product() -> None:
