@@ -172,3 +172,38 @@ def test_a_version_with_the_flat_index_files_of_earlier_builds_still_serves(
             open_searcher(settings, engine)
     finally:
         engine.dispose()
+
+
+def test_a_version_of_ivf_levels_serves_as_the_flat_one(
+    tmp_path: Path,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    _postgres,  # noqa: ANN001
+) -> None:
+    """Levels over `flat_max_vectors` are IVF-Flat, kept on disk as their float16 files and
+    lists only; searched with every list probed, they rank units as the Flat version does."""
+    rankings = []
+    for name, index in (("flat", {}), ("ivf", {"flat_max_vectors": 10, "nprobe": 10_000})):
+        (tmp_path / name).mkdir()
+        _, settings = published(tmp_path / name, sample_corpus, tiny_encoder_dir, _postgres, 6)
+        ivf = settings.model_copy(
+            update={
+                "index": settings.index.model_copy(update=index),
+                "search": SearchSettings(sentence_store="float32"),
+            }
+        )
+        if index:
+            publish(tmp_path / name / "corpus", ivf, tiny_encoder_dir)  # version 2, IVF levels
+        engine = make_engine(ivf.database_url)
+        try:
+            searcher = open_searcher(ivf, engine)
+            levels = active_version(engine).manifest["levels"]
+            query = searcher.query_from_index(searcher.index.external_ids[0])
+            options = SearchOptions(top_k=8, granularity=Granularity.sentence)
+            hits = searcher.similar(query, options).results
+            rankings.append([(h.document_id, h.start, round(h.score, 5)) for h in hits])
+        finally:
+            engine.dispose()
+    assert levels["sentence"]["factory"].startswith("IVF")
+    assert levels["sentence"]["index_file"] is None and "lists_file" in levels["sentence"]
+    assert rankings[0] == rankings[1] and len(rankings[0]) == 8
