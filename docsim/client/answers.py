@@ -19,12 +19,12 @@ from docsim.protocol.answers import (
     CollectionOut,
     DocumentResult,
     DocumentsChanged,
-    JobAccepted,
     JobOut,
     SimilarResponse,
-    StoredDocument,
     UnitResult,
 )
+from docsim.protocol.answers import JobAccepted as JobAccepted  # the client's names too
+from docsim.protocol.answers import StoredDocument as StoredDocument
 from docsim.protocol.explanations import ExplainResponse
 
 Hit = DocumentResult  # a ranked document, with its best paragraph pairs (`matches`)
@@ -32,21 +32,6 @@ UnitHit = UnitResult  # a ranked section, paragraph or sentence, with its place 
 Changed = DocumentsChanged  # what a document change did, and the version and revision
 Collection = CollectionOut  # a collection: its own settings, served version, size and keys
 Explanation = ExplainResponse  # why `target` matches `source`: every map of the pair
-__all__ = [
-    "Changed",
-    "Collection",
-    "DocsimError",
-    "Document",
-    "Explanation",
-    "Hit",
-    "Job",
-    "JobAccepted",
-    "JobFailedError",
-    "Results",
-    "SimilarOptions",
-    "StoredDocument",
-    "UnitHit",
-]
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 # a document to rank against: its text, a JSON document, or a file to upload
 Document = str | Mapping[str, Any] | Path
