@@ -7,6 +7,7 @@ index of another factory."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,21 @@ def open_level_index(folder: Path, level: dict[str, Any]) -> FaissIndex:
     vectors), into the recorded lists of an IVF-Flat level or an exact Flat index."""
     if level.get("index_file"):
         return FaissIndex.load(folder / level["index_file"], level["factory"])
-    vectors = np.load(folder / level["vectors_file"], mmap_mode="r")  # (n, d) float16
-    ids = np.load(folder / level["ids_file"])
+    path, ids = folder / level["vectors_file"], np.load(folder / level["ids_file"])
     if level.get("lists_file"):
+        vectors = np.load(path, mmap_mode="r")  # (n, d) float16
         return ivf_flat_index(level["factory"], folder / level["lists_file"], vectors, ids)
-    return FaissIndex.build(vectors, ids, level["factory"])
+    dim = int(np.load(path, mmap_mode="r").shape[1])
+    return FaissIndex.flat_filled(dim, ids, float16_blocks(path, len(ids)))
+
+
+def float16_blocks(path: Path, n: int, rows: int = 65_536) -> Iterator[np.ndarray]:
+    """The `n` rows of the float16 `.npy` file at `path`, `rows` at a time `(rows, d)`, each
+    read through a mapping opened for it alone: the pages read do not stay in the process's
+    resident memory, as they would through one mapping of the whole file."""
+    for r0 in range(0, n, rows):
+        mapped = np.load(path, mmap_mode="r")
+        try:
+            yield np.array(mapped[r0 : r0 + rows])
+        finally:
+            del mapped
