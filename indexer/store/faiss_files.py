@@ -6,17 +6,19 @@ what places each vector in the index: the coarse quantizer's centroids and each 
 them would (in the same slices of `vector_index.ADD_ROWS`), so that the index is never filled in
 memory. `ivf_flat_index` fills the index from the float16 file with the recorded lists, without
 assigning anything again: it is the index FAISS fills with the same vectors, byte for byte
-(tested). A Flat level needs nothing beside its vectors (`level_files.open_level_index`)."""
+(tested). A Flat level needs nothing beside its vectors: `flat_index` fills its exact index in
+place (`level_files.open_level_index` chooses)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import faiss
 import numpy as np
 
 from docsim.indexer.store import vector_index
-from docsim.indexer.store.vector_index import FaissIndex, as_float32
+from docsim.indexer.store.vector_index import FLAT, FaissIndex, as_float32
 
 
 class IvfLists:
@@ -94,3 +96,31 @@ def ivf_flat_index(
     host.ntotal = n
     host.construct_rev_map()
     return FaissIndex(host, factory)
+
+
+def flat_index(dim: int, ids: np.ndarray, blocks: Iterable[np.ndarray]) -> FaissIndex:
+    """The exact (Flat) index of the vectors `blocks` yields in order `(n_b, dim)` (any float
+    dtype), labelled by `ids` `(n,)`: its storage allocated once and filled in place, where
+    adding a block at a time would grow it by reallocation (up to twice its size at once).
+    Byte for byte the index `FaissIndex.build` makes of the same vectors (tested).
+
+    Raises:
+        ValueError: the blocks do not hold one vector per id.
+    """
+    n = len(ids)
+    inner = faiss.IndexFlat(dim, faiss.METRIC_INNER_PRODUCT)  # what the factory makes
+    host = faiss.IndexIDMap2(inner)  # empty here: the Flat storage is filled below
+    inner.codes.resize(n * dim * 4)
+    storage = faiss.rev_swig_ptr(inner.codes.data(), n * dim * 4)  # (n * d * 4,) uint8
+    rows = storage.view(np.float32).reshape(n, dim) if n else np.empty((0, dim), np.float32)
+    at = 0
+    for block in blocks:
+        rows[at : at + len(block)] = as_float32(block)
+        at += len(block)
+    if at != n:
+        raise ValueError(f"{at} vectors for {n} ids")
+    inner.ntotal = n
+    faiss.copy_array_to_vector(np.ascontiguousarray(ids, np.int64), host.id_map)
+    host.ntotal = n
+    host.construct_rev_map()
+    return FaissIndex(host, FLAT)

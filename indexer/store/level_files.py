@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from docsim.indexer.store.faiss_files import ivf_flat_index
+from docsim.indexer.store.faiss_files import flat_index, ivf_flat_index
 from docsim.indexer.store.vector_index import FaissIndex
 
 
@@ -39,7 +39,7 @@ def open_level_index(folder: Path, level: dict[str, Any]) -> FaissIndex:
         vectors = np.load(path, mmap_mode="r")  # (n, d) float16
         return ivf_flat_index(level["factory"], folder / level["lists_file"], vectors, ids)
     dim = int(np.load(path, mmap_mode="r").shape[1])
-    return FaissIndex.flat_filled(dim, ids, float16_blocks(path, len(ids)))
+    return flat_index(dim, ids, float16_blocks(path, len(ids)))
 
 
 def float16_blocks(path: Path, n: int, rows: int = 65_536) -> Iterator[np.ndarray]:

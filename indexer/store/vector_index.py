@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -149,30 +149,6 @@ class FaissIndex:
         for r0 in range(0, len(ids), ADD_ROWS):
             index.add(vectors[r0 : r0 + ADD_ROWS], ids[r0 : r0 + ADD_ROWS])
         return index
-
-    @classmethod
-    def flat_filled(cls, dim: int, ids: np.ndarray, blocks: Iterable[np.ndarray]) -> FaissIndex:
-        """The exact (Flat) index of the vectors `blocks` yields in order `(n_b, dim)` (any
-        float dtype), labelled by `ids` `(n,)`: its storage allocated once and filled in place,
-        where adding a block at a time would grow it by reallocation (up to twice its size at
-        once). Byte for byte the index `build` makes of the same vectors (tested)."""
-        n = len(ids)
-        inner = faiss.IndexFlat(dim, faiss.METRIC_INNER_PRODUCT)  # what the factory makes
-        host = faiss.IndexIDMap2(inner)  # empty here: the Flat storage is filled below
-        inner.codes.resize(n * dim * 4)
-        storage = faiss.rev_swig_ptr(inner.codes.data(), n * dim * 4)  # (n * d * 4,) uint8
-        rows = storage.view(np.float32).reshape(n, dim) if n else np.empty((0, dim), np.float32)
-        at = 0
-        for block in blocks:
-            rows[at : at + len(block)] = as_float32(block)
-            at += len(block)
-        if at != n:
-            raise ValueError(f"{at} vectors for {n} ids")
-        inner.ntotal = n
-        faiss.copy_array_to_vector(np.ascontiguousarray(ids, np.int64), host.id_map)
-        host.ntotal = n
-        host.construct_rev_map()
-        return cls(host, FLAT)
 
     @classmethod
     def trained(

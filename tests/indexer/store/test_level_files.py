@@ -10,6 +10,7 @@ import faiss
 import numpy as np
 import pytest
 
+from docsim.indexer.store.faiss_files import flat_index
 from docsim.indexer.store.level_files import level_files, open_level_index
 from docsim.indexer.store.vector_index import FaissIndex
 
@@ -64,17 +65,17 @@ def test_a_level_with_an_index_file_is_read_from_it(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("count", [0, 1, 1500])
 def test_a_flat_index_filled_in_place_is_the_one_adding_makes(tmp_path: Path, count: int) -> None:
-    """`FaissIndex.flat_filled` (storage allocated once) against `build` (adding blocks):
+    """`flat_index` (storage allocated once) against `build` (adding blocks):
     byte for byte FAISS's serialisation, from blocks of uneven sizes."""
     level, half = written_level(tmp_path)
     ids = np.load(tmp_path / "sentence.ids.npy")[:count]
     vectors = half[:count]
     cuts = [0, min(count, 700), min(count, 701), count]
     blocks = [vectors[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
-    filled = FaissIndex.flat_filled(24, ids, blocks)
+    filled = flat_index(24, ids, blocks)
     built = FaissIndex.build(vectors.astype(np.float32), ids, "Flat")
     assert (
         faiss.serialize_index(filled.host).tobytes() == faiss.serialize_index(built.host).tobytes()
     )
     with pytest.raises(ValueError, match="vectors for"):
-        FaissIndex.flat_filled(24, np.arange(count + 1), blocks)
+        flat_index(24, np.arange(count + 1), blocks)
