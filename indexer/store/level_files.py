@@ -28,13 +28,17 @@ def level_files(level: dict[str, Any]) -> list[str]:
     return [name for name in names if name]
 
 
-def open_level_index(folder: Path, level: dict[str, Any]) -> FaissIndex:
+def open_level_index(
+    folder: Path, level: dict[str, Any], ids: np.ndarray | None = None
+) -> FaissIndex:
     """The level's FAISS index: read from its file where it has one; else filled a block at a
     time from its mapped float16 file (the values FAISS's file held: the same float16-rounded
-    vectors), into the recorded lists of an IVF-Flat level or an exact Flat index."""
+    vectors), into the recorded lists of an IVF-Flat level or an exact Flat index. `ids`: the
+    level's ids file, when the caller has read it already."""
     if level.get("index_file"):
         return FaissIndex.load(folder / level["index_file"], level["factory"])
-    path, ids = folder / level["vectors_file"], np.load(folder / level["ids_file"])
+    path = folder / level["vectors_file"]
+    ids = np.load(folder / level["ids_file"]) if ids is None else ids
     if level.get("lists_file"):
         vectors = np.load(path, mmap_mode="r")  # (n, d) float16
         return ivf_flat_index(level["factory"], folder / level["lists_file"], vectors, ids)

@@ -142,7 +142,7 @@ class LoadedIndex:
             if level in mapped:
                 vectors[level] = MappedRows.of_file(path / info["vectors_file"])
             else:
-                index = indices[level] = open_level_index(path, info)
+                index = indices[level] = open_level_index(path, info, ids[level])
                 held = one_copy(index, ids[level])
                 if held is None:  # not Flat: the index keeps its vectors its own way
                     held = torch.from_numpy(np.load(path / info["vectors_file"]).astype(np.float32))
