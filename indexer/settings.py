@@ -104,6 +104,12 @@ class IndexSettings(BaseModel):
         default=None, ge=8, description="Tokens per chunk; default: the encoder's input limit."
     )
     block_documents: int = Field(default=64, ge=1, description="Documents encoded per block.")
+    reuse_vectors: bool = Field(
+        default=True,
+        description="A build stores again the vectors of the documents the active version "
+        "holds unchanged (same id, text and split; same encoder, backend and chunk size) "
+        "instead of encoding them; false: encode every document.",
+    )
     split_workers: int = Field(
         default=0,
         ge=0,

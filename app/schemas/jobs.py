@@ -41,6 +41,12 @@ class ReindexRequest(RequestModel):
         default=EngineName.local,
         description="Where the encode stage runs: the worker, or Ray Data.",
     )
+    reencode: bool = Field(
+        default=False,
+        description="Encode every document. By default a document the active version holds "
+        "unchanged (same id, text and split, with the same encoder and chunk size) keeps its "
+        "vectors, and only new and changed documents are encoded.",
+    )
 
 
 def job_out(job: JobRow, served_version: int | None) -> JobOut:

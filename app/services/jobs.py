@@ -78,5 +78,6 @@ def submit_reindex(engine: Engine, request: ReindexRequest, settings: ServiceSet
         chunk_tokens=request.chunk_tokens,
         block_documents=request.block_documents,
         engine=request.engine.value,
+        reencode=request.reencode,
     )
     return create_job(engine, "reindex", vars(params), settings.collection)

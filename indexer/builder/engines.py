@@ -63,7 +63,8 @@ class LocalEngine:
     def _encoded(self, blocks: Iterable[list[Document]]) -> EncodedBlocks:
         for block in blocks:
             started = time.perf_counter()
-            vectors = self.encoder.encode_documents([doc.encoder_input() for doc in block])
+            inputs = [doc.encoder_input() for doc in block]
+            vectors = self.encoder.encode_documents(inputs) if inputs else []
             self.seconds += time.perf_counter() - started
             yield block, vectors
 
@@ -140,7 +141,9 @@ class RayEngine:
 
     def encode_blocks(self, blocks: Iterable[list[Document]]) -> EncodedBlocks:
         blocks = list(blocks)
-        if not blocks:
+        if not any(blocks):  # nothing to encode (every document's vectors were reused)
+            for block in blocks:
+                yield block, []
             return
         try:
             ray, started_here = connect_ray(self.settings, data=True)

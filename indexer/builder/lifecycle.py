@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from docsim.indexer.choices import DEFAULT_COLLECTION
 from docsim.indexer.store.manifest import Manifest, write_manifest
@@ -139,7 +140,16 @@ def abandon(
     shutil.rmtree(target.tmp, ignore_errors=True)
     if not published:
         shutil.rmtree(target.final, ignore_errors=True)
-        fail_version(engine, target.version_id, reason)
+        try:
+            fail_version(engine, target.version_id, reason)
+        except DBAPIError as sql_error:
+            if not disk_full(error) or not disk_full(sql_error):
+                raise
+            # deleting the rows needs room in the log too: the next build removes them
+            # (`recover_abandoned`), and the caller hears of the full disk, not of this
+            logger.error(
+                "Version %d stays `building` until the next build: %s", target.version_id, sql_error
+            )
 
 
 def disk_full(error: BaseException | None) -> bool:
@@ -148,7 +158,8 @@ def disk_full(error: BaseException | None) -> bool:
     while error is not None and seen < 10:
         if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if "No space left on device" in str(error):  # FAISS and SQLite say it in words
+        words = str(error)  # FAISS and SQLite say it in words
+        if "No space left on device" in words or "database or disk is full" in words:
             return True
         error, seen = error.__cause__ or error.__context__, seen + 1
     return False

@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from docsim.indexer.builder.reuse import Reuse
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.store.manifest import (
     SCHEMA_VERSION,
@@ -42,18 +43,25 @@ def corpus_entry(
 
 
 def build_entry(
-    blocks_done: int, started: float, encode_seconds: float, levels: dict[str, LevelEntry]
+    blocks_done: int,
+    started: float,
+    encode_seconds: float,
+    levels: dict[str, LevelEntry],
+    reuse: Reuse | None = None,
 ) -> BuildEntry:
     """How the build went: the blocks a resume skipped, its seconds since `started` (a
-    `time.perf_counter()` reading) and the encode stage's throughput (sentences, from
-    `levels`, per second)."""
-    n_sentences = levels["sentence"]["count"]
-    return {
+    `time.perf_counter()` reading), the encode stage's throughput (sentences encoded, from
+    `levels` or, when vectors were reused, `reuse`, per second) and what was reused."""
+    n_sentences = levels["sentence"]["count"] if reuse is None else reuse.encoded_sentences
+    entry: BuildEntry = {
         "resumed_after_blocks": blocks_done,
         "seconds": round(time.perf_counter() - started, 3),
         "encode_seconds": round(encode_seconds, 3),
         "sentences_per_second": round(n_sentences / max(encode_seconds, 1e-9), 1),
     }
+    if reuse is not None:
+        entry["reused"] = reuse.record()
+    return entry
 
 
 def build_manifest(

@@ -33,13 +33,14 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from docsim.indexer.builder.backend import install_backend, prepare_backend
+from docsim.indexer.builder.backend import install_backend, prepare_backend, resolve_backend
 from docsim.indexer.builder.engines import EncodeEngine
 from docsim.indexer.builder.field_checks import BuildFieldTypes
 from docsim.indexer.builder.lifecycle import VersionTarget, abandon, open_version, publish
 from docsim.indexer.builder.manifest import build_entry, build_manifest, corpus_entry
+from docsim.indexer.builder.reuse import Reuse, previous_backend, previous_version, reusing
+from docsim.indexer.builder.source import Source, open_source, split_source
 from docsim.indexer.builder.split_plan import SplitPlan
-from docsim.indexer.builder.split_workers import default_workers
 from docsim.indexer.builder.stages import encode_and_store, plan_fingerprint, write_vector_indexes
 from docsim.indexer.choices import CorpusFormat
 from docsim.indexer.errors import (
@@ -53,10 +54,9 @@ from docsim.indexer.errors import (
 from docsim.indexer.settings import Settings
 from docsim.indexer.store.data_lock import Kind, hold_data_dir
 from docsim.indexer.store.manifest import BackendEntry, LevelEntry, Manifest
-from docsim.indexer.store.versions import active_version, recover_abandoned
-from docsim.indexer.text.corpus import Skipped, detect_format, read_corpus
+from docsim.indexer.store.versions import VersionRow, active_version, recover_abandoned
+from docsim.indexer.text.corpus import Skipped
 from docsim.indexer.text.documents import Document, SourceDocument
-from docsim.indexer.text.readers.registry import FileLimits
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.models.encoder import Encoder
 
@@ -140,16 +140,6 @@ class BuildContext:
     encode_engine: EncodeEngine | None
 
 
-@dataclass(frozen=True)
-class Source:
-    """The documents a build reads, the corpus format they were read as, and the label the
-    manifest and the logs give them."""
-
-    documents: Iterable[SourceDocument | Skipped]
-    fmt: CorpusFormat
-    label: str
-
-
 def build_index(
     corpus: Path | None,
     *,
@@ -191,7 +181,7 @@ def build_index(
         source = open_source(corpus, documents, fmt, source_label, settings)
         types = BuildFieldTypes.of_collection(engine, settings.collection)
         source = Source(types.checked(source.documents), source.fmt, source.label)
-        plan = split_source(ctx, source, splitter)
+        plan = split_source(source, splitter, indexes_dir, settings, show_progress=show_progress)
         try:
             manifest, target = _encode_and_publish(ctx, source, plan, splitter, started, types)
         finally:
@@ -210,9 +200,27 @@ def _encode_and_publish(
     started: float,
     types: BuildFieldTypes,
 ) -> tuple[Manifest, VersionTarget]:
-    """Stages 2 to 5 of `build_index`, on the split `plan`."""
+    """Stages 2 to 5 of `build_index`, on the split `plan`: on the active version's export
+    and with its vectors where they can be reused (`indexer.builder.reuse`)."""
+    engine, encoder = ctx.engine, ctx.encoder
+    previous = previous_version(ctx.settings, engine, encoder, ctx.capacity)
+    backend = choose_backend(ctx, plan, source.label, previous)
+    with reusing(engine, encoder, previous) as reuse:
+        return _encoded_and_published(ctx, source, plan, splitter, started, types, backend, reuse)
+
+
+def _encoded_and_published(
+    ctx: BuildContext,
+    source: Source,
+    plan: SplitPlan,
+    splitter: SentenceSplitter,
+    started: float,
+    types: BuildFieldTypes,
+    backend: BackendEntry,
+    reuse: Reuse | None,
+) -> tuple[Manifest, VersionTarget]:
+    """`_encode_and_publish` once the encoder is on its `backend`."""
     engine, encoder, hooks = ctx.engine, ctx.encoder, ctx.hooks
-    backend = choose_backend(ctx, plan, source.label)
     fingerprint = plan_fingerprint(plan, encoder, ctx.capacity, plan.block_documents)
     target = open_version(
         engine,
@@ -226,7 +234,7 @@ def _encode_and_publish(
         hooks.on_version(target.version_id)
     published = False  # once live, a late interrupt must not mark the version failed
     try:
-        n_blocks, encode_seconds = encode_version(ctx, target, plan, fingerprint, backend)
+        n_blocks, encode_seconds = encode_version(ctx, target, plan, fingerprint, backend, reuse)
         levels = index_version(ctx, target, n_blocks)
         manifest = build_manifest(
             target.version_id,
@@ -235,7 +243,7 @@ def _encode_and_publish(
             capacity=ctx.capacity,
             corpus=corpus_entry(source.label, source.fmt, len(plan), plan.skipped),
             levels=levels,
-            build=build_entry(target.blocks_done, started, encode_seconds, levels),
+            build=build_entry(target.blocks_done, started, encode_seconds, levels, reuse),
             backend=backend,
         )
         publish(engine, ctx.indexes_dir, target, manifest, types.stored())
@@ -268,63 +276,23 @@ def chunk_capacity(settings: Settings, encoder: Encoder) -> int:
     return capacity
 
 
-def open_source(
-    corpus: Path | None,
-    documents: Iterable[SourceDocument | Skipped] | None,
-    fmt: CorpusFormat | str,
-    label: str | None,
-    settings: Settings,
-) -> Source:
-    """The documents to index: `documents` as given, else a reader of `corpus` (its format
-    detected when `auto`, under the configured file limits). Reads nothing yet.
-
-    Raises:
-        IndexBuildError: neither a corpus nor documents.
-        ValueError: `fmt` is not a corpus format.
-    """
-    fmt = CorpusFormat(fmt)
-    if documents is None:
-        if corpus is None:
-            raise IndexBuildError("give a corpus path or documents to index")
-        if fmt is CorpusFormat.auto:
-            fmt = detect_format(corpus)  # recorded in the manifest as detected
-        documents = read_corpus(corpus, fmt, FileLimits(**settings.files.model_dump()))
-    return Source(documents, fmt, label or str(corpus))
-
-
-def split_source(ctx: BuildContext, source: Source, splitter: SentenceSplitter) -> SplitPlan:
-    """Stage 1 (`SplitPlan.write`): read and split every document of `source` into a
-    scratch folder under the data directory's `indexes/`, in the build's blocks; the caller
-    removes it (`SplitPlan.remove`).
-
-    Raises:
-        IndexBuildError: no document could be indexed.
-    """
-    plan = SplitPlan.write(
-        source.documents,
-        splitter,
-        ctx.indexes_dir,
-        block_documents=ctx.settings.index.block_documents,
-        show_progress=ctx.show_progress,
-        workers=ctx.settings.index.split_workers or default_workers(),
-    )
-    if not len(plan):
-        plan.remove()
-        raise IndexBuildError(
-            f"no indexable documents in {source.label!r} ({len(plan.skipped)} skipped); "
-            "nothing was published"
-        )
-    return plan
-
-
-def choose_backend(ctx: BuildContext, docs: Sequence[Document], label: str) -> BackendEntry:
-    """Put the encoder on the configured backend (`prepare_backend`: an int8 export is made,
-    calibrated on `docs`, or taken from the cache); the manifest's `backend` record.
+def choose_backend(
+    ctx: BuildContext, docs: Sequence[Document], label: str, previous: VersionRow | None = None
+) -> BackendEntry:
+    """Put the encoder on the configured backend: the export of the `previous` version whose
+    vectors the build reuses (`reuse.previous_backend`), else `prepare_backend`'s (an int8
+    export is made, calibrated on `docs`, or taken from the cache); the manifest's `backend`
+    record.
 
     Raises:
         IndexBuildError: the backend cannot run this encoder here, or its export failed.
     """
     try:
+        if previous is not None:
+            name = resolve_backend(ctx.settings, ctx.encoder)
+            entry = previous_backend(ctx.settings, ctx.encoder, previous, name)
+            if entry is not None:
+                return entry
         return prepare_backend(
             ctx.settings, ctx.encoder, docs, capacity=ctx.capacity, corpus_label=label
         )
@@ -338,6 +306,7 @@ def encode_version(
     plan: SplitPlan,
     fingerprint: str,
     backend: BackendEntry,
+    reuse: Reuse | None = None,
 ) -> tuple[int, float]:
     """Stage 2 (`encode_and_store`): create `<version>.tmp/` (kept when resuming), copy the
     backend's export into it (its folder goes in `backend["dir"]`), then encode and store
@@ -360,6 +329,7 @@ def encode_version(
         on_progress=ctx.hooks.on_progress,
         show_progress=ctx.show_progress,
         encode_engine=ctx.encode_engine,
+        reuse=reuse,
     )
     return n_blocks, time.perf_counter() - started
 
@@ -374,11 +344,17 @@ def index_version(ctx: BuildContext, target: VersionTarget, n_blocks: int) -> di
 
 
 def _log_published(manifest: Manifest) -> None:
+    build = manifest["build"]
+    reused = build.get("reused")
     logger.info(
-        "Published version %d: %s; encoded %d sentences in %.1f s (%.0f sentences/s)",
+        "Published version %d: %s; encoded %d sentences in %.1f s (%.0f sentences/s)%s",
         manifest["version_id"],
         ", ".join(f"{lv}={n}" for lv, n in manifest["counts"].items()),
-        manifest["levels"]["sentence"]["count"],
-        manifest["build"]["encode_seconds"],
-        manifest["build"]["sentences_per_second"],
+        reused["encoded_sentences"] if reused else manifest["levels"]["sentence"]["count"],
+        build["encode_seconds"],
+        build["sentences_per_second"],
+        f"; reused {reused['documents']} documents ({reused['sentences']} sentences) of "
+        f"version {reused['from_version']}"
+        if reused
+        else "",
     )

@@ -20,7 +20,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -29,7 +28,9 @@ import numpy as np
 from sqlalchemy import Engine
 from tqdm import tqdm
 
+from docsim.indexer.builder.block_stream import EncodeTimes, encode_prepared, prepared_blocks
 from docsim.indexer.builder.engines import EncodeEngine, LocalEngine, one_ahead
+from docsim.indexer.builder.reuse import Reuse
 from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.settings import Settings
 from docsim.indexer.store.faiss_files import IvfLists
@@ -37,7 +38,6 @@ from docsim.indexer.store.manifest import LevelEntry, file_sha256
 from docsim.indexer.store.units import UnitCounter, count_units, insert_documents
 from docsim.indexer.store.vector_index import FLAT, FaissIndex, choose_factory, gpu_count
 from docsim.indexer.store.versions import set_build_state
-from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS, Document
 from docsim.models.encoder import Encoder
 
@@ -107,11 +107,13 @@ def encode_and_store(
     on_progress: Callable[[int, int], None] | None = None,
     show_progress: bool,
     encode_engine: EncodeEngine | None = None,
+    reuse: Reuse | None = None,
 ) -> int:
     """Stage 2: chunk, encode and insert the SQL rows of every document of `plan`, block by
     block, after the `blocks_done` committed before.
 
-    The vectors come from `encode_engine` (default: this process, `LocalEngine`).
+    The vectors come from `encode_engine` (default: this process, `LocalEngine`), except those
+    of the documents `reuse` keeps from the active version (`block_stream`).
 
     Each block's vectors go to `<folder>/blocks/<n>.npz` first; its rows and the new count of
     committed blocks then go to SQL in one transaction, so that SQL always says which blocks
@@ -125,7 +127,7 @@ def encode_and_store(
     local = encode_engine or LocalEngine(encoder)
     # read back and chunked in a thread one block ahead of the encoder, so that a GPU is
     # not left idle while the host tokenises the next block
-    pending = one_ahead(_chunked(plan.blocks(blocks_done), encoder, capacity, times))
+    pending = one_ahead(prepared_blocks(plan.blocks(blocks_done), encoder, capacity, times, reuse))
     started = time.perf_counter()
     # closing(): an engine's resources (a local Ray) go as soon as the loop ends or fails;
     # the encoder's thread first (it reads `pending`), then the chunking thread
@@ -134,7 +136,7 @@ def encode_and_store(
             total=total, initial=done, desc="encode", unit="sent", disable=not show_progress
         ) as bar,
         contextlib.closing(pending),
-        contextlib.closing(local.encode_blocks(pending)) as encoded,
+        contextlib.closing(encode_prepared(pending, local, reuse)) as encoded,
     ):
         waited = time.perf_counter()
         for b, (block, vectors) in enumerate(encoded, start=blocks_done):
@@ -172,42 +174,6 @@ def encode_and_store(
             times.storing += waited - stored
     times.log(time.perf_counter() - started, getattr(local, "seconds", None))
     return plan.n_blocks
-
-
-@dataclass
-class EncodeTimes:
-    """Seconds spent by each thread of the encode stage (they run at once): reading blocks
-    back and chunking them, storing them (SQL rows and block files), and the build's thread
-    waiting for the encoder."""
-
-    chunking: float = 0.0
-    storing: float = 0.0
-    waiting: float = 0.0
-
-    def log(self, wall: float, encoding: float | None) -> None:
-        logger.info(
-            "encode stage: %.1f s; encoding %s, chunking %.1f s (one block ahead), storing "
-            "%.1f s, waiting for the encoder %.1f s",
-            wall,
-            "in the engine" if encoding is None else f"{encoding:.1f} s",
-            self.chunking,
-            self.storing,
-            self.waiting,
-        )
-
-
-def _chunked(
-    blocks: Iterable[list[Document]], encoder: Encoder, capacity: int, times: EncodeTimes
-) -> Iterator[list[Document]]:
-    """Each block with its documents' chunks filled in (`add_chunks`), timed into `times`."""
-    started = time.perf_counter()
-    for block in blocks:
-        chunked = add_chunks(block, encoder, capacity)
-        del block  # not held while the chunked copy waits for the encoder
-        times.chunking += time.perf_counter() - started
-        yield chunked
-        del chunked
-        started = time.perf_counter()
 
 
 class LevelBlocks:

@@ -68,6 +68,14 @@ EngineOption = Annotated[
     ),
 ]
 
+ReencodeOption = Annotated[
+    bool,
+    typer.Option(
+        "--reencode",
+        help="Encode every document, also those the active version holds unchanged (whose "
+        "vectors are reused by default: same text and split, encoder and chunk size).",
+    ),
+]
 BackendOption = Annotated[
     BackendChoice | None,
     typer.Option(

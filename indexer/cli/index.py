@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from docsim.indexer.choices import CorpusFormat, EngineName
+from docsim.indexer.choices import BackendChoice, CorpusFormat, EngineName
 from docsim.indexer.cli.common import (
     BackendOption,
     DataDir,
@@ -18,6 +18,7 @@ from docsim.indexer.cli.common import (
     EngineOption,
     FormatOption,
     ProgressOption,
+    ReencodeOption,
     cli,
     cli_settings,
     existing_data_dir,
@@ -26,7 +27,7 @@ from docsim.indexer.cli.common import (
     in_collection,
     user_errors,
 )
-from docsim.indexer.settings import load_configured_encoder
+from docsim.indexer.settings import Settings, load_configured_encoder
 from docsim.indexer.text.sentences import DEFAULT_PARAMS  # a path: NLTK loads on first use
 
 logger = logging.getLogger("docsim")
@@ -47,8 +48,10 @@ def index(
     progress: ProgressOption = True,
     encode_engine: EngineOption = EngineName.local,
     backend: BackendOption = None,
+    reencode: ReencodeOption = False,
 ) -> None:
-    """Build a new index version of a corpus and publish it atomically."""
+    """Build a new index version of a corpus and publish it atomically; documents the active
+    version holds unchanged keep their vectors (only new and changed ones are encoded)."""
     from docsim.indexer.builder.engines import make_encode_engine
     from docsim.indexer.builder.pipeline import build_index, prepare_data_dir
     from docsim.indexer.store.db import make_engine, upgrade
@@ -66,10 +69,7 @@ def index(
         if settings.db.auto_migrate:
             upgrade(settings.database_url)
         engine = make_engine(settings.database_url)
-        settings = in_collection(settings, engine, create=True)
-        if backend is not None:  # the command line's over the collection's
-            encoder_settings = settings.encoder.model_copy(update={"backend": backend.value})
-            settings = settings.model_copy(update={"encoder": encoder_settings})
+        settings = _with_options(in_collection(settings, engine, create=True), backend, reencode)
         model = load_configured_encoder(settings, encoder)
         result = build_index(
             corpus,
@@ -101,11 +101,23 @@ def index(
                 "path": str(result.path),
                 "counts": result.manifest["counts"],
                 "skipped": len(result.skipped),
+                "reused": result.manifest["build"].get("reused"),
                 "retired": retired,
             },
             indent=2,
         )
     )
+
+
+def _with_options(settings: Settings, backend: BackendChoice | None, reencode: bool) -> Settings:
+    """The collection's settings with the command line's options over them."""
+    if backend is not None:
+        encoder_settings = settings.encoder.model_copy(update={"backend": backend.value})
+        settings = settings.model_copy(update={"encoder": encoder_settings})
+    if reencode:
+        index_settings = settings.index.model_copy(update={"reuse_vectors": False})
+        settings = settings.model_copy(update={"index": index_settings})
+    return settings
 
 
 @cli.command()

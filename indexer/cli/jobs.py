@@ -17,6 +17,7 @@ from docsim.indexer.cli.common import (
     EngineOption,
     FormatOption,
     ProgressOption,
+    ReencodeOption,
     cli,
     cli_settings,
     fail,
@@ -47,6 +48,7 @@ def reindex(
     chunk_tokens: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
     block_documents: Annotated[int | None, typer.Option(help="Documents per block.")] = None,
     encode_engine: EngineOption = EngineName.local,
+    reencode: ReencodeOption = False,
     retry: Annotated[
         int | None,
         typer.Option(help="Run this failed or cancelled job again (resuming its build)."),
@@ -84,6 +86,7 @@ def reindex(
                 chunk_tokens=chunk_tokens,
                 block_documents=block_documents,
                 engine=encode_engine.value,
+                reencode=reencode,
             )
             job = create_job(engine, "reindex", vars(params), settings.collection)
         name = worker_name()

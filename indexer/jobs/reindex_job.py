@@ -34,6 +34,7 @@ class ReindexParameters:
     chunk_tokens: int | None = None
     block_documents: int | None = None
     engine: str = "local"  # where the encode stage runs: `local` or `ray`
+    reencode: bool = False  # encode every document, reusing no vectors of the active version
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ReindexParameters:
@@ -51,7 +52,7 @@ def job_settings(job: JobRow, settings: Settings, engine: Engine) -> Settings:
 
 def reindex_settings(settings: Settings, params: ReindexParameters) -> Settings:
     """`settings` with the job's index options (`chunk_tokens`, `block_documents`) where
-    it gives them."""
+    it gives them, and no reuse of vectors when it asks to `reencode`."""
     index_settings = settings.index.model_copy(
         update={
             k: v
@@ -61,6 +62,7 @@ def reindex_settings(settings: Settings, params: ReindexParameters) -> Settings:
             )
             if v is not None
         }
+        | ({"reuse_vectors": False} if params.reencode else {})
     )
     return settings.model_copy(update={"index": index_settings})
 

@@ -229,7 +229,7 @@ def execute(
     except BaseException as error:  # noqa: BLE001 - every failure is recorded on the job
         reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         finish_job(engine, job.job_id, JobStatus.failed, error=reason, message="failed")
-        logger.error("Job %d failed: %s", job.job_id, reason)
+        logger.error("Job %d failed: %s", job.job_id, reason, exc_info=error)
         if not isinstance(error, Exception):
             raise  # KeyboardInterrupt / SystemExit: stop the process after recording it
         return JobStatus.failed

@@ -40,7 +40,10 @@ class BuildEntry(TypedDict):
     resumed_after_blocks: int
     seconds: float
     encode_seconds: float
-    sentences_per_second: float
+    sentences_per_second: float  # encoded, not reused
+    # vectors kept from the active version: from_version, documents, sentences,
+    # encoded_sentences (`indexer.builder.reuse.Reuse.record`)
+    reused: NotRequired[dict[str, int]]
 
 
 class BackendEntry(TypedDict):

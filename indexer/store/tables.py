@@ -117,6 +117,9 @@ documents = Table(
     Column("title", Text, nullable=False),
     Column("text", Text, nullable=False),
     Column("metadata", JSON, nullable=False),
+    # `Document.content_sha256`: a later build reuses the vectors of a document whose text
+    # and split are unchanged; NULL in versions built before it was recorded
+    Column("content_sha256", String(64), nullable=True),
     # a replaced or deleted document stays, retired, for the readers of earlier revisions
     # (`indexer.store.generations`): live rows have NULL here
     Column("retired_revision", Integer, nullable=True),

@@ -87,6 +87,7 @@ def document_rows(
         "title": doc.title,
         "text": doc.text,
         "metadata": dict(doc.metadata),
+        "content_sha256": doc.content_sha256(),
     }
     paragraph_rows, sentence_rows = _paragraph_and_sentence_rows(doc, version_id, ids)
     return {

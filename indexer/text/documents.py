@@ -7,6 +7,7 @@ Every unit holds character offsets into its document's `text`, so that
 from __future__ import annotations
 
 import bisect
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,20 @@ class Document:
             "sentence": sum(len(p.sentences) for p in self.paragraphs()),
             "chunk": len(self.chunks),
         }
+
+    def content_sha256(self) -> str:
+        """SHA-256 of what this document's vectors are computed from: its text and its split
+        (each section's title and span, each paragraph's and sentence's span). Its chunks
+        follow from these, the encoder's tokenizer and the chunk size, which a build compares
+        once for the whole version (`indexer.builder.reuse`)."""
+        digest = hashlib.sha256(self.text.encode())
+        for section in self.sections:
+            digest.update(b"\0S%d:%d:" % (section.start, section.end) + section.title.encode())
+            for paragraph in section.paragraphs:
+                digest.update(b"\0P%d:%d;" % (paragraph.start, paragraph.end))
+                for sentence in paragraph.sentences:
+                    digest.update(b"%d:%d," % (sentence.start, sentence.end))
+        return digest.hexdigest()
 
     def encoder_input(self) -> DocumentInput:
         """The plain index lists an encoder needs."""

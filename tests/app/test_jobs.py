@@ -14,7 +14,7 @@ from docsim.app.main import create_app
 from docsim.indexer.jobs.queue import claim_job, create_job, finish_job, set_job_version
 from docsim.indexer.jobs.worker import Worker
 from docsim.indexer.store.tables import JobStatus
-from docsim.indexer.store.versions import create_version, versions
+from docsim.indexer.store.versions import create_version, version_row, versions
 from docsim.indexer.text.corpus import SAMPLE_CORPUS
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
@@ -219,7 +219,12 @@ def test_the_engine_is_checked_recorded_and_its_failure_leaves_the_index(
     assert "local" in bad.text and "ray" in bad.text
     job_id = served.post(
         "/jobs/reindex",
-        json={"source": "current", "encoder": str(tiny_encoder_dir), "engine": "ray"},
+        json={
+            "source": "current",
+            "encoder": str(tiny_encoder_dir),
+            "engine": "ray",
+            "reencode": True,
+        },
     ).json()["job_id"]
     job = wait_for(served, job_id, {"succeeded", "failed"})
     assert job["parameters"]["engine"] == "ray"
@@ -326,3 +331,26 @@ def test_a_jobs_answer_reads_the_served_version_after_the_jobs_row(
     finally:
         served.app.dependency_overrides.clear()
     assert order == ["row", "served"]
+
+
+def test_a_reindex_of_the_current_version_reuses_its_vectors_unless_told_to_reencode(
+    served: TestClient,
+) -> None:
+    engine = served.app.state.runtime.engine
+    sentences = None
+    for body in ({"source": "current"}, {"source": "current", "reencode": True}):
+        accepted = served.post("/jobs/reindex", json=body)
+        assert accepted.status_code == 202, accepted.text
+        job = wait_for(served, accepted.json()["job_id"], {"succeeded", "failed"})
+        assert job["status"] == "succeeded", job
+        assert job["parameters"]["reencode"] is body.get("reencode", False)
+        version = version_row(engine, job["index_version"])
+        assert version is not None
+        build = version.published_manifest()["build"]
+        sentences = version.published_manifest()["counts"]["sentence"]
+        if body.get("reencode"):
+            assert "reused" not in build
+        else:
+            assert build["reused"]["sentences"] == sentences
+            assert build["reused"]["encoded_sentences"] == 0
+    assert sentences

@@ -19,6 +19,7 @@ from docsim.indexer.store.versions import active_version
 from docsim.models.encoder import Encoder
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
+from tests.utils.corpora import synthetic_markdown, write_text_corpus
 from tests.utils.indexes import publish
 
 LEVELS = ("document", "section", "paragraph", "sentence", "chunk")
@@ -132,3 +133,28 @@ def test_one_ahead_keeps_order_raises_the_producers_error_and_stops_early() -> N
     stream.close()
     time.sleep(0.5)
     assert len(made) <= 5  # the producer stopped a step or two ahead, not at the end
+
+
+@pytest.mark.slow
+def test_a_ray_build_encodes_only_the_new_documents(
+    tmp_path: Path, short_dir: Path, tiny_encoder: Encoder
+) -> None:
+    texts = synthetic_markdown(12)
+    names = sorted(texts)
+    corpus = write_text_corpus(tmp_path / "corpus", {f"{n}.md": texts[n] for n in names[:10]})
+    settings = QuerySettings(data_dir=short_dir / "d", ray=RaySettings(local_cpus=2, actors=2))
+    settings.index.block_documents = 4
+    publish(corpus, settings, tiny_encoder)  # the local engine
+    for name in names[10:]:
+        (corpus / f"{name}.md").write_text(texts[name])
+    ray_engine = make_encode_engine("ray", settings, tiny_encoder, 4)
+    grown = publish(corpus, settings, tiny_encoder, encode_engine=ray_engine)
+    reused = grown.manifest["build"]["reused"]
+    assert reused["documents"] == 10
+    assert reused["encoded_sentences"] == grown.manifest["counts"]["sentence"] - reused["sentences"]
+    assert reused["encoded_sentences"] > 0
+    again = publish(corpus, settings, tiny_encoder, encode_engine=ray_engine)
+    assert again.manifest["build"]["reused"]["encoded_sentences"] == 0
+    import ray
+
+    assert not ray.is_initialized()
