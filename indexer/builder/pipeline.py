@@ -6,9 +6,11 @@ writes:
 1. `open_source`, `split_source`: read the corpus (or the stored documents of a version) and
    split every document into a scratch folder, a block per file
    (`indexer.builder.split_plan`): no stage holds the whole corpus in memory.
-2. `choose_backend`, `open_version`: put the encoder on its backend; create the version's
+2. `choose_backend`, `open_version`: put the encoder on its backend (the active version's
+   own export when its vectors can be reused: `indexer.builder.reuse`); create the version's
    `building` row, or take up a suspended one.
-3. `encode_version`: encode and store in blocks (`<version>.tmp/blocks/`, SQL rows).
+3. `encode_version`: encode and store in blocks (`<version>.tmp/blocks/`, SQL rows); the
+   documents the active version holds unchanged keep their vectors instead.
 4. `index_version`: write the vector files into `<version>.tmp/`.
 5. `build_manifest` (`indexer.builder.manifest`), then `publish`: write `manifest.json`,
    rename `<version>.tmp/` to `<version>/`, then one SQL transaction marks the version ready

@@ -2,8 +2,9 @@
 
 1. (`indexer.builder.split_plan`): read the corpus (or the stored documents of a version) and
    split every document into the build's blocks, on disk.
-2. `encode_and_store`: in blocks of documents, chunk and encode every level, write the block's
-   vectors to `<tmp>/blocks/`, then insert its SQL rows (status `building`, invisible to
+2. `encode_and_store`: in blocks of documents, chunk and encode every level (or take the
+   vectors the active version holds for an unchanged document: `block_stream`), write the
+   block's vectors to `<tmp>/blocks/`, then insert its SQL rows (status `building`, invisible to
    readers) and record the block as done, in one transaction.
 3. `write_vector_indexes`: `<tmp>/<level>.f16.npy` (vectors, float16) and `<level>.ids.npy`
    (int64 ids, row-aligned) for every level, and `<level>.faiss` for an IVF level.
