@@ -27,6 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from record import figures as recorded_figures
 from record import save
 
 logger = logging.getLogger("benchmarks.served_growth")
@@ -55,7 +56,7 @@ def measure(data_dir: Path, store: str, by_id: int, repeats: int, work: Path) ->
         ],
         check=True,
     )
-    return json.loads(out.read_text())[store], json.loads(rankings.read_text())[store]
+    return recorded_figures(out)[store], json.loads(rankings.read_text())[store]
 
 
 def overlap(a: list[list[str]], b: list[list[str]]) -> dict:
