@@ -208,52 +208,40 @@ def _encode_and_publish(
     previous = previous_version(ctx.settings, engine, encoder, ctx.capacity)
     backend = choose_backend(ctx, plan, source.label, previous)
     with reusing(engine, encoder, previous) as reuse:
-        return _encoded_and_published(ctx, source, plan, splitter, started, types, backend, reuse)
-
-
-def _encoded_and_published(
-    ctx: BuildContext,
-    source: Source,
-    plan: SplitPlan,
-    splitter: SentenceSplitter,
-    started: float,
-    types: BuildFieldTypes,
-    backend: BackendEntry,
-    reuse: Reuse | None,
-) -> tuple[Manifest, VersionTarget]:
-    """`_encode_and_publish` once the encoder is on its `backend`."""
-    engine, encoder, hooks = ctx.engine, ctx.encoder, ctx.hooks
-    fingerprint = plan_fingerprint(plan, encoder, ctx.capacity, plan.block_documents)
-    target = open_version(
-        engine,
-        ctx.indexes_dir,
-        encoder.name,
-        fingerprint,
-        hooks.resume_version,
-        collection=ctx.settings.collection,
-    )
-    if hooks.on_version is not None:
-        hooks.on_version(target.version_id)
-    published = False  # once live, a late interrupt must not mark the version failed
-    try:
-        n_blocks, encode_seconds = encode_version(ctx, target, plan, fingerprint, backend, reuse)
-        levels = index_version(ctx, target, n_blocks)
-        manifest = build_manifest(
-            target.version_id,
-            encoder=encoder,
-            splitter=splitter,
-            capacity=ctx.capacity,
-            corpus=corpus_entry(source.label, source.fmt, len(plan), plan.skipped),
-            levels=levels,
-            build=build_entry(target.blocks_done, started, encode_seconds, levels, reuse),
-            backend=backend,
+        hooks = ctx.hooks
+        fingerprint = plan_fingerprint(plan, encoder, ctx.capacity, plan.block_documents)
+        target = open_version(
+            engine,
+            ctx.indexes_dir,
+            encoder.name,
+            fingerprint,
+            hooks.resume_version,
+            collection=ctx.settings.collection,
         )
-        publish(engine, ctx.indexes_dir, target, manifest, types.stored())
-        published = True
-    except BaseException as error:
-        abandon(engine, target, error, keep=hooks.keep_on_failure, published=published)
-        raise
-    return manifest, target
+        if hooks.on_version is not None:
+            hooks.on_version(target.version_id)
+        published = False  # once live, a late interrupt must not mark the version failed
+        try:
+            n_blocks, encode_seconds = encode_version(
+                ctx, target, plan, fingerprint, backend, reuse
+            )
+            levels = index_version(ctx, target, n_blocks)
+            manifest = build_manifest(
+                target.version_id,
+                encoder=encoder,
+                splitter=splitter,
+                capacity=ctx.capacity,
+                corpus=corpus_entry(source.label, source.fmt, len(plan), plan.skipped),
+                levels=levels,
+                build=build_entry(target.blocks_done, started, encode_seconds, levels, reuse),
+                backend=backend,
+            )
+            publish(engine, ctx.indexes_dir, target, manifest, types.stored())
+            published = True
+        except BaseException as error:
+            abandon(engine, target, error, keep=hooks.keep_on_failure, published=published)
+            raise
+        return manifest, target
 
 
 def _has_active_version(engine: Engine, collection: str) -> bool:
