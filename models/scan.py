@@ -35,6 +35,8 @@ from docsim.models.pacing import before_batch
 from docsim.models.ranges import concatenated_ranges
 
 QUERY_ROWS = 32  # a query's rows are padded to a multiple of this
+GATHERED_ROWS = 16384  # rows of chosen documents multiplied at a time
+GATHERED_SHARE = 0.25  # above this share of the documents, `approximate_best_of` scans all
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,27 @@ class ScanRows:
     def padded_rows(self, documents: torch.Tensor) -> torch.Tensor:
         """`(p, k)` the padded rows of `documents` `(m,)` (ascending positions), document by
         document (the layout `compress` starts from)."""
-        ends = torch.cumsum(self.group_counts, 0) * self.group  # (D,)
-        starts = ends - self.group_counts * self.group
-        return self.rows[
-            self.stored_positions()[concatenated_ranges(starts[documents], ends[documents])]
-        ]
+        return self.rows[self.positions_of(documents)]
+
+    def positions_of(self, documents: torch.Tensor) -> torch.Tensor:
+        """`(p,)` where the padded rows of `documents` `(m,)` are stored, document by
+        document: the same as `stored_positions` over those documents' rows, at a cost that
+        follows the documents, not the collection."""
+        g = self.group
+        group_ends = torch.cumsum(self.group_counts, 0)  # (D,)
+        first_group = group_ends - self.group_counts  # (D,)
+        block = torch.searchsorted(self.block_documents, documents, right=True) - 1  # (m,)
+        block_group = first_group[self.block_documents[:-1]][block]  # (m,) block's first group
+        r0 = self.block_starts[block]  # (m,)
+        width = (self.block_starts[block + 1] - r0) // g  # (m,) G: the block's groups
+        counts = self.group_counts[documents]  # (m,)
+        group_of = concatenated_ranges(  # (q,) each group of the documents, within its block
+            first_group[documents] - block_group, group_ends[documents] - block_group
+        )
+        r0, width = torch.repeat_interleave(r0, counts), torch.repeat_interleave(width, counts)
+        # group j, member m of a block sits at r0 + m * G + j (member-major)
+        member = torch.arange(g)[None, :] * width[:, None]  # (q, g)
+        return (r0[:, None] + member + group_of[:, None]).reshape(-1)
 
     def sentence_rows(self, document_lengths: torch.Tensor) -> torch.Tensor:
         """`(S,)` the sentence each stored row holds, -1 for a padding copy or an unused row;
@@ -208,14 +226,43 @@ def changed(
     return laid_out(torch.cat([kept, new]), lengths, scan.basis, g)
 
 
+def approximate_best_of(
+    query: torch.Tensor, scan: ScanRows, documents: torch.Tensor
+) -> torch.Tensor:
+    """`(m, n)` `approximate_best` of `documents` `(m,)` (ascending positions) alone: their
+    rows gathered, in blocks of `GATHERED_ROWS` (zero-padded: one product shape), reduced per
+    document, so that the cost follows the documents, not the collection. Above
+    `GATHERED_SHARE` of the collection's documents, the whole scan (sequential reads) is the
+    cheaper, and is taken."""
+    n = query.shape[0]
+    if len(documents) > GATHERED_SHARE * scan.n_documents:
+        return approximate_best(query, scan)[documents]
+    if not len(documents):
+        return torch.empty(0, n)
+    q = _padded_query(project(query, scan.basis))  # (n', k)
+    positions = scan.positions_of(documents)  # (p,) the documents' padded rows, in order
+    out = torch.empty(len(positions), n)  # (p, n)
+    for p0 in range(0, len(positions), GATHERED_ROWS):
+        before_batch(GATHERED_ROWS)
+        rows = scan.rows[positions[p0 : p0 + GATHERED_ROWS]]  # (b, k)
+        full = torch.cat([rows, rows.new_zeros(GATHERED_ROWS - len(rows), rows.shape[1])])
+        out[p0 : p0 + len(rows)] = (full @ q.T)[: len(rows), :n].float()
+    lengths = scan.group_counts[documents] * scan.group  # (m,)
+    return torch.segment_reduce(out, "max", lengths=lengths, axis=0)
+
+
+def _padded_query(q: torch.Tensor) -> torch.Tensor:
+    """`(n', k)` the projected query `(n, k)` with zero rows to a multiple of `QUERY_ROWS`."""
+    padded_n = -(-q.shape[0] // QUERY_ROWS) * QUERY_ROWS  # few shapes (see `laid_out`)
+    return torch.cat([q, q.new_zeros(padded_n - q.shape[0], q.shape[1])])
+
+
 def approximate_best(query: torch.Tensor, scan: ScanRows) -> torch.Tensor:
     """`(D, n)` each query sentence's best approximate cosine in each document: the query
     `(n, d)` projected, multiplied with each block of whole documents, reduced per group of
     rows, then per document."""
-    q = project(query, scan.basis)  # (n, k)
-    n, g = q.shape[0], scan.group
-    padded_n = -(-n // QUERY_ROWS) * QUERY_ROWS  # few shapes (see `laid_out`)
-    q = torch.cat([q, q.new_zeros(padded_n - n, q.shape[1])])  # (n', k)
+    q = _padded_query(project(query, scan.basis))  # (n', k)
+    n, g, padded_n = query.shape[0], scan.group, q.shape[0]
     counts = scan.group_counts
     out = torch.empty(len(counts), n)  # (D, n)
     for d0, d1, g0, g1, r0, r1 in scan.blocks():

@@ -25,6 +25,7 @@ The methods built on SDR's paragraph matrix (`sdr`, `sdr-window`, `hybrid`, `fus
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -38,7 +39,7 @@ from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
 from docsim.search.candidates.centroids import LazyCentroids
 from docsim.search.lexical.postings import Postings
-from docsim.search.lexical.query_terms import reduced_query, rm3_weights
+from docsim.search.lexical.query_terms import reduced_query, rm3_weights, strongest_terms
 from docsim.search.ranking import top_k
 from docsim.search.sdr_scorer import SdrScorer
 from docsim.search.served.loaded_index import LoadedIndex
@@ -55,8 +56,10 @@ class QueryScratch:
 
     best_docs: Positions | None = None  # (k,) the documents `best_matches` covers
     best_matches: torch.Tensor | None = None  # (k, n) each query sentence's best match in each
-    approximate: torch.Tensor | None = None  # (D, n) the same by the compressed level, in each
+    approximate_docs: Positions | None = None  # (a,) the documents `approximate` covers
+    approximate: torch.Tensor | None = None  # (a, n) the same by the compressed level, in each
     exact: dict[int, torch.Tensor] = field(default_factory=dict)  # document -> (n,) exact ones
+    lexical: dict[Method, Scores] = field(default_factory=dict)  # a lexical method's (D,) scores
 
 
 @dataclass
@@ -171,19 +174,33 @@ class DocumentCosine(Scorer):
 @register(Method.bm25, Method.bm25_reduced, Method.bm25_rm3)
 class Bm25(Scorer):
     """BM25 of the query's text, of its highest-IDF terms, or with RM3 feedback from its top
-    `rm3_documents` among `docs`."""
+    `rm3_documents` among `docs`. Each document's score is computed, whatever `docs`: the
+    scores are computed once a query (`scratch`), RM3's feedback taken from the `docs` of the
+    first call (a fusion's first call gives every allowed document, to widen its pool)."""
 
     widens_pool = True
 
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        found = scratch.lexical.get(self.method)
+        if found is None:
+            found = scratch.lexical[self.method] = self._scores(query, docs)
+        return found
+
+    def _scores(self, query: Query, docs: Positions) -> Scores:
         bm25, settings = self.context.postings.documents(), self.context.settings
-        if self.method is Method.bm25:
-            return bm25.scores(query.bm25_text)
-        tokens = bm25.tokens(query.bm25_text)  # the query variants weigh its tokens
+        tokens = bm25.tokens(query.bm25_text)
+        idf = {t: bm25.idf(t) for t in set(tokens)}
+        kept = strongest_terms(tokens, idf, settings.bm25_query_terms)
         if self.method is Method.bm25_reduced:
-            idf = {t: bm25.idf(t) for t in tokens}
-            return bm25.weighted_scores(reduced_query(tokens, idf, settings.bm25_reduced_keep))
-        first = bm25.token_scores(tokens)
+            return bm25.weighted_scores(reduced_query(kept, idf, settings.bm25_reduced_keep))
+        # bm25s' arithmetic (each occurrence summed in float32) for a query kept whole; one
+        # pass a distinct term for a long one, whose repeated terms would each read their
+        # postings again
+        cut = len(kept) < len(tokens)
+        first = bm25.weighted_scores(Counter(kept)) if cut else bm25.token_scores(tokens)
+        if self.method is Method.bm25:
+            return first
+        tokens = kept
         top = self.context.top(first, docs, settings.rm3_documents)
         doc_ids = self.context.index.doc_ids
         feedback = [bm25.term_counts(int(doc_ids[d])) for d in top]
@@ -204,13 +221,16 @@ class ParagraphBm25(Scorer):
     widens_pool = True
 
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
-        paragraphs, doc_of = self.context.postings.paragraphs()
-        return top_mean_per_group(
-            paragraphs.scores(query.bm25_text),
-            doc_of,
-            self.context.index.n_documents,
-            self.context.settings.bm25_paragraph_top,
-        )
+        found = scratch.lexical.get(self.method)
+        if found is None:
+            paragraphs, doc_of = self.context.postings.paragraphs()
+            found = scratch.lexical[self.method] = top_mean_per_group(
+                paragraphs.scores(query.bm25_text),
+                doc_of,
+                self.context.index.n_documents,
+                self.context.settings.bm25_paragraph_top,
+            )
+        return found
 
 
 @register(Method.maxsim, Method.best_sentence, Method.ot)
@@ -257,10 +277,12 @@ class SentenceSets(Scorer):
         first pass ranked below those is taken to rank below them exactly too: its estimate
         is capped at their lowest exact score, so that the rescored documents come first."""
         out = np.full(self.context.index.n_documents, -np.inf)
-        if scratch.approximate is None:
-            scratch.approximate = scan.best(query.sentence_vectors)  # (D, n)
+        approximate, covered = scratch.approximate, scratch.approximate_docs
+        if approximate is None or covered is None or not np.array_equal(covered, docs):
+            approximate = scan.best_of(query.sentence_vectors, docs)  # (k, n)
+            scratch.approximate_docs, scratch.approximate = docs, approximate
         reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
-        out[docs] = reduce(scratch.approximate[torch.from_numpy(docs)]).numpy()
+        out[docs] = reduce(approximate).numpy()
         depth = self.context.settings.rescore_depth(len(docs))
         rescored = np.sort(self.context.top(out, docs, depth))
         exact_scores = reduce(self._exact_best(query, rescored, scratch)).numpy()

@@ -115,8 +115,8 @@ class SdrRanker:
                 remember=method is not Method.sdr_window,
                 whole_collection=whole,
             )
-        pool = self._pool(query, method, fusion, scored, allowed, mode)
         scratch = QueryScratch()
+        pool = self._pool(query, method, fusion, scored, allowed, mode, scratch)
         if method is Method.hybrid:
             bm25 = self._scorer(Method.bm25).scores(query, allowed, scratch)
             scores = reciprocal_rank_fusion(
@@ -188,16 +188,18 @@ class SdrRanker:
         scored: Positions,
         allowed: Positions,
         mode: ScoringMode,
+        scratch: QueryScratch,
     ) -> Positions:
         """The documents ranked: those SDR scored and, for the fusions in candidate mode,
-        the top documents of each pool-widening (lexical) method they combine."""
+        the top documents of each pool-widening (lexical) method they combine (its scores
+        kept in `scratch` for the fusion)."""
         if method not in (Method.hybrid, Method.fused) or mode is ScoringMode.exhaustive:
             return scored
         pool = scored
         for m in fusion if method is Method.fused else [Method.bm25]:
             scorer = self.scorers.get(m)
             if scorer is not None and scorer.widens_pool:
-                found = scorer.scores(query, allowed, QueryScratch())
+                found = scorer.scores(query, allowed, scratch)
                 pool = np.union1d(pool, self.context.top(found, allowed, POOL_WIDENING_DEPTH))
         return pool
 

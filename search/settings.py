@@ -39,6 +39,15 @@ class SearchSettings(BaseModel):
         default="english",
         description="A Snowball language to stem BM25 tokens; `none`: no stemming.",
     )
+    bm25_query_terms: int = Field(
+        default=512,
+        ge=1,
+        description="The lexical methods score a query of more distinct terms than this with "
+        "only this many, those of the highest count times idf (Lucene's MoreLikeThis keeps "
+        "25), so that a long document as a query reads a bounded number of postings. "
+        "AILA's judgments hold 560 distinct terms at the median; its posted queries at most "
+        "270, kept whole.",
+    )
     bm25_reduced_keep: float = Field(
         default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
     )

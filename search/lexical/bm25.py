@@ -253,6 +253,11 @@ class Bm25Index:
                 out[rows] += weight * terms
         return out
 
+    def document_frequency(self, token: str) -> int:
+        """The documents of this index holding `token` (the postings a query term reads)."""
+        posting = self._postings.get(token)
+        return 0 if posting is None else len(posting[0])
+
     def idf(self, token: str) -> float:
         """BM25's idf of `token` (0 for a token no document holds)."""
         if self.collection is not None:

@@ -1,7 +1,9 @@
 """Query variants for BM25: other terms and weights for the same postings
 (`Bm25Index.weighted_scores`): the query cut to its highest-IDF terms (`reduced_query`, the best
-AILA 2019 run's query reduction) and pseudo-relevance feedback (`rm3_weights`, Lavrenko and
-Croft's relevance model RM3 mixed with the query)."""
+AILA 2019 run's query reduction), pseudo-relevance feedback (`rm3_weights`, Lavrenko and
+Croft's relevance model RM3 mixed with the query), and a long query cut to its strongest terms
+(`strongest_terms`, as Lucene's MoreLikeThis selects a document's terms), which bounds the
+postings a query reads."""
 
 from __future__ import annotations
 
@@ -18,6 +20,18 @@ def reduced_query(tokens: Sequence[str], idf: dict[str, float], keep: float) -> 
     distinct = sorted(counts, key=lambda t: -idf[t])  # stable: ties keep query order
     kept = distinct[: math.ceil(keep * len(distinct))]
     return {t: float(counts[t]) for t in kept}
+
+
+def strongest_terms(tokens: Sequence[str], idf: Mapping[str, float], most: int) -> list[str]:
+    """`tokens` with only the occurrences of its `most` distinct tokens of the highest count
+    times `idf` (ties by first occurrence), in their order; `tokens` itself when it holds at
+    most `most` distinct tokens."""
+    counts = Counter(tokens)
+    if len(counts) <= most:
+        return list(tokens)
+    ranked = sorted(counts, key=lambda t: -counts[t] * idf[t])  # stable: ties keep query order
+    kept = set(ranked[:most])
+    return [t for t in tokens if t in kept]
 
 
 def rm3_weights(

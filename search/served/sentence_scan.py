@@ -5,9 +5,10 @@ With `SearchSettings.sentence_store` `compressed`, a version's sentence vectors 
 into memory (`LoadedIndex.mapped_levels`), and neither is their FAISS index. A `SentenceScan`
 stands in for both:
 
-- the sentence-set methods (`maxsim`, `best-sentence`) take every document's approximate
-  best matches from `best`, then score the best documents exactly from the file (100, or 1%
-  of them where more: `SearchSettings.rescore_depth`; `search.scorers.SentenceSets`);
+- the sentence-set methods (`maxsim`, `best-sentence`) take the approximate best matches of
+  the documents they score from `best_of` (only those documents' rows are read), then score
+  the best documents exactly from the file (100, or 1% of them where more:
+  `SearchSettings.rescore_depth`; `search.scorers.SentenceSets`);
 - it answers the sentence level's searches (`search`: the `VectorIndex` protocol), for
   candidate mode and sentence-granularity results, approximate first and exact at the end.
 
@@ -30,7 +31,15 @@ import torch
 
 from docsim.indexer.store.vector_index import Hits
 from docsim.models.alignment import maxsim_scores
-from docsim.models.scan import ScanRows, approximate_best, changed, compress, fit_basis, project
+from docsim.models.scan import (
+    ScanRows,
+    approximate_best,
+    approximate_best_of,
+    changed,
+    compress,
+    fit_basis,
+    project,
+)
 from docsim.search.served.mapped_rows import MappedRows
 
 if TYPE_CHECKING:  # shard actors import this module: no SQL in their process
@@ -186,6 +195,13 @@ class SentenceScan:
         """`(D, n)` the approximate best cosine of each query sentence `(n, d)` in each
         document."""
         return approximate_best(query, self.scan)
+
+    def best_of(self, query: torch.Tensor, documents: np.ndarray) -> torch.Tensor:
+        """`(m, n)` `best` of the documents at positions `documents` `(m,)` (ascending),
+        reading their rows only."""
+        return approximate_best_of(
+            query, self.scan, torch.from_numpy(np.asarray(documents, dtype=np.int64))
+        )
 
     def candidates(self, query: torch.Tensor, allowed: np.ndarray, most: int) -> np.ndarray:
         """Positions (ascending) of the `most` documents of `allowed` with the best

@@ -30,7 +30,7 @@ from docsim.models.alignment import (
     ot_scores,
     sentence_best,
 )
-from docsim.models.scan import ScanRows, approximate_best
+from docsim.models.scan import ScanRows, approximate_best_of
 from docsim.models.scoring import RaggedCollection, RowStats, block_cosines, paragraph_similarity
 from docsim.models.shard_moments import (
     RowMoments,
@@ -229,9 +229,9 @@ class SdrShard:
         """`(len(local),)` the documents `local` scored from the compressed rows, their
         `rescore` best again exactly from the stored ones, the rest capped below those."""
         assert self.scan is not None
-        approximate = reduce(approximate_best(query.sentences, self.scan))  # (D_s,)
+        approximate = approximate_best_of(query.sentences, self.scan, torch.from_numpy(local))
         estimates = np.full(self.n_documents, -np.inf)
-        estimates[local] = approximate.double().numpy()[local]
+        estimates[local] = reduce(approximate).double().numpy()  # (len(local),)
         chosen = np.sort(top_k(estimates, local, rescore, self.tiebreak))
         exact = reduce(sentence_best(query.sentences, self._collection_of(chosen)))
         exact_scores = exact.float().double().numpy()

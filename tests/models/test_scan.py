@@ -10,7 +10,9 @@ import torch.nn.functional as F
 
 from docsim.models.alignment import sentence_best
 from docsim.models.scan import (
+    GATHERED_SHARE,
     approximate_best,
+    approximate_best_of,
     changed,
     compress,
     fit_basis,
@@ -60,6 +62,29 @@ def test_full_basis_best_matches_equal_the_float32_reference(group: int, block_r
     reference = sentence_best(query, as_collection(rows, lengths))  # (D, n)
     assert found.shape == reference.shape
     assert (found - reference).abs().max() < BF16_PRODUCT_ERROR
+
+
+@pytest.mark.parametrize("group", [1, 4, 8])
+@pytest.mark.parametrize("block_rows", [8, 64, 16384])
+def test_chosen_documents_score_as_in_the_whole_scan(group: int, block_rows: int) -> None:
+    """`approximate_best_of` reads the chosen documents' rows only, and gives exactly the
+    whole scan's rows for them: few documents (gathered), none, and most (the whole scan)."""
+    generator = torch.Generator().manual_seed(9)
+    lengths = torch.randint(1, 40, (300,), generator=generator)
+    rows = F.normalize(torch.randn(int(lengths.sum()), 48, generator=generator), dim=1)
+    basis = fit_basis(rows, 16)
+    scan = compress(project(rows, basis), lengths, basis, group, block_rows=block_rows)
+    query = F.normalize(torch.randn(7, 48, generator=generator), dim=1)
+    whole = approximate_best(query, scan)  # (D, n)
+    ends = torch.cumsum(scan.group_counts, 0) * group  # (D,) padded rows
+    every = scan.stored_positions()
+    for share in (0.0, 0.02, 0.2, GATHERED_SHARE + 0.1):
+        chosen = torch.randperm(300, generator=generator)[: int(share * 300)].sort().values
+        assert torch.equal(approximate_best_of(query, scan, chosen), whole[chosen])
+        counts = scan.group_counts[chosen] * group
+        rows_of = [every[e - c : e] for e, c in zip(ends[chosen], counts, strict=True)]
+        expected = torch.cat(rows_of) if rows_of else torch.empty(0, dtype=torch.long)
+        assert torch.equal(scan.positions_of(chosen), expected)
 
 
 def test_a_basis_spanning_the_data_keeps_its_dot_products() -> None:

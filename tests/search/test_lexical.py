@@ -11,7 +11,7 @@ import pytest
 
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_corpus
 from docsim.search.lexical.bm25 import Bm25Index
-from docsim.search.lexical.query_terms import reduced_query, rm3_weights
+from docsim.search.lexical.query_terms import reduced_query, rm3_weights, strongest_terms
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
@@ -129,6 +129,17 @@ def test_reduced_query_keeps_the_highest_idf_half_with_counts() -> None:
     assert reduced_query(tokens, idf, 0.5) == {"knife": 1.0, "murder": 1.0}
     assert reduced_query(tokens, idf, 0.6) == {"knife": 1.0, "murder": 1.0, "appeal": 2.0}
     assert reduced_query(tokens, idf, 1.0) == {"knife": 1, "murder": 1, "appeal": 2, "court": 2}
+
+
+def test_strongest_terms_by_hand() -> None:
+    """Count times idf: c 3 x 1.0 = 3, a 2 x 1.2 = 2.4, b 1 x 3.0 = 3, d 1 x 0.5; two kept,
+    c and b tie and c comes first; a query within the cap is kept whole, in order."""
+    tokens = ["a", "c", "b", "c", "a", "d", "c"]
+    idf = {"a": 1.2, "b": 3.0, "c": 1.0, "d": 0.5}
+    assert strongest_terms(tokens, idf, 2) == ["c", "b", "c", "c"]
+    assert strongest_terms(tokens, idf, 3) == ["a", "c", "b", "c", "a", "c"]
+    assert strongest_terms(tokens, idf, 4) == tokens
+    assert strongest_terms([], idf, 1) == []
 
 
 def test_rm3_weights_by_hand() -> None:

@@ -155,6 +155,42 @@ def test_bm25_reduced_is_bm25s_on_the_highest_idf_half(searcher: Searcher) -> No
         assert found[e] == pytest.approx(float(score), rel=1e-5, abs=1e-6), e
 
 
+def test_a_long_query_is_cut_to_its_strongest_terms(searcher: Searcher) -> None:
+    """Above `bm25_query_terms` distinct terms, BM25 scores only the query's occurrences of
+    the terms of the highest count times idf (found by hand here), as bm25s scores that
+    query; RM3 then takes its feedback from it. A cap above the query's terms changes
+    nothing."""
+    texts = stored_texts(searcher)
+    external_ids = sorted(texts)
+    query = searcher.query_from_index(external_ids[4])
+    tokens = tokens_of(query.bm25_text)
+    collection = [set(tokens_of(texts[e])) for e in external_ids]
+    n = len(texts)
+    df = {t: sum(t in words for words in collection) for t in set(tokens)}
+    idf = {t: np.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in df}
+    first = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    by_strength = sorted(df, key=lambda t: (-tokens.count(t) * idf[t], first[t]))
+    cap = len(by_strength) // 3
+    kept = set(by_strength[:cap])
+    capped = with_config(searcher, bm25_query_terms=cap)
+    found = all_scores(capped, query, Method.bm25)
+    expected = bm25s_scores([texts[e] for e in external_ids], [t for t in tokens if t in kept])
+    for e, score in zip(external_ids, expected, strict=True):
+        if e in found:  # the query's own document is not ranked
+            assert found[e] == pytest.approx(float(score), rel=1e-5, abs=1e-6), e
+    whole = all_scores(with_config(searcher, bm25_query_terms=10**6), query, Method.bm25_rm3)
+    assert all_scores(capped, query, Method.bm25_rm3) != pytest.approx(whole)
+    roomy = with_config(searcher, bm25_query_terms=len(by_strength))
+    assert all_scores(roomy, query, Method.bm25_rm3) == whole
+
+
+def tokens_of(text: str) -> list[str]:
+    """bm25s' tokens of `text`, stemmed as the service stems."""
+    return bm25s.tokenize(
+        [text], stopwords="en", stemmer=STEMMER, return_ids=False, show_progress=False
+    )[0]
+
+
 def test_bm25_paragraph_is_each_documents_best_paragraph_under_bm25s(searcher: Searcher) -> None:
     texts = stored_texts(searcher)
     paragraphs, owners = [], []

@@ -17,7 +17,9 @@ from docsim.indexer.jobs.updates import apply_change
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.documents import SourceDocument
+from docsim.models import scan as scan_kernels
 from docsim.models.alignment import maxsim_scores
+from docsim.models.scan import GATHERED_SHARE
 from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.candidates.centroids import recoded
 from docsim.search.searcher import Searcher
@@ -267,6 +269,34 @@ def test_candidate_mode_takes_its_first_pass_from_the_compressed_level(
     assert found.mode == "candidate" and found.scored_documents == 7
     assert {settings.position(h.document_id) for h in found.results} <= set(expected)
     assert settings.context.centroids is not None and not settings.context.centroids.fitted
+
+
+def test_a_candidate_fusion_reads_its_candidates_rows_and_bm25_once(
+    both: tuple[Searcher, Searcher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default fusion in candidate mode estimates `maxsim` from its candidates' compressed
+    rows only (never a pass over every document) and computes BM25 once, for widening the
+    pool and for the fusion alike; its scores equal those the same candidates get with the
+    whole pass."""
+    _, compressed = both
+    searcher = replace_settings(compressed, candidate_max_documents=7, scan_rescore=2)
+    query = searcher.query_from_index(searcher.index.external_ids[3])
+    options = SearchOptions(top_k=20, mode=ScoringMode.candidate, matches_per_result=0)
+    monkeypatch.setattr(scan_kernels, "GATHERED_SHARE", 0.0)  # the whole pass, as before
+    whole = {h.document_id: h.score for h in searcher.similar(query, options).results}
+    monkeypatch.setattr(scan_kernels, "GATHERED_SHARE", GATHERED_SHARE)
+    bm25 = searcher.context.postings.documents()
+    counted = []
+    plain_scores = bm25.token_scores
+    monkeypatch.setattr(bm25, "token_scores", lambda t: counted.append(1) or plain_scores(t))
+
+    def refused(*_: object) -> None:
+        raise AssertionError("a pass over every document")
+
+    monkeypatch.setattr(scan_kernels, "approximate_best", refused)
+    found = {h.document_id: h.score for h in searcher.similar(query, options).results}
+    assert len(counted) == 1
+    assert found == pytest.approx(whole, abs=1e-9)
 
 
 def replace_settings(searcher: Searcher, **changes: object) -> Searcher:
