@@ -244,7 +244,7 @@ class Bm25Index:
                 out[rows] += weights
         return out.astype(np.float64)
 
-    def weighted_scores(self, weights: dict[str, float]) -> np.ndarray:
+    def weighted_scores(self, weights: Mapping[str, float]) -> np.ndarray:
         """`(N,)` sum over tokens of `weights[token]` times the token's BM25 term."""
         out = np.zeros(len(self.doc_ids), dtype=np.float64)
         for token, weight in weights.items():
