@@ -229,26 +229,29 @@ def changed(
 def approximate_best_of(
     query: torch.Tensor, scan: ScanRows, documents: torch.Tensor
 ) -> torch.Tensor:
-    """`(m, n)` `approximate_best` of `documents` `(m,)` (ascending positions) alone: their
-    rows gathered, in blocks of `GATHERED_ROWS` (zero-padded: one product shape), reduced per
-    document, so that the cost follows the documents, not the collection. Above
-    `GATHERED_SHARE` of the collection's documents, the whole scan (sequential reads) is the
-    cheaper, and is taken."""
-    n = query.shape[0]
+    """`(m, n)` `approximate_best` of `documents` `(m,)` (ascending positions) alone, so that
+    the cost follows the documents, not the collection: their groups gathered member-major
+    (member m of every group of a batch, then member m + 1, as a block is stored), a batch's
+    products `(g * G, n')` reduced per group as `g` contiguous slabs, then per document. The
+    batches hold `GATHERED_ROWS // g` groups (the last padded with copies: one product
+    shape). Above `GATHERED_SHARE` of the collection's documents the whole scan (sequential
+    reads) is the cheaper, and is taken."""
+    n, g = query.shape[0], scan.group
     if len(documents) > GATHERED_SHARE * scan.n_documents:
         return approximate_best(query, scan)[documents]
     if not len(documents):
         return torch.empty(0, n)
     q = _padded_query(project(query, scan.basis))  # (n', k)
-    positions = scan.positions_of(documents)  # (p,) the documents' padded rows, in order
-    out = torch.empty(len(positions), n)  # (p, n)
-    for p0 in range(0, len(positions), GATHERED_ROWS):
+    grid = scan.positions_of(documents).view(-1, g)  # (G, g) each group's members' rows
+    width = GATHERED_ROWS // g
+    groups = torch.empty(len(grid), n)  # (G, n)
+    for g0 in range(0, len(grid), width):
         before_batch(GATHERED_ROWS)
-        rows = scan.rows[positions[p0 : p0 + GATHERED_ROWS]]  # (b, k)
-        full = torch.cat([rows, rows.new_zeros(GATHERED_ROWS - len(rows), rows.shape[1])])
-        out[p0 : p0 + len(rows)] = (full @ q.T)[: len(rows), :n].float()
-    lengths = scan.group_counts[documents] * scan.group  # (m,)
-    return torch.segment_reduce(out, "max", lengths=lengths, axis=0)
+        part = grid[g0 : g0 + width]  # (b, g)
+        full = torch.cat([part, part[:1].expand(width - len(part), g)])  # (width, g)
+        products = scan.rows[full.T.reshape(-1)] @ q.T  # (g * width, n') member-major
+        groups[g0 : g0 + len(part)] = products.view(g, width, -1).amax(dim=0)[: len(part), :n]
+    return torch.segment_reduce(groups, "max", lengths=scan.group_counts[documents], axis=0)
 
 
 def _padded_query(q: torch.Tensor) -> torch.Tensor:
