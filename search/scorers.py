@@ -38,6 +38,7 @@ from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, 
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
 from docsim.search.candidates.centroids import LazyCentroids
+from docsim.search.lexical.bm25 import Bm25Index
 from docsim.search.lexical.postings import Postings
 from docsim.search.lexical.query_terms import reduced_query, rm3_weights, strongest_terms
 from docsim.search.ranking import top_k
@@ -188,19 +189,12 @@ class Bm25(Scorer):
 
     def _scores(self, query: Query, docs: Positions) -> Scores:
         bm25, settings = self.context.postings.documents(), self.context.settings
-        tokens = bm25.tokens(query.bm25_text)
-        idf = {t: bm25.idf(t) for t in set(tokens)}
-        kept = strongest_terms(tokens, idf, settings.bm25_query_terms)
+        tokens, idf = kept_terms(bm25, query.bm25_text, settings.bm25_query_terms)
         if self.method is Method.bm25_reduced:
-            return bm25.weighted_scores(reduced_query(kept, idf, settings.bm25_reduced_keep))
-        # bm25s' arithmetic (each occurrence summed in float32) for a query kept whole; one
-        # pass a distinct term for a long one, whose repeated terms would each read their
-        # postings again
-        cut = len(kept) < len(tokens)
-        first = bm25.weighted_scores(Counter(kept)) if cut else bm25.token_scores(tokens)
+            return bm25.weighted_scores(reduced_query(tokens, idf, settings.bm25_reduced_keep))
+        first = kept_scores(bm25, tokens, idf)
         if self.method is Method.bm25:
             return first
-        tokens = kept
         top = self.context.top(first, docs, settings.rm3_documents)
         doc_ids = self.context.index.doc_ids
         feedback = [bm25.term_counts(int(doc_ids[d])) for d in top]
@@ -224,8 +218,9 @@ class ParagraphBm25(Scorer):
         found = scratch.lexical.get(self.method)
         if found is None:
             paragraphs, doc_of = self.context.postings.paragraphs()
+            most = self.context.settings.bm25_query_terms
             found = scratch.lexical[self.method] = top_mean_per_group(
-                paragraphs.scores(query.bm25_text),
+                kept_scores(paragraphs, *kept_terms(paragraphs, query.bm25_text, most)),
                 doc_of,
                 self.context.index.n_documents,
                 self.context.settings.bm25_paragraph_top,
@@ -352,6 +347,23 @@ class ShardedSentenceSets(SentenceSets):
             ot_iterations=settings.ot_iterations,
             rescore=rescore,
         )
+
+
+def kept_terms(bm25: Bm25Index, text: str, most: int) -> tuple[list[str], dict[str, float]]:
+    """The tokens of `text`, cut to the occurrences of its `most` strongest distinct terms
+    (`strongest_terms`), and the idf of each of its distinct tokens in `bm25`."""
+    tokens = bm25.tokens(text)
+    idf = {t: bm25.idf(t) for t in set(tokens)}
+    return strongest_terms(tokens, idf, most), idf
+
+
+def kept_scores(bm25: Bm25Index, kept: list[str], idf: dict[str, float]) -> Scores:
+    """`(N,)` BM25 of the query `kept` (`kept_terms`): bm25s' arithmetic (each occurrence
+    summed in float32) for a query kept whole, one pass a distinct term for a cut one, whose
+    repeated terms would each read their postings again."""
+    if len(set(kept)) < len(idf):
+        return bm25.weighted_scores(Counter(kept))
+    return bm25.token_scores(kept)
 
 
 def top_mean_per_group(scores: Scores, group: Positions, n_groups: int, k: int) -> Scores:

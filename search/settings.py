@@ -40,13 +40,14 @@ class SearchSettings(BaseModel):
         description="A Snowball language to stem BM25 tokens; `none`: no stemming.",
     )
     bm25_query_terms: int = Field(
-        default=512,
+        default=128,
         ge=1,
         description="The lexical methods score a query of more distinct terms than this with "
         "only this many, those of the highest count times idf (Lucene's MoreLikeThis keeps "
-        "25), so that a long document as a query reads a bounded number of postings. "
-        "AILA's judgments hold 560 distinct terms at the median; its posted queries at most "
-        "270, kept whole.",
+        "25), so that a long document as a query reads a bounded number of postings (AILA's "
+        "judgments hold 600 distinct terms at the median: 0.09 of the postings read, "
+        "`benchmarks/bm25_query_terms.py`). Cutting AILA's development queries (85 to 270 "
+        "terms) to 128 lost nothing (`docs/serving.md`).",
     )
     bm25_reduced_keep: float = Field(
         default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
@@ -112,6 +113,14 @@ class SearchSettings(BaseModel):
     )
     candidate_probe: int = Field(
         default=32, ge=1, description="`centroids`: the cells each query sentence probes."
+    )
+    candidate_probe_cells: int = Field(
+        default=1024,
+        ge=1,
+        description="`centroids`: the cells a query probes in all, its sentences times each "
+        "one's probes: a long query's sentences probe fewer cells each (`candidate_probe` at "
+        "most, one at least), so that the postings centroid interaction reads follow this "
+        "budget, not the query's length (a judgment by id: about 120 sentences).",
     )
     candidate_refine: int = Field(
         default=2000,

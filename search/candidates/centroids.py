@@ -175,14 +175,21 @@ class CentroidCandidates:
         return np.sort(first[np.argsort(-second, kind="stable")[:most]])
 
 
+def probe_depth(n_sentences: int, most: int, budget: int) -> int:
+    """The cells each of a query's `n_sentences` probes: `most`, or fewer where the query
+    would probe more than `budget` cells in all (one at least)."""
+    return max(1, min(most, budget // max(1, n_sentences)))
+
+
 def searched(
     cells: CentroidCandidates, query: torch.Tensor, allowed: Positions, settings: SearchSettings
 ) -> Positions:
-    """`cells.candidates` with `settings`' probes, widths and budget."""
+    """`cells.candidates` with `settings`' probes (within the query's probe budget), widths
+    and budget of products."""
     return cells.candidates(
         query,
         allowed,
-        n_probe=settings.candidate_probe,
+        n_probe=probe_depth(len(query), settings.candidate_probe, settings.candidate_probe_cells),
         wide=settings.candidate_refine,
         refine_probe=settings.candidate_refine_probe,
         most=settings.candidate_max_documents,

@@ -17,7 +17,7 @@ from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.corpus import json_document
 from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.arrays import concatenated_ranges
-from docsim.search.candidates.centroids import CentroidCandidates
+from docsim.search.candidates.centroids import CentroidCandidates, probe_depth, searched
 from docsim.search.examples import scoring_mode
 from docsim.search.lexical.bm25 import stemmer_for
 from docsim.search.lexical.query_terms import rm3_weights
@@ -465,6 +465,30 @@ def test_warming_fits_the_cells_where_a_default_query_may_need_them(
     warmed.warm()
     assert warmed.context.centroids is not None
     assert warmed.context.centroids.fitted is fitted
+
+
+def test_a_long_query_probes_within_its_budget_of_cells(searcher: Searcher) -> None:
+    """Each sentence probes `candidate_probe` cells while the query's sentences times that
+    fit `candidate_probe_cells`, fewer (one at least) beyond; the candidates are those of
+    that depth."""
+    assert probe_depth(10, 32, 1024) == 32
+    assert probe_depth(117, 32, 1024) == 8
+    assert probe_depth(5000, 32, 1024) == 1
+    assert probe_depth(0, 32, 1024) == 32
+    cells = CentroidCandidates.of_index(searcher.index, dimensions=16, seed=0)
+    query = searcher.query_from_index(searcher.index.external_ids[0]).sentence_vectors
+    allowed = np.arange(1, searcher.index.n_documents)
+    tight = SearchSettings(candidate_probe_cells=len(query) * 2, candidate_max_documents=10)
+    expected = cells.candidates(
+        query,
+        allowed,
+        n_probe=2,
+        wide=tight.candidate_refine,
+        refine_probe=tight.candidate_refine_probe,
+        most=10,
+        refine_products=tight.candidate_refine_products,
+    )
+    assert np.array_equal(searched(cells, query, allowed, tight), expected)
 
 
 def test_the_first_pass_of_candidate_mode() -> None:
