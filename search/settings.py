@@ -16,7 +16,78 @@ from docsim.search.fusion import parse_weights
 from docsim.search.types import FUSIONS
 
 
-class SearchSettings(BaseModel):
+class CandidateSettings(BaseModel):
+    """Candidate mode's knobs: how its first pass finds the documents it scores
+    (`search.candidates`). `SearchSettings` holds them with the rest."""
+
+    model_config = ConfigDict(frozen=True)
+
+    candidate_generator: Literal["auto", "centroids", "compressed", "neighbours"] = Field(
+        default="auto",
+        description="How candidate mode finds the documents it scores: `centroids`, by "
+        "centroid interaction over cells of the sentence level, then residual codes "
+        "(PLAID-style, fitted on the version's first candidate query); `compressed`, by the "
+        "compressed sentence level's approximate `maxsim` over every document (where that "
+        "level is served); `neighbours`, by the nearest sentences, paragraphs and documents "
+        "of the query's in the levels' indices; `auto`: `compressed` up to "
+        "`candidate_scan_max_sentences` sentences where it is served, else `centroids`.",
+    )
+    candidate_scan_max_sentences: int = Field(
+        default=4_000_000,
+        ge=0,
+        description="`auto`: the largest collection whose candidates come from the compressed "
+        "level's pass over every document. Its cost grows with the collection faster than "
+        "the cells'; on 2 cores it is still the cheaper and the more faithful at 3.4 million "
+        "sentences (ten times AILA, `benchmarks/growth.py`), the largest measured.",
+    )
+    candidate_probe: int = Field(
+        default=32, ge=1, description="`centroids`: the cells each query sentence probes."
+    )
+    candidate_probe_cells: int = Field(
+        default=1024,
+        ge=1,
+        description="`centroids`: the cells a query probes in all, its sentences times each "
+        "one's probes: a long query's sentences probe fewer cells each (`candidate_probe` at "
+        "most, one at least), so that the postings centroid interaction reads follow this "
+        "budget, not the query's length (a judgment by id: about 120 sentences, 8 probes "
+        "each). On 40 AILA judgments by id it kept the first pass's recall (0.9975) at 0.81 "
+        "of its time (`benchmarks/candidate_recall.py`).",
+    )
+    candidate_refine: int = Field(
+        default=2000,
+        ge=1,
+        description="`centroids`: the documents centroid interaction passes on to be ranked "
+        "by their sentences' residual codes, which keep `candidate_max_documents` of them.",
+    )
+    candidate_refine_products: int = Field(
+        default=20_000_000,
+        ge=0,
+        description="`centroids`: the second stage's budget, the query's sentences times the "
+        "refined documents' (at the collection's mean length): a longer query refines fewer "
+        "documents, none beyond `candidate_max_documents` for a long one.",
+    )
+    candidate_refine_probe: int = Field(
+        default=256,
+        ge=1,
+        description="`centroids`: the residual codes decoded are those of the sentences in "
+        "the cells each query sentence probes this deep; any other sentence counts as the "
+        "query sentence's product with its cell this deep.",
+    )
+    candidate_sentence_k: int = Field(
+        default=20, ge=1, description="`neighbours`: neighbours of each query sentence."
+    )
+    candidate_paragraph_k: int = Field(
+        default=200, ge=1, description="`neighbours`: neighbours of each query paragraph."
+    )
+    candidate_document_k: int = Field(
+        default=200, ge=1, description="`neighbours`: neighbours of the query document."
+    )
+    candidate_max_documents: int = Field(
+        default=500, ge=1, description="Candidate mode: documents scored at most."
+    )
+
+
+class SearchSettings(CandidateSettings):
     """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
     (`search.scorers` describes the methods)."""
 
@@ -92,69 +163,6 @@ class SearchSettings(BaseModel):
         description="What SDR's z-scores are computed over when a query has a `filter`: "
         "every other document of the collection (a document scores as it would unfiltered), "
         "or only the documents the filter keeps (cheaper: the rest are never scored).",
-    )
-    candidate_generator: Literal["auto", "centroids", "compressed", "neighbours"] = Field(
-        default="auto",
-        description="How candidate mode finds the documents it scores: `centroids`, by "
-        "centroid interaction over cells of the sentence level, then residual codes "
-        "(PLAID-style, fitted on the version's first candidate query); `compressed`, by the "
-        "compressed sentence level's approximate `maxsim` over every document (where that "
-        "level is served); `neighbours`, by the nearest sentences, paragraphs and documents "
-        "of the query's in the levels' indices; `auto`: `compressed` up to "
-        "`candidate_scan_max_sentences` sentences where it is served, else `centroids`.",
-    )
-    candidate_scan_max_sentences: int = Field(
-        default=4_000_000,
-        ge=0,
-        description="`auto`: the largest collection whose candidates come from the compressed "
-        "level's pass over every document. Its cost grows with the collection faster than "
-        "the cells'; on 2 cores it is still the cheaper and the more faithful at 3.4 million "
-        "sentences (ten times AILA, `benchmarks/growth.py`), the largest measured.",
-    )
-    candidate_probe: int = Field(
-        default=32, ge=1, description="`centroids`: the cells each query sentence probes."
-    )
-    candidate_probe_cells: int = Field(
-        default=1024,
-        ge=1,
-        description="`centroids`: the cells a query probes in all, its sentences times each "
-        "one's probes: a long query's sentences probe fewer cells each (`candidate_probe` at "
-        "most, one at least), so that the postings centroid interaction reads follow this "
-        "budget, not the query's length (a judgment by id: about 120 sentences, 8 probes "
-        "each). On 40 AILA judgments by id it kept the first pass's recall (0.9975) at 0.81 "
-        "of its time (`benchmarks/candidate_recall.py`).",
-    )
-    candidate_refine: int = Field(
-        default=2000,
-        ge=1,
-        description="`centroids`: the documents centroid interaction passes on to be ranked "
-        "by their sentences' residual codes, which keep `candidate_max_documents` of them.",
-    )
-    candidate_refine_products: int = Field(
-        default=20_000_000,
-        ge=0,
-        description="`centroids`: the second stage's budget, the query's sentences times the "
-        "refined documents' (at the collection's mean length): a longer query refines fewer "
-        "documents, none beyond `candidate_max_documents` for a long one.",
-    )
-    candidate_refine_probe: int = Field(
-        default=256,
-        ge=1,
-        description="`centroids`: the residual codes decoded are those of the sentences in "
-        "the cells each query sentence probes this deep; any other sentence counts as the "
-        "query sentence's product with its cell this deep.",
-    )
-    candidate_sentence_k: int = Field(
-        default=20, ge=1, description="`neighbours`: neighbours of each query sentence."
-    )
-    candidate_paragraph_k: int = Field(
-        default=200, ge=1, description="`neighbours`: neighbours of each query paragraph."
-    )
-    candidate_document_k: int = Field(
-        default=200, ge=1, description="`neighbours`: neighbours of the query document."
-    )
-    candidate_max_documents: int = Field(
-        default=500, ge=1, description="Candidate mode: documents scored at most."
     )
     stats_sample_documents: int = Field(
         default=256, ge=1, description="Candidate mode: documents the z-score statistics use."

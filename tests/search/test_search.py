@@ -108,8 +108,16 @@ def query_of(searcher: Searcher, kind: str) -> tuple[Query, str | None]:
 # --- BM25 ---------------------------------------------------------------------------------
 
 
+def whole_queries(searcher: Searcher) -> Searcher:
+    """`searcher` with a BM25 term cap above any query here: a whole query is scored (the
+    cap itself: `test_methods.test_a_long_query_is_cut_to_its_strongest_terms`)."""
+    settings = searcher.settings.model_copy(update={"bm25_query_terms": 10**6})
+    return Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings)
+
+
 @pytest.mark.parametrize("kind", ["posted", "coffee-02"])
 def test_bm25_equals_bm25s_run_directly(searcher: Searcher, kind: str) -> None:
+    searcher = whole_queries(searcher)
     texts = stored_texts(searcher)
     external_ids = sorted(texts)
     retriever = bm25s.BM25()
@@ -148,6 +156,7 @@ def test_bm25_rm3_equals_rm3_over_bm25s(searcher: Searcher, kind: str) -> None:
     """RM3 by hand over bm25s: its first pass, the top documents' token counts from bm25s'
     tokens, `rm3_weights` (tested by hand in test_lexical), and each expanded term's bm25s
     scores weighted and summed."""
+    searcher = whole_queries(searcher)
     texts = stored_texts(searcher)
     external_ids = sorted(texts)
     corpus = [texts[e] for e in external_ids]

@@ -279,7 +279,9 @@ def test_a_candidate_fusion_reads_its_candidates_rows_and_bm25_once(
     pool and for the fusion alike; its scores equal those the same candidates get with the
     whole pass."""
     _, compressed = both
-    searcher = replace_settings(compressed, candidate_max_documents=7, scan_rescore=2)
+    searcher = replace_settings(  # BM25's whole query: one pass of bm25s' arithmetic
+        compressed, candidate_max_documents=7, scan_rescore=2, bm25_query_terms=10**6
+    )
     query = searcher.query_from_index(searcher.index.external_ids[3])
     options = SearchOptions(top_k=20, mode=ScoringMode.candidate, matches_per_result=0)
     monkeypatch.setattr(scan_kernels, "GATHERED_SHARE", 0.0)  # the whole pass, as before
