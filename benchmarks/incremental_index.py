@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 from record import save
 
+from docsim.indexer.store.stored_rows import float16_rows, open_stored
+
 logger = logging.getLogger("benchmarks.incremental_index")
 HELD_OUT = 0.11  # of the documents, out of the first build
 ADDED_FIRST = 0.01  # then added in `plus_1pct`; the rest in `plus_10pct`
@@ -101,9 +103,9 @@ def unit_vectors(data_dir: Path, version: dict[str, Any]) -> dict[str, np.ndarra
             ).fetchall()
             entry = manifest["levels"][level]
             ids = np.load(folder / entry["ids_file"])
-            vectors = np.load(folder / entry["vectors_file"], mmap_mode="r")
+            vectors = open_stored(folder / entry["vectors_file"])  # either row format
             wanted = np.array([r[0] for r in rows], np.int64)
-            out[level] = np.asarray(vectors[np.searchsorted(ids, wanted)], np.float32)
+            out[level] = float16_rows(vectors[np.searchsorted(ids, wanted)]).astype(np.float32)
     return out
 
 

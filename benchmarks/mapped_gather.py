@@ -1,4 +1,4 @@
-"""Gathering documents' rows from a version's float16 file (`MappedRows[rows]`, what the exact
+"""Gathering documents' rows from a version's vectors file (`MappedRows[rows]`, what the exact
 stage reads): every row through the map (the code before) against `MappedRows.read_rows`,
 which reads each run of consecutive rows with `pread`.
 
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from record import save
 
-from docsim.search.served.mapped_rows import MappedRows
+from docsim.search.served.mapped_rows import MappedRows, as_float16
 
 
 def rss_file_gib() -> float:
@@ -37,7 +37,7 @@ def through_map(mapped: MappedRows, rows: np.ndarray) -> np.ndarray:
     flat = mapped.place[rows]
     out = np.empty((len(flat), mapped.shape[1]), dtype=np.float16)
     in_file = flat >= 0
-    out[in_file] = mapped.file[flat[in_file]]
+    out[in_file] = as_float16(mapped.file[flat[in_file]])
     out[~in_file] = mapped.added[-1 - flat[~in_file]]
     return out
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, computed_field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from docsim.indexer.choices import COLLECTION_NAME_PATTERN, DEFAULT_COLLECTION
+from docsim.indexer.store.stored_rows import RowFormat
 
 if TYPE_CHECKING:  # the encoders are imported when one is loaded
     from docsim.indexer.store.collections import CollectionRow
@@ -115,6 +116,12 @@ class IndexSettings(BaseModel):
         ge=0,
         description="Processes that split a build's documents into sentences once splitting "
         "has taken 2 s; 0: one per CPU core, at most 8; 1: none (the build's own process).",
+    )
+    stored_rows: RowFormat = Field(
+        default="int8",
+        description="How each level's vectors are stored (their one copy on disk): `int8`, "
+        "codes and a scale per row (388 bytes a MiniLM row, each component within half a step "
+        "of its value); `float16` (768 bytes). Read back as float16 either way.",
     )
     use_gpu: Literal["auto", "never"] = Field(
         default="auto", description="FAISS on the GPU when faiss-gpu sees one; `never`: CPU."

@@ -207,7 +207,7 @@ def _encode_and_publish(
     engine, encoder = ctx.engine, ctx.encoder
     previous = previous_version(ctx.settings, engine, encoder, ctx.capacity)
     backend = choose_backend(ctx, plan, source.label, previous)
-    with reusing(engine, encoder, previous) as reuse:
+    with reusing(engine, encoder, previous, ctx.settings.index.stored_rows) as reuse:
         hooks = ctx.hooks
         fingerprint = plan_fingerprint(plan, encoder, ctx.capacity, plan.block_documents)
         target = open_version(

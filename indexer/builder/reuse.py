@@ -29,6 +29,7 @@ from docsim.indexer.errors import CorruptFileError, NoActiveIndexError
 from docsim.indexer.settings import Settings
 from docsim.indexer.store.kept_vectors import KeptVectors
 from docsim.indexer.store.manifest import BackendEntry
+from docsim.indexer.store.stored_rows import RowFormat
 from docsim.indexer.store.versions import VersionRow, active_version
 from docsim.models.encoder import Encoder, Int8Exportable
 from docsim.models.errors import BackendUnavailableError
@@ -119,10 +120,13 @@ def previous_backend(
 
 
 @contextlib.contextmanager
-def reusing(engine: Engine, encoder: Encoder, version: VersionRow | None) -> Iterator[Reuse | None]:
+def reusing(
+    engine: Engine, encoder: Encoder, version: VersionRow | None, rows: RowFormat
+) -> Iterator[Reuse | None]:
     """What the build reuses from `version` (from `previous_version`), now that the encoder is
-    on its backend, while the build runs: None when there is nothing to reuse."""
-    reuse = _open_reuse(engine, encoder, version) if version is not None else None
+    on its backend, while the build runs (storing `rows`): None when there is nothing to
+    reuse."""
+    reuse = _open_reuse(engine, encoder, version, rows) if version is not None else None
     try:
         yield reuse
     finally:
@@ -130,9 +134,12 @@ def reusing(engine: Engine, encoder: Encoder, version: VersionRow | None) -> Ite
             reuse.kept.close()
 
 
-def _open_reuse(engine: Engine, encoder: Encoder, version: VersionRow) -> Reuse | None:
-    """None when the backend gives other vectors than `version`'s, or its files are not the
-    float16 arrays reuse reads."""
+def _open_reuse(
+    engine: Engine, encoder: Encoder, version: VersionRow, rows: RowFormat
+) -> Reuse | None:
+    """None when the backend gives other vectors than `version`'s, its files are not the
+    arrays reuse reads, or they hold int8 rows and the build stores float16 ones (the kept
+    vectors would carry their rounding)."""
     manifest = version.published_manifest()
     current = encoder.identity()
     if not same_vectors(manifest["encoder"], current) or _backend_of(
@@ -144,6 +151,9 @@ def _open_reuse(engine: Engine, encoder: Encoder, version: VersionRow) -> Reuse 
         return None
     levels = manifest["levels"]
     if not all(levels[level].get("vectors_file") for level in levels):
+        return None
+    if rows == "float16" and any(level.get("row_format") == "int8" for level in levels.values()):
+        logger.info("Encoding every document: version %d stores int8 rows", version.version_id)
         return None
     try:
         kept = KeptVectors(engine, version.version_id, Path(version.path), levels)

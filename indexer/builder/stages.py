@@ -6,8 +6,9 @@
    vectors the active version holds for an unchanged document: `block_stream`), write the
    block's vectors to `<tmp>/blocks/`, then insert its SQL rows (status `building`, invisible to
    readers) and record the block as done, in one transaction.
-3. `write_vector_indexes`: `<tmp>/<level>.f16.npy` (vectors, float16) and `<level>.ids.npy`
-   (int64 ids, row-aligned) for every level, and `<level>.faiss` for an IVF level.
+3. `write_vector_indexes`: `<tmp>/<level>.i8.npy` (vectors as int8 rows, or `.f16.npy`
+   float16: `IndexSettings.stored_rows`) and `<level>.ids.npy` (int64 ids, row-aligned) for
+   every level, and an IVF-Flat level's lists.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.settings import Settings
 from docsim.indexer.store.faiss_files import IvfLists
 from docsim.indexer.store.manifest import LevelEntry, file_sha256
+from docsim.indexer.store.stored_rows import (
+    FILE_SUFFIX,
+    RowFormat,
+    float16_rows,
+    quantized,
+    stored_dtype,
+    stored_shape,
+)
 from docsim.indexer.store.units import UnitCounter, count_units, insert_documents
 from docsim.indexer.store.vector_index import FLAT, FaissIndex, choose_factory, gpu_count
 from docsim.indexer.store.versions import set_build_state
@@ -178,11 +187,14 @@ def encode_and_store(
 
 
 class LevelBlocks:
-    """One level's vectors and ids in the block files, read a block at a time."""
+    """One level's vectors and ids in the block files, read a block at a time, to be stored
+    as `row` rows."""
 
-    def __init__(self, folder: Path, n_blocks: int, level: str, dim: int) -> None:
+    def __init__(
+        self, folder: Path, n_blocks: int, level: str, dim: int, row: RowFormat = "float16"
+    ) -> None:
         self.files = [_block_file(folder, b) for b in range(n_blocks)]
-        self.level, self.dim = level, dim
+        self.level, self.dim, self.row = level, dim, row
         parts = []
         for file in self.files:
             with np.load(file) as block:
@@ -197,13 +209,14 @@ class LevelBlocks:
                 yield block[f"{self.level}_vectors"].reshape(-1, self.dim)
 
     def rows(self, positions: np.ndarray) -> np.ndarray:
-        """`(len(positions), d)` float16 (as stored): the vectors at `positions`, in their
-        order."""
+        """`(len(positions), d)` float16 (as stored and read back): the vectors at
+        `positions`, in their order."""
         out = np.empty((len(positions), self.dim), dtype=np.float16)
         block_of = np.searchsorted(self.starts, positions, side="right") - 1
         for b, part in enumerate(self.vectors()):
             wanted = np.flatnonzero(block_of == b)
-            out[wanted] = part[positions[wanted] - self.starts[b]]
+            stored = quantized(part[positions[wanted] - self.starts[b]], self.row)
+            out[wanted] = float16_rows(stored)
         return out
 
 
@@ -219,7 +232,8 @@ def write_vector_indexes(
     use_gpu = settings.index.use_gpu == "auto" and gpu_count() > 0
     levels: dict[str, LevelEntry] = {}
     for level in LEVELS:
-        blocks = LevelBlocks(folder, n_blocks, level, dim)
+        row = settings.index.stored_rows
+        blocks = LevelBlocks(folder, n_blocks, level, dim, row)
         ids = blocks.ids
         factory = choose_factory(
             len(ids), settings.index.flat_max_vectors, settings.index.large_factory
@@ -229,22 +243,27 @@ def write_vector_indexes(
             index = FaissIndex.trained(
                 dim, factory, blocks.rows, len(ids), nprobe=settings.index.nprobe, use_gpu=use_gpu
             )
-        vectors_file, ids_file = f"{level}.f16.npy", f"{level}.ids.npy"
+        vectors_file, ids_file = f"{level}.{FILE_SUFFIX[row]}.npy", f"{level}.ids.npy"
         # an IVF-Flat level keeps its lists beside its float16 file, recorded as its blocks
         # pass: never filled in memory (`IvfLists`); another index is filled and saved
         streamed = None
         if index is not None and IvfLists.accepts(index):
             streamed = IvfLists(index)
         with (folder / vectors_file).open("wb") as out:
-            header = {"descr": "<f2", "fortran_order": False, "shape": (len(ids), dim)}
+            header = {
+                "descr": np.lib.format.dtype_to_descr(stored_dtype(row, dim)),
+                "fortran_order": False,
+                "shape": stored_shape(row, len(ids), dim),
+            }
             np.lib.format.write_array_header_1_0(out, header)
             at = 0
             for part in blocks.vectors():
-                # FAISS holds the vectors as they are stored and served (float16-rounded), so
-                # that unit search, SDR scoring and documents added later all score with the
-                # same numbers
-                half = part.astype(np.float16)  # (n_b, d)
-                out.write(half.tobytes())
+                # FAISS holds the vectors as they are stored and served (read back as
+                # float16), so that unit search, SDR scoring and documents added later all
+                # score with the same numbers
+                stored = quantized(part, row)  # (n_b, d) float16 or (n_b,) int8 rows
+                out.write(stored.tobytes())
+                half = float16_rows(stored)  # (n_b, d)
                 if streamed is not None:
                     streamed.assign(half)
                 elif index is not None:
@@ -264,6 +283,7 @@ def write_vector_indexes(
             "factory": factory,
             "index_file": index_file,
             "vectors_file": vectors_file,
+            "row_format": row,
             "ids_file": ids_file,
             "bytes": sum((folder / name).stat().st_size for name in names),
             "sha256": {name: file_sha256(folder / name) for name in names},

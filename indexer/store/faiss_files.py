@@ -18,6 +18,7 @@ import faiss
 import numpy as np
 
 from docsim.indexer.store import vector_index
+from docsim.indexer.store.stored_rows import float16_rows, row_dim
 from docsim.indexer.store.vector_index import FLAT, FaissIndex, as_float32
 
 
@@ -67,16 +68,16 @@ class IvfLists:
 def ivf_flat_index(
     factory: str, lists_file: Path, vectors: np.ndarray, ids: np.ndarray
 ) -> FaissIndex:
-    """The IVF-Flat index of `factory` over `vectors` `(n, d)` (float16, a mapped file is read
-    a slice at a time) labelled by `ids` `(n,)`, each vector in the list `lists_file` records
-    for it (`IvfLists.save`).
+    """The IVF-Flat index of `factory` over the stored `vectors` (`stored_rows`: a mapped file
+    is read a slice at a time) labelled by `ids` `(n,)`, each vector in the list `lists_file`
+    records for it (`IvfLists.save`).
 
     Raises:
         ValueError: the lists file does not hold one list per vector.
     """
     with np.load(lists_file) as saved:
         centroids, lists, nprobe = saved["centroids"], saved["lists"], int(saved["nprobe"])
-    n, dim = vectors.shape
+    n, dim = len(vectors), row_dim(vectors)
     if len(lists) != n or len(ids) != n:
         raise ValueError(f"{lists_file.name}: {len(lists)} lists for {n} vectors, {len(ids)} ids")
     inner = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
@@ -86,7 +87,9 @@ def ivf_flat_index(
     ivf.nprobe = nprobe
     host = faiss.IndexIDMap2(inner)  # empty here: the IVF's entries are added below
     for r0 in range(0, n, vector_index.ADD_ROWS):
-        part = np.ascontiguousarray(as_float32(vectors[r0 : r0 + vector_index.ADD_ROWS]))
+        part = np.ascontiguousarray(
+            as_float32(float16_rows(vectors[r0 : r0 + vector_index.ADD_ROWS]))
+        )
         positions = np.arange(r0, r0 + len(part), dtype=np.int64)  # the IVF labels entries so
         numbers = np.ascontiguousarray(lists[r0 : r0 + len(part)], dtype=np.int64)
         ivf.add_core(

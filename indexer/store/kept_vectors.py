@@ -24,6 +24,7 @@ from sqlalchemy import Engine, select
 
 from docsim.indexer.errors import IndexBuildError
 from docsim.indexer.store.manifest import check_files
+from docsim.indexer.store.stored_rows import float16_rows
 from docsim.indexer.store.tables import LEVEL_TABLES, chunks, document_vectors, documents
 from docsim.indexer.text.documents import LEVELS, Chunk, Document
 
@@ -31,7 +32,7 @@ UNIT_LEVELS = ("section", "paragraph", "sentence", "chunk")  # below the documen
 
 
 class LevelRows:
-    """One level's float16 file of a version, read by id."""
+    """One level's vectors file of a version (`stored_rows`), read by id as float16."""
 
     def __init__(self, folder: Path, entry: dict[str, Any]) -> None:
         self.ids = np.load(folder / entry["ids_file"])  # (n,) int64, ascending
@@ -45,10 +46,13 @@ class LevelRows:
             )
             shape, fortran_order, dtype = read_header(handle)
             self.offset = handle.tell()
-        if fortran_order or dtype != np.float16 or len(shape) != 2 or shape[0] != len(self.ids):
-            raise IndexBuildError(f"{path.name} is not a float16 (n, d) array of its ids")
-        self.dim = int(shape[1])
-        self.row_bytes = self.dim * 2
+        float16 = dtype == np.float16 and len(shape) == 2
+        int8 = dtype.names is not None and len(shape) == 1
+        if fortran_order or not (float16 or int8) or shape[0] != len(self.ids):
+            raise IndexBuildError(f"{path.name} is not an array of the stored rows of its ids")
+        self.stored = (dtype, tuple(shape[1:]))  # a row's element type and shape
+        self.dim = int(shape[1]) if float16 else int(dtype["codes"].shape[0])
+        self.row_bytes = dtype.itemsize * (self.dim if float16 else 1)
         self.fd = os.open(path, os.O_RDONLY)
 
     def rows(self, ids: np.ndarray) -> np.ndarray | None:
@@ -67,7 +71,8 @@ class LevelRows:
                 continue
             first, n = int(positions[run[0]]), len(run)
             data = os.pread(self.fd, n * self.row_bytes, self.offset + first * self.row_bytes)
-            out[run] = np.frombuffer(data, np.float16).reshape(n, self.dim)
+            stored = np.frombuffer(data, self.stored[0]).reshape(n, *self.stored[1])
+            out[run] = float16_rows(stored)
         return out
 
     def close(self) -> None:

@@ -1,19 +1,19 @@
 """A version's files of one level, as its manifest names them (`manifest.LevelEntry`): the
-float16 vectors (the level's one copy on disk), the ids, and an IVF-Flat level's lists. The
-level's index is built from them when it is read: a Flat level's exact index from its vectors,
-an IVF-Flat level's from its vectors placed in their recorded lists (`faiss_files`). Versions
-built before (a `<level>.faiss` beside the float16 file) are read from that file, as is an
-index of another factory."""
+vectors (the level's one copy on disk, float16 or int8 rows: `stored_rows`), the ids, and an
+IVF-Flat level's lists. The level's index is built from them when it is read: a Flat level's
+exact index from its vectors, an IVF-Flat level's from its vectors placed in their recorded
+lists (`faiss_files`). Versions built before (a `<level>.faiss` beside the float16 file) are
+read from that file, as is an index of another factory."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from docsim.indexer.store.faiss_files import flat_index, ivf_flat_index
+from docsim.indexer.store.stored_rows import float16_blocks, open_stored, row_dim
 from docsim.indexer.store.vector_index import FaissIndex
 
 
@@ -32,27 +32,15 @@ def open_level_index(
     folder: Path, level: dict[str, Any], ids: np.ndarray | None = None
 ) -> FaissIndex:
     """The level's FAISS index: read from its file where it has one; else filled a block at a
-    time from its mapped float16 file (the values FAISS's file held: the same float16-rounded
-    vectors), into the recorded lists of an IVF-Flat level or an exact Flat index. `ids`: the
+    time from its mapped vectors file, read as float16 (for a float16 file, the values FAISS's
+    file held), into the recorded lists of an IVF-Flat level or an exact Flat index. `ids`: the
     level's ids file, when the caller has read it already."""
     if level.get("index_file"):
         return FaissIndex.load(folder / level["index_file"], level["factory"])
     path = folder / level["vectors_file"]
     ids = np.load(folder / level["ids_file"]) if ids is None else ids
     if level.get("lists_file"):
-        vectors = np.load(path, mmap_mode="r")  # (n, d) float16
+        vectors = open_stored(path)  # (n, d) float16 or (n,) int8 rows
         return ivf_flat_index(level["factory"], folder / level["lists_file"], vectors, ids)
-    dim = int(np.load(path, mmap_mode="r").shape[1])
+    dim = row_dim(open_stored(path))
     return flat_index(dim, ids, float16_blocks(path, len(ids)))
-
-
-def float16_blocks(path: Path, n: int, rows: int = 65_536) -> Iterator[np.ndarray]:
-    """The `n` rows of the float16 `.npy` file at `path`, `rows` at a time `(rows, d)`, each
-    read through a mapping opened for it alone: the pages read do not stay in the process's
-    resident memory, as they would through one mapping of the whole file."""
-    for r0 in range(0, n, rows):
-        mapped = np.load(path, mmap_mode="r")
-        try:
-            yield np.array(mapped[r0 : r0 + rows])
-        finally:
-            del mapped

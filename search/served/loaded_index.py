@@ -22,6 +22,7 @@ from docsim.indexer.errors import CorruptFileError, IndexMismatchError
 from docsim.indexer.store.db import snapshot
 from docsim.indexer.store.level_files import level_files, open_level_index
 from docsim.indexer.store.manifest import check_files
+from docsim.indexer.store.stored_rows import float16_rows, open_stored
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.store.units import level_ids, stored_additions
 from docsim.indexer.store.vector_index import FaissIndex, VectorIndex
@@ -145,7 +146,8 @@ class LoadedIndex:
                 index = indices[level] = open_level_index(path, info, ids[level])
                 held = one_copy(index, ids[level])
                 if held is None:  # not Flat: the index keeps its vectors its own way
-                    held = torch.from_numpy(np.load(path / info["vectors_file"]).astype(np.float32))
+                    stored = open_stored(path / info["vectors_file"])
+                    held = torch.from_numpy(float16_rows(stored).astype(np.float32))
                 vectors[level] = held
             counts = {len(ids[level]), len(vectors[level])}
             counts |= {indices[level].count} if level in indices else set()

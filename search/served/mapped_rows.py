@@ -1,5 +1,6 @@
-"""A level's vectors read from the version's memory-mapped float16 file, with the rows of
-later document changes beside it: what a sharded service's coordinator holds per level.
+"""A level's vectors read from the version's memory-mapped vectors file (float16 or int8 rows,
+`indexer.store.stored_rows`, read as float16), with the rows of later document changes beside
+it: what a sharded service's coordinator holds per level.
 
 `MappedRows` answers the few tensor operations the coordinator applies to such a level (rows
 by slice or by index, shape, dtype) by gathering only the rows asked for, so that neither
@@ -17,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from docsim.indexer.store.stored_rows import float16_rows, open_stored, row_dim
+
 # rows of a float16 file cast to float32 and multiplied at a time on the CPU: a block's
 # float32 copy (6 MiB) comes from memory the allocator reuses; at 65,536 rows each cast was
 # a fresh mapping whose page faults made SDR's pass 2.79 times slower. Exhaustive `sdr` over
@@ -33,7 +36,8 @@ class MappedRows:
     """`(R, d)` float16 rows: each a row of the memory-mapped `file` or one of `added`.
 
     Args:
-        file: `(N, d)` float16, memory-mapped (read-only).
+        file: the stored rows, memory-mapped (read-only): `(N, d)` float16 or `(N,)` int8
+            rows with their scales (`stored_rows`), read as float16.
         place: `(R,)` int64, row r's row in `file` when >= 0, else `added[-1 - place[r]]`.
         added: `(A, d)` float16 rows added since the build.
     """
@@ -45,14 +49,14 @@ class MappedRows:
 
     @classmethod
     def of_file(cls, path: Path) -> MappedRows:
-        """Every row of a float16 `.npy` file, in order, memory-mapped."""
-        file = np.load(path, mmap_mode="r")  # (N, d) float16
-        empty = np.empty((0, file.shape[1]), dtype=np.float16)
+        """Every row of a stored `.npy` file, in order, memory-mapped."""
+        file = open_stored(path)  # (N, d) float16 or (N,) int8 rows
+        empty = np.empty((0, row_dim(file)), dtype=np.float16)
         return cls(file, np.arange(file.shape[0], dtype=np.int64), empty)
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (len(self.place), int(self.file.shape[1]))
+        return (len(self.place), row_dim(self.file))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -103,21 +107,22 @@ class MappedRows:
         nearest sentences: on average fewer than `MIN_ROWS_PER_READ` a run) come through the
         map, one page each."""
         if not len(rows):
-            return np.empty((0, self.file.shape[1]), dtype=self.file.dtype)
+            return np.empty((0, self.shape[1]), dtype=np.float16)
         ascending = bool(np.all(rows[1:] > rows[:-1]))  # a sub-collection's rows are
         distinct, at = (rows, None) if ascending else np.unique(rows, return_inverse=True)
         starts = np.flatnonzero(np.r_[True, np.diff(distinct) != 1])  # (n,) each run's first
         if len(starts) * MIN_ROWS_PER_READ > len(distinct) and len(starts) > FEW_READS:
-            return np.asarray(self.file[rows])
+            return as_float16(self.file[rows])
         ends = np.r_[starts[1:], len(distinct)]  # (n,)
-        read = self._read_runs(distinct[starts], distinct[ends - 1] + 1)  # (u, d)
+        read = as_float16(self._read_runs(distinct[starts], distinct[ends - 1] + 1))  # (u, d)
         return read if at is None else read[at.reshape(-1)]
 
     def _read_runs(self, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-        """`(sum(stops - starts), d)`: the file's rows `starts[i]:stops[i]`, one run after
-        another, with `pread` through one descriptor (a file not mapped: by slicing)."""
+        """The file's rows `starts[i]:stops[i]` as stored (`(k, d)` or `(k,)` records), one
+        run after another, with `pread` through one descriptor (a file not mapped: by
+        slicing)."""
         file = self.file
-        out = np.empty((int((stops - starts).sum()), file.shape[1]), dtype=file.dtype)
+        out = np.empty((int((stops - starts).sum()), *file.shape[1:]), dtype=file.dtype)
         fd = -1
         if isinstance(file, np.memmap) and file.filename is not None:
             try:
@@ -130,7 +135,7 @@ class MappedRows:
                 out[at : at + stop - start] = file[start:stop]
                 at += stop - start
             return out
-        width = file.shape[1] * file.dtype.itemsize
+        width = int(np.prod(file.shape[1:], dtype=np.int64)) * file.dtype.itemsize  # a row
         view = memoryview(out.data).cast("B")
         try:
             at = 0
@@ -156,3 +161,8 @@ class MappedRows:
         new = np.asarray(added, dtype=np.float16).reshape(-1, self.shape[1])  # (a, d)
         fresh = -1 - np.arange(len(carried), len(carried) + len(new))
         return MappedRows(self.file, np.concatenate([place, fresh]), np.concatenate([carried, new]))
+
+
+def as_float16(stored: np.ndarray) -> np.ndarray:
+    """Rows read from the file, as float16 `(k, d)`: float16 rows as they are (no copy)."""
+    return stored if stored.dtype == np.float16 else float16_rows(stored)

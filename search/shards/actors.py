@@ -17,13 +17,15 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
 from docsim.indexer.errors import ShardUnavailableError
+from docsim.indexer.store.stored_rows import open_stored, row_format
 from docsim.models.scoring import RaggedCollection
+from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import ScanShape
 from docsim.search.shards.shard import SEARCHED_ON_SHARDS, SdrShard, compressed, shard_cuts
 
@@ -66,9 +68,14 @@ class LevelRows:
     first_row: int = 0
 
     def load(self, device: str = "cpu") -> torch.Tensor:
-        """`(R_s, d)` float16: on the CPU a contiguous run of the file stays memory-mapped,
+        """`(R_s, d)` float16: on the CPU a contiguous run of a float16 file stays
+        memory-mapped, and an int8 file's rows are read as they are asked for (`MappedRows`);
         on a GPU the rows are copied there."""
-        mapped = np.load(self.vectors_file, mmap_mode="r")  # (N, d) float16
+        mapped = open_stored(Path(self.vectors_file))  # (N, d) float16 or (N,) int8 rows
+        if row_format(mapped) == "int8":
+            read = self._mapped(mapped)  # answers the reads a shard makes, as a tensor would
+            return cast(torch.Tensor, read) if device == "cpu" else read[:].to(device)
+        rows: torch.Tensor
         if self.file_rows.shape == (2,) and not len(self.added):
             start, stop = (int(x) for x in self.file_rows)
             with warnings.catch_warnings():  # a read-only map: torch never writes to it here
@@ -81,6 +88,15 @@ class LevelRows:
             gathered[~kept] = self.added
             rows = torch.from_numpy(gathered)
         return rows if device == "cpu" else rows.to(device)  # products cast per block
+
+    def _mapped(self, file: np.ndarray) -> MappedRows:
+        """These rows of the mapped `file`, read as they are asked for."""
+        if self.file_rows.shape == (2,):
+            place = np.arange(int(self.file_rows[0]), int(self.file_rows[1]), dtype=np.int64)
+        else:
+            place = self.file_rows.astype(np.int64)  # a copy: the added rows are placed below
+            place[place < 0] = -1 - np.arange(int((place < 0).sum()))
+        return MappedRows(file, place, np.asarray(self.added, dtype=np.float16))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from docsim.indexer.store.reader import document_units
+from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.documents import LEVELS
 from docsim.search.searcher import Searcher
@@ -24,7 +25,7 @@ def test_flat_levels_hold_one_copy_with_the_files_values(searcher: Searcher) -> 
         stored = index.indices[level]
         assert stored.factory == "Flat", level  # the sample corpus: every level exact
         assert vectors.data_ptr() == stored.flat_storage(), level
-        from_file = np.load(Path(index.path) / index.manifest["levels"][level]["vectors_file"])
+        from_file = read_float16(Path(index.path) / index.manifest["levels"][level]["vectors_file"])
         assert torch.equal(vectors, torch.from_numpy(from_file.astype(np.float32))), level
 
 

@@ -9,16 +9,18 @@ import numpy as np
 import pytest
 import torch
 
+from docsim.indexer.store.stored_rows import ROW_FORMATS, float16_rows, quantized
 from docsim.search.served.mapped_rows import MappedRows
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
 
-@pytest.fixture()
-def file_rows(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    rows = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float16)  # (N, d)
-    np.save(tmp_path / "level.npy", rows)
-    return tmp_path / "level.npy", rows
+@pytest.fixture(params=ROW_FORMATS)
+def file_rows(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, np.ndarray]:
+    """A stored file of either format, and its rows as float16 `(N, d)` (as read back)."""
+    stored = quantized(np.random.default_rng(0).standard_normal((50, 8)), request.param)
+    np.save(tmp_path / "level.npy", stored)
+    return tmp_path / "level.npy", float16_rows(stored)
 
 
 def assert_reads_as(mapped: MappedRows, expected: np.ndarray) -> None:

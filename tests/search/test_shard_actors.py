@@ -44,8 +44,8 @@ def tiebreak(searcher: Searcher) -> np.ndarray:
 
 
 def test_a_spec_loads_the_shard_it_describes(searcher: Searcher, tiebreak: np.ndarray) -> None:
-    """From the version's float16 file, memory-mapped: the same vectors as the loaded index
-    (which holds them as float32 from that file)."""
+    """From the version's vectors file, memory-mapped: the same vectors as the loaded index
+    (which holds them as float32, read from that file)."""
     for spec, shard in zip(
         shard_specs(searcher.index, tiebreak, 3),
         shards_of(searcher.index, tiebreak, 3),
@@ -58,7 +58,7 @@ def test_a_spec_loads_the_shard_it_describes(searcher: Searcher, tiebreak: np.nd
             assert rows.file_rows.shape == (2,)  # a fresh version: one contiguous run each
             (got, got_first), (expected, expected_first) = loaded.units[level], shard.units[level]
             assert got.dtype == torch.float16 and got_first == expected_first
-            assert np.array_equal(got.float().numpy(), expected.numpy()), level
+            assert np.array_equal(got[:].float().numpy(), expected.numpy()), level
 
 
 def test_a_spec_compresses_a_cpu_shard_as_in_process(

@@ -14,6 +14,7 @@ from docsim.indexer.builder.backend import calibration_texts, resolve_backend
 from docsim.indexer.builder.pipeline import BuildResult
 from docsim.indexer.errors import BackendError, IndexBuildError, IndexMismatchError
 from docsim.indexer.settings import load_configured_encoder
+from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.sentences import SentenceSplitter
@@ -105,7 +106,7 @@ def test_an_int8_build_keeps_its_export_and_serves_with_it(
     assert BUILD_SHAPE_CACHE_CAPACITY < SHAPE_CACHE_CAPACITY
     # the served encoder encodes the collection's own sentences as the build did
     ids = np.load(result.path / "sentence.ids.npy")
-    stored = np.load(result.path / "sentence.f16.npy").astype(np.float32)
+    stored = read_float16(result.path / "sentence.i8.npy").astype(np.float32)
     first = split_document(next(iter(read_corpus(sample_corpus))), splitter)
     texts = [first.text[s.start : s.end] for s in first.sentences()]
     served = searcher.encoder.encode(texts).numpy()
@@ -204,7 +205,7 @@ def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
     source = next(iter(read_corpus(sample_corpus)))
     doc = add_chunks([split_document(source, splitter)], searcher.encoder, 126)[0]
     vector = searcher.encoder.encode_documents([doc.encoder_input()])[0].document
-    stored = np.load(result.path / "document.f16.npy").astype(np.float32)
+    stored = read_float16(result.path / "document.i8.npy").astype(np.float32)
     ids = np.load(result.path / "document.ids.npy")
     np.testing.assert_allclose(vector.numpy(), stored[np.argmin(ids)], atol=4e-3)
     two_pass = load_configured_encoder(settings).encode_documents([doc.encoder_input()])[0]
@@ -224,7 +225,7 @@ def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
     # posted, an indexed document is encoded as the build encoded it: in one chunk pass
     query = searcher.query_from_source(next(iter(read_corpus(sample_corpus))))
     n = len(query.sentence_vectors)
-    stored = np.load(result.path / "sentence.f16.npy").astype(np.float32)
+    stored = read_float16(result.path / "sentence.i8.npy").astype(np.float32)
     ids = np.load(result.path / "sentence.ids.npy")
     np.testing.assert_allclose(
         query.sentence_vectors.numpy(), stored[np.argsort(ids)[:n]], atol=4e-3

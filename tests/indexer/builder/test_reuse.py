@@ -224,7 +224,7 @@ def test_every_document_is_encoded_when_the_vectors_would_differ(
         with engine.begin() as conn:
             conn.execute(update(documents).values(content_sha256=None))
     elif change == "damaged files":  # served as corrupt; reindexing is how it is repaired
-        vectors = first.path / "sentence.f16.npy"
+        vectors = first.path / "sentence.i8.npy"
         data = bytearray(vectors.read_bytes())
         data[-1] ^= 0xFF
         vectors.write_bytes(bytes(data))

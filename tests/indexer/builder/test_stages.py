@@ -11,6 +11,13 @@ import pytest
 from docsim.indexer.builder.stages import interrupts_held, write_vector_indexes
 from docsim.indexer.settings import Settings
 from docsim.indexer.store.level_files import open_level_index
+from docsim.indexer.store.stored_rows import (
+    FILE_SUFFIX,
+    ROW_FORMATS,
+    RowFormat,
+    float16_rows,
+    quantized,
+)
 from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.text.documents import LEVELS
 
@@ -53,12 +60,14 @@ def test_an_ignored_interrupt_stays_ignored() -> None:
         signal.signal(signal.SIGINT, before)
 
 
+@pytest.mark.parametrize("row", ROW_FORMATS)
 @pytest.mark.parametrize("flat_max_vectors", [1_000_000, 300])  # Flat, and IVF for large levels
 def test_vector_files_written_a_block_at_a_time_equal_those_of_the_whole_matrix(
-    tmp_path: Path, flat_max_vectors: int
+    tmp_path: Path, flat_max_vectors: int, row: RowFormat
 ) -> None:
     """Stage 3 reads the block files a level and a block at a time; what it writes equals
-    what the whole float16-rounded matrix gives at once (the reference), byte for byte."""
+    what the whole matrix stored at once gives (the reference), byte for byte, and FAISS
+    holds the rows as they are read back."""
     dim, rng = 16, np.random.default_rng(0)
     (tmp_path / "blocks").mkdir()
     sizes = {"document": 3, "section": 7, "paragraph": 40, "sentence": 150, "chunk": 12}
@@ -73,13 +82,19 @@ def test_vector_files_written_a_block_at_a_time_equal_those_of_the_whole_matrix(
             arrays[f"{level}_ids"] = np.arange(n, dtype=np.int64) + 1000 * b
             whole[level].append(vectors)
         np.savez(tmp_path / "blocks" / f"{b:06d}.npz", **arrays)
-    settings = Settings(data_dir=tmp_path, index={"flat_max_vectors": flat_max_vectors})
+    settings = Settings(
+        data_dir=tmp_path, index={"flat_max_vectors": flat_max_vectors, "stored_rows": row}
+    )
     levels = write_vector_indexes(tmp_path, 4, dim, settings)
     assert levels["sentence"]["factory"] == ("Flat" if flat_max_vectors > 1000 else "IVF15,Flat")
     for level in LEVELS:
-        matrix = np.concatenate(whole[level]).astype(np.float16)
+        stored = quantized(np.concatenate(whole[level]), row)
+        matrix = float16_rows(stored)  # (n, d) as read back
         ids = np.concatenate([np.arange(sizes[level] + b) + 1000 * b for b in range(4)])
-        np.testing.assert_array_equal(np.load(tmp_path / f"{level}.f16.npy"), matrix)
+        assert levels[level]["vectors_file"] == f"{level}.{FILE_SUFFIX[row]}.npy"
+        assert levels[level]["row_format"] == row
+        written = np.load(tmp_path / levels[level]["vectors_file"])
+        assert written.tobytes() == stored.tobytes() and written.dtype == stored.dtype
         np.testing.assert_array_equal(np.load(tmp_path / f"{level}.ids.npy"), ids)
         reference = FaissIndex.build(
             matrix.astype(np.float32), ids, levels[level]["factory"], nprobe=32
