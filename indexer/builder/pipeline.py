@@ -320,6 +320,7 @@ def encode_version(
         show_progress=ctx.show_progress,
         encode_engine=ctx.encode_engine,
         reuse=reuse,
+        rows=ctx.settings.index.stored_rows,
     )
     return n_blocks, time.perf_counter() - started
 

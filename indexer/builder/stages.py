@@ -118,6 +118,7 @@ def encode_and_store(
     show_progress: bool,
     encode_engine: EncodeEngine | None = None,
     reuse: Reuse | None = None,
+    rows: RowFormat = "int8",
 ) -> int:
     """Stage 2: chunk, encode and insert the SQL rows of every document of `plan`, block by
     block, after the `blocks_done` committed before.
@@ -125,7 +126,9 @@ def encode_and_store(
     The vectors come from `encode_engine` (default: this process, `LocalEngine`), except those
     of the documents `reuse` keeps from the active version (`block_stream`).
 
-    Each block's vectors go to `<folder>/blocks/<n>.npz` first; its rows and the new count of
+    Each block's vectors go to `<folder>/blocks/<n>.npz` first, stored as the version will
+    store them (`rows`: at a hundred times AILA, float32 blocks would take 88 GB before stage
+    3 reads them; int8 rows take a quarter of that); its rows and the new count of
     committed blocks then go to SQL in one transaction, so that SQL always says which blocks
     a resumed build can skip. Returns the number of blocks.
     """
@@ -168,7 +171,7 @@ def encode_and_store(
                 np.savez(
                     partial,
                     allow_pickle=False,
-                    **{f"{lv}_vectors": arrays[lv] for lv in LEVELS},
+                    **{f"{lv}_vectors": quantized(arrays[lv], rows) for lv in LEVELS},
                     **{f"{lv}_ids": np.asarray(ids[lv], np.int64) for lv in LEVELS},
                 )
                 os.replace(partial, target)
@@ -203,10 +206,15 @@ class LevelBlocks:
         self.starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])])  # (B + 1,)
 
     def vectors(self) -> Iterator[np.ndarray]:
-        """Each block's `(n_b, d)` float32 vectors, in order."""
+        """Each block's `(n_b, d)` vectors, in order, as floats (a block stores them in the
+        version's row format, or as float32 if written before blocks did)."""
         for file in self.files:
             with np.load(file) as block:
-                yield block[f"{self.level}_vectors"].reshape(-1, self.dim)
+                stored = block[f"{self.level}_vectors"]
+                if stored.dtype.names is not None:  # int8 rows: stored again as these bytes
+                    yield float16_rows(stored)
+                else:
+                    yield stored.reshape(-1, self.dim)
 
     def rows(self, positions: np.ndarray) -> np.ndarray:
         """`(len(positions), d)` float16 (as stored and read back): the vectors at
