@@ -26,6 +26,7 @@ from docsim.indexer.errors import DocumentNotFoundError, IndexChangedError
 from docsim.indexer.store.collections import has_field_types, store_field_types, write_field_types
 from docsim.indexer.store.data_lock import hold_data_dir
 from docsim.indexer.store.generations import retire_documents
+from docsim.indexer.store.stored_rows import RowFormat, float16_rows, quantized
 from docsim.indexer.store.tables import LEVEL_TABLES, document_vectors, documents, index_versions
 from docsim.indexer.store.units import (
     UnitCounter,
@@ -111,7 +112,9 @@ def apply_change(
         counter = UnitCounter(version_id)
         counter.next.update(next_ordinals(conn, version_id, active.published_manifest()["counts"]))
         ids = insert_documents(conn, version_id, docs, counter)
-        added = store_vectors(conn, version_id, vectors, ids)
+        levels = active.published_manifest()["levels"]
+        rows = {level: levels[level].get("row_format", "float16") for level in LEVELS}
+        added = store_vectors(conn, version_id, vectors, ids, rows)
         advance_revision(conn, version_id, revision, counter)
         if types != fixed or not has_field_types(conn, active.collection):
             store_field_types(conn, active.collection, types)
@@ -237,15 +240,17 @@ def store_vectors(
     version_id: int,
     vectors: Sequence[DocumentVectors],
     ids: dict[str, list[int]],
+    rows: Mapping[str, RowFormat],
 ) -> AddedUnits:
-    """Write each new document's vectors, rounded to float16 like a build's files (so they are
-    served the same), as one `document_vectors` row whose blob pairs them with the unit ids
-    `insert_documents` gave (`ids`, in document order). Returns them per level."""
+    """Write each new document's vectors, rounded as the version's files store each level
+    (`rows`, read back as float16: so they are served as a build of them would serve them),
+    as one `document_vectors` row whose blob pairs them with the unit ids `insert_documents`
+    gave (`ids`, in document order). Returns them per level."""
     added: AddedUnits = {lv: ([], []) for lv in LEVELS}
     at = dict.fromkeys(LEVELS, 0)
     for vec in vectors:
         per_level = {
-            level: m.numpy().astype(np.float16).astype(np.float32)
+            level: float16_rows(quantized(m.numpy(), rows[level])).astype(np.float32)
             for level, m in (
                 ("document", vec.document[None]),
                 ("section", vec.sections),
