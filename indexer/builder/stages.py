@@ -127,8 +127,8 @@ def encode_and_store(
     of the documents `reuse` keeps from the active version (`block_stream`).
 
     Each block's vectors go to `<folder>/blocks/<n>.npz` first, stored as the version will
-    store them (`rows`: at a hundred times AILA, float32 blocks would take 88 GB before stage
-    3 reads them; int8 rows take a quarter of that); its rows and the new count of
+    store them (`rows`: at a hundred times AILA, float32 blocks would take 86 GB before stage
+    3 reads them; int8 rows took 19 GB); its rows and the new count of
     committed blocks then go to SQL in one transaction, so that SQL always says which blocks
     a resumed build can skip. Returns the number of blocks.
     """
