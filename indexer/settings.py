@@ -118,10 +118,10 @@ class IndexSettings(BaseModel):
         "has taken 2 s; 0: one per CPU core, at most 8; 1: none (the build's own process).",
     )
     stored_rows: RowFormat = Field(
-        default="int8",
-        description="How each level's vectors are stored (their one copy on disk): `int8`, "
-        "codes and a scale per row (388 bytes a MiniLM row, each component within half a step "
-        "of its value); `float16` (768 bytes). Read back as float16 either way.",
+        default="float16",
+        description="How each level's vectors are stored (their one copy on disk): `float16` "
+        "(768 bytes a MiniLM row); `int8`, codes and a scale per row (388 bytes, each component "
+        "within half a step of its value; AILA's rankings unchanged). Read back as float16.",
     )
     use_gpu: Literal["auto", "never"] = Field(
         default="auto", description="FAISS on the GPU when faiss-gpu sees one; `never`: CPU."

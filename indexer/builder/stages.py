@@ -118,7 +118,7 @@ def encode_and_store(
     show_progress: bool,
     encode_engine: EncodeEngine | None = None,
     reuse: Reuse | None = None,
-    rows: RowFormat = "int8",
+    rows: RowFormat = "float16",
 ) -> int:
     """Stage 2: chunk, encode and insert the SQL rows of every document of `plan`, block by
     block, after the `blocks_done` committed before.
@@ -126,11 +126,10 @@ def encode_and_store(
     The vectors come from `encode_engine` (default: this process, `LocalEngine`), except those
     of the documents `reuse` keeps from the active version (`block_stream`).
 
-    Each block's vectors go to `<folder>/blocks/<n>.npz` first, stored as the version will
-    store them (`rows`: at a hundred times AILA, float32 blocks would take 86 GB before stage
-    3 reads them; int8 rows took 19 GB); its rows and the new count of
-    committed blocks then go to SQL in one transaction, so that SQL always says which blocks
-    a resumed build can skip. Returns the number of blocks.
+    Each block's vectors go to `<folder>/blocks/<n>.npz` first, stored as `rows` (float32
+    blocks of 100x AILA: 86 GB; int8: 19); its rows and the new count of committed blocks
+    then go to SQL in one transaction, so SQL says which blocks a resume skips. Returns the
+    number of blocks.
     """
     (folder / "blocks").mkdir(exist_ok=True)
     counter = UnitCounter(version_id)
@@ -165,16 +164,7 @@ def encode_and_store(
                 arrays[level] = np.concatenate([getattr(v, attr).numpy() for v in vectors])
             with interrupts_held(), engine.begin() as conn:
                 ids = insert_documents(conn, version_id, block, counter)
-                target = _block_file(folder, b)
-                partial = target.with_suffix(".partial.npz")
-                # numbers only; naming `allow_pickle` tells the type checker `**` does not fill it
-                np.savez(
-                    partial,
-                    allow_pickle=False,
-                    **{f"{lv}_vectors": quantized(arrays[lv], rows) for lv in LEVELS},
-                    **{f"{lv}_ids": np.asarray(ids[lv], np.int64) for lv in LEVELS},
-                )
-                os.replace(partial, target)
+                _save_block(_block_file(folder, b), arrays, ids, rows)
                 set_build_state(
                     conn, version_id, {"fingerprint": fingerprint, "blocks_done": b + 1}
                 )
@@ -187,6 +177,22 @@ def encode_and_store(
             times.storing += waited - stored
     times.log(time.perf_counter() - started, getattr(local, "seconds", None))
     return plan.n_blocks
+
+
+def _save_block(
+    target: Path, arrays: dict[str, np.ndarray], ids: dict[str, list[int]], rows: RowFormat
+) -> None:
+    """One block's vectors of every level (stored as `rows`) and their ids, written whole
+    (to a partial file first)."""
+    partial = target.with_suffix(".partial.npz")
+    # numbers only; naming `allow_pickle` tells the type checker `**` does not fill it
+    np.savez(
+        partial,
+        allow_pickle=False,
+        **{f"{lv}_vectors": quantized(arrays[lv], rows) for lv in LEVELS},
+        **{f"{lv}_ids": np.asarray(ids[lv], np.int64) for lv in LEVELS},
+    )
+    os.replace(partial, target)
 
 
 class LevelBlocks:

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from docsim.app.core.settings import ApiSettings, ServiceSettings
 from docsim.app.main import create_app
+from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import json_document
@@ -60,7 +61,7 @@ def stored(searcher: Searcher, document_id: str, level: str) -> torch.Tensor:
         unit_ids = np.array(list(unit_ids))
     info = index.manifest["levels"][level]
     ids = np.load(index.path / info["ids_file"])
-    vectors = np.load(index.path / info["vectors_file"]).astype(np.float32)
+    vectors = read_float16(index.path / info["vectors_file"]).astype(np.float32)
     rows = [int(np.flatnonzero(ids == u)[0]) for u in unit_ids]
     return torch.from_numpy(vectors[rows])
 

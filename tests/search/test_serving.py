@@ -18,6 +18,7 @@ from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.manifest import file_sha256
+from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.store.versions import active_version
@@ -151,7 +152,7 @@ def test_a_version_with_the_flat_index_files_of_earlier_builds_still_serves(
         path, manifest = Path(version.path), version.manifest
         for level, info in manifest["levels"].items():
             assert info["index_file"] is None  # this build wrote none
-            vectors = np.load(path / info["vectors_file"])
+            vectors = read_float16(path / info["vectors_file"])
             index = FaissIndex.build(vectors, np.load(path / info["ids_file"]), "Flat")
             index.save(path / f"{level}.faiss")
             info["index_file"] = f"{level}.faiss"

@@ -106,7 +106,9 @@ def test_an_int8_build_keeps_its_export_and_serves_with_it(
     assert BUILD_SHAPE_CACHE_CAPACITY < SHAPE_CACHE_CAPACITY
     # the served encoder encodes the collection's own sentences as the build did
     ids = np.load(result.path / "sentence.ids.npy")
-    stored = read_float16(result.path / "sentence.i8.npy").astype(np.float32)
+    stored = read_float16(
+        result.path / result.manifest["levels"]["sentence"]["vectors_file"]
+    ).astype(np.float32)
     first = split_document(next(iter(read_corpus(sample_corpus))), splitter)
     texts = [first.text[s.start : s.end] for s in first.sentences()]
     served = searcher.encoder.encode(texts).numpy()
@@ -205,7 +207,9 @@ def test_a_one_pass_index_is_served_one_pass_whatever_the_setting_says(
     source = next(iter(read_corpus(sample_corpus)))
     doc = add_chunks([split_document(source, splitter)], searcher.encoder, 126)[0]
     vector = searcher.encoder.encode_documents([doc.encoder_input()])[0].document
-    stored = read_float16(result.path / "document.i8.npy").astype(np.float32)
+    stored = read_float16(
+        result.path / result.manifest["levels"]["document"]["vectors_file"]
+    ).astype(np.float32)
     ids = np.load(result.path / "document.ids.npy")
     np.testing.assert_allclose(vector.numpy(), stored[np.argmin(ids)], atol=4e-3)
     two_pass = load_configured_encoder(settings).encode_documents([doc.encoder_input()])[0]
@@ -225,7 +229,9 @@ def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
     # posted, an indexed document is encoded as the build encoded it: in one chunk pass
     query = searcher.query_from_source(next(iter(read_corpus(sample_corpus))))
     n = len(query.sentence_vectors)
-    stored = read_float16(result.path / "sentence.i8.npy").astype(np.float32)
+    stored = read_float16(
+        result.path / result.manifest["levels"]["sentence"]["vectors_file"]
+    ).astype(np.float32)
     ids = np.load(result.path / "sentence.ids.npy")
     np.testing.assert_allclose(
         query.sentence_vectors.numpy(), stored[np.argsort(ids)[:n]], atol=4e-3
@@ -243,3 +249,10 @@ def test_the_backend_choices_are_the_runtimes_names() -> None:
     from docsim.models.inference import OPENVINO_INT8, TORCH
 
     assert {c.value for c in BackendChoice} == {"auto", TORCH, OPENVINO_INT8}
+
+
+def stored_level(result: BuildResult, level: str) -> np.ndarray:
+    """`(n, d)` float32: the level's rows as the version stores them, read back."""
+    return read_float16(result.path / result.manifest["levels"][level]["vectors_file"]).astype(
+        np.float32
+    )

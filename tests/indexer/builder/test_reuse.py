@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select, update
 from docsim.indexer.builder.pipeline import BuildResult
 from docsim.indexer.jobs.updates import change_documents
 from docsim.indexer.store.kept_vectors import LevelRows
+from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.store.tables import LEVEL_TABLES, chunks, documents
 from docsim.indexer.store.units import stored_additions
 from docsim.indexer.store.versions import active_version, version_row
@@ -50,7 +51,7 @@ def vectors_of(engine: Engine, result: BuildResult) -> Vectors:
             by_id = dict(
                 zip(
                     np.load(folder / entry["ids_file"]).tolist(),
-                    np.load(folder / entry["vectors_file"]),
+                    read_float16(folder / entry["vectors_file"]),
                     strict=True,
                 )
             )
@@ -224,7 +225,7 @@ def test_every_document_is_encoded_when_the_vectors_would_differ(
         with engine.begin() as conn:
             conn.execute(update(documents).values(content_sha256=None))
     elif change == "damaged files":  # served as corrupt; reindexing is how it is repaired
-        vectors = first.path / "sentence.i8.npy"
+        vectors = first.path / first.manifest["levels"]["sentence"]["vectors_file"]
         data = bytearray(vectors.read_bytes())
         data[-1] ^= 0xFF
         vectors.write_bytes(bytes(data))
