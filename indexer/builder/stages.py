@@ -42,6 +42,7 @@ from docsim.indexer.store.stored_rows import (
     RowFormat,
     float16_rows,
     quantized,
+    row_format,
     stored_dtype,
     stored_shape,
 )
@@ -211,26 +212,27 @@ class LevelBlocks:
         self.ids = np.concatenate(parts) if parts else np.empty(0, np.int64)  # (n,) int64
         self.starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])])  # (B + 1,)
 
-    def vectors(self) -> Iterator[np.ndarray]:
-        """Each block's `(n_b, d)` vectors, in order, as floats (a block stores them in the
-        version's row format, or as float32 if written before blocks did)."""
+    def stored(self) -> Iterator[np.ndarray]:
+        """Each block's rows as the version stores them (`row`), in order: a block written in
+        that format as it is, one of another (float32, before blocks were stored so) stored."""
         for file in self.files:
             with np.load(file) as block:
-                stored = block[f"{self.level}_vectors"]
-                if stored.dtype.names is not None:  # int8 rows: stored again as these bytes
-                    yield float16_rows(stored)
-                else:
-                    yield stored.reshape(-1, self.dim)
+                found = block[f"{self.level}_vectors"]
+            if row_format(found) == self.row and found.dtype != np.float32:
+                yield found
+            elif found.dtype.names is not None:
+                yield quantized(float16_rows(found), self.row)
+            else:
+                yield quantized(found.reshape(-1, self.dim), self.row)
 
     def rows(self, positions: np.ndarray) -> np.ndarray:
         """`(len(positions), d)` float16 (as stored and read back): the vectors at
         `positions`, in their order."""
         out = np.empty((len(positions), self.dim), dtype=np.float16)
         block_of = np.searchsorted(self.starts, positions, side="right") - 1
-        for b, part in enumerate(self.vectors()):
+        for b, part in enumerate(self.stored()):
             wanted = np.flatnonzero(block_of == b)
-            stored = quantized(part[positions[wanted] - self.starts[b]], self.row)
-            out[wanted] = float16_rows(stored)
+            out[wanted] = float16_rows(part[positions[wanted] - self.starts[b]])
         return out
 
 
@@ -271,11 +273,10 @@ def write_vector_indexes(
             }
             np.lib.format.write_array_header_1_0(out, header)
             at = 0
-            for part in blocks.vectors():
+            for stored in blocks.stored():  # (n_b, d) float16 or (n_b,) int8 rows
                 # FAISS holds the vectors as they are stored and served (read back as
                 # float16), so that unit search, SDR scoring and documents added later all
                 # score with the same numbers
-                stored = quantized(part, row)  # (n_b, d) float16 or (n_b,) int8 rows
                 out.write(stored.tobytes())
                 half = float16_rows(stored)  # (n_b, d)
                 if streamed is not None:

@@ -60,10 +60,11 @@ def test_an_ignored_interrupt_stays_ignored() -> None:
         signal.signal(signal.SIGINT, before)
 
 
+@pytest.mark.parametrize("blocks_stored", [False, True])  # float32 blocks (before), or as stored
 @pytest.mark.parametrize("row", ROW_FORMATS)
 @pytest.mark.parametrize("flat_max_vectors", [1_000_000, 300])  # Flat, and IVF for large levels
 def test_vector_files_written_a_block_at_a_time_equal_those_of_the_whole_matrix(
-    tmp_path: Path, flat_max_vectors: int, row: RowFormat
+    tmp_path: Path, flat_max_vectors: int, row: RowFormat, blocks_stored: bool
 ) -> None:
     """Stage 3 reads the block files a level and a block at a time; what it writes equals
     what the whole matrix stored at once gives (the reference), byte for byte, and FAISS
@@ -78,7 +79,7 @@ def test_vector_files_written_a_block_at_a_time_equal_those_of_the_whole_matrix(
             n = sizes[level] + b  # blocks of different sizes
             vectors = rng.standard_normal((n, dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            arrays[f"{level}_vectors"] = vectors
+            arrays[f"{level}_vectors"] = quantized(vectors, row) if blocks_stored else vectors
             arrays[f"{level}_ids"] = np.arange(n, dtype=np.int64) + 1000 * b
             whole[level].append(vectors)
         np.savez(tmp_path / "blocks" / f"{b:06d}.npz", **arrays)
