@@ -118,10 +118,19 @@ class IndexSettings(BaseModel):
         "has taken 2 s; 0: one per CPU core, at most 8; 1: none (the build's own process).",
     )
     stored_rows: RowFormat = Field(
-        default="float16",
+        default="int8",
         description="How each level's vectors are stored (their one copy on disk): `float16` "
         "(768 bytes a MiniLM row); `int8`, codes and a scale per row (388 bytes, each component "
         "within half a step of its value; AILA's rankings unchanged). Read back as float16.",
+    )
+    scanned_level_lists: Literal["auto", "write", "defer"] = Field(
+        default="auto",
+        description="The IVF lists of the paragraph, sentence and chunk levels (above "
+        "`flat_max_vectors`): `write` them at build; `defer` them to a reader that searches "
+        "those levels through FAISS (a GPU or `sentence_store=float32` service), which trains "
+        "and fills the same index at load. A CPU service scans these levels and never reads "
+        "their lists, which cost most of a large build (an hour and a half of 100x AILA's "
+        "34 million sentences here); `auto`: write on a build that sees a GPU, else defer.",
     )
     use_gpu: Literal["auto", "never"] = Field(
         default="auto", description="FAISS on the GPU when faiss-gpu sees one; `never`: CPU."

@@ -125,7 +125,7 @@ def abandon(
     """After `error` stopped the build: suspend the version and keep its committed blocks
     when `keep(error)` says so (`BuildHooks.keep_on_failure`; never on a full disk), else
     remove its folders and, unless it was published, mark it failed."""
-    reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    reason = failure_reason(error)
     logger.error(
         "Build of version %d failed (%s); the active version is unchanged",
         target.version_id,
@@ -150,6 +150,15 @@ def abandon(
             logger.error(
                 "Version %d stays `building` until the next build: %s", target.version_id, sql_error
             )
+
+
+def failure_reason(error: BaseException) -> str:
+    """What a failed build or job records: the error's type and words, led by "No space left
+    on device" when the disk filled (SQLite says only "database or disk is full")."""
+    reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if disk_full(error) and "No space left on device" not in reason:
+        reason = f"No space left on device ({reason})"
+    return reason
 
 
 def disk_full(error: BaseException | None) -> bool:

@@ -36,6 +36,7 @@ from docsim.indexer.builder.reuse import Reuse
 from docsim.indexer.builder.split_plan import SplitPlan
 from docsim.indexer.settings import Settings
 from docsim.indexer.store.faiss_files import IvfLists
+from docsim.indexer.store.level_files import SCANNED_LEVELS
 from docsim.indexer.store.manifest import LevelEntry, file_sha256
 from docsim.indexer.store.stored_rows import (
     FILE_SUFFIX,
@@ -242,20 +243,22 @@ def write_vector_indexes(
     """Stage 3: float16 vectors and ids per level, from the block files, a level at a time and
     a block at a time: a build holds what FAISS keeps of one level and one block's vectors,
     never every level's vectors at once. The float16 file is each level's one copy on disk: a
-    Flat level has nothing beside it, an IVF-Flat level its lists (`<level>.ivf.npz`), and a
-    reader builds the index from them (`store.level_files.open_level_index`); an index of
-    another factory (codes, not a copy) is saved as FAISS writes it."""
+    Flat level has nothing beside it, an IVF-Flat level its lists (`<level>.ivf.npz`) unless
+    they are deferred (`IndexSettings.scanned_level_lists`), and a reader builds the index
+    from them (`store.level_files.open_level_index`); an index of another factory (codes, not
+    a copy) is saved as FAISS writes it."""
     use_gpu = settings.index.use_gpu == "auto" and gpu_count() > 0
+    row = settings.index.stored_rows
     levels: dict[str, LevelEntry] = {}
     for level in LEVELS:
-        row = settings.index.stored_rows
         blocks = LevelBlocks(folder, n_blocks, level, dim, row)
         ids = blocks.ids
         factory = choose_factory(
             len(ids), settings.index.flat_max_vectors, settings.index.large_factory
         )
+        deferred = factory != FLAT and _defers_lists(level, settings, use_gpu)
         index = None
-        if factory != FLAT:
+        if factory != FLAT and not deferred:
             index = FaissIndex.trained(
                 dim, factory, blocks.rows, len(ids), nprobe=settings.index.nprobe, use_gpu=use_gpu
             )
@@ -278,12 +281,13 @@ def write_vector_indexes(
                 # float16), so that unit search, SDR scoring and documents added later all
                 # score with the same numbers
                 out.write(stored.tobytes())
-                half = float16_rows(stored)  # (n_b, d)
-                if streamed is not None:
-                    streamed.assign(half)
-                elif index is not None:
-                    index.add(half, ids[at : at + len(half)])
-                at += len(half)
+                if index is not None:
+                    half = float16_rows(stored)  # (n_b, d)
+                    if streamed is not None:
+                        streamed.assign(half)
+                    else:
+                        index.add(half, ids[at : at + len(half)])
+                at += len(stored)
         index_file = lists_file = None
         if streamed is not None:
             lists_file = f"{level}.ivf.npz"
@@ -305,5 +309,16 @@ def write_vector_indexes(
         }
         if lists_file is not None:
             levels[level]["lists_file"] = lists_file
+        if deferred:
+            levels[level]["nprobe"] = settings.index.nprobe
         del index
     return levels
+
+
+def _defers_lists(level: str, settings: Settings, use_gpu: bool) -> bool:
+    """Whether the build leaves `level`'s IVF lists to a reader that searches it (a CPU
+    service scans the `SCANNED_LEVELS` and never reads them)."""
+    choice = settings.index.scanned_level_lists
+    if level not in SCANNED_LEVELS or choice == "write":
+        return False
+    return choice == "defer" or not use_gpu

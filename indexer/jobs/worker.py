@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import Engine
 
 from docsim.indexer.builder.engines import make_encode_engine
+from docsim.indexer.builder.lifecycle import failure_reason
 from docsim.indexer.builder.pipeline import BuildHooks, BuildResult, prepare_data_dir
 from docsim.indexer.jobs.queue import (
     JobRow,
@@ -227,7 +228,7 @@ def execute(
         logger.info("Job %d cancelled", job.job_id)
         return JobStatus.cancelled
     except BaseException as error:  # noqa: BLE001 - every failure is recorded on the job
-        reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        reason = failure_reason(error)
         finish_job(engine, job.job_id, JobStatus.failed, error=reason, message="failed")
         logger.error("Job %d failed: %s", job.job_id, reason, exc_info=error)
         if not isinstance(error, Exception):

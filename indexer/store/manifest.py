@@ -22,6 +22,7 @@ class LevelEntry(TypedDict):
     factory: str  # FAISS index factory string
     index_file: str | None  # FAISS's file; None: built from `vectors_file` when read
     lists_file: NotRequired[str]  # an IVF-Flat level: its centroids and each vector's list
+    nprobe: NotRequired[int]  # an IVF level without lists: a reader trains it (`level_files`)
     vectors_file: str  # float16 `(count, dim)` or int8 rows `(count,)` (`stored_rows`)
     row_format: NotRequired[str]  # `float16` or `int8`; absent: float16 (built before)
     ids_file: str  # int64 `(count,)`, ascending

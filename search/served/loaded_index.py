@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, select
 
 from docsim.indexer.errors import CorruptFileError, IndexMismatchError
 from docsim.indexer.store.db import snapshot
-from docsim.indexer.store.level_files import level_files, open_level_index
+from docsim.indexer.store.level_files import SCANNED_LEVELS, level_files, open_level_index
 from docsim.indexer.store.manifest import check_files
 from docsim.indexer.store.stored_rows import float16_rows, open_stored
 from docsim.indexer.store.tables import index_versions
@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 MAPPED_WHEN_SHARDED = ("section", "paragraph", "sentence", "chunk")
 # a compressed service: the sentence and paragraph levels searched through their scans
 # (`search.served.sentence_scan`), the chunk level read only
-MAPPED_WHEN_COMPRESSED = ("paragraph", "sentence", "chunk")
+MAPPED_WHEN_COMPRESSED = SCANNED_LEVELS
 COMPRESSED_SEARCHED = ("paragraph", "sentence")
 
 

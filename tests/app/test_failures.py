@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import shutil
 import subprocess
 import weakref
@@ -151,14 +152,15 @@ def test_a_full_disk_fails_the_build_cleanly(
 def test_a_flipped_bit_is_refused_at_load_naming_the_file(fresh_settings) -> None:
     settings = fresh_settings(embedded_worker=False)
     (version,) = (settings.data_dir / "indexes").glob("0*")
-    target = version / "sentence.f16.npy"
+    name = json.loads((version / "manifest.json").read_text())["levels"]["sentence"]["vectors_file"]
+    target = version / name
     data = bytearray(target.read_bytes())
     data[-7] ^= 0x10  # one bit of one vector
     target.write_bytes(bytes(data))
     with TestClient(create_app(settings)) as client:
         ready = client.get("/ready")
         assert ready.status_code == 503
-        assert "sentence.f16.npy is corrupt" in ready.json()["detail"]
+        assert f"{name} is corrupt" in ready.json()["detail"]
         assert client.post("/similar", json=QUERY).status_code == 503
 
 

@@ -182,9 +182,15 @@ def test_a_version_of_ivf_levels_serves_as_the_flat_one(
     _postgres,  # noqa: ANN001
 ) -> None:
     """Levels over `flat_max_vectors` are IVF-Flat, kept on disk as their float16 files and
-    lists only; searched with every list probed, they rank units as the Flat version does."""
-    rankings = []
-    for name, index in (("flat", {}), ("ivf", {"flat_max_vectors": 10, "nprobe": 10_000})):
+    lists only (or no lists, left to the reader); searched with every list probed, they rank
+    units as the Flat version does."""
+    rankings, manifests = [], []
+    ivf_levels = {"flat_max_vectors": 10, "nprobe": 10_000}
+    for name, index in (
+        ("flat", {}),
+        ("ivf", ivf_levels | {"scanned_level_lists": "write"}),
+        ("deferred", ivf_levels | {"scanned_level_lists": "defer"}),
+    ):
         (tmp_path / name).mkdir()
         _, settings = published(tmp_path / name, sample_corpus, tiny_encoder_dir, _postgres, 6)
         ivf = settings.model_copy(
@@ -198,13 +204,15 @@ def test_a_version_of_ivf_levels_serves_as_the_flat_one(
         engine = make_engine(ivf.database_url)
         try:
             searcher = open_searcher(ivf, engine)
-            levels = active_version(engine).manifest["levels"]
+            manifests.append(active_version(engine).manifest["levels"])
             query = searcher.query_from_index(searcher.index.external_ids[0])
             options = SearchOptions(top_k=8, granularity=Granularity.sentence)
             hits = searcher.similar(query, options).results
             rankings.append([(h.document_id, h.start, round(h.score, 5)) for h in hits])
         finally:
             engine.dispose()
-    assert levels["sentence"]["factory"].startswith("IVF")
-    assert levels["sentence"]["index_file"] is None and "lists_file" in levels["sentence"]
-    assert rankings[0] == rankings[1] and len(rankings[0]) == 8
+    written, deferred = manifests[1]["sentence"], manifests[2]["sentence"]
+    assert written["factory"].startswith("IVF") and deferred["factory"] == written["factory"]
+    assert written["index_file"] is None and "lists_file" in written
+    assert deferred["index_file"] is None and "lists_file" not in deferred
+    assert rankings[0] == rankings[1] == rankings[2] and len(rankings[0]) == 8
