@@ -2,12 +2,17 @@
 build: for the service measured as a whole at ten times AILA (`benchmarks/served_growth.py`).
 
     python benchmarks/grown_version.py --base-dir AILA_DATA_DIR --out-dir AILA_10X_DIR
-        --factor 10 [--noise 0.35]
+        --factor 10 [--noise 0.35] [--vary 0.3]
 
 The corpus is the base version's live documents (text, sections, metadata) `factor` times:
-copy 0 keeps each document's id, copy k is `<id>~k`. The texts are the same, so every copy
-splits and chunks as its original does (checked, level by level), and BM25 sees near-duplicate
-archives as real ones hold. Encoding ten times AILA would take over two hours here; instead the
+copy 0 keeps each document's id and text, copy k is `<id>~k` with a share `--vary` (0.3) of
+the corpus's lowercase word types swapped, each everywhere in that copy, for another word of
+the corpus with as many letters and as many tokenizer pieces (`WordSwaps`): the copies are
+distinct texts whose terms BM25 weighs as it would related documents, not exact duplicates,
+and every copy still splits and chunks as its original does (spans unchanged; a word that
+ends or starts a sentence at a period is kept, so that Punkt decides as before; checked level
+by level, and on every base document before the build). Encoding ten times AILA would take
+over two hours here; instead the
 build's encode stage (`ReplayEngine`, an `EncodeEngine`) hands each document its original's
 vectors from the base version's files: copy 0 exactly, copy k perturbed as
 `benchmarks/growth.py` does (`normalise(x + noise * g / sqrt(d))`, g standard normal, seeded
@@ -20,11 +25,15 @@ grown version is served with, and records, the encoder that made its vectors (ch
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import logging
+import re
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,9 +45,11 @@ from docsim.indexer.settings import load_configured_encoder
 from docsim.indexer.store.db import make_engine, upgrade
 from docsim.indexer.store.reader import stored_documents
 from docsim.indexer.store.versions import active_version
+from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS, Document, SourceDocument
-from docsim.indexer.text.sentences import load_splitter
-from docsim.models.encoder import DocumentVectors
+from docsim.indexer.text.sentences import SentenceSplitter, load_splitter
+from docsim.indexer.text.split import split_document
+from docsim.models.encoder import DocumentVectors, Encoder
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
 
@@ -119,21 +130,102 @@ class ReplayEngine:
             yield block, [self.vectors_of(doc) for doc in block]
 
 
-def grown_documents(base: list[SourceDocument], factor: int) -> Iterator[SourceDocument]:
+SWAPPED = re.compile(r"\b[a-z]{5,}\b")  # lowercase words, bounded by no letter or digit
+OPENERS = " \t\r\n\"“‘'([{"
+CLOSERS = "\"”’')]}"
+ROMAN = re.compile(r"[ivxlc]+")  # an enumerator's letters (`sentences._ENUMERATOR`)
+
+
+class WordSwaps:
+    """Which word each copy puts in place of each swappable word of the base corpus: a share
+    `vary` of the words, chosen per copy by a hash (the same choice in every run), each
+    swapped for a word of its class (as many letters, as many tokenizer pieces)."""
+
+    def __init__(self, vocabulary: Sequence[str], pieces: Sequence[int], vary: float) -> None:
+        classes: dict[tuple[int, int], list[str]] = defaultdict(list)
+        for word, n in zip(vocabulary, pieces, strict=True):
+            if not ROMAN.fullmatch(word):
+                classes[(len(word), n)].append(word)
+        self.partners = {w: c for c in classes.values() if len(c) > 1 for w in c}
+        self.place = {w: i for c in classes.values() for i, w in enumerate(c)}
+        self.vary = vary
+        self._copy = -1
+        self._swaps: dict[str, str] = {}
+
+    @classmethod
+    def of_texts(cls, texts: Iterable[str], encoder: Encoder, vary: float) -> WordSwaps:
+        vocabulary = sorted({m.group() for text in texts for m in SWAPPED.finditer(text)})
+        pieces = [len(offsets) for offsets in encoder.token_offsets(vocabulary)]
+        return cls(vocabulary, pieces, vary)
+
+    def swaps(self, copy: int) -> dict[str, str]:
+        """Copy `copy`'s swapped words and what replaces each (none for copy 0)."""
+        if copy != self._copy:
+            self._copy, self._swaps = copy, {}
+            for word, partners in self.partners.items() if copy else ():
+                digest = hashlib.blake2b(f"{copy}\0{word}".encode(), digest_size=8).digest()
+                h = int.from_bytes(digest, "little")
+                if h % 1_000_000 < self.vary * 1_000_000:
+                    other = (h >> 24) % (len(partners) - 1)  # any word of its class but it
+                    self._swaps[word] = partners[other + (other >= self.place[word])]
+        return self._swaps
+
+    def text(self, text: str, copy: int) -> str:
+        """`text` as copy `copy` writes it: as long, with the same spaces and punctuation."""
+        swaps = self.swaps(copy)
+        if not swaps:
+            return text
+
+        def swapped(match: re.Match[str]) -> str:
+            word, start, end = match.group(), match.start(), match.end()
+            if word not in swaps:
+                return word
+            while start > 0 and text[start - 1] in OPENERS:
+                start -= 1
+            while end < len(text) and text[end] in CLOSERS:
+                end += 1
+            at_period = (start > 0 and text[start - 1] == ".") or text.startswith(".", end)
+            return word if at_period else swaps[word]
+
+        return SWAPPED.sub(swapped, text)
+
+
+def grown_documents(
+    base: list[SourceDocument], factor: int, swaps: WordSwaps
+) -> Iterator[SourceDocument]:
     for copy in range(factor):
         for doc in base:
             yield SourceDocument(
                 doc_id=copy_id(doc.doc_id, copy),
                 title=doc.title,
-                text=doc.text,
+                text=swaps.text(doc.text, copy),
                 metadata=doc.metadata,
                 body_start=doc.body_start,
                 sections=doc.sections,
             )
 
 
+def check_swaps(
+    base: list[SourceDocument],
+    swaps: WordSwaps,
+    splitter: SentenceSplitter,
+    encoder: Encoder,
+    capacity: int,
+) -> None:
+    """Every base document, as copy 1 writes it, splits and chunks as the original does."""
+    for doc in base:
+        varied = dataclasses.replace(doc, text=swaps.text(doc.text, 1))
+        pair = add_chunks([split_document(d, splitter) for d in (doc, varied)], encoder, capacity)
+        if pair[0].counts() != pair[1].counts():
+            raise RuntimeError(f"{doc.doc_id}: copy 1 splits otherwise than its original")
+
+
 def grow_version(
-    base_settings: QuerySettings, settings: QuerySettings, factor: int, noise: float
+    base_settings: QuerySettings,
+    settings: QuerySettings,
+    factor: int,
+    noise: float,
+    vary: float = 0.3,
 ) -> dict:
     """Publish the base's active version grown `factor` times into `settings`' data directory
     (which must not exist) and database; returns its facts."""
@@ -152,6 +244,9 @@ def grow_version(
     engine = make_engine(settings.database_url)
     recorded = manifest["encoder"]
     encoder = load_configured_encoder(settings, recorded.get("source") or recorded["name"])
+    splitter = load_splitter(settings.punkt_params)
+    swaps = WordSwaps.of_texts((doc.text for doc in documents), encoder, vary)
+    check_swaps(documents, swaps, splitter, encoder, manifest["chunk_tokens"])
     started = time.perf_counter()
     try:
         result = build_index(
@@ -159,9 +254,9 @@ def grow_version(
             settings=settings,
             engine=engine,
             encoder=encoder,
-            splitter=load_splitter(settings.punkt_params),
-            documents=grown_documents(documents, factor),
-            source_label=f"{manifest['corpus']['path']} x{factor} (noise {noise})",
+            splitter=splitter,
+            documents=grown_documents(documents, factor, swaps),
+            source_label=f"{manifest['corpus']['path']} x{factor} (noise {noise}, vary {vary})",
             encode_engine=ReplayEngine(BaseVectors(index), noise),
         )
     finally:
@@ -178,6 +273,7 @@ def grow_version(
         "base": str(base_dir),
         "factor": factor,
         "noise": noise,
+        "vary": vary,
         "counts": grown["counts"],
         "build_seconds": seconds,
         "bytes_on_disk": sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file()),
@@ -192,6 +288,7 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--factor", type=int, required=True)
     parser.add_argument("--noise", type=float, default=0.35)
+    parser.add_argument("--vary", type=float, default=0.3, help="share of word types swapped")
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -201,6 +298,7 @@ def main() -> None:
         QuerySettings(data_dir=args.out_dir),
         args.factor,
         args.noise,
+        args.vary,
     )
     print(json.dumps(facts, indent=2))
     (args.out_dir / "grown.json").write_text(json.dumps(facts, indent=2))

@@ -3,6 +3,7 @@ its base and whose other copies are its base's vectors moved by the stated noise
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -99,7 +100,35 @@ def test_a_grown_version_holds_its_base_and_perturbed_copies(
         texts = {d.doc_id: d.text for d in stored_documents(engine, grown.version_id)}
     finally:
         engine.dispose()
-    assert texts[f"{base.external_ids[5]}~2"] == texts[base.external_ids[5]]
+    # the copies are distinct texts of the same shape: as long, the same characters apart
+    # from swapped lowercase words
+    for doc_id in base.external_ids:
+        original, copy = texts[doc_id], texts[f"{doc_id}~2"]
+        assert len(copy) == len(original)
+        assert re.sub("[a-z]", "x", copy) == re.sub("[a-z]", "x", original)
+    assert sum(texts[d] != texts[f"{d}~2"] for d in base.external_ids) > len(base.external_ids) / 2
+    assert facts["vary"] == 0.3
+
+
+def test_word_swaps_keep_each_copy_the_shape_of_its_original(grown_version: ModuleType) -> None:
+    vocabulary = ["court", "judge", "appeal", "mercy", "civil", "liable", "bench"]
+    pieces = [1, 1, 2, 1, 1, 2, 1]  # "appeal" and "liable" form a class of their own
+    swaps = grown_version.WordSwaps(vocabulary, pieces, vary=1.0)
+    assert "civil" not in swaps.partners  # an enumerator's letters are never swapped
+    text = "The court heard the appeal. Mercy was shown; the judge, liable. (court) Bench."
+    copy = swaps.text(text, 1)
+    assert len(copy) == len(text)
+    assert swaps.text(text, 1) == copy  # the same in every run
+    assert swaps.text(text, 0) == text
+    assert grown_version.WordSwaps(vocabulary, pieces, vary=0.0).text(text, 3) == text
+    words, original = copy.split(), text.split()
+    for i, (new, old) in enumerate(zip(words, original, strict=True)):
+        bare = old.strip(".,;()")
+        if old.endswith(".") or (i and original[i - 1].endswith(".")) or bare not in swaps.partners:
+            assert new == old  # at a period, capitalised, or without a partner: kept
+        else:
+            assert new.strip(".,;()") in swaps.partners[bare] and new != old
+    assert copy.split()[1] != "court" and copy.split()[4] == "appeal."
 
 
 def test_a_copy_split_otherwise_than_its_original_is_refused(
