@@ -23,7 +23,8 @@ import bm25s
 import numpy as np
 from record import save
 
-from docsim.search.lexical.bm25 import Bm25Index, tokenize
+from docsim.search.lexical.bm25 import Bm25Index
+from docsim.search.lexical.tokens import tokenize
 
 logger = logging.getLogger("benchmarks.bm25_changes")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019"

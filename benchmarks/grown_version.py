@@ -96,16 +96,27 @@ class BaseVectors:
 
 class ReplayEngine:
     """A build's encode stage that encodes nothing: each document gets its original's vectors,
-    perturbed for copies (see the module docstring)."""
+    perturbed for copies (see the module docstring). A copy that splits otherwise than its
+    original (its swapped words moved a sentence boundary) is encoded by `encoder` where one
+    is given (counted in `encoded`), else refused."""
 
-    def __init__(self, base: BaseVectors, noise: float) -> None:
+    def __init__(self, base: BaseVectors, noise: float, encoder: Encoder | None = None) -> None:
         self.base = base
         self.noise = noise
+        self.encoder = encoder
+        self.encoded = 0
 
     def vectors_of(self, doc: Document) -> DocumentVectors:
         original, copy = original_of(doc.doc_id)
         position = self.base.position[original]
         counts = doc.counts()
+        split_otherwise = any(
+            len(self.base.rows(level, position)) != counts[level] for level in LEVELS
+        )
+        if copy and split_otherwise and self.encoder is not None:
+            logger.warning("%s splits otherwise than its original: encoded", doc.doc_id)
+            self.encoded += 1
+            return self.encoder.encode_documents([doc.encoder_input()])[0]
         out: dict[str, torch.Tensor] = {}
         for i, level in enumerate(LEVELS):
             rows = self.base.rows(level, position)
@@ -131,7 +142,6 @@ class ReplayEngine:
 
 
 SWAPPED = re.compile(r"\b[a-z]{5,}\b")  # lowercase words, bounded by no letter or digit
-OPENERS = " \t\r\n\"“‘'([{"
 CLOSERS = "\"”’')]}"
 ROMAN = re.compile(r"[ivxlc]+")  # an enumerator's letters (`sentences._ENUMERATOR`)
 
@@ -177,17 +187,30 @@ class WordSwaps:
             return text
 
         def swapped(match: re.Match[str]) -> str:
-            word, start, end = match.group(), match.start(), match.end()
-            if word not in swaps:
+            word = match.group()
+            if word not in swaps or at_period(text, match.start(), match.end()):
                 return word
-            while start > 0 and text[start - 1] in OPENERS:
-                start -= 1
-            while end < len(text) and text[end] in CLOSERS:
-                end += 1
-            at_period = (start > 0 and text[start - 1] == ".") or text.startswith(".", end)
-            return word if at_period else swaps[word]
+            return swaps[word]
 
         return SWAPPED.sub(swapped, text)
+
+
+def at_period(text: str, start: int, end: int) -> bool:
+    """Whether the word at `text[start:end]` is in a token (between spaces) that holds a
+    period, or follows one that ends with a period (closing quotes aside): Punkt weighs such
+    a token's type to decide whether the period ends a sentence."""
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    if "." in text[start:end]:
+        return True
+    before = start - 1
+    while before >= 0 and text[before].isspace():
+        before -= 1
+    while before >= 0 and text[before] in CLOSERS:
+        before -= 1
+    return before >= 0 and text[before] == "."
 
 
 def grown_documents(
@@ -247,6 +270,7 @@ def grow_version(
     splitter = load_splitter(settings.punkt_params)
     swaps = WordSwaps.of_texts((doc.text for doc in documents), encoder, vary)
     check_swaps(documents, swaps, splitter, encoder, manifest["chunk_tokens"])
+    replay = ReplayEngine(BaseVectors(index), noise, encoder)
     started = time.perf_counter()
     try:
         result = build_index(
@@ -257,7 +281,7 @@ def grow_version(
             splitter=splitter,
             documents=grown_documents(documents, factor, swaps),
             source_label=f"{manifest['corpus']['path']} x{factor} (noise {noise}, vary {vary})",
-            encode_engine=ReplayEngine(BaseVectors(index), noise),
+            encode_engine=replay,
         )
     finally:
         engine.dispose()
@@ -274,6 +298,7 @@ def grow_version(
         "factor": factor,
         "noise": noise,
         "vary": vary,
+        "encoded_copies": replay.encoded,
         "counts": grown["counts"],
         "build_seconds": seconds,
         "bytes_on_disk": sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file()),

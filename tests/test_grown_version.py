@@ -10,15 +10,18 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+import torch
 
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.reader import stored_documents
 from docsim.indexer.store.stored_rows import quantized
 from docsim.indexer.store.versions import active_version
+from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
+from docsim.models.transformer import TransformerEncoder
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
 from tests.utils.indexes import PublishedCopies
@@ -115,7 +118,10 @@ def test_word_swaps_keep_each_copy_the_shape_of_its_original(grown_version: Modu
     pieces = [1, 1, 2, 1, 1, 2, 1]  # "appeal" and "liable" form a class of their own
     swaps = grown_version.WordSwaps(vocabulary, pieces, vary=1.0)
     assert "civil" not in swaps.partners  # an enumerator's letters are never swapped
-    text = "The court heard the appeal. Mercy was shown; the judge, liable. (court) Bench."
+    text = (
+        "The court heard the appeal. Mercy was shown; the judge, liable. (court) Bench. "
+        "At 3 P.M. Non-judge, U.S.-bench"  # a hyphenated token after a period, or with one
+    )
     copy = swaps.text(text, 1)
     assert len(copy) == len(text)
     assert swaps.text(text, 1) == copy  # the same in every run
@@ -124,7 +130,8 @@ def test_word_swaps_keep_each_copy_the_shape_of_its_original(grown_version: Modu
     words, original = copy.split(), text.split()
     for i, (new, old) in enumerate(zip(words, original, strict=True)):
         bare = old.strip(".,;()")
-        if old.endswith(".") or (i and original[i - 1].endswith(".")) or bare not in swaps.partners:
+        after_period = i and original[i - 1].rstrip("\"')").endswith(".")
+        if "." in old or after_period or bare not in swaps.partners:
             assert new == old  # at a period, capitalised, or without a partner: kept
         else:
             assert new.strip(".,;()") in swaps.partners[bare] and new != old
@@ -138,6 +145,7 @@ def test_a_copy_split_otherwise_than_its_original_is_refused(
     settings: QuerySettings,
     tiny_encoder_dir: Path,
     splitter: SentenceSplitter,
+    tiny_encoder: TransformerEncoder,
 ) -> None:
     published_copies.publish(sample_corpus, settings, tiny_encoder_dir)
     engine = make_engine(settings.database_url)
@@ -151,3 +159,10 @@ def test_a_copy_split_otherwise_than_its_original_is_refused(
     renamed = replace(split_document(other, splitter), doc_id=f"{first.doc_id}~1")
     with pytest.raises(ValueError, match="units, its original has"):
         replay.vectors_of(renamed)
+    # given the encoder, such a copy is encoded for what it is
+    chunked = add_chunks([renamed], tiny_encoder, 128)[0]
+    encoding = grown_version.ReplayEngine(grown_version.BaseVectors(index), NOISE, tiny_encoder)
+    got = encoding.vectors_of(chunked)
+    want = tiny_encoder.encode_documents([chunked.encoder_input()])[0]
+    assert encoding.encoded == 1
+    assert torch.equal(got.sentences, want.sentences) and torch.equal(got.chunks, want.chunks)

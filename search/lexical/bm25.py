@@ -23,11 +23,18 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from docsim.models.pacing import before_batch
+from docsim.search.lexical.posting_lists import (
+    Posting,
+    Vocabulary,
+    changed_posting,
+    compact,
+    counted_postings,
+)
+from docsim.search.lexical.tokens import tokenize
 
 K1 = 1.5
 B = 0.75
@@ -35,50 +42,6 @@ B = 0.75
 BUILD_DOCUMENTS = 1024
 # query tokens scored between two calls of the request's pacing hook (`models.pacing`)
 PACED_TOKENS = 4096
-
-
-class WordStemmer(Protocol):
-    """What bm25s asks of a stemmer: PyStemmer's `Stemmer.Stemmer`."""
-
-    def stemWords(self, words: Sequence[str]) -> list[str]: ...
-
-
-def stemmer_for(language: str | None) -> WordStemmer | None:
-    """PyStemmer's Snowball stemmer for `language`, or None for no stemming."""
-    if language is None:
-        return None
-    import Stemmer
-
-    stemmer: WordStemmer = Stemmer.Stemmer(language)  # PyStemmer is untyped
-    return stemmer
-
-
-def tokenize(texts: Sequence[str], stemmer: str | None = None) -> list[list[str]]:
-    """bm25s' tokenisation (lower case, English stop words removed, Snowball stems in
-    `stemmer`'s language when given), as strings."""
-    import bm25s
-
-    if not texts:
-        return []
-    tokens: list[list[str]] = bm25s.tokenize(  # bm25s is untyped: its strings, per text
-        list(texts),
-        stopwords="en",
-        stemmer=stemmer_for(stemmer),
-        return_ids=False,
-        show_progress=False,
-    )
-    return tokens
-
-
-# The documents holding one token `(n,)` (ascending ids), and its count in each `(n,)`. A plain
-# tuple, not a class: the garbage collector stops tracking a tuple that holds only arrays, and
-# a collection holds one posting per distinct token (AILA: 55,853), each of which every full
-# collection, which pauses every thread, would otherwise walk.
-Posting = tuple[np.ndarray, np.ndarray]
-# what an index is built from: postings, doc id -> length, its distinct tokens, their counts
-PostingParts = tuple[
-    dict[str, Posting], dict[int, int], dict[int, tuple[str, ...]], dict[int, np.ndarray]
-]
 
 
 @dataclass(frozen=True)
@@ -112,16 +75,20 @@ class Bm25Index:
         self,
         postings: dict[str, Posting],
         lengths: dict[int, int],
-        terms: dict[int, tuple[str, ...]],
+        terms: dict[int, np.ndarray],
         counts: dict[int, np.ndarray],
         stemmer: str | None = None,
         collection: Bm25Collection | None = None,
+        vocabulary: Vocabulary | None = None,
     ) -> None:
         self.stemmer = stemmer  # the Snowball language of the tokens, or None
         self._postings = postings
         self._lengths = lengths  # doc id -> tokens after stop words
-        self._terms = terms  # doc id -> its distinct tokens (to undo its postings; for RM3)
-        self._counts = counts  # doc id -> `(t,)` int32 count of each of its distinct tokens
+        # doc id -> `(t,)` the ids in `_vocabulary` of its distinct tokens (to undo its
+        # postings; for RM3), and `(t,)` the count of each (both `compact`)
+        self._terms = terms
+        self._counts = counts
+        self._vocabulary = vocabulary if vocabulary is not None else Vocabulary()
         self.doc_ids = np.array(sorted(lengths), dtype=np.int64)  # (N,) the order of `scores`
         self._length_of = np.array([lengths[d] for d in self.doc_ids.tolist()], np.float64)
         self.collection = collection
@@ -129,7 +96,7 @@ class Bm25Index:
             self._average = float(self._length_of.sum()) / max(len(lengths), 1)
         else:
             self._average = float(collection.total_length) / max(collection.documents, 1)
-        # each token's rows and float32 terms, computed on first use: at most one int64 and
+        # each token's rows and float32 terms, computed on first use: at most one int32 and
         # one float32 per posting entry, and only for the tokens queries ask for
         self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._weights_lock = threading.Lock()
@@ -169,7 +136,10 @@ class Bm25Index:
         time. What the build holds beyond the index is one batch's texts and each document's
         tokens as 4-byte ids, instead of every token of the collection at once (the
         collection-wide arrays took 1.7 GiB above the index at ten times AILA)."""
-        return cls(*counted_postings(doc_ids, text_batches, stemmer, batch), stemmer)
+        postings, lengths, terms, counts, vocabulary = counted_postings(
+            doc_ids, text_batches, stemmer, batch
+        )
+        return cls(postings, lengths, terms, counts, stemmer, vocabulary=vocabulary)
 
     @property
     def n_documents(self) -> int:
@@ -181,8 +151,9 @@ class Bm25Index:
         postings, lengths, terms = dict(self._postings), dict(self._lengths), dict(self._terms)
         term_counts = dict(self._counts)
         drop: dict[str, set[int]] = {}
+        vocabulary = self._vocabulary
         for doc_id in removed:
-            for token in terms.pop(doc_id):
+            for token in vocabulary.decoded(terms.pop(doc_id)):
                 drop.setdefault(token, set()).add(doc_id)
             del lengths[doc_id], term_counts[doc_id]
         put: dict[str, list[tuple[int, int]]] = {}
@@ -192,15 +163,16 @@ class Bm25Index:
             for token, count in counts.items():
                 put.setdefault(token, []).append((doc_id, count))
             lengths[doc_id] = len(tokens)
-            terms[doc_id] = tuple(counts)
-            term_counts[doc_id] = np.fromiter(counts.values(), np.int32, len(counts))
+            terms[doc_id] = vocabulary.encoded(counts)
+            term_counts[doc_id] = compact(np.fromiter(counts.values(), np.int64, len(counts)))
         for token in drop.keys() | put.keys():
-            posting = _changed(postings.get(token), drop.get(token, ()), put.get(token, []))
+            posting = changed_posting(postings.get(token), drop.get(token, ()), put.get(token, []))
             if len(posting[0]):
                 postings[token] = posting
             else:
                 postings.pop(token, None)
-        return Bm25Index(postings, lengths, terms, term_counts, self.stemmer)  # whole again
+        # whole again
+        return Bm25Index(postings, lengths, terms, term_counts, self.stemmer, None, vocabulary)
 
     def local_collection(self) -> Bm25Collection:
         """This index's own document count, total length and document frequencies."""
@@ -213,12 +185,19 @@ class Bm25Index:
     def within(self, collection: Bm25Collection) -> Bm25Index:
         """This index as a shard of `collection` (the postings are shared, not copied)."""
         return Bm25Index(
-            self._postings, self._lengths, self._terms, self._counts, self.stemmer, collection
+            self._postings,
+            self._lengths,
+            self._terms,
+            self._counts,
+            self.stemmer,
+            collection,
+            self._vocabulary,
         )
 
     def term_counts(self, doc_id: int) -> dict[str, int]:
         """How often each token occurs in the document `doc_id` (after stop words)."""
-        return dict(zip(self._terms[doc_id], self._counts[doc_id].tolist(), strict=True))
+        words = self._vocabulary.decoded(self._terms[doc_id])
+        return dict(zip(words, self._counts[doc_id].tolist(), strict=True))
 
     def tokens(self, text: str) -> list[str]:
         """The query tokens of `text`, tokenised as the documents were."""
@@ -276,85 +255,10 @@ class Bm25Index:
         if found is None:
             doc_ids, counts = self._postings[token]
             idf = np.float32(self.idf(token))
-            rows = np.searchsorted(self.doc_ids, doc_ids)  # (df,)
+            rows = np.searchsorted(self.doc_ids, doc_ids).astype(np.int32)  # (df,)
             tf = counts.astype(np.float32)
             norm = K1 * ((1 - B) + B * self._length_of[rows] / self._average)  # float64
             found = (rows, (idf * (tf / (norm + tf))).astype(np.float32))
             with self._weights_lock:
                 self._weights[token] = found
         return found
-
-
-def counted_postings(
-    doc_ids: np.ndarray, text_batches: Iterable[Sequence[str]], stemmer: str | None, batch: int
-) -> PostingParts:
-    """`Bm25Index.build_sorted`'s parts: the postings, each document's length, distinct
-    tokens and their counts."""
-    import bm25s
-
-    vocabulary: dict[str, int] = {}  # token -> its id here
-    tokens_of: list[np.ndarray] = []  # each document's distinct token ids (int32)
-    counts_of: list[np.ndarray] = []  # and their counts (int32)
-    lengths: list[int] = []  # each document's tokens after stop words
-    for texts in text_batches:
-        if not len(texts):
-            continue
-        tokenized = bm25s.tokenize(
-            list(texts), stopwords="en", stemmer=stemmer_for(stemmer), show_progress=False
-        )
-        local = sorted(tokenized.vocab, key=tokenized.vocab.__getitem__)
-        to_global = np.array(
-            [vocabulary.setdefault(token, len(vocabulary)) for token in local], np.int32
-        )
-        for ids in tokenized.ids:
-            distinct, counted = np.unique(np.asarray(ids, np.int64), return_counts=True)
-            tokens_of.append(to_global[distinct])
-            counts_of.append(counted.astype(np.int32))
-            lengths.append(len(ids))
-    if len(doc_ids) != len(lengths):
-        raise ValueError(f"{len(doc_ids)} document ids for {len(lengths)} texts")
-    words = np.array(list(vocabulary), dtype=object)  # (V,) by id
-    ids_list = doc_ids.tolist()
-    terms = {d: tuple(words[t].tolist()) for d, t in zip(ids_list, tokens_of, strict=True)}
-    term_counts = dict(zip(ids_list, counts_of, strict=True))
-    by_id = dict(zip(ids_list, lengths, strict=True))
-    if not sum(lengths):  # no document holds a word: nothing to post
-        return {}, by_id, terms, term_counts
-    frequency = np.zeros(len(words), np.int64)  # (V,) documents holding each token
-    for tokens in tokens_of:
-        frequency[tokens] += 1  # a document's tokens are distinct
-    ends = np.cumsum(frequency)  # (V,) each token's end in the flat postings
-    flat_ids = np.empty(int(ends[-1]), np.int64)
-    flat_counts = np.empty(int(ends[-1]), np.int32)
-    cursor = ends - frequency  # (V,) where each token's next document goes
-    for s in range(0, len(ids_list), batch):
-        tokens = np.concatenate(tokens_of[s : s + batch])  # (p,) documents in id order
-        if not len(tokens):  # a batch of documents without a word
-            continue
-        counts = np.concatenate(counts_of[s : s + batch])
-        holders = np.repeat(doc_ids[s : s + batch], [len(t) for t in tokens_of[s : s + batch]])
-        order = np.argsort(tokens, kind="stable")  # by token, then document
-        tokens, counts, holders = tokens[order], counts[order], holders[order]
-        first = np.flatnonzero(np.r_[True, tokens[1:] != tokens[:-1]])  # (u,)
-        run = np.diff(np.r_[first, len(tokens)])  # (u,) this batch's holders of each
-        at = cursor[tokens] + np.arange(len(tokens)) - np.repeat(first, run)  # (p,)
-        flat_ids[at] = holders
-        flat_counts[at] = counts
-        cursor[tokens[first]] += run
-    starts = ends - frequency
-    postings = {
-        str(words[v]): (flat_ids[starts[v] : ends[v]], flat_counts[starts[v] : ends[v]])
-        for v in np.flatnonzero(frequency).tolist()
-    }
-    return postings, by_id, terms, term_counts
-
-
-def _changed(old: Posting | None, drop: Iterable[int], put: list[tuple[int, int]]) -> Posting:
-    """`old` without the documents of `drop`, with those of `put` (id, count), by id."""
-    old_ids, old_counts = old or (np.empty(0, np.int64), np.empty(0, np.int32))
-    keep = ~np.isin(old_ids, np.fromiter(drop, np.int64))
-    new = np.array(put, dtype=np.int64).reshape(-1, 2)  # (a, 2)
-    doc_ids = np.concatenate([old_ids[keep], new[:, 0]])
-    order = np.argsort(doc_ids, kind="stable")
-    counts = np.concatenate([old_counts[keep], new[:, 1].astype(np.int32)])
-    return doc_ids[order], counts[order]

@@ -19,6 +19,15 @@ TEXTS = [doc.text for doc in read_corpus(SAMPLE_CORPUS)]
 QUERIES = [*TEXTS[:6], "sourdough starter flour water", "the of and"]
 
 
+def bm25s_scores(texts: list[str], query: str) -> np.ndarray:
+    """`(N,)` bm25s' own scores of `query` over `texts`, in their order."""
+    reference = bm25s.BM25()
+    reference.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+    known = [t for t in tokens if t in reference.vocab_dict]
+    return reference.get_scores(known) if known else np.zeros(len(texts))
+
+
 def test_scores_equal_bm25s() -> None:
     ids = np.arange(len(TEXTS), dtype=np.int64) * 3 + 5  # ids need not be positions
     index = Bm25Index.build(ids.tolist(), TEXTS)
@@ -48,7 +57,8 @@ def test_a_change_equals_a_rebuild_and_shares_untouched_postings() -> None:
     np.testing.assert_array_equal(
         before.scores(TEXTS[3]), Bm25Index.build(ids, TEXTS).scores(TEXTS[3])
     )
-    touched = set(before._terms[3]) | set(before._terms[10]) | set(after._terms[100])
+    touched = set(before.term_counts(3)) | set(before.term_counts(10))
+    touched |= set(after.term_counts(100))
     untouched = [t for t in before._postings if t not in touched and t in after._postings]
     assert untouched and all(after._postings[t] is before._postings[t] for t in untouched)
     assert "zeppelin" in after._postings and "zeppelin" not in before._postings
@@ -88,10 +98,28 @@ def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time(batch: 
         for mine, theirs in zip(posting, other, strict=True):  # doc ids, then counts
             np.testing.assert_array_equal(mine, theirs, token)
     assert built._lengths == added._lengths
-    assert {d: set(t) for d, t in built._terms.items()} == {
-        d: set(t) for d, t in added._terms.items()
-    }
     assert {d: built.term_counts(d) for d in ids} == {d: added.term_counts(d) for d in ids}
+
+
+def test_postings_and_forward_entries_are_held_in_the_narrowest_dtypes() -> None:
+    """6 bytes a posting entry and 6 a forward one where ids fit 32 bits and counts 16;
+    wider ids and counts stay exact, and scores do not depend on the dtypes."""
+    index = Bm25Index.build([1, 2, 70_000], ["bread bread crust", "crust", "stone"])
+    ids, counts = index._postings["crust"]
+    assert (ids.dtype, counts.dtype) == (np.uint32, np.uint16)
+    assert ids.tolist() == [1, 2] and counts.tolist() == [1, 1]
+    assert index._counts[1].dtype == np.uint16 and index._terms[1].dtype == np.uint16
+    wide = Bm25Index.build([2**40, 5], ["bread " * 70_000, "bread crust"])
+    ids, counts = wide._postings["bread"]
+    assert (ids.dtype, counts.dtype) == (np.int64, np.uint32)
+    assert ids.tolist() == [5, 2**40] and counts.tolist() == [1, 70_000]
+    assert wide.term_counts(2**40) == {"bread": 70_000}
+    changed = wide.with_changes(removed=[5], added=[(3, "crust crust")])
+    assert changed._postings["crust"][0].dtype == np.uint16  # changed postings compacted too
+    assert changed.term_counts(3) == {"crust": 2}
+    scores = wide.scores("bread crust")
+    reference = bm25s_scores(["bread " * 70_000, "bread crust"], "bread crust")  # (id order)
+    np.testing.assert_allclose(scores, reference[[1, 0]], rtol=1e-6)
 
 
 def test_scores_follow_the_order_of_the_ids_not_of_the_texts() -> None:

@@ -1,0 +1,100 @@
+"""What BM25's document postings hold in memory over a published version's texts, against
+the same postings held as before issue 54 (int64 ids and int32 counts per posting; each
+document's distinct tokens as a tuple of strings and int32 counts), built in the same run.
+
+    python benchmarks/bm25_memory.py --data-dir AILA_DATA_DIR [--out results/bm25_memory.json]
+
+Bytes are Python's own allocations (`tracemalloc`) retained by the index after its build;
+both layouts hold the same tokens, counts and scores (checked on a few documents' texts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+from docsim.indexer.store.db import make_engine
+from docsim.indexer.store.reader import stored_documents
+from docsim.indexer.store.versions import active_version
+from docsim.search.lexical.bm25 import Bm25Index
+from docsim.search.settings import QuerySettings
+
+logger = logging.getLogger("benchmarks.bm25_memory")
+
+
+def widened(index: Bm25Index) -> Bm25Index:
+    """`index` in the layout before: wide arrays, each document's tokens as strings."""
+    postings = {
+        token: (ids.astype(np.int64), counts.astype(np.int32))
+        for token, (ids, counts) in index._postings.items()
+    }
+    terms = {d: tuple(index._vocabulary.decoded(t)) for d, t in index._terms.items()}
+    counts = {d: c.astype(np.int32) for d, c in index._counts.items()}
+    return Bm25Index(postings, dict(index._lengths), terms, counts, index.stemmer)  # type: ignore[arg-type]
+
+
+def retained(build: object) -> tuple[object, int, float]:
+    """What `build()` returns, the bytes it keeps allocated, and its seconds."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    started = time.perf_counter()
+    made = build()  # type: ignore[operator]
+    seconds = time.perf_counter() - started
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return made, kept, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bm25_memory.json"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = QuerySettings(data_dir=args.data_dir)
+    engine = make_engine(settings.database_url)
+    try:
+        version = active_version(engine)
+        documents = list(stored_documents(engine, version.version_id))
+    finally:
+        engine.dispose()
+    ids = list(range(len(documents)))
+    texts = [doc.text for doc in documents]
+    compact, compact_bytes, seconds = retained(lambda: Bm25Index.build(ids, texts))
+    assert isinstance(compact, Bm25Index)
+    wide, wide_bytes, _ = retained(lambda: widened(compact))
+    assert isinstance(wide, Bm25Index)
+    postings = sum(len(p[0]) for p in compact._postings.values())
+    for text in texts[:5]:
+        np.testing.assert_array_equal(compact.scores(text), wide.scores(text))
+    facts = {
+        "data_dir": str(args.data_dir),
+        "documents": len(documents),
+        "postings": postings,
+        "tokens": len(compact._postings),
+        "build_seconds": round(seconds, 1),
+        "bytes": {"before": wide_bytes, "compact": compact_bytes},
+        "bytes_per_posting": {
+            "before": round(wide_bytes / postings, 2),
+            "compact": round(compact_bytes / postings, 2),
+        },
+        "ratio": round(compact_bytes / wide_bytes, 3),
+    }
+    print(json.dumps(facts, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(facts, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
