@@ -34,6 +34,7 @@ from docsim.models.centroids import (
 from docsim.models.residuals import Residuals, encode, fit_buckets, refine
 from docsim.models.scan import fit_basis, project
 from docsim.search.arrays import Positions
+from docsim.search.candidates.cells_file import cells_file, load_cells, save_cells
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import BLOCK_ROWS, fit_sample
@@ -218,11 +219,23 @@ class LazyCentroids:
         self._lock = threading.Lock()
 
     def get(self) -> CentroidCandidates:
+        """The cells: kept in memory, else read from the version's folder where a fit with
+        the same settings kept them (`cells_file`), else fitted now and kept there."""
         with self._lock:
             if self._found is None:
-                self._found = CentroidCandidates.of_index(
-                    self.index, dimensions=self.dimensions, seed=self.seed, basis=self.basis
-                )
+                index, dimensions, seed = self.index, self.dimensions, self.seed
+                path = cells_file(index, dimensions=dimensions, seed=seed, basis=self.basis)
+                start = index.doc_unit_start["sentence"]
+                kept = load_cells(path)
+                if kept is not None and kept[1].codes.shape[0] == start[-1]:
+                    self._found = CentroidCandidates(Cells(*kept), start)
+                    logger.info("Read the cells fitted before from %s", path.name)
+                else:
+                    self._found = CentroidCandidates.of_index(
+                        index, dimensions=dimensions, seed=seed, basis=self.basis
+                    )
+                    cells = self._found.cells
+                    save_cells(path, cells.basis, cells.postings, cells.residuals)
             return self._found
 
     @property
