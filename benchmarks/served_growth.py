@@ -4,7 +4,7 @@ compressed one, in one table.
 
     python benchmarks/served_growth.py --dir 1=AILA_DIR --dir 3=AILA_3X_DIR
         --dir 10=AILA_10X_DIR [--stores float32 compressed] [--by-id 20] [--repeats 1]
-        [--out benchmarks/results/served_growth.json]
+        [--no-exhaustive] [--out benchmarks/results/served_growth.json]
 
 Each grown data directory is a published version written by `benchmarks/grown_version.py`
 (real texts, real SQL rows and vector files; the base's vectors, perturbed for copies). For
@@ -12,8 +12,10 @@ each factor and store, `benchmarks/query_latency.py` runs in a process of its ow
 peak resident set is its own: an in-process service (ASGI, query encoding included) answers
 the AILA development queries posted, `--by-id` indexed documents as queries, `maxsim` and
 exhaustive `sdr`. The table gives p50 and p95 of each, CPU per request, the peak RSS and the
-sentence level's bytes per sentence held; per factor, the compressed store's p50 ratios to
-float32 and the top-10 overlap of their rankings (same queries, same collection).
+sentence level's bytes per sentence held, the service's startup (load and warm-up), and the
+data directory's bytes on disk and build time (a grown version's `grown.json`); per factor,
+the compressed store's p50 ratios to float32 and the top-10 overlap of their rankings (same
+queries, same collection).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ logger = logging.getLogger("benchmarks.served_growth")
 QUERY_SETS = ("default_method", "default_by_id", "maxsim", "sdr_exhaustive")
 
 
-def measure(data_dir: Path, store: str, by_id: int, repeats: int, work: Path) -> tuple[dict, dict]:
+def measure(
+    data_dir: Path, store: str, by_id: int, repeats: int, work: Path, exhaustive: bool = True
+) -> tuple[dict, dict]:
     """`query_latency.py`'s figures and rankings for one store, in a process of its own."""
     out, rankings = work / f"{store}.json", work / f"{store}.rankings.json"
     subprocess.run(
@@ -53,10 +57,22 @@ def measure(data_dir: Path, store: str, by_id: int, repeats: int, work: Path) ->
             str(out),
             "--rankings",
             str(rankings),
+            *([] if exhaustive else ["--no-exhaustive"]),
         ],
         check=True,
     )
     return recorded_figures(out)[store], json.loads(rankings.read_text())[store]
+
+
+def data_dir_facts(data_dir: Path) -> dict:
+    """The data directory's bytes on disk (every file: SQL, vectors, encoder export, cells)
+    and, where `grown_version.py` wrote its facts, the build's seconds."""
+    files = [f for f in data_dir.rglob("*") if f.is_file()]
+    facts: dict = {"bytes_on_disk": sum(f.stat().st_blocks * 512 for f in files)}
+    grown = data_dir / "grown.json"
+    if grown.is_file():
+        facts["build_seconds"] = json.loads(grown.read_text())["build_seconds"]
+    return facts
 
 
 def overlap(a: list[list[str]], b: list[list[str]]) -> dict:
@@ -68,22 +84,29 @@ def table(result: dict) -> str:
     lines = [
         "| factor | sentences | store | posted p50 / p95 ms | by id p50 / p95 ms | maxsim p50 "
         "| sdr p50 | CPU ms / posted | peak RSS GiB | after: anonymous / file GiB "
-        "| bytes / sentence |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| bytes / sentence | disk GB (B / sentence) | build min | startup s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for factor, stores in result["factors"].items():
+        disk = stores.get("data_dir", {})
         for store, f in stores.items():
-            if store == "compressed_vs_float32":
+            if store in ("compressed_vs_float32", "data_dir"):
                 continue
             after = f.get("after_queries_gib", {})  # older reports have none
+            sdr = f.get("sdr_exhaustive", {}).get("p50_ms", math.nan)
+            on_disk = disk.get("bytes_on_disk", math.nan)
+            per_sentence = on_disk / f["index"]["sentences"]
             lines.append(
                 f"| {factor}x | {f['index']['sentences']:,} | {store} "
                 f"| {f['default_method']['p50_ms']:.0f} / {f['default_method']['p95_ms']:.0f} "
                 f"| {f['default_by_id']['p50_ms']:.0f} / {f['default_by_id']['p95_ms']:.0f} "
-                f"| {f['maxsim']['p50_ms']:.0f} | {f['sdr_exhaustive']['p50_ms']:.0f} "
+                f"| {f['maxsim']['p50_ms']:.0f} | {sdr:.0f} "
                 f"| {f['default_method']['cpu_ms_per_request']:.0f} | {f['rss_gib']:.2f} "
                 f"| {after.get('anonymous', math.nan):.2f} / {after.get('file', math.nan):.2f} "
-                f"| {f['sentence_level_bytes_per_sentence']:.0f} |"
+                f"| {f['sentence_level_bytes_per_sentence']:.0f} "
+                f"| {on_disk / 1e9:.1f} ({per_sentence:.0f}) "
+                f"| {disk.get('build_seconds', math.nan) / 60:.0f} "
+                f"| {f.get('startup_seconds', math.nan):.0f} |"
             )
     return "\n".join(lines)
 
@@ -100,6 +123,9 @@ def main() -> None:
     )
     parser.add_argument("--by-id", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--no-exhaustive", action="store_true", help="leave out exhaustive `sdr` (100x: minutes)"
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/served_growth.json"))
     args = parser.parse_args()
     logging.basicConfig(
@@ -114,8 +140,9 @@ def main() -> None:
             for store in args.stores:
                 logger.info("%dx (%s): %s", factor, data_dir, store)
                 figures[store], rankings[store] = measure(
-                    data_dir, store, args.by_id, args.repeats, Path(tmp)
+                    data_dir, store, args.by_id, args.repeats, Path(tmp), not args.no_exhaustive
                 )
+            figures["data_dir"] = data_dir_facts(data_dir)
             if len(rankings) == 2:
                 figures["compressed_vs_float32"] = {
                     "top10_overlap": {
@@ -126,6 +153,7 @@ def main() -> None:
                         f"{name}_p50_ratio": figures["compressed"][name]["p50_ms"]
                         / figures["float32"][name]["p50_ms"]
                         for name in QUERY_SETS
+                        if name in figures["float32"] and name in figures["compressed"]
                     },
                 }
             result["factors"][str(factor)] = figures
