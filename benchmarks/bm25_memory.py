@@ -10,20 +10,21 @@ both layouts hold the same tokens, counts and scores (checked on a few documents
 Each token costs the same fixed bytes in both (its dict entry and its posting's arrays),
 which dominate at AILA's size; `--copies K` indexes the texts K times (as K documents each)
 so that the postings grow and the tokens do not, and the bytes of a posting itself show in
-the difference between the two sizes (`marginal_bytes_per_posting`).
+the difference between the two sizes (`marginal_bytes_per_posting`). The documents' ids are a
+version's (`(version_id << 40) + ordinal`), as a served index holds them.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.reader import stored_documents
@@ -32,13 +33,14 @@ from docsim.search.lexical.bm25 import Bm25Index
 from docsim.search.settings import QuerySettings
 
 logger = logging.getLogger("benchmarks.bm25_memory")
+VERSION_BASE = 1 << 40  # version 1's first document id
 
 
 def widened(index: Bm25Index) -> Bm25Index:
     """`index` in the layout before: wide arrays, each document's tokens as strings."""
     postings = {
-        token: (ids.astype(np.int64), counts.astype(np.int32))
-        for token, (ids, counts) in index._postings.items()
+        token: (index.holders(token), counts.astype(np.int32))
+        for token, (_, counts) in index._postings.items()
     }
     terms = {d: tuple(index._vocabulary.decoded(t)) for d, t in index._terms.items()}
     counts = {d: c.astype(np.int32) for d, c in index._counts.items()}
@@ -60,8 +62,8 @@ def retained(build: object) -> tuple[object, int, float]:
 
 
 def measured(texts: list[str]) -> dict:
-    """Both layouts' retained bytes over `texts` (ids 0, 1, ...)."""
-    ids = list(range(len(texts)))
+    """Both layouts' retained bytes over `texts` (version 1's ids)."""
+    ids = [VERSION_BASE + i for i in range(len(texts))]
     compact, compact_bytes, seconds = retained(lambda: Bm25Index.build(ids, texts))
     assert isinstance(compact, Bm25Index)
     wide, wide_bytes, _ = retained(lambda: widened(compact))
@@ -106,7 +108,6 @@ def main() -> None:
     one, many = sizes[1], sizes[args.copies]
     added = many["postings"] - one["postings"]
     facts = {
-        "data_dir": str(args.data_dir),
         "documents": len(documents),
         "sizes": {str(k): v for k, v in sizes.items()},
         "marginal_bytes_per_posting": {
@@ -116,9 +117,7 @@ def main() -> None:
     }
     marginal = facts["marginal_bytes_per_posting"]
     facts["marginal_ratio"] = round(marginal["compact"] / marginal["before"], 3)
-    print(json.dumps(facts, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(facts, indent=2) + "\n")
+    print(save(args.out, facts))
 
 
 if __name__ == "__main__":

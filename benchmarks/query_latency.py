@@ -2,7 +2,8 @@
 28) and with the compressed one, in one run, and how far their rankings agree.
 
     python benchmarks/query_latency.py --data-dir DIR [--queries FILE] [--by-id 40]
-        [--repeats 2] [--scale-sentences N] [--filter JSON] [--stores float32 compressed] [--no-exhaustive]
+        [--repeats 2] [--scale-sentences N] [--filter JSON] [--stores float32 compressed]
+        [--no-exhaustive]
         [--out benchmarks/results/query_latency.json] [--rankings FILE]
 
 (default queries: the AILA 2019 development queries in ../shared/data)

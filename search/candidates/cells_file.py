@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from docsim.models.residuals import Residuals
 from docsim.search.served.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)
+# the layout of the file: part of its key, so that a service whose layout changed fits anew
+# rather than reading arrays it would misread
+FORMAT = 1
 
 
 def cells_file(
@@ -33,7 +37,8 @@ def cells_file(
     """Where the cells of `index` fitted with these settings are kept."""
     key = hashlib.sha256()
     n_sentences = len(index.ids["sentence"])
-    key.update(f"{index.version_id}:{index.revision}:{n_sentences}:{dimensions}:{seed}".encode())
+    named = f"{FORMAT}:{index.version_id}:{index.revision}:{n_sentences}:{dimensions}:{seed}"
+    key.update(named.encode())
     if basis is not None:
         key.update(basis.float().contiguous().numpy().tobytes())
     return index.path / f"cells-{key.hexdigest()[:16]}.npz"
@@ -42,8 +47,8 @@ def cells_file(
 def save_cells(
     path: Path, basis: torch.Tensor, postings: CellPostings, residuals: Residuals
 ) -> None:
-    """Write the cells to `path` (through a temporary file renamed over it)."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write the cells to `path` (through a temporary file of its own renamed over it: two
+    services fitting the same cells at once each write whole files)."""
     tensors = {
         "basis": basis,
         "centroids": postings.centroids,
@@ -56,12 +61,16 @@ def save_cells(
     }
     arrays: dict[str, np.ndarray] = {name: t.numpy() for name, t in tensors.items()}
     arrays["n_documents"] = np.array(postings.n_documents, dtype=np.int64)
+    partial: Path | None = None
     try:
-        with partial.open("wb") as out:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        partial = Path(name)
+        with os.fdopen(handle, "wb") as out:
             np.savez(out, **arrays)  # type: ignore[arg-type]  # numpy's stub: allow_pickle
         os.replace(partial, path)
-    except OSError as error:
-        partial.unlink(missing_ok=True)
+    except (OSError, ValueError) as error:
+        if partial is not None:
+            partial.unlink(missing_ok=True)
         logger.warning("Could not keep the fitted cells in %s: %s", path.name, error)
 
 

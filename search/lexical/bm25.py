@@ -30,8 +30,7 @@ from docsim.models.pacing import before_batch
 from docsim.search.lexical.posting_lists import (
     Posting,
     Vocabulary,
-    changed_posting,
-    compact,
+    changed_parts,
     counted_postings,
 )
 from docsim.search.lexical.tokens import tokenize
@@ -80,9 +79,11 @@ class Bm25Index:
         stemmer: str | None = None,
         collection: Bm25Collection | None = None,
         vocabulary: Vocabulary | None = None,
+        base: int = 0,
     ) -> None:
         self.stemmer = stemmer  # the Snowball language of the tokens, or None
-        self._postings = postings
+        self._postings = postings  # ids less `_base`
+        self._base = base
         self._lengths = lengths  # doc id -> tokens after stop words
         # doc id -> `(t,)` the ids in `_vocabulary` of its distinct tokens (to undo its
         # postings; for RM3), and `(t,)` the count of each (both `compact`)
@@ -136,10 +137,10 @@ class Bm25Index:
         time. What the build holds beyond the index is one batch's texts and each document's
         tokens as 4-byte ids, instead of every token of the collection at once (the
         collection-wide arrays took 1.7 GiB above the index at ten times AILA)."""
-        postings, lengths, terms, counts, vocabulary = counted_postings(
+        postings, lengths, terms, counts, vocabulary, base = counted_postings(
             doc_ids, text_batches, stemmer, batch
         )
-        return cls(postings, lengths, terms, counts, stemmer, vocabulary=vocabulary)
+        return cls(postings, lengths, terms, counts, stemmer, vocabulary=vocabulary, base=base)
 
     @property
     def n_documents(self) -> int:
@@ -148,31 +149,15 @@ class Bm25Index:
     def with_changes(self, removed: Iterable[int], added: Iterable[tuple[int, str]]) -> Bm25Index:
         """A new index without the `removed` documents and with the `added` ones (new ids)."""
         added = list(added)
-        postings, lengths, terms = dict(self._postings), dict(self._lengths), dict(self._terms)
-        term_counts = dict(self._counts)
-        drop: dict[str, set[int]] = {}
-        vocabulary = self._vocabulary
-        for doc_id in removed:
-            for token in vocabulary.decoded(terms.pop(doc_id)):
-                drop.setdefault(token, set()).add(doc_id)
-            del lengths[doc_id], term_counts[doc_id]
-        put: dict[str, list[tuple[int, int]]] = {}
-        texts = [text for _, text in added]
-        for (doc_id, _), tokens in zip(added, tokenize(texts, self.stemmer), strict=True):
-            counts = Counter(tokens)
-            for token, count in counts.items():
-                put.setdefault(token, []).append((doc_id, count))
-            lengths[doc_id] = len(tokens)
-            terms[doc_id] = vocabulary.encoded(counts)
-            term_counts[doc_id] = compact(np.fromiter(counts.values(), np.int64, len(counts)))
-        for token in drop.keys() | put.keys():
-            posting = changed_posting(postings.get(token), drop.get(token, ()), put.get(token, []))
-            if len(posting[0]):
-                postings[token] = posting
-            else:
-                postings.pop(token, None)
+        tokens = tokenize([text for _, text in added], self.stemmer)
+        parts = (self._postings, self._lengths, self._terms, self._counts)
+        postings, lengths, terms, counts, vocabulary, base = changed_parts(
+            (*parts, self._vocabulary, self._base),
+            removed,
+            [(doc_id, t) for (doc_id, _), t in zip(added, tokens, strict=True)],
+        )
         # whole again
-        return Bm25Index(postings, lengths, terms, term_counts, self.stemmer, None, vocabulary)
+        return Bm25Index(postings, lengths, terms, counts, self.stemmer, None, vocabulary, base)
 
     def local_collection(self) -> Bm25Collection:
         """This index's own document count, total length and document frequencies."""
@@ -192,6 +177,7 @@ class Bm25Index:
             self.stemmer,
             collection,
             self._vocabulary,
+            self._base,
         )
 
     def term_counts(self, doc_id: int) -> dict[str, int]:
@@ -237,6 +223,13 @@ class Bm25Index:
         posting = self._postings.get(token)
         return 0 if posting is None else len(posting[0])
 
+    def holders(self, token: str) -> np.ndarray:
+        """`(df,)` the ids of the documents holding `token`, ascending (int64)."""
+        posting = self._postings.get(token)
+        if posting is None:
+            return np.empty(0, np.int64)
+        return posting[0].astype(np.int64) + self._base
+
     def idf(self, token: str) -> float:
         """BM25's idf of `token` (0 for a token no document holds)."""
         if self.collection is not None:
@@ -253,9 +246,9 @@ class Bm25Index:
         computed once per index: N and the average length are fixed for it."""
         found = self._weights.get(token)
         if found is None:
-            doc_ids, counts = self._postings[token]
+            counts = self._postings[token][1]
             idf = np.float32(self.idf(token))
-            rows = np.searchsorted(self.doc_ids, doc_ids).astype(np.int32)  # (df,)
+            rows = np.searchsorted(self.doc_ids, self.holders(token)).astype(np.int32)  # (df,)
             tf = counts.astype(np.float32)
             norm = K1 * ((1 - B) + B * self._length_of[rows] / self._average)  # float64
             found = (rows, (idf * (tf / (norm + tf))).astype(np.float32))

@@ -5,13 +5,16 @@ as ids of a shared `Vocabulary`."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from docsim.search.lexical.tokens import stemmer_for
 
-# The documents holding one token `(n,)` (ascending ids), and its count in each `(n,)`. A plain
+# The documents holding one token `(n,)` (ascending ids, less the index's base id: a version's
+# ids start at `version_id << 40`, which would need 8 bytes each), and its count in each `(n,)`.
+# A plain
 # tuple, not a class: the garbage collector stops tracking a tuple that holds only arrays, and
 # a collection holds one posting per distinct token (AILA: 55,853), each of which every full
 # collection, which pauses every thread, would otherwise walk.
@@ -19,14 +22,22 @@ from docsim.search.lexical.tokens import stemmer_for
 # postings are 170 million entries, 6 bytes each instead of 12.
 Posting = tuple[np.ndarray, np.ndarray]
 # what an index is built from: postings, doc id -> length, its distinct tokens (ids in the
-# vocabulary), their counts, and the vocabulary
+# vocabulary), their counts, the vocabulary, and the base id the postings' ids are offset from
 PostingParts = tuple[
-    dict[str, Posting], dict[int, int], dict[int, np.ndarray], dict[int, np.ndarray], "Vocabulary"
+    dict[str, Posting],
+    dict[int, int],
+    dict[int, np.ndarray],
+    dict[int, np.ndarray],
+    "Vocabulary",
+    int,
 ]
 
 
 def compact(values: np.ndarray, wide: type[np.integer] = np.int64) -> np.ndarray:
-    """`values` (non-negative integers) as uint16 or uint32 where they fit, else `wide`."""
+    """`values` (integers) as uint16 or uint32 where they are non-negative and fit, else
+    `wide`."""
+    if len(values) and int(values.min()) < 0:
+        return values.astype(wide, copy=False)
     top = int(values.max()) if len(values) else 0
     for dtype in (np.uint16, np.uint32):
         if top <= np.iinfo(dtype).max:
@@ -62,7 +73,7 @@ def counted_postings(
     doc_ids: np.ndarray, text_batches: Iterable[Sequence[str]], stemmer: str | None, batch: int
 ) -> PostingParts:
     """`Bm25Index.build_sorted`'s parts: the postings, each document's length, distinct
-    tokens and their counts."""
+    tokens and their counts, the vocabulary, and the base id (the smallest)."""
     import bm25s
 
     vocabulary: dict[str, int] = {}  # token -> its id here
@@ -92,13 +103,15 @@ def counted_postings(
     term_counts = {d: compact(c) for d, c in zip(ids_list, counts_of, strict=True)}
     by_id = dict(zip(ids_list, lengths, strict=True))
     kept = Vocabulary(vocabulary)
+    base = int(doc_ids[0]) if len(doc_ids) else 0  # ascending: the smallest
     if not sum(lengths):  # no document holds a word: nothing to post
-        return {}, by_id, terms, term_counts, kept
+        return {}, by_id, terms, term_counts, kept, base
+    offsets = doc_ids - base  # (D,) >= 0
     frequency = np.zeros(len(words), np.int64)  # (V,) documents holding each token
     for tokens in tokens_of:
         frequency[tokens] += 1  # a document's tokens are distinct
     ends = np.cumsum(frequency)  # (V,) each token's end in the flat postings
-    flat_ids = np.empty(int(ends[-1]), compact(doc_ids).dtype)  # as narrow as the ids
+    flat_ids = np.empty(int(ends[-1]), compact(offsets).dtype)  # as narrow as the offsets
     flat_counts = np.empty(int(ends[-1]), np.int32)
     cursor = ends - frequency  # (V,) where each token's next document goes
     for s in range(0, len(ids_list), batch):
@@ -106,7 +119,7 @@ def counted_postings(
         if not len(tokens):  # a batch of documents without a word
             continue
         counts = np.concatenate(counts_of[s : s + batch])
-        holders = np.repeat(doc_ids[s : s + batch], [len(t) for t in tokens_of[s : s + batch]])
+        holders = np.repeat(offsets[s : s + batch], [len(t) for t in tokens_of[s : s + batch]])
         order = np.argsort(tokens, kind="stable")  # by token, then document
         tokens, counts, holders = tokens[order], counts[order], holders[order]
         first = np.flatnonzero(np.r_[True, tokens[1:] != tokens[:-1]])  # (u,)
@@ -121,13 +134,14 @@ def counted_postings(
         str(words[v]): (flat_ids[starts[v] : ends[v]], flat_counts[starts[v] : ends[v]])
         for v in np.flatnonzero(frequency).tolist()
     }
-    return postings, by_id, terms, term_counts, kept
+    return postings, by_id, terms, term_counts, kept, base
 
 
 def changed_posting(
     old: Posting | None, drop: Iterable[int], put: list[tuple[int, int]]
 ) -> Posting:
-    """`old` without the documents of `drop`, with those of `put` (id, count), by id."""
+    """`old` without the documents of `drop`, with those of `put` (id, count), by id (all
+    three offset from the same base; one below it makes the posting signed and wide)."""
     old_ids, old_counts = old or (np.empty(0, np.int64), np.empty(0, np.int32))
     keep = ~np.isin(old_ids, np.fromiter(drop, np.int64))
     new = np.array(put, dtype=np.int64).reshape(-1, 2)  # (a, 2)
@@ -135,3 +149,33 @@ def changed_posting(
     order = np.argsort(doc_ids, kind="stable")
     counts = np.concatenate([old_counts[keep].astype(np.int64), new[:, 1]])
     return compact(doc_ids[order]), compact(counts[order])
+
+
+def changed_parts(
+    parts: PostingParts, removed: Iterable[int], added: list[tuple[int, list[str]]]
+) -> PostingParts:
+    """`parts` without the documents `removed` and with the `added` ones (id, its tokens):
+    new dicts, the untouched postings and forward entries shared with `parts`."""
+    old_postings, old_lengths, old_terms, old_counts, vocabulary, base = parts
+    postings, lengths, terms = dict(old_postings), dict(old_lengths), dict(old_terms)
+    term_counts = dict(old_counts)
+    drop: dict[str, set[int]] = {}
+    for doc_id in removed:
+        for token in vocabulary.decoded(terms.pop(doc_id)):
+            drop.setdefault(token, set()).add(doc_id - base)
+        del lengths[doc_id], term_counts[doc_id]
+    put: dict[str, list[tuple[int, int]]] = {}
+    for doc_id, tokens in added:
+        counts = Counter(tokens)
+        for token, count in counts.items():
+            put.setdefault(token, []).append((doc_id - base, count))
+        lengths[doc_id] = len(tokens)
+        terms[doc_id] = vocabulary.encoded(counts)
+        term_counts[doc_id] = compact(np.fromiter(counts.values(), np.int64, len(counts)))
+    for token in drop.keys() | put.keys():
+        posting = changed_posting(postings.get(token), drop.get(token, ()), put.get(token, []))
+        if len(posting[0]):
+            postings[token] = posting
+        else:
+            postings.pop(token, None)
+    return postings, lengths, terms, term_counts, vocabulary, base

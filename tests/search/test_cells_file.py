@@ -73,3 +73,20 @@ def test_an_unwritable_folder_still_serves_the_fitted_cells(
     found = lazy(searcher, seed=3).get()
     assert found.cells.postings.codes.shape[0] == len(searcher.index.ids["sentence"])
     assert not list(searcher.index.path.glob(".cells-*.tmp"))
+
+
+def test_another_file_layout_or_revision_names_another_file(
+    searcher: Searcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept file is read only by a service of the same layout, revision and settings."""
+    from docsim.search.candidates import cells_file as module
+
+    named = cells_file(searcher.index, dimensions=16, seed=0, basis=None)
+    assert named == cells_file(searcher.index, dimensions=16, seed=0, basis=None)
+    assert named != cells_file(searcher.index, dimensions=8, seed=0, basis=None)
+    assert named != cells_file(searcher.index, dimensions=16, seed=0, basis=torch.eye(16))
+    monkeypatch.setattr(searcher.index, "revision", searcher.index.revision + 1)
+    assert named != cells_file(searcher.index, dimensions=16, seed=0, basis=None)
+    monkeypatch.undo()
+    monkeypatch.setattr(module, "FORMAT", module.FORMAT + 1)
+    assert named != cells_file(searcher.index, dimensions=16, seed=0, basis=None)

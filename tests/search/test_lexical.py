@@ -93,30 +93,36 @@ def test_the_one_pass_build_equals_adding_documents_one_change_at_a_time(batch: 
     built = Bm25Index.build(ids, texts, batch=batch)
     added = Bm25Index({}, {}, {}, {}).with_changes(removed=(), added=zip(ids, texts, strict=True))
     assert built._postings.keys() == added._postings.keys()
-    for token, posting in built._postings.items():
-        other = added._postings[token]
-        for mine, theirs in zip(posting, other, strict=True):  # doc ids, then counts
-            np.testing.assert_array_equal(mine, theirs, token)
+    for token, (_, counts) in built._postings.items():
+        np.testing.assert_array_equal(built.holders(token), added.holders(token), token)
+        np.testing.assert_array_equal(counts, added._postings[token][1], token)
     assert built._lengths == added._lengths
     assert {d: built.term_counts(d) for d in ids} == {d: added.term_counts(d) for d in ids}
 
 
 def test_postings_and_forward_entries_are_held_in_the_narrowest_dtypes() -> None:
-    """6 bytes a posting entry and 6 a forward one where ids fit 32 bits and counts 16;
-    wider ids and counts stay exact, and scores do not depend on the dtypes."""
-    index = Bm25Index.build([1, 2, 70_000], ["bread bread crust", "crust", "stone"])
-    ids, counts = index._postings["crust"]
-    assert (ids.dtype, counts.dtype) == (np.uint32, np.uint16)
-    assert ids.tolist() == [1, 2] and counts.tolist() == [1, 1]
-    assert index._counts[1].dtype == np.uint16 and index._terms[1].dtype == np.uint16
+    """6 bytes a posting entry and 6 a forward one where a version's ids (which start at
+    `version_id << 40`) span 32 bits and counts 16; a wider span or count stays exact, an id
+    added below the base too, and scores do not depend on the dtypes."""
+    base = 7 << 40  # a version's first id
+    ids = [base + 1, base + 2, base + 70_000]
+    index = Bm25Index.build(ids, ["bread bread crust", "crust", "stone"])
+    offsets, counts = index._postings["crust"]
+    assert (offsets.dtype, counts.dtype) == (np.uint32, np.uint16)
+    assert index.holders("crust").tolist() == ids[:2] and counts.tolist() == [1, 1]
+    assert index._counts[base + 1].dtype == np.uint16 and index._terms[base + 1].dtype == np.uint16
     wide = Bm25Index.build([2**40, 5], ["bread " * 70_000, "bread crust"])
-    ids, counts = wide._postings["bread"]
-    assert (ids.dtype, counts.dtype) == (np.int64, np.uint32)
-    assert ids.tolist() == [5, 2**40] and counts.tolist() == [1, 70_000]
+    offsets, counts = wide._postings["bread"]
+    assert (offsets.dtype, counts.dtype) == (np.int64, np.uint32)
+    assert wide.holders("bread").tolist() == [5, 2**40] and counts.tolist() == [1, 70_000]
     assert wide.term_counts(2**40) == {"bread": 70_000}
-    changed = wide.with_changes(removed=[5], added=[(3, "crust crust")])
+    changed = index.with_changes(removed=[base + 1], added=[(base + 3, "crust crust")])
     assert changed._postings["crust"][0].dtype == np.uint16  # changed postings compacted too
-    assert changed.term_counts(3) == {"crust": 2}
+    assert changed.holders("crust").tolist() == [base + 2, base + 3]
+    below = index.with_changes(removed=[], added=[(3, "crust crust")])  # under the base
+    assert below.holders("crust").tolist() == [3, *ids[:2]]
+    rebuilt = Bm25Index.build([3, *ids], ["crust crust", "bread bread crust", "crust", "stone"])
+    np.testing.assert_allclose(below.scores("bread crust"), rebuilt.scores("bread crust"))
     scores = wide.scores("bread crust")
     reference = bm25s_scores(["bread " * 70_000, "bread crust"], "bread crust")  # (id order)
     np.testing.assert_allclose(scores, reference[[1, 0]], rtol=1e-6)
