@@ -3,7 +3,7 @@
 
     python benchmarks/query_latency.py --data-dir DIR [--queries FILE] [--by-id 40]
         [--repeats 2] [--scale-sentences N] [--filter JSON] [--stores float32 compressed]
-        [--no-exhaustive]
+        [--no-exhaustive] [--default-only]
         [--out benchmarks/results/query_latency.json] [--rankings FILE]
 
 (default queries: the AILA 2019 development queries in ../shared/data)
@@ -268,10 +268,12 @@ def measure_store(  # noqa: ANN201
     repeats: int,
     filter: dict | None = None,
     exhaustive: bool = True,
+    extras: bool = True,
 ):
     """One sentence store's figures, and its rankings (compared across stores); `by_id`
     indexed documents (a seeded choice) as queries too; with `filter`, the default method's
-    posted and by-id latency under it; without `exhaustive`, no exhaustive `sdr`."""
+    posted and by-id latency under it; without `exhaustive`, no exhaustive `sdr`; without
+    `extras`, only the default method (posted and by id)."""
     settings = ServiceSettings(data_dir=data_dir, search=SearchSettings(sentence_store=store))
     app = create_app(settings)
     out: dict = {}
@@ -301,14 +303,18 @@ def measure_store(  # noqa: ANN201
         )
         out["default_method"]["method"] = searcher.settings.default_method.value
         out["default_by_id"], rankings["default_by_id"] = indexed_latency(client, ids, None)
-        out["maxsim"], rankings["maxsim"] = api_latency(client, texts, "auto", repeats, "maxsim")
+        logger.info("%s, the default method: %s", store, json.dumps(out))  # kept if cut short
+        if extras:
+            out["maxsim"], rankings["maxsim"] = api_latency(
+                client, texts, "auto", repeats, "maxsim"
+            )
         if exhaustive:
             out["sdr_exhaustive"], rankings["sdr"] = api_latency(
                 client, texts, "exhaustive", 1, "sdr"
             )
         out["fused_components"] = {  # each part of the default fusion alone, posted
             method.value: api_latency(client, texts, "auto", 1, method.value)[0]
-            for method, _ in searcher.settings.fusion_weights
+            for method, _ in (searcher.settings.fusion_weights if extras else ())
         }
         if filter is not None:
             filtered_latency(client, texts[:1], ids[:1], 1, filter)  # warm: builds the columns
@@ -373,6 +379,11 @@ def main() -> None:
         action="store_true",
         help="leave out exhaustive `sdr` (minutes a query at a hundred times AILA)",
     )
+    parser.add_argument(
+        "--default-only",
+        action="store_true",
+        help="time only the default method, posted and by id (no maxsim, no fusion parts)",
+    )
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -395,6 +406,7 @@ def main() -> None:
             args.repeats,
             args.filter,
             not args.no_exhaustive,
+            not args.default_only,
         )
         logger.info("%s: %s", store, json.dumps(result[store]))
     if len(rankings) == 2:
