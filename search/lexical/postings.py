@@ -1,5 +1,6 @@
 """The BM25 postings of one served version, over its documents and over its paragraphs, each
-built on first use and shared by every lexical method."""
+built on first use and shared by every lexical method; the document postings kept in the
+version's folder once built, and read back by the next service (`postings_file`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.store.reader import document_paragraph_texts, document_texts
 from docsim.search.arrays import Positions
 from docsim.search.lexical.bm25 import BUILD_DOCUMENTS, Bm25Index
+from docsim.search.lexical.postings_file import load_postings, postings_file, save_postings
 from docsim.search.served.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)
@@ -45,11 +47,23 @@ class Postings:
             return self._paragraphs
 
     def documents(self) -> Bm25Index:
-        """The postings of every document, rows in `index.doc_ids` order."""
+        """The postings of every document, rows in `index.doc_ids` order: kept in memory,
+        else read from the version's folder, else built now and kept there."""
         with self._lock:
             if self._documents is None:
                 started = time.perf_counter()
                 doc_ids = np.sort(self.index.doc_ids)  # (D,)
+                path = postings_file(self.index, self.stemmer)
+                kept = load_postings(path, self.stemmer)
+                if kept is not None and np.array_equal(kept.doc_ids, doc_ids):
+                    self._documents = kept
+                    logger.info(
+                        "Read BM25 over %d documents from %s in %.1f s",
+                        len(doc_ids),
+                        path.name,
+                        time.perf_counter() - started,
+                    )
+                    return kept
                 self._documents = Bm25Index.build_sorted(
                     doc_ids, self._texts_in_batches(doc_ids), self.stemmer
                 )
@@ -58,6 +72,7 @@ class Postings:
                     len(doc_ids),
                     time.perf_counter() - started,
                 )
+                save_postings(path, self._documents)
             return self._documents
 
     def _texts_in_batches(self, doc_ids: np.ndarray) -> Iterator[list[str]]:
