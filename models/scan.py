@@ -27,6 +27,7 @@ d vector size, k kept dimensions, P padded rows. Tensors in, tensors out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -194,6 +195,20 @@ def laid_out(
     documents of `block_rows` stored rows (a multiple of them for a longer document), member-
     major inside each block. Blocks of one size give the products few shapes: oneDNN keeps a
     compiled kernel per shape, and a shape per block and query would grow without bound."""
+    scan = empty_layout(document_lengths, basis, group, padded.dtype, block_rows)
+    scan.rows[scan.stored_positions()] = padded
+    return scan
+
+
+def empty_layout(
+    document_lengths: torch.Tensor,
+    basis: torch.Tensor,
+    group: int,
+    dtype: torch.dtype = torch.bfloat16,
+    block_rows: int = 32768,
+) -> ScanRows:
+    """The `ScanRows` of documents of `document_lengths` `(D,)` rows (or padded rows), laid
+    out as `laid_out` does, with every row 0."""
     counts = (document_lengths + group - 1) // group  # (D,) groups per document
     ends = torch.cumsum(counts, 0).tolist()  # (D,)
     total = ends[-1] if ends else 0
@@ -208,9 +223,37 @@ def laid_out(
         bounds.append(d1)
         starts.append(starts[-1] + blocks * width * group)
         d0 = d1
-    rows = torch.zeros(starts[-1], padded.shape[1], dtype=padded.dtype)
-    scan = ScanRows(rows, counts, torch.tensor(bounds), torch.tensor(starts), basis, group)
-    rows[scan.stored_positions()] = padded
+    rows = torch.zeros(starts[-1], basis.shape[1], dtype=dtype)
+    return ScanRows(rows, counts, torch.tensor(bounds), torch.tensor(starts), basis, group)
+
+
+def compress_in_parts(
+    rows_of: Callable[[int, int], torch.Tensor],
+    document_lengths: torch.Tensor,
+    basis: torch.Tensor,
+    group: int = 8,
+    *,
+    part_rows: int = 65536,
+    block_rows: int = 32768,
+) -> ScanRows:
+    """`compress` of the sentences `rows_of(s0, s1)` gives `(s1 - s0, d)` (unprojected, any
+    float dtype), projected a part of whole documents (about `part_rows` sentences) at a
+    time and written into their places: what it holds beyond the result is one part, not
+    the projected and padded copies of every sentence (three times the result at a hundred
+    times AILA, more than the machine's memory)."""
+    if bool((document_lengths < 1).any()):
+        raise ValueError("every document needs at least one sentence")
+    scan = empty_layout(document_lengths, basis, group, torch.bfloat16, block_rows)
+    starts = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(document_lengths, 0)])
+    d0, n_documents = 0, len(document_lengths)
+    while d0 < n_documents:  # documents d0..d1: one part
+        wanted = torch.tensor([int(starts[d0]) + part_rows])
+        d1 = max(d0 + 1, int(torch.searchsorted(starts, wanted, right=True)) - 1)
+        d1 = min(d1, n_documents)
+        part = project(rows_of(int(starts[d0]), int(starts[d1])), basis)  # (r, k)
+        padded = part[padded_positions(document_lengths[d0:d1], group)]  # (p, k)
+        scan.rows[scan.positions_of(torch.arange(d0, d1))] = padded
+        d0 = d1
     return scan
 
 

@@ -36,7 +36,7 @@ from docsim.models.scan import (
     approximate_best,
     approximate_best_of,
     changed,
-    compress,
+    compress_in_parts,
     fit_basis,
     project,
 )
@@ -95,11 +95,17 @@ def scan_rows(rows: torch.Tensor | MappedRows, lengths: np.ndarray, shape: ScanS
 def compressed_with(
     rows: torch.Tensor | MappedRows, lengths: np.ndarray, basis: torch.Tensor, group: int
 ) -> ScanRows:
-    """Sentence `rows` `(R, d)` projected on `basis` `(d, k)` in blocks, then laid out."""
-    projected = torch.cat(
-        [project(rows[i : i + BLOCK_ROWS], basis) for i in range(0, max(1, len(rows)), BLOCK_ROWS)]
-    )[: len(rows)]  # (R, k)
-    return compress(projected, torch.from_numpy(np.asarray(lengths)), basis, group)
+    """Sentence `rows` `(R, d)` projected on `basis` `(d, k)` and laid out, a part of whole
+    documents (about `BLOCK_ROWS` sentences) at a time."""
+    if int(np.sum(lengths)) != len(rows):
+        raise ValueError("document lengths do not add up to the sentences")
+    return compress_in_parts(
+        lambda s0, s1: rows[s0:s1],
+        torch.from_numpy(np.asarray(lengths, dtype=np.int64)),
+        basis,
+        group,
+        part_rows=BLOCK_ROWS,
+    )
 
 
 class SentenceScan:

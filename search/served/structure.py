@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, Select, func, select
 
 from docsim.indexer.store.db import connected
 from docsim.indexer.store.generations import live_documents
 from docsim.indexer.store.tables import chunks, documents, paragraphs, sections, sentences
+
+READ_ROWS = 100_000  # rows of one level read from SQL at a time
 
 
 @dataclass(frozen=True)
@@ -44,17 +46,18 @@ def read_structure(bind: Engine | Connection, vid: int) -> StoredStructure:
             .where(documents.c.doc_id.in_(live))
             .order_by(documents.c.doc_id)
         ).all()
-        para_rows = conn.execute(
+        paragraph_ids, paragraph_docs = _int_columns(
+            conn,
             select(paragraphs.c.paragraph_id, paragraphs.c.doc_id)
             .where(paragraphs.c.doc_id.in_(live))
-            .order_by(paragraphs.c.paragraph_id)
-        ).all()
-        sentence_counts: dict[int, int] = dict(
-            conn.execute(
-                select(sentences.c.paragraph_id, func.count())
-                .where(sentences.c.doc_id.in_(live))
-                .group_by(sentences.c.paragraph_id)
-            ).all()
+            .order_by(paragraphs.c.paragraph_id),
+        )
+        counted, counts = _int_columns(
+            conn,
+            select(sentences.c.paragraph_id, func.count())
+            .where(sentences.c.doc_id.in_(live))
+            .group_by(sentences.c.paragraph_id)
+            .order_by(sentences.c.paragraph_id),
         )
         per_document: dict[str, dict[int, int]] = {
             level: dict(
@@ -71,10 +74,34 @@ def read_structure(bind: Engine | Connection, vid: int) -> StoredStructure:
         external_ids=[d.external_id for d in docs],
         titles=[d.title for d in docs],
         metadata=[d.metadata or {} for d in docs],
-        paragraph_ids=np.array([p[0] for p in para_rows], dtype=np.int64),
-        paragraph_docs=np.array([p[1] for p in para_rows], dtype=np.int64),
-        paragraph_lengths=np.array(
-            [sentence_counts.get(p[0], 0) for p in para_rows], dtype=np.int64
-        ),
+        paragraph_ids=paragraph_ids,
+        paragraph_docs=paragraph_docs,
+        paragraph_lengths=_counts_of(paragraph_ids, counted, counts),
         per_document=per_document,
     )
+
+
+def _int_columns(conn: Connection, query: Select[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The two integer columns of `query`'s rows, `(n,)` int64 each, read `READ_ROWS` rows
+    at a time: at a hundred times AILA a level's rows as Python tuples took gigabytes, which
+    the allocator kept after they were dropped."""
+    firsts: list[np.ndarray] = []
+    seconds: list[np.ndarray] = []
+    result = conn.execute(query.execution_options(yield_per=READ_ROWS))
+    for rows in result.partitions():
+        pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)  # (r, 2)
+        firsts.append(pairs[:, 0].copy())
+        seconds.append(pairs[:, 1].copy())
+    if not firsts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(firsts), np.concatenate(seconds)
+
+
+def _counts_of(ids: np.ndarray, counted: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """`(n,)` for each of `ids` its count in `counts` (`counted` its ids, ascending), else 0."""
+    out = np.zeros(len(ids), np.int64)
+    if len(counted):
+        at = np.minimum(np.searchsorted(counted, ids), len(counted) - 1)  # (n,)
+        found = counted[at] == ids
+        out[found] = counts[at[found]]
+    return out

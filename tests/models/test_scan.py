@@ -15,6 +15,7 @@ from docsim.models.scan import (
     approximate_best_of,
     changed,
     compress,
+    compress_in_parts,
     fit_basis,
     padded_positions,
     project,
@@ -185,3 +186,34 @@ def test_the_scan_calls_the_pacing_hook_before_each_block() -> None:
     with paced(past_deadline), pytest.raises(TimeoutError):
         approximate_best(rows[:2], scan)
     approximate_best(rows[:2], scan)  # the hook is gone with its block
+
+
+@pytest.mark.parametrize("part_rows", [1, 7, 40, 100_000])  # a document a part .. one part
+@pytest.mark.parametrize("block_rows", [8, 16384])
+def test_compressing_in_parts_equals_compressing_at_once(part_rows: int, block_rows: int) -> None:
+    """A part of whole documents at a time, a long document (longer than a part and a
+    block) included: the same rows, groups and blocks as the whole projected at once; each
+    part read once, in order."""
+    rows, lengths = ragged([5, 1, 30, 16, 3, 1, 8, 2], 32, seed=7)
+    basis = fit_basis(rows, 12)
+    reads: list[tuple[int, int]] = []
+
+    def rows_of(s0: int, s1: int) -> torch.Tensor:
+        reads.append((s0, s1))
+        return rows[s0:s1].half()  # stored rows: float16, projected as float32
+
+    whole = compress(project(rows.half(), basis), lengths, basis, 4, block_rows=block_rows)
+    parts = compress_in_parts(
+        rows_of, lengths, basis, 4, part_rows=part_rows, block_rows=block_rows
+    )
+    for name in ("rows", "group_counts", "block_documents", "block_starts"):
+        assert torch.equal(getattr(parts, name), getattr(whole, name)), name
+    assert [s for s, _ in reads] == [0, *[e for _, e in reads[:-1]]] and reads[-1][1] == len(rows)
+    if part_rows >= len(rows):
+        assert len(reads) == 1
+    if part_rows == 1:
+        assert len(reads) == len(lengths)  # a document a part
+    empty = compress_in_parts(rows_of, lengths[:0], basis, 4)
+    assert empty.rows.shape == (0, 12) and empty.n_documents == 0
+    with pytest.raises(ValueError, match="at least one sentence"):
+        compress_in_parts(rows_of, torch.tensor([2, 0]), basis, 4)
