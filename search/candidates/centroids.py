@@ -307,14 +307,15 @@ def code_rows(
     `(R, d)` (a tensor or mapped rows), in blocks (`nearest`: the cells' search, if built)."""
     centroids, cutoffs = cells.postings.centroids, cells.residuals.cutoffs
     nearest = nearest or NearestCentroid(centroids.numpy())
-    codes = [torch.empty(0, dtype=torch.int32)]
-    packed = [torch.empty(0, -(-cells.basis.shape[1] // 4), dtype=torch.uint8)]
+    # written in place: a list of blocks and their concatenation would hold them twice
+    codes = torch.empty(len(rows), dtype=torch.int32)
+    packed = torch.empty(len(rows), -(-cells.basis.shape[1] // 4), dtype=torch.uint8)
     for i in range(0, len(rows), BLOCK_ROWS):
         block = project(rows[i : i + BLOCK_ROWS], cells.basis).float()  # (b, k)
         found = torch.from_numpy(nearest(block.numpy())).to(torch.int32)
-        codes.append(found)
-        packed.append(encode(block, found, centroids, cutoffs))
-    return torch.cat(codes), torch.cat(packed)
+        codes[i : i + len(block)] = found
+        packed[i : i + len(block)] = encode(block, found, centroids, cutoffs)
+    return codes, packed
 
 
 def _no_buckets(k: int) -> tuple[torch.Tensor, torch.Tensor]:

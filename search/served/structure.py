@@ -3,6 +3,7 @@ units of the next level each holds, for `LoadedIndex` to lay its vectors out by.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,7 +90,8 @@ def _int_columns(conn: Connection, query: Select[Any]) -> tuple[np.ndarray, np.n
     seconds: list[np.ndarray] = []
     result = conn.execute(query.execution_options(yield_per=READ_ROWS))
     for rows in result.partitions():
-        pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)  # (r, 2)
+        flat = itertools.chain.from_iterable(rows)  # not np.array(rows): it probes each Row
+        pairs = np.fromiter(flat, np.int64, 2 * len(rows)).reshape(-1, 2)  # (r, 2)
         firsts.append(pairs[:, 0].copy())
         seconds.append(pairs[:, 1].copy())
     if not firsts:
