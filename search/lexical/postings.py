@@ -1,10 +1,12 @@
 """The BM25 postings of one served version, over its documents and over its paragraphs, each
 built on first use and shared by every lexical method; the document postings kept in the
-version's folder once built, and read back by the next service (`postings_file`)."""
+version's folder once built, and mapped from there by this service and the next
+(`postings_file`)."""
 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -48,7 +50,7 @@ class Postings:
 
     def documents(self) -> Bm25Index:
         """The postings of every document, rows in `index.doc_ids` order: kept in memory,
-        else read from the version's folder, else built now and kept there."""
+        else mapped from the version's folder, else built now, kept there and mapped."""
         with self._lock:
             if self._documents is None:
                 started = time.perf_counter()
@@ -64,6 +66,8 @@ class Postings:
                         time.perf_counter() - started,
                     )
                     return kept
+                if path.exists():  # damaged, or of other documents: built and kept anew
+                    shutil.rmtree(path, ignore_errors=True)
                 self._documents = Bm25Index.build_sorted(
                     doc_ids, self._texts_in_batches(doc_ids), self.stemmer
                 )
@@ -72,7 +76,8 @@ class Postings:
                     len(doc_ids),
                     time.perf_counter() - started,
                 )
-                save_postings(path, self._documents)
+                if save_postings(path, self._documents):  # served from the files: mapped
+                    self._documents = load_postings(path, self.stemmer) or self._documents
             return self._documents
 
     def _texts_in_batches(self, doc_ids: np.ndarray) -> Iterator[list[str]]:

@@ -1,26 +1,28 @@
-"""A version's BM25 document postings kept beside it, so that a service started again reads
+"""A version's BM25 document postings kept beside it, so that a service started again maps
 them instead of tokenising every judgment (at a hundred times AILA, 291,400 judgments, the
-build takes about half an hour on 2 cores; reading them back, seconds).
+build takes about half an hour on 2 cores; mapping them back, seconds).
 
-The file is `<version folder>/bm25-<key>.npz`, the key a hash of what the postings depend on:
-the file's layout, the version, its revision, its documents' ids, the stemmer, and bm25s's
-version (its tokenizer and stop words). Like the kept cells it is a cache, not part of the
-version: written atomically after a build (a failure to write is logged and ignored), read
-where the key matches (a damaged file is ignored and built again), removed with the version's
-folder.
+The folder is `<version folder>/bm25-<key>/`, the key a hash of what the postings depend on:
+the layout, the version, its revision, its documents' ids, the stemmer, and bm25s's version
+(its tokenizer and stop words). Like the kept cells it is a cache, not part of the version:
+written atomically after a build (a temporary folder renamed; a failure to write is logged and
+ignored), read where the key matches (damaged, it is ignored and built again), removed with
+the version's folder.
 
-The arrays are flat: each posting a slice of one ids array and one counts array, each
-document's forward entry a slice of one tokens array and one counts array; the index read back
-holds views of them, the same values in the same dtypes (or one dtype wider, where a changed
-posting was wider than the rest)."""
+The arrays are flat `.npy` files: each posting a slice of one ids array and one counts array,
+each document's forward entry a slice of one tokens array and one counts array. The index read
+back holds views of the four large ones mapped from the files (`FLAT`: a query touches the
+pages of its terms' postings and of its feedback documents', which the kernel may drop again,
+instead of anonymous memory for all of them), the same values in the same dtypes (or one dtype
+wider, where a changed posting was wider than the rest)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +32,18 @@ from docsim.search.lexical.posting_lists import Vocabulary, compact
 from docsim.search.served.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)
-FORMAT = 1  # the layout of the file, part of its key
+FORMAT = 2  # the layout of the folder, part of its key
+FLAT = ("posting_ids", "posting_counts", "terms", "term_counts")  # mapped, not read
+KEPT = (  # read whole: a few bytes a token or a document
+    "words",
+    "posting_tokens",
+    "posting_starts",
+    "doc_ids",
+    "lengths",
+    "term_starts",
+    "base",
+    "n_words",
+)
 
 
 def postings_file(index: LoadedIndex, stemmer: str | None) -> Path:
@@ -41,7 +54,7 @@ def postings_file(index: LoadedIndex, stemmer: str | None) -> Path:
     named = f"{FORMAT}:{index.version_id}:{index.revision}:{stemmer}:{bm25s.__version__}"
     key.update(named.encode())
     key.update(np.sort(index.doc_ids).astype(np.int64).tobytes())
-    return index.path / f"bm25-{key.hexdigest()[:16]}.npz"
+    return index.path / f"bm25-{key.hexdigest()[:16]}"
 
 
 def _flat(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -80,21 +93,22 @@ def _arrays(bm25: Bm25Index) -> dict[str, np.ndarray]:
     }
 
 
-def save_postings(path: Path, bm25: Bm25Index) -> None:
-    """Write `bm25` (a whole index, not a shard's) to `path` through a temporary file of its
-    own renamed over it."""
+def save_postings(path: Path, bm25: Bm25Index) -> bool:
+    """Write `bm25` (a whole index, not a shard's) into the folder `path` through a temporary
+    folder of its own renamed to it; whether it was kept (not: logged)."""
     partial: Path | None = None
     try:
         arrays = _arrays(bm25)
-        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        partial = Path(name)
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, **arrays)  # type: ignore[arg-type]  # numpy's stub: allow_pickle
-        os.replace(partial, path)
+        partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        for name, array in arrays.items():
+            np.save(partial / f"{name}.npy", array)
+        os.rename(partial, path)  # refused where another service kept them first
+        return True
     except (OSError, ValueError) as error:
         if partial is not None:
-            partial.unlink(missing_ok=True)
+            shutil.rmtree(partial, ignore_errors=True)
         logger.warning("Could not keep the BM25 postings in %s: %s", path.name, error)
+        return False
 
 
 def _index(saved: dict[str, np.ndarray], stemmer: str | None) -> Bm25Index:
@@ -122,13 +136,16 @@ def _index(saved: dict[str, np.ndarray], stemmer: str | None) -> Bm25Index:
 
 
 def load_postings(path: Path, stemmer: str | None) -> Bm25Index | None:
-    """The postings kept in `path`, or None where there are none or they cannot be read."""
-    if not path.is_file():
+    """The postings kept in the folder `path` (`FLAT` mapped), or None where there are none
+    or they cannot be read."""
+    if not path.is_dir():
         return None
     try:
-        with np.load(path) as kept:
-            saved = {name: kept[name] for name in kept.files}
+        saved = {
+            name: np.asarray(np.load(path / f"{name}.npy", mmap_mode="r" if name in FLAT else None))
+            for name in (*FLAT, *KEPT)
+        }
         return _index(saved, stemmer)
-    except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile) as error:
+    except (OSError, ValueError, KeyError, IndexError, EOFError) as error:
         logger.warning("Ignoring the kept BM25 postings %s (%s): building them", path.name, error)
         return None
