@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -67,6 +68,8 @@ def save_cells(
         partial = Path(name)
         with os.fdopen(handle, "wb") as out:
             np.savez(out, **arrays)  # type: ignore[arg-type]  # numpy's stub: allow_pickle
+        # readable as the version's other files are (mkstemp's file is its owner's alone)
+        os.chmod(partial, stat.S_IMODE(path.parent.stat().st_mode) & 0o666)
         os.replace(partial, path)
     except (OSError, ValueError) as error:
         if partial is not None:

@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -102,6 +103,8 @@ def save_postings(path: Path, bm25: Bm25Index) -> bool:
         partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         for name, array in arrays.items():
             np.save(partial / f"{name}.npy", array)
+        # readable as the version's folder is (mkdtemp's folder is its owner's alone)
+        os.chmod(partial, stat.S_IMODE(path.parent.stat().st_mode))
         os.rename(partial, path)  # refused where another service kept them first
         return True
     except (OSError, ValueError) as error:

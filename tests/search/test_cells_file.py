@@ -27,6 +27,8 @@ def test_cells_fitted_once_are_read_back_as_they_were(
     fitted = lazy(searcher).get()
     path = cells_file(searcher.index, dimensions=16, seed=0, basis=None)
     assert list(searcher.index.path.glob("cells-*.npz")) == [path]
+    folder_mode = searcher.index.path.stat().st_mode & 0o666
+    assert path.stat().st_mode & 0o777 == folder_mode  # readable as the folder is, not 0600
     monkeypatch.setattr(CentroidCandidates, "of_index", no_fit)
     read = lazy(searcher).get()
     for name in ("basis",):

@@ -94,6 +94,7 @@ def test_a_service_maps_the_postings_it_built_and_the_next_one_maps_them_too(
     built = Postings(index, engine, None).documents()
     path = postings_file(index, None)
     assert list(index.path.glob("bm25-*")) == [path]
+    assert path.stat().st_mode & 0o777 == index.path.stat().st_mode & 0o777  # not 0700
     assert_same_index(built, expected)
     assert is_mapped(next(iter(built._postings.values()))[0])  # served mapped
 
