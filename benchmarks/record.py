@@ -70,6 +70,10 @@ def commit() -> str | None:
     return f"{sha}+changes" if dirty else sha
 
 
+# the commit the run started from (a record is saved at its end, when the tree may have moved)
+STARTED_COMMIT = commit()
+
+
 def machine() -> dict[str, Any]:
     """The CPU's model, its cores, the memory, and the GPU when torch is loaded and sees one."""
     cpu = None
@@ -95,7 +99,7 @@ def wrap(figures: Any, argv: list[str] | None = None) -> dict[str, Any]:
         "schema": SCHEMA,
         "benchmark": Path(argv[0]).stem,
         "command": command(argv),
-        "commit": commit(),
+        "commit": STARTED_COMMIT,
         "machine": machine(),
         "figures": figures,
     }
