@@ -34,6 +34,7 @@ from docsim.search.queries import encode_document, encode_levels, indexed_query
 from docsim.search.scorers import Scorer, ScoringContext, scorers_for
 from docsim.search.sdr_ranker import SDR_RANKED, SdrRanker, first_pass
 from docsim.search.sdr_scorer import SdrScorer, ShardedSdrScorer, carry_rows
+from docsim.search.served.lazy_scan import LazyScan
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.settings import SearchSettings
@@ -60,7 +61,7 @@ class Searcher:
         postings: Postings | None = None,
         scan: SentenceScan | None = None,
         centroids: LazyCentroids | None = None,
-        unit_scans: Mapping[str, SentenceScan] | None = None,
+        unit_scans: Mapping[str, SentenceScan | LazyScan] | None = None,
     ) -> None:
         self.index = index
         if scan is not None:  # it searches the sentence level, whose FAISS index is not loaded

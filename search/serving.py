@@ -24,7 +24,9 @@ from docsim.indexer.text.sentences import load_splitter
 from docsim.models.errors import BackendUnavailableError
 from docsim.models.inference import TORCH
 from docsim.models.precision import resolve_device
+from docsim.search.sdr_ranker import first_pass
 from docsim.search.searcher import Searcher
+from docsim.search.served.lazy_scan import LazyScan
 from docsim.search.served.loaded_index import COMPRESSED_SEARCHED, LoadedIndex
 from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.settings import QuerySettings
@@ -71,9 +73,21 @@ def open_searcher(settings: QuerySettings, engine: Engine, *, sharded: bool = Fa
         logger.warning("The sentence splitter differs from the one the index was built with")
     search = settings.search
     shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
-    scans = {
-        level: SentenceScan.of_index(index, shape, level)
+    # above `exhaustive_max_sentences` every default query takes its candidates from the
+    # cells or the compressed sentence level, not the paragraphs (unless the `neighbours`
+    # generator is chosen): the other compressed levels wait for a search of their own
+    n_sentences = len(index.ids["sentence"])
+    deferred = (
+        n_sentences > search.exhaustive_max_sentences
+        and first_pass(search, compressed, n_sentences) != "neighbours"
+    )
+    sentence_scan = SentenceScan.of_index(index, shape) if compressed else None
+    scans: dict[str, SentenceScan | LazyScan] = {
+        level: LazyScan(index, shape, level)
+        if deferred
+        else SentenceScan.of_index(index, shape, level)
         for level in (COMPRESSED_SEARCHED if compressed else ())
+        if level != "sentence"
     }
     return Searcher(
         index,
@@ -82,7 +96,7 @@ def open_searcher(settings: QuerySettings, engine: Engine, *, sharded: bool = Fa
         engine,
         search,
         device=settings.encoder.device,  # SDR scoring beside the encoder
-        scan=scans.pop("sentence", None),
+        scan=sentence_scan,
         unit_scans=scans,
     )
 
