@@ -40,7 +40,7 @@ from docsim.search.arrays import Positions, Scores
 from docsim.search.candidates.centroids import LazyCentroids
 from docsim.search.lexical.bm25 import Bm25Index
 from docsim.search.lexical.postings import Postings
-from docsim.search.lexical.query_terms import reduced_query, rm3_weights, strongest_terms
+from docsim.search.lexical.query_terms import reduced_query, rm3_expansion, strongest_terms
 from docsim.search.ranking import top_k
 from docsim.search.sdr_scorer import SdrScorer
 from docsim.search.served.loaded_index import LoadedIndex
@@ -198,14 +198,16 @@ class Bm25(Scorer):
         top = self.context.top(first, docs, settings.rm3_documents)
         doc_ids = self.context.index.doc_ids
         feedback = [bm25.term_counts(int(doc_ids[d])) for d in top]
-        weights = rm3_weights(
+        expansion = rm3_expansion(
             tokens,
             feedback,
             first[top].tolist(),
             terms=settings.rm3_terms,
             query_weight=settings.rm3_query_weight,
         )
-        return bm25.weighted_scores(weights)
+        # `rm3_weights`' scores, reading again only the expansion's postings
+        expanded: Scores = settings.rm3_query_weight * first + bm25.weighted_scores(expansion)
+        return expanded
 
 
 @register(Method.bm25_paragraph)

@@ -41,6 +41,13 @@ B = 0.75
 BUILD_DOCUMENTS = 1024
 # query tokens scored between two calls of the request's pacing hook (`models.pacing`)
 PACED_TOKENS = 4096
+# a table maps postings' id offsets to rows where the ids span at most this many offsets a
+# document (4 bytes each; ids freed by deletions leave holes), plus the slack
+ROW_TABLE_SPAN = 4
+ROW_TABLE_SLACK = 4096
+# the most memory the cache of tokens' BM25 terms holds (at a hundred times AILA, every token
+# cached would take 0.7 to 1.4 GB: 170 million posting entries)
+WEIGHTS_CACHE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -91,16 +98,16 @@ class Bm25Index:
         self._counts = counts
         self._vocabulary = vocabulary if vocabulary is not None else Vocabulary()
         self.doc_ids = np.array(sorted(lengths), dtype=np.int64)  # (N,) the order of `scores`
-        self._length_of = np.array([lengths[d] for d in self.doc_ids.tolist()], np.float64)
+        length_of = np.array([lengths[d] for d in self.doc_ids.tolist()], np.float64)
         self.collection = collection
         if collection is None:
-            self._average = float(self._length_of.sum()) / max(len(lengths), 1)
+            self._average = float(length_of.sum()) / max(len(lengths), 1)
         else:
             self._average = float(collection.total_length) / max(collection.documents, 1)
-        # each token's rows and float32 terms, computed on first use: at most one int32 and
-        # one float32 per posting entry, and only for the tokens queries ask for
-        self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._weights_lock = threading.Lock()
+        # (N,) float64: each document's length normalisation, `K1 * (1 - B + B * |d| / avgdl)`
+        self._norm = K1 * ((1 - B) + B * length_of / self._average)
+        self._row_of = row_lookup(self.doc_ids, base)
+        self._weights = WeightsCache()  # each token's rows and terms, computed on first use
 
     @classmethod
     def build(
@@ -246,12 +253,74 @@ class Bm25Index:
         computed once per index: N and the average length are fixed for it."""
         found = self._weights.get(token)
         if found is None:
-            counts = self._postings[token][1]
+            offsets, counts = self._postings[token]
             idf = np.float32(self.idf(token))
-            rows = np.searchsorted(self.doc_ids, self.holders(token)).astype(np.int32)  # (df,)
+            rows = self._rows(offsets)  # (df,)
             tf = counts.astype(np.float32)
-            norm = K1 * ((1 - B) + B * self._length_of[rows] / self._average)  # float64
-            found = (rows, (idf * (tf / (norm + tf))).astype(np.float32))
-            with self._weights_lock:
-                self._weights[token] = found
+            found = (rows, (idf * (tf / (self._norm[rows] + tf))).astype(np.float32))
+            # rows that are the posting's own offsets, mapped from its file, cost nothing
+            self._weights.keep(token, found, found[1].nbytes + (rows is not offsets) * rows.nbytes)
         return found
+
+    def _rows(self, offsets: np.ndarray) -> np.ndarray:
+        """`(df,)` the rows in `doc_ids` of the documents at `offsets` from the base id, found
+        as `row_lookup` says (a binary search where the ids spread too far for a table)."""
+        if self._row_of is None:
+            return offsets
+        if len(self._row_of):
+            rows: np.ndarray = self._row_of[offsets]
+            return rows
+        return np.searchsorted(self.doc_ids, offsets.astype(np.int64) + self._base).astype(np.int32)
+
+
+class WeightsCache:
+    """Tokens' rows and BM25 terms kept for the next queries while they fit in
+    `WEIGHTS_CACHE_BYTES`, the oldest dropped first."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._sizes: dict[str, int] = {}  # the bytes each kept token holds
+        self.held_bytes = 0  # their sum
+        self._lock = threading.Lock()
+
+    def get(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
+        return self._found.get(token)
+
+    def __contains__(self, token: str) -> bool:
+        return token in self._found
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def keep(self, token: str, found: tuple[np.ndarray, np.ndarray], size: int) -> None:
+        """Keeps `found`, `size` bytes, dropping the oldest tokens while it would not fit
+        (nothing kept that could never fit)."""
+        if size > WEIGHTS_CACHE_BYTES:
+            return
+        with self._lock:
+            if token in self._found:
+                return
+            while self.held_bytes + size > WEIGHTS_CACHE_BYTES:
+                oldest = next(iter(self._found))
+                del self._found[oldest]
+                self.held_bytes -= self._sizes.pop(oldest)
+            self._found[token] = found
+            self._sizes[token] = size
+            self.held_bytes += size
+
+
+def row_lookup(doc_ids: np.ndarray, base: int) -> np.ndarray | None:
+    """How `Bm25Index._rows` finds a posting's rows among `doc_ids` `(N,)` (ascending): None
+    where the ids are `base, base + 1, ...` (an offset is its row); else a table `(span,)`
+    int32 of each offset's row (-1 for an id no document has), where the ids span at most
+    `ROW_TABLE_SPAN` times as many offsets as there are documents and none is below `base`;
+    else an empty table (search the ids)."""
+    n = len(doc_ids)
+    if not n or (int(doc_ids[0]) == base and int(doc_ids[-1]) == base + n - 1):
+        return None
+    span = int(doc_ids[-1]) - base + 1
+    if int(doc_ids[0]) < base or span > ROW_TABLE_SPAN * n + ROW_TABLE_SLACK:
+        return np.empty(0, np.int32)
+    table = np.full(span, -1, np.int32)
+    table[doc_ids - base] = np.arange(n, dtype=np.int32)
+    return table

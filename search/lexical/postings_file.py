@@ -85,7 +85,7 @@ def _arrays(bm25: Bm25Index) -> dict[str, np.ndarray]:
         "posting_ids": posting_ids,  # (P,) less `base`
         "posting_counts": posting_counts,  # (P,)
         "doc_ids": bm25.doc_ids,  # (N,) ascending
-        "lengths": bm25._length_of.astype(np.int64),  # (N,)
+        "lengths": np.array([bm25._lengths[d] for d in doc_ids], np.int64),  # (N,)
         "term_starts": term_starts,  # (N + 1,)
         "terms": terms,  # (F,) vocabulary ids
         "term_counts": term_counts,  # (F,)

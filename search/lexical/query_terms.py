@@ -50,7 +50,29 @@ def rm3_weights(
                                                           s_d their first-pass scores
         P'(w | R) = P(w | R) on its `terms` most likely words (ties by the word), renormalised
         weight(w) = query_weight * P(w | q) + (1 - query_weight) * P'(w | R)
-    """
+
+    That is `query_weight` times the query's counts plus `rm3_expansion`: BM25 being linear in
+    the weights, a scorer holding the query's first-pass scores adds only the expansion's."""
+    out = {t: query_weight * c for t, c in Counter(query).items()}
+    expansion = rm3_expansion(
+        query, feedback, feedback_scores, terms=terms, query_weight=query_weight
+    )
+    for token, weight in expansion.items():
+        out[token] = out.get(token, 0.0) + weight
+    return out
+
+
+def rm3_expansion(
+    query: Sequence[str],
+    feedback: Sequence[Mapping[str, int]],
+    feedback_scores: Sequence[float],
+    *,
+    terms: int,
+    query_weight: float,
+) -> dict[str, float]:
+    """The relevance model's part of `rm3_weights`: `(1 - query_weight) * P'(w | R)` times
+    the query's length, for each of the `terms` words of `P'(w | R)` (nothing for an empty
+    query, or feedback without a positive score or a token)."""
     if not query:
         return {}
     total = sum(max(s, 0.0) for s in feedback_scores)
@@ -64,7 +86,4 @@ def rm3_weights(
     ranked = sorted(relevance.items(), key=lambda item: (-item[1], item[0]))  # ties by token
     top = dict(ranked[:terms])
     mass = sum(top.values())
-    out = {t: query_weight * c / len(query) for t, c in Counter(query).items()}
-    for token, p in top.items():
-        out[token] = out.get(token, 0.0) + (1 - query_weight) * p / mass
-    return {t: w * len(query) for t, w in out.items()}
+    return {t: (1 - query_weight) * p / mass * len(query) for t, p in top.items()}

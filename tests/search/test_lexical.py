@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_corpus
-from docsim.search.lexical.bm25 import Bm25Index
-from docsim.search.lexical.query_terms import reduced_query, rm3_weights, strongest_terms
+from docsim.search.lexical import bm25 as bm25_module
+from docsim.search.lexical.bm25 import ROW_TABLE_SLACK, ROW_TABLE_SPAN, Bm25Index, row_lookup
+from docsim.search.lexical.query_terms import (
+    reduced_query,
+    rm3_expansion,
+    rm3_weights,
+    strongest_terms,
+)
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
@@ -28,9 +34,15 @@ def bm25s_scores(texts: list[str], query: str) -> np.ndarray:
     return reference.get_scores(known) if known else np.zeros(len(texts))
 
 
-def test_scores_equal_bm25s() -> None:
-    ids = np.arange(len(TEXTS), dtype=np.int64) * 3 + 5  # ids need not be positions
+@pytest.mark.parametrize(
+    ("step", "rows_by"),
+    [(1, "offsets"), (3, "table"), (10**6, "search")],  # ids need not be positions
+)
+def test_scores_equal_bm25s(step: int, rows_by: str) -> None:
+    ids = np.arange(len(TEXTS), dtype=np.int64) * step + (7 << 40)  # a version's ids
     index = Bm25Index.build(ids.tolist(), TEXTS)
+    table = index._row_of
+    assert rows_by == ("offsets" if table is None else "table" if len(table) else "search")
     reference = bm25s.BM25()
     reference.index(bm25s.tokenize(TEXTS, stopwords="en", show_progress=False), show_progress=False)
     for query in QUERIES:
@@ -62,6 +74,32 @@ def test_a_change_equals_a_rebuild_and_shares_untouched_postings() -> None:
     untouched = [t for t in before._postings if t not in touched and t in after._postings]
     assert untouched and all(after._postings[t] is before._postings[t] for t in untouched)
     assert "zeppelin" in after._postings and "zeppelin" not in before._postings
+
+
+def test_row_lookup_maps_each_offset_to_its_row() -> None:
+    assert row_lookup(np.arange(5, 9), 5) is None  # a run from the base: offsets are rows
+    table = row_lookup(np.array([5, 7, 8, 12]), 5)
+    assert table is not None and table.tolist() == [0, -1, 1, 2, -1, -1, -1, 3]
+    below = row_lookup(np.array([3, 7]), 5)  # an id below the base: searched
+    spread = row_lookup(np.array([0, ROW_TABLE_SPAN * 2 + ROW_TABLE_SLACK]), 0)
+    assert below is not None and spread is not None and len(below) == len(spread) == 0
+
+
+def test_the_kept_weights_stay_within_their_budget(monkeypatch) -> None:
+    """A small budget drops the oldest tokens' terms, holds at most its bytes, and scores
+    exactly as an index that keeps every token's."""
+    ids = (np.arange(len(TEXTS)) * 2).tolist()  # a table of rows: rows held, not offsets
+    roomy = Bm25Index.build(ids, TEXTS)
+    expected = [roomy.scores(query) for query in QUERIES]
+    monkeypatch.setattr(bm25_module, "WEIGHTS_CACHE_BYTES", 1000)
+    tight = Bm25Index.build(ids, TEXTS)
+    for query, scores in zip(QUERIES * 2, expected * 2, strict=True):
+        np.testing.assert_array_equal(tight.scores(query), scores)
+        held = sum(r.nbytes + t.nbytes for r, t in tight._weights._found.values())
+        assert held == tight._weights.held_bytes <= 1000
+    assert 0 < len(tight._weights) < len(roomy._weights)
+    last = tight.tokens(QUERIES[-2])[-1]  # the latest query's last token is kept
+    assert last in tight._weights
 
 
 def test_a_query_without_known_tokens_scores_zero() -> None:
@@ -193,6 +231,19 @@ def test_rm3_weights_by_hand() -> None:
     assert got.keys() == expected.keys()
     for token, weight in expected.items():
         assert got[token] == pytest.approx(weight)
+
+
+def test_rm3_weights_are_the_query_weighted_plus_the_expansion() -> None:
+    query, feedback, scores = ["a", "b", "a"], [{"a": 2, "c": 1}, {"c": 3, "d": 1}], [2.0, 1.0]
+    weights = rm3_weights(query, feedback, scores, terms=2, query_weight=0.3)
+    expansion = rm3_expansion(query, feedback, scores, terms=2, query_weight=0.3)
+    assert expansion.keys() == {"a", "c"}  # the two likeliest words: c, then a
+    assert sum(expansion.values()) == pytest.approx(0.7 * 3)  # its share of the query's length
+    assert weights == {
+        "a": pytest.approx(0.3 * 2 + expansion["a"]),
+        "b": pytest.approx(0.3),
+        "c": pytest.approx(expansion["c"]),
+    }
 
 
 def test_rm3_with_only_the_query_weight_is_the_query() -> None:
