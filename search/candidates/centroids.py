@@ -35,6 +35,7 @@ from docsim.models.residuals import Residuals, encode, fit_buckets, refine
 from docsim.models.scan import fit_basis, project
 from docsim.search.arrays import Positions
 from docsim.search.candidates.cells_file import cells_file, load_cells, save_cells
+from docsim.search.ranking import top_k
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import BLOCK_ROWS, fit_sample
@@ -168,8 +169,9 @@ class CentroidCandidates:
             per_document = len(query) * max(1.0, mean_length)
             wide = min(wide, int(refine_products / per_document))
         projected, products = self._products(query)  # (n, k), (n, C)
-        scores = interaction(probe(products, n_probe), self.cells.postings).numpy()[allowed]
-        first = np.sort(allowed[np.argsort(-scores, kind="stable")[: max(wide, most)]])
+        scores = interaction(probe(products, n_probe), self.cells.postings).numpy()  # (D,)
+        positions = np.arange(len(scores))  # ties: the lower position
+        first = np.sort(top_k(scores, allowed, max(wide, most), positions))
         if len(first) <= most:
             return first
         second = self._refined(projected, probe(products, refine_probe), first)
