@@ -215,6 +215,9 @@ def main() -> None:
         default="auto",
         help="DOCSIM_SEARCH__SENTENCE_STORE of the server (float32: before issue 28)",
     )
+    parser.add_argument(
+        "--ready-seconds", type=float, default=300.0, help="how long the server may take to start"
+    )
     parser.add_argument("--label", default="in-process")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
     args = parser.parse_args()
@@ -231,7 +234,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{args.port}"
     options = ("--shards", str(args.shards))
-    with docsim_server(env, args.port, args.out.parent / "load_server.log", *options) as server:
+    log = args.out.parent / "load_server.log"
+    with docsim_server(env, args.port, log, *options, ready_seconds=args.ready_seconds) as server:
         with httpx.Client(base_url=base, timeout=120) as client:
             ready = client.get("/ready").json()
             first = client.post("/similar", json={"document": {"text": texts[0]}, "top_k": 1000})

@@ -64,6 +64,37 @@ def measure(
     return recorded_figures(out)[store], json.loads(rankings.read_text())[store]
 
 
+def throughput(data_dir: Path, clients: int, seconds: float, work: Path) -> dict:
+    """`load.py`'s figures: `clients` concurrent clients against `docsim serve` (the
+    compressed store) for `seconds`, in a process of its own."""
+    out = work / "load.json"
+    out.unlink(missing_ok=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("load.py")),
+            "--data-dir",
+            str(data_dir),
+            "--clients",
+            str(clients),
+            "--seconds",
+            str(seconds),
+            "--sentence-store",
+            "compressed",
+            "--ready-seconds",
+            "3600",  # a first start at a hundred times AILA fits cells and BM25: half an hour
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
+    found = recorded_figures(out)[-1]
+    keep = ("clients", "seconds", "queries", "queries_per_second", "posted", "by_id", "errors")
+    return {k: found[k] for k in keep} | {
+        "server_rss_max_gib": found["server_rss_max_bytes"] / 2**30
+    }
+
+
 def data_dir_facts(data_dir: Path) -> dict:
     """The data directory's bytes on disk (every file: SQL, vectors, encoder export, cells)
     and, where `grown_version.py` wrote its facts, the build's seconds."""
@@ -84,29 +115,38 @@ def table(result: dict) -> str:
     lines = [
         "| factor | sentences | store | posted p50 / p95 ms | by id p50 / p95 ms | maxsim p50 "
         "| sdr p50 | CPU ms / posted | peak RSS GiB | after: anonymous / file GiB "
-        "| bytes / sentence | disk GB (B / sentence) | build min | startup s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| bytes / sentence | disk GB (B / sentence) | build min | startup s "
+        "| queries / s (clients) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- |",
     ]
     for factor, stores in result["factors"].items():
         disk = stores.get("data_dir", {})
+        load = stores.get("load", {})
         for store, f in stores.items():
-            if store in ("compressed_vs_float32", "data_dir"):
+            if store in ("compressed_vs_float32", "data_dir", "load"):
                 continue
+            served = (
+                f"{load['queries_per_second']:.2f} ({load['clients']})"
+                if load and store == "compressed"
+                else "-"
+            )
             after = f.get("after_queries_gib", {})  # older reports have none
             sdr = f.get("sdr_exhaustive", {}).get("p50_ms", math.nan)
+            maxsim = f.get("maxsim", {}).get("p50_ms", math.nan)
             on_disk = disk.get("bytes_on_disk", math.nan)
             per_sentence = on_disk / f["index"]["sentences"]
             lines.append(
                 f"| {factor}x | {f['index']['sentences']:,} | {store} "
                 f"| {f['default_method']['p50_ms']:.0f} / {f['default_method']['p95_ms']:.0f} "
                 f"| {f['default_by_id']['p50_ms']:.0f} / {f['default_by_id']['p95_ms']:.0f} "
-                f"| {f['maxsim']['p50_ms']:.0f} | {sdr:.0f} "
+                f"| {maxsim:.0f} | {sdr:.0f} "
                 f"| {f['default_method']['cpu_ms_per_request']:.0f} | {f['rss_gib']:.2f} "
                 f"| {after.get('anonymous', math.nan):.2f} / {after.get('file', math.nan):.2f} "
                 f"| {f['sentence_level_bytes_per_sentence']:.0f} "
                 f"| {on_disk / 1e9:.1f} ({per_sentence:.0f}) "
                 f"| {disk.get('build_seconds', math.nan) / 60:.0f} "
-                f"| {f.get('startup_seconds', math.nan):.0f} |"
+                f"| {f.get('startup_seconds', math.nan):.0f} | {served} |"
             )
     return "\n".join(lines)
 
@@ -126,6 +166,17 @@ def main() -> None:
     parser.add_argument(
         "--no-exhaustive", action="store_true", help="leave out exhaustive `sdr` (100x: minutes)"
     )
+    parser.add_argument(
+        "--float32-up-to",
+        type=int,
+        default=None,
+        help="measure the float32 store only at factors up to this one (it holds 1.5 KB a "
+        "sentence: 30x AILA would not fit in 24 GiB)",
+    )
+    parser.add_argument(
+        "--load-clients", type=int, default=0, help="also `load.py` with this many clients"
+    )
+    parser.add_argument("--load-seconds", type=float, default=60.0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/served_growth.json"))
     args = parser.parse_args()
     logging.basicConfig(
@@ -137,12 +188,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for factor, data_dir in sorted(dirs.items()):
             figures, rankings = {}, {}
-            for store in args.stores:
+            stores = [
+                store
+                for store in args.stores
+                if store != "float32" or args.float32_up_to is None or factor <= args.float32_up_to
+            ]
+            for store in stores:
                 logger.info("%dx (%s): %s", factor, data_dir, store)
                 figures[store], rankings[store] = measure(
                     data_dir, store, args.by_id, args.repeats, Path(tmp), not args.no_exhaustive
                 )
             figures["data_dir"] = data_dir_facts(data_dir)
+            if args.load_clients:
+                logger.info("%dx: %d clients", factor, args.load_clients)
+                figures["load"] = throughput(
+                    data_dir, args.load_clients, args.load_seconds, Path(tmp)
+                )
             if len(rankings) == 2:
                 figures["compressed_vs_float32"] = {
                     "top10_overlap": {

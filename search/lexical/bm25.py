@@ -255,22 +255,13 @@ class Bm25Index:
         if found is None:
             offsets, counts = self._postings[token]
             idf = np.float32(self.idf(token))
-            rows = self._rows(offsets)  # (df,)
+            rows = rows_of(offsets, self._row_of, self.doc_ids, self._base)  # (df,)
             tf = counts.astype(np.float32)
             found = (rows, (idf * (tf / (self._norm[rows] + tf))).astype(np.float32))
             # rows that are the posting's own offsets, mapped from its file, cost nothing
             self._weights.keep(token, found, found[1].nbytes + (rows is not offsets) * rows.nbytes)
-        return found
-
-    def _rows(self, offsets: np.ndarray) -> np.ndarray:
-        """`(df,)` the rows in `doc_ids` of the documents at `offsets` from the base id, found
-        as `row_lookup` says (a binary search where the ids spread too far for a table)."""
-        if self._row_of is None:
-            return offsets
-        if len(self._row_of):
-            rows: np.ndarray = self._row_of[offsets]
-            return rows
-        return np.searchsorted(self.doc_ids, offsets.astype(np.int64) + self._base).astype(np.int32)
+        # as numpy's fancy indexing takes them: converted once here, not at each use
+        return found[0].astype(np.intp, copy=False), found[1]
 
 
 class WeightsCache:
@@ -307,6 +298,19 @@ class WeightsCache:
             self._found[token] = found
             self._sizes[token] = size
             self.held_bytes += size
+
+
+def rows_of(
+    offsets: np.ndarray, table: np.ndarray | None, doc_ids: np.ndarray, base: int
+) -> np.ndarray:
+    """`(df,)` the rows in `doc_ids` of the documents at `offsets` from `base`, found as
+    `row_lookup`'s `table` says (a binary search where the ids spread too far for a table)."""
+    if table is None:
+        return offsets
+    if len(table):
+        rows: np.ndarray = table[offsets]
+        return rows
+    return np.searchsorted(doc_ids, offsets.astype(np.int64) + base).astype(np.int32)
 
 
 def row_lookup(doc_ids: np.ndarray, base: int) -> np.ndarray | None:
