@@ -1,10 +1,11 @@
-"""The whole service as the collection grows: `POST /similar` latency, CPU and resident memory
-at 1x, 3x and 10x AILA, the float32 sentence level (the code before issue 28) against the
-compressed one, in one table.
+"""The whole service as the collection grows: `POST /similar` latency, throughput, CPU and
+resident memory from 1x to 100x AILA, the float32 sentence level (the code before issue 28)
+against the compressed one where it fits, in one table.
 
-    python benchmarks/served_growth.py --dir 1=AILA_DIR --dir 3=AILA_3X_DIR
-        --dir 10=AILA_10X_DIR [--stores float32 compressed] [--by-id 20] [--repeats 1]
-        [--no-exhaustive] [--out benchmarks/results/served_growth.json]
+    python benchmarks/served_growth.py --dir 1=AILA_DIR --dir 10=AILA_10X_DIR
+        --dir 30=AILA_30X_DIR --dir 100=AILA_100X_DIR [--stores float32 compressed]
+        [--float32-up-to 10] [--by-id 20] [--repeats 1] [--no-exhaustive]
+        [--load-clients 16] [--load-seconds 60] [--out benchmarks/results/served_growth.json]
 
 Each grown data directory is a published version written by `benchmarks/grown_version.py`
 (real texts, real SQL rows and vector files; the base's vectors, perturbed for copies). For
@@ -15,7 +16,10 @@ exhaustive `sdr`. The table gives p50 and p95 of each, CPU per request, the peak
 sentence level's bytes per sentence held, the service's startup (load and warm-up), and the
 data directory's bytes on disk and build time (a grown version's `grown.json`); per factor,
 the compressed store's p50 ratios to float32 and the top-10 overlap of their rankings (same
-queries, same collection).
+queries, same collection). `--float32-up-to F` measures the float32 store only up to factor F
+(it holds 1.5 KB a sentence in memory). `--load-clients N` adds `benchmarks/load.py` per
+factor: N concurrent clients against a real `docsim serve` (compressed) for
+`--load-seconds`, its queries a second, latency and errors.
 """
 
 from __future__ import annotations
