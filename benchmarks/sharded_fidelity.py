@@ -7,9 +7,10 @@ documents as queries.
         [--queries FILE] [--methods fused maxsim]
         [--out benchmarks/results/sharded_fidelity.json]
 
-Each compressed shard projects its own sentences (`ScanShape` from the search settings),
-scores every document of its range from them, then rescores its `rescore_depth` best exactly;
-a fusion then refines its own best on the shards. Reported per method and query set: the
+Each compressed shard projects its own sentences (`ScanShape` from the search settings) on
+the basis fitted on the whole collection and estimates every document of its range from them;
+the service rescores the `rescore_depth` best of all exactly on the shards, and a fusion
+then refines its own best there. Reported per method and query set: the
 top-10 overlap with float32 (mean and least) and both p50s (in-process shards run one after
 the other, so the time is a sum, not a sharded service's latency: `load.py --shards` measures
 that).

@@ -270,22 +270,23 @@ class SentenceSets(Scorer):
         self, query: Query, docs: Positions, scan: SentenceScan, scratch: QueryScratch
     ) -> Scores:
         """Every document of `docs` scored from the compressed level, then the
-        `rescore_depth` best of them again, exactly, from the stored vectors. A document the
-        first pass ranked below those is taken to rank below them exactly too: its estimate
-        is capped at their lowest exact score, so that the rescored documents come first."""
-        out = np.full(self.context.index.n_documents, -np.inf)
+        `rescore_depth` best of them again, exactly, from the stored vectors
+        (`rescored_estimates`)."""
         approximate, covered = scratch.approximate, scratch.approximate_docs
         if approximate is None or covered is None or not np.array_equal(covered, docs):
             approximate = scan.best_of(query.sentence_vectors, docs)  # (k, n)
             scratch.approximate_docs, scratch.approximate = docs, approximate
         reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
-        out[docs] = reduce(approximate).numpy()
+        estimates = np.full(self.context.index.n_documents, -np.inf)
+        estimates[docs] = reduce(approximate).numpy()
+        rescored = self._rescored(estimates, docs)
+        exact = reduce(self._exact_best(query, rescored, scratch)).numpy()
+        return rescored_estimates(estimates, docs, rescored, exact)
+
+    def _rescored(self, estimates: Scores, docs: Positions) -> Positions:
+        """The `rescore_depth` best of `docs` by `estimates` (ascending)."""
         depth = self.context.settings.rescore_depth(len(docs))
-        rescored = np.sort(self.context.top(out, docs, depth))
-        exact_scores = reduce(self._exact_best(query, rescored, scratch)).numpy()
-        out[docs] = np.minimum(out[docs], np.nextafter(exact_scores.min(), -np.inf))
-        out[rescored] = exact_scores
-        return out
+        return np.sort(self.context.top(estimates, docs, depth))
 
     def refine(
         self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
@@ -313,6 +314,8 @@ class ShardedSentenceSets(SentenceSets):
     """`SentenceSets` where each shard scores its own documents' sentences."""
 
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        """As `SentenceSets` in one process: on compressed shards, every document of `docs`
+        estimated there, then the `rescore_depth` best of all of them scored exactly there."""
         shards = self.context.shards
         if shards is None:
             return super().scores(query, docs, scratch)
@@ -320,8 +323,14 @@ class ShardedSentenceSets(SentenceSets):
         docs = np.sort(docs)
         if not len(docs):
             return np.full(n_documents, -np.inf)
-        depth = self.context.settings.rescore_depth(len(docs))  # per compressed shard
-        return self._on_shards(shards, query, docs, rescore=depth)
+        depth = self.context.settings.rescore_depth(len(docs))
+        if not shards.compressed or self.method is Method.ot or len(docs) <= depth:
+            return self._on_shards(shards, query, docs)
+        on_shards = query_on_shards(query, docs, n_documents)
+        estimates = shards.sentence_estimates(on_shards, self.method.value)
+        rescored = self._rescored(estimates, docs)
+        exact = self._on_shards(shards, query, rescored)[rescored]
+        return rescored_estimates(estimates, docs, rescored, exact)
 
     def refine(
         self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
@@ -332,23 +341,32 @@ class ShardedSentenceSets(SentenceSets):
             return super().refine(query, docs, scores, scratch)
         if not shards.compressed or self.method is Method.ot or not len(docs):
             return scores
-        exact = self._on_shards(shards, query, np.sort(docs), rescore=0)  # all exactly
+        exact = self._on_shards(shards, query, np.sort(docs))
         out = scores.copy()
         out[docs] = exact[docs]
         return out
 
-    def _on_shards(
-        self, shards: ShardedSdr, query: Query, docs: Positions, *, rescore: int
-    ) -> Scores:
-        """`(D,)` this method's scores of `docs` (ascending) from the shards."""
+    def _on_shards(self, shards: ShardedSdr, query: Query, docs: Positions) -> Scores:
+        """`(D,)` this method's exact scores of `docs` (ascending) from the shards."""
         settings = self.context.settings
         return shards.sentence_scores(
             query_on_shards(query, docs, self.context.index.n_documents),
             self.method.value,
             ot_reg=settings.ot_reg,
             ot_iterations=settings.ot_iterations,
-            rescore=rescore,
         )
+
+
+def rescored_estimates(
+    estimates: Scores, docs: Positions, rescored: Positions, exact: np.ndarray
+) -> Scores:
+    """`estimates` `(D,)` with the documents `rescored` (of `docs`) at their `exact` scores
+    `(r,)`, and every other one of `docs` capped just below the lowest of those: a document
+    the first pass ranked below them is taken to rank below them exactly too."""
+    out = estimates.copy()
+    out[docs] = np.minimum(out[docs], np.nextafter(exact.min(), -np.inf))
+    out[rescored] = exact
+    return out
 
 
 def kept_terms(bm25: Bm25Index, text: str, most: int) -> tuple[list[str], dict[str, float]]:

@@ -84,12 +84,25 @@ def padding_group(lengths: np.ndarray, most: float = 0.1) -> int:
     return 1
 
 
-def scan_rows(rows: torch.Tensor | MappedRows, lengths: np.ndarray, shape: ScanShape) -> ScanRows:
+def scan_rows(
+    rows: torch.Tensor | MappedRows,
+    lengths: np.ndarray,
+    shape: ScanShape,
+    basis: torch.Tensor | None = None,
+) -> ScanRows:
     """Sentence `rows` `(R, d)` (documents of `lengths` `(D,)` sentences, in order)
-    compressed: a basis of `shape.dimensions` fitted on a fixed sample of them, every row
-    projected on it, each document padded to `shape.group` rows (0: `padding_group`'s)."""
-    basis = fit_basis(fit_sample(rows, shape.seed), min(shape.dimensions, rows.shape[1]))
+    compressed: every row projected on `basis` `(d, k)` (None: `scan_basis` of these rows),
+    each document padded to `shape.group` rows (0: `padding_group`'s)."""
+    if basis is None:
+        basis = scan_basis(rows, shape)
     return compressed_with(rows, lengths, basis, shape.group or padding_group(lengths))
+
+
+def scan_basis(rows: torch.Tensor | MappedRows, shape: ScanShape) -> torch.Tensor:
+    """`(d, k)` the basis of `shape.dimensions` fitted on a fixed sample of `rows` `(R, d)`:
+    a version's shards each project theirs on the basis of the whole collection's rows, so
+    that they compress as one process does."""
+    return fit_basis(fit_sample(rows, shape.seed), min(shape.dimensions, rows.shape[1]))
 
 
 def compressed_with(

@@ -26,7 +26,7 @@ from docsim.indexer.errors import ShardUnavailableError
 from docsim.indexer.store.stored_rows import open_stored, row_format
 from docsim.models.scoring import RaggedCollection
 from docsim.search.served.mapped_rows import MappedRows
-from docsim.search.served.sentence_scan import ScanShape
+from docsim.search.served.sentence_scan import ScanShape, scan_basis
 from docsim.search.shards.shard import SEARCHED_ON_SHARDS, SdrShard, compressed, shard_cuts
 
 if TYPE_CHECKING:  # the actors' process imports no SQL
@@ -109,6 +109,8 @@ class ShardSpec:
         tiebreak: `(D_s,)` its slice of the collection's fixed random tie order.
         scan: how a CPU shard compresses its sentences for the sentence-set methods' first
             pass (None, or on a GPU: it scores them all exactly).
+        basis: `(d, k)` float32, the basis it projects them on: the whole collection's
+            (`scan_basis`), so that every shard compresses as one process does.
     """
 
     levels: dict[str, LevelRows]
@@ -117,6 +119,7 @@ class ShardSpec:
     first: int
     tiebreak: np.ndarray
     scan: ScanShape | None = None
+    basis: np.ndarray | None = None
 
 
 def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
@@ -128,7 +131,8 @@ def load_shard(spec: ShardSpec, device: str = "cpu") -> SdrShard:
         document_lengths=torch.from_numpy(spec.document_lengths),
     )
     units = {level: (rows, spec.levels[level].first_row) for level, rows in held.items()}
-    scan = compressed(collection, spec.scan if device == "cpu" else None)
+    basis = torch.from_numpy(spec.basis) if spec.basis is not None else None
+    scan = compressed(collection, spec.scan if device == "cpu" else None, basis)
     return SdrShard(
         collection, spec.first, spec.tiebreak, spec.levels["sentence"].first_row, units, scan
     )
@@ -159,6 +163,7 @@ def shard_specs(
     """`n` shards of a loaded version, by about equal sentence counts, compressing their
     sentences as `scan` says (None: not compressed)."""
     lengths = index.collection
+    basis = None if scan is None else scan_basis(index.vectors["sentence"], scan).numpy()
     specs = []
     for cut in shard_cuts(index, n):
         p0, p1 = cut.rows["paragraph"]
@@ -173,6 +178,7 @@ def shard_specs(
                 first=cut.first,
                 tiebreak=np.asarray(tiebreak[cut.first : cut.stop]).copy(),
                 scan=scan,
+                basis=basis,
             )
         )
     return specs
@@ -204,6 +210,9 @@ class ShardActor:
 
     def sentence_scores(self, query: Any, method: str, *options: Any) -> Any:
         return self.shard.sentence_scores(query, method, *options)
+
+    def sentence_estimates(self, query: Any, method: str) -> Any:
+        return self.shard.sentence_estimates(query, method)
 
     def nearest(self, level: str, vectors: Any, k: int, within: Any = None) -> Any:
         return self.shard.nearest(level, vectors, k, within)

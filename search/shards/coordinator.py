@@ -58,6 +58,14 @@ class ShardedSdr:
             self.call, self.n_shards, query, method, len(self.tiebreak), **options
         )
 
+    def sentence_estimates(self, query: ShardQuery, method: str) -> np.ndarray:
+        """`(D,)` `maxsim` or `best-sentence` of the query's documents from the compressed
+        shards' rows (-inf where not scored): the first pass, which `SentenceSets` finishes."""
+        out = np.full(len(self.tiebreak), -np.inf)
+        for hits in self.call("sentence_estimates", [(query, method)] * self.n_shards):
+            out[hits.positions] = hits.scores
+        return out
+
 
 class ShardedLevel:
     """A unit level's search, exact, over the shards: what a Flat FAISS index of the level

@@ -41,7 +41,7 @@ from docsim.models.shard_moments import (
 from docsim.search.arrays import concatenated_ranges
 from docsim.search.ranking import top_k
 from docsim.search.served.mapped_rows import MAPPED_BLOCK_SENTENCES
-from docsim.search.served.sentence_scan import ScanShape, scan_rows
+from docsim.search.served.sentence_scan import ScanShape, scan_basis, scan_rows
 from docsim.search.types import Query
 
 if TYPE_CHECKING:  # a shard actor imports this module: no SQL in its process
@@ -189,29 +189,17 @@ class SdrShard:
         )
 
     def sentence_scores(
-        self,
-        query: ShardQuery,
-        method: str,
-        ot_reg: float = 0.05,
-        ot_iterations: int = 50,
-        rescore: int = 0,
+        self, query: ShardQuery, method: str, ot_reg: float = 0.05, ot_iterations: int = 50
     ) -> ShardHits:
         """Scores of the methods that score each document from its own sentences alone
         (`maxsim`, `best-sentence`, `ot`: one round), for the query's documents of this
-        range, in range order. With a `scan` and `rescore` > 0, `maxsim` and `best-sentence`
-        score every document from the compressed rows first, then the range's `rescore`
-        best again, exactly, as `SentenceSets` does in one process: the others are capped
-        below the lowest of those."""
+        range, in range order, exactly (from the stored rows)."""
         local = self._local(query)
         if not len(local):
             return ShardHits(np.empty(0, np.int64), np.empty(0))
         if method in ("maxsim", "best-sentence"):
-            reduce = maxsim_scores if method == "maxsim" else best_pair_scores
-            if self.scan is not None and 0 < rescore < len(local):
-                two_passes = self._two_passes(query, local, reduce, rescore)
-                return ShardHits(local + self.first, two_passes)
             best = sentence_best(query.sentences, self._collection_of(local))  # (D_s, n)
-            scores = reduce(best)
+            scores = _reduction(method)(best)
         elif method == "ot":
             collection = self._collection_of(local)
             scores = ot_scores(query.sentences, collection, reg=ot_reg, iterations=ot_iterations)
@@ -219,26 +207,17 @@ class SdrShard:
             raise ValueError(f"method {method!r} is not scored from sentences alone")
         return ShardHits(local + self.first, scores.float().double().numpy())
 
-    def _two_passes(
-        self,
-        query: ShardQuery,
-        local: np.ndarray,
-        reduce: Callable[[torch.Tensor], torch.Tensor],
-        rescore: int,
-    ) -> np.ndarray:
-        """`(len(local),)` the documents `local` scored from the compressed rows, their
-        `rescore` best again exactly from the stored ones, the rest capped below those."""
-        assert self.scan is not None
+    def sentence_estimates(self, query: ShardQuery, method: str) -> ShardHits:
+        """`maxsim` or `best-sentence` of the query's documents of this range from the
+        compressed rows (`scan`): the first of `SentenceSets`' two passes, which the
+        coordinator finishes over every shard's estimates, as one process does."""
+        if self.scan is None:
+            raise ValueError("this shard's sentences are not compressed")
+        local = self._local(query)
+        if not len(local):
+            return ShardHits(np.empty(0, np.int64), np.empty(0))
         approximate = approximate_best_of(query.sentences, self.scan, torch.from_numpy(local))
-        estimates = np.full(self.n_documents, -np.inf)
-        estimates[local] = reduce(approximate).double().numpy()  # (len(local),)
-        chosen = np.sort(top_k(estimates, local, rescore, self.tiebreak))
-        exact = reduce(sentence_best(query.sentences, self._collection_of(chosen)))
-        exact_scores = exact.float().double().numpy()
-        estimates[local] = np.minimum(estimates[local], np.nextafter(exact_scores.min(), -np.inf))
-        estimates[chosen] = exact_scores
-        found: np.ndarray = estimates[local]
-        return found
+        return ShardHits(local + self.first, _reduction(method)(approximate).double().numpy())
 
     def nearest(
         self, level: str, vectors: torch.Tensor, k: int, within: np.ndarray | None = None
@@ -345,8 +324,10 @@ def shards_of(
 ) -> list[SdrShard]:
     """A loaded version cut into `n` shards of about equal sentence counts (views of its
     tensors: nothing is copied), each with its rows of the levels searched on shards, and
-    its sentences compressed as `scan` says (None: not compressed)."""
+    its sentences compressed as `scan` says (None: not compressed), on the basis fitted on the
+    whole collection's."""
     collection = index.collection
+    basis = scan_basis(index.vectors["sentence"], scan) if scan is not None else None
     shards = []
     for cut in shard_cuts(index, n):
         (p0, p1), (s0, s1) = cut.rows["paragraph"], cut.rows["sentence"]
@@ -363,19 +344,35 @@ def shards_of(
         tie = tiebreak[cut.first : cut.stop]
         shards.append(
             SdrShard(
-                part, cut.first, tie, first_sentence=s0, units=units, scan=compressed(part, scan)
+                part,
+                cut.first,
+                tie,
+                first_sentence=s0,
+                units=units,
+                scan=compressed(part, scan, basis),
             )
         )
     return shards
 
 
-def compressed(collection: RaggedCollection, shape: ScanShape | None) -> ScanRows | None:
-    """A shard's sentences compressed as `shape` says, on their own fixed sample (None: not
-    compressed, or no sentences)."""
-    if shape is None or not len(collection.sentences):
+def compressed(
+    collection: RaggedCollection, shape: ScanShape | None, basis: torch.Tensor | None
+) -> ScanRows | None:
+    """A shard's sentences compressed as `shape` says, projected on `basis` (the whole
+    collection's `scan_basis`; None: not compressed, or no sentences)."""
+    if shape is None or basis is None or not len(collection.sentences):
         return None
     lengths = document_sentence_lengths(collection).numpy()  # (D_s,)
-    return scan_rows(collection.sentences, lengths, shape)
+    return scan_rows(collection.sentences, lengths, shape, basis)
+
+
+def _reduction(method: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`(D, n)` best matches to `(D,)` scores: `maxsim`'s mean, or `best-sentence`'s."""
+    if method == "maxsim":
+        return maxsim_scores
+    if method == "best-sentence":
+        return best_pair_scores
+    raise ValueError(f"method {method!r} has no compressed first pass")
 
 
 def in_process(shards: Sequence[SdrShard]) -> ShardCall:

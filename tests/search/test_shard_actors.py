@@ -123,11 +123,16 @@ def test_ray_shards_rank_as_in_process_and_recover_from_a_kill(
         # and the next query is answered in full by the restarted shard, from its spec,
         # which compresses its sentences again as before
         assert np.array_equal(sharded.rank(query, 48, True)[0].positions, expected.positions)
-        options = {"ot_reg": 0.05, "ot_iterations": 50, "rescore": 4}
-        reference_shards = in_process(shards_of(searcher.index, tiebreak, 2, shape))
+        options = {"ot_reg": 0.05, "ot_iterations": 50}
+        reference = shards_of(searcher.index, tiebreak, 2, shape)
         np.testing.assert_array_equal(
             sharded.sentence_scores(query, "maxsim", **options),
-            sentence_method_scores(reference_shards, 2, query, "maxsim", 48, **options),
+            sentence_method_scores(in_process(reference), 2, query, "maxsim", 48, **options),
+        )
+        reference_sharded = ShardedSdr(in_process(reference), 2, tiebreak, compressed=True)
+        np.testing.assert_array_equal(  # the compressed first pass, on the same basis
+            sharded.sentence_estimates(query, "maxsim"),
+            reference_sharded.sentence_estimates(query, "maxsim"),
         )
     finally:
         shards.close()

@@ -10,7 +10,7 @@ from docsim.indexer.errors import ShardUnavailableError
 from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.scorers import QueryScratch
 from docsim.search.searcher import Searcher
-from docsim.search.served.sentence_scan import ScanShape
+from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
 from docsim.search.shards.shard import (
     SEARCHED_ON_SHARDS,
@@ -168,76 +168,59 @@ def test_unit_search_on_shards_equals_the_flat_index(
 COMPRESSED = ScanShape(dimensions=16, group=0, seed=0)  # half the tiny encoder's 32
 
 
+def compressed_pair(searcher: Searcher, rescored: int) -> tuple[Searcher, Searcher]:
+    """A searcher in one process and one on three compressed shards (in this process), both
+    rescoring `rescored` documents exactly after the compressed pass."""
+    update = {"scan_rescore": rescored, "scan_rescore_share": 0.0}
+    settings = searcher.settings.model_copy(update=update)
+    parts = (searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings)
+    one, sharded = Searcher(*parts), Searcher(*parts)
+    shards = shards_of(searcher.index, sharded.tiebreak, 3, COMPRESSED)
+    assert all(s.scan is not None and s.scan.basis.shape == (32, 16) for s in shards)
+    sharded.use_shards(ShardedSdr(in_process(shards), 3, sharded.tiebreak, compressed=True))
+    return one, sharded
+
+
 @pytest.mark.parametrize("method", [Method.maxsim, Method.best_sentence])
 @pytest.mark.parametrize("source", ["posted", "coffee-02"])
 @pytest.mark.parametrize("pool", [None, POOL])
-@pytest.mark.parametrize("rescore", [0, 1, 4])
-def test_compressed_shards_rescore_their_best_exactly(
-    searcher: Searcher, method: Method, source: str, pool: list[str] | None, rescore: int
+@pytest.mark.parametrize("rescored", [1, 4, 48])
+def test_compressed_shards_score_as_one_compressed_process(
+    searcher: Searcher, method: Method, source: str, pool: list[str] | None, rescored: int
 ) -> None:
-    """Each compressed shard scores its `rescore` best documents as the float32 level does
-    and caps the rest below them; with `rescore` 0 every score is exact."""
-    from docsim.search.shards.coordinator import sentence_method_scores
-
+    """Three compressed shards score a sentence-set method as one process's compressed
+    level does (`SentenceSets` over a scan of the whole collection): the same estimates, the
+    same `rescored` best of all the documents scored exactly, the others capped below those;
+    within 1e-5. Every score exact where `rescored` covers the documents."""
+    one, sharded = compressed_pair(searcher, rescored)
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
-    allowed = searcher.ranker.allowed(query, pool)  # what the searcher scores
-    expected = searcher.scorers[method].scores(query, allowed, QueryScratch())
-    shards = shards_of(searcher.index, searcher.tiebreak, 3, COMPRESSED)
-    assert all(s.scan is not None and s.scan.basis.shape == (32, 16) for s in shards)
-    config = searcher.settings
-    got = sentence_method_scores(
-        in_process(shards),
-        3,
-        shard_query(searcher, query, "s", pool),
-        method.value,
-        48,
-        ot_reg=config.ot_reg,
-        ot_iterations=config.ot_iterations,
-        rescore=rescore,
-    )
-    assert np.array_equal(np.isfinite(got), np.isfinite(expected))
-    if rescore == 0:
-        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
-        return
-    for shard in shards:
-        mine = np.arange(shard.first, shard.first + shard.n_documents)
-        mine = mine[np.isfinite(got[mine])]
-        if len(mine) <= rescore:  # a pool this small is scored exactly
-            np.testing.assert_allclose(got[mine], expected[mine], rtol=0, atol=1e-5)
-            continue
-        ranked = mine[np.argsort(-got[mine], kind="stable")]
-        best, rest = ranked[:rescore], ranked[rescore:]
-        np.testing.assert_allclose(got[best], expected[best], rtol=0, atol=1e-5)
-        assert got[rest].max() < got[best].min()
-        assert not np.allclose(got[rest], expected[rest], rtol=0, atol=1e-5)  # approximate
+    docs = np.sort(one.ranker.allowed(query, pool))
+    scorer = one.scorers[method]
+    exact = scorer.scores(query, docs, QueryScratch())  # no scan in `one`: every one exact
+    scan = SentenceScan.of_index(searcher.index, COMPRESSED)  # the whole collection's
+    approximate = len(docs) > rescored
+    expected = scorer._two_passes(query, docs, scan, QueryScratch()) if approximate else exact
+    got = sharded.scorers[method].scores(query, docs, QueryScratch())
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    finite = np.isfinite(exact)
+    assert np.array_equal(np.isfinite(got), finite)
+    assert approximate == (not np.allclose(got[finite], exact[finite], rtol=0, atol=1e-5))
+    best = np.argsort(-got, kind="stable")[: min(rescored, len(docs))]
+    np.testing.assert_allclose(got[best], exact[best], rtol=0, atol=1e-5)  # rescored exactly
 
 
-def test_compressed_shards_rank_as_float32_within_the_bound(searcher: Searcher) -> None:
-    """Every document as the query, `maxsim`'s top 3 from 3 compressed shards (4 documents
-    rescored on each) against float32's. Measured: overlap 0.882; bound 0.85, as for the
-    compressed level in one process (`test_sentence_scan.py`)."""
-    from docsim.search.shards.coordinator import sentence_method_scores
-
-    shards = shards_of(searcher.index, searcher.tiebreak, 3, COMPRESSED)
-    overlaps = []
+def test_compressed_shards_and_one_process_rank_every_query_alike(searcher: Searcher) -> None:
+    """Every document as the query: `maxsim`'s ranking on three compressed shards (4
+    documents rescored of all) is the one process's compressed ranking, place for place."""
+    one, sharded = compressed_pair(searcher, 4)
+    scan = SentenceScan.of_index(searcher.index, COMPRESSED)
     for document_id in searcher.index.external_ids:
         query = searcher.query_from_index(document_id)
-        allowed = searcher.ranker.allowed(query, None)
-        expected = searcher.scorers[Method.maxsim].scores(query, allowed, QueryScratch())
-        got = sentence_method_scores(
-            in_process(shards),
-            3,
-            shard_query(searcher, query, document_id, None),
-            Method.maxsim.value,
-            48,
-            ot_reg=0.05,
-            ot_iterations=50,
-            rescore=4,
-        )
-        top = set(np.argsort(-got, kind="stable")[:3])
-        overlaps.append(len(top & set(np.argsort(-expected, kind="stable")[:3])) / 3)
-    print(f"overlap {np.mean(overlaps):.3f}")
-    assert np.mean(overlaps) >= 0.85
+        docs = np.sort(one.ranker.allowed(query, None))
+        expected = one.scorers[Method.maxsim]._two_passes(query, docs, scan, QueryScratch())
+        got = sharded.scorers[Method.maxsim].scores(query, docs, QueryScratch())
+        ranked = one.context.top(expected, docs, len(docs))
+        assert np.array_equal(sharded.context.top(got, docs, len(docs)), ranked), document_id
 
 
 def test_a_fusion_refines_its_best_exactly_on_compressed_shards(searcher: Searcher) -> None:
