@@ -5,11 +5,24 @@
 #   docker build -t docsim:gpu --build-arg VARIANT=gpu .
 #                                                     # CUDA: PyPI's CUDA torch + faiss-gpu-cu12
 #                                                     # (needs the NVIDIA container toolkit)
+#
+# The base image and the package indexes are build arguments whose defaults are the public
+# ones: PYTHON_IMAGE (a Debian bookworm with Python 3.11 as `python`), TORCH_CPU_INDEX (where
+# the CPU variant's torch comes from; empty: pip's own configuration), and pip's own PIP_*
+# variables (unset: PyPI). `make image` builds this file with buildah on a machine without
+# Docker, from a locally bootstrapped base and the machine's pip configuration.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ARG VARIANT=cpu
 ARG TORCH_VERSION=2.13.0
+ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+# pip's own settings, for a build against a mirror or a local wheel folder; unset by default
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+ARG PIP_FIND_LINKS
+ARG PIP_CERT
+ARG PIP_CONSTRAINT
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/docsim
 ENV PATH=/opt/docsim/bin:$PATH
@@ -19,7 +32,7 @@ WORKDIR /src
 RUN if [ "$VARIANT" = "gpu" ]; then \
         pip install "torch==${TORCH_VERSION}"; \
     else \
-        pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu; \
+        pip install "torch==${TORCH_VERSION}" ${TORCH_CPU_INDEX:+--index-url "$TORCH_CPU_INDEX"}; \
     fi
 COPY pyproject.toml README.md ./
 COPY app app
