@@ -9,8 +9,8 @@
 # The base image and the package indexes are build arguments whose defaults are the public
 # ones: PYTHON_IMAGE (a Debian bookworm with Python 3.11 as `python`), TORCH_CPU_INDEX (where
 # the CPU variant's torch comes from; empty: pip's own configuration), and pip's own PIP_*
-# variables (unset: PyPI). `make image` builds this file with buildah on a machine without
-# Docker, from a locally bootstrapped base and the machine's pip configuration.
+# variables (unset: PyPI), so that a machine without Docker or the public indexes can build it
+# (issue 55: with buildah, from a locally bootstrapped base and the machine's pip configuration).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
