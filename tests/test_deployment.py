@@ -94,7 +94,10 @@ def test_the_sharded_override_places_shards_on_a_ray_cluster() -> None:
 def test_the_dockerfile_copies_what_exists_and_runs_docsim() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert "ARG VARIANT=cpu" in text
-    assert re.search(r"--index-url https://download.pytorch.org/whl/cpu", text)
+    # the CPU variant's torch comes from PyTorch's CPU index unless the build says otherwise
+    assert "ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu" in text
+    assert '${TORCH_CPU_INDEX:+--index-url "$TORCH_CPU_INDEX"}' in text
+    assert "ARG PYTHON_IMAGE=python:3.11-slim-bookworm" in text
     for line in text.splitlines():
         if line.startswith("COPY") and "--from" not in line:
             *sources, _ = line.split()[1:]
