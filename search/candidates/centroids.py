@@ -38,7 +38,7 @@ from docsim.search.candidates.cells_file import cells_file, load_cells, save_cel
 from docsim.search.ranking import top_k
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MappedRows
-from docsim.search.served.sentence_scan import BLOCK_ROWS, fit_sample
+from docsim.search.served.sentence_scan import BLOCK_ROWS, ScanShape, fit_sample, scan_basis
 from docsim.search.settings import SearchSettings
 
 logger = logging.getLogger(__name__)
@@ -226,6 +226,10 @@ class LazyCentroids:
         with self._lock:
             if self._found is None:
                 index, dimensions, seed = self.index, self.dimensions, self.seed
+                rows = index.vectors["sentence"]
+                if self.basis is None and len(rows):  # the basis `fit_cells` would fit: a
+                    # sharded coordinator (no scan of its own) finds the cells one process kept
+                    self.basis = scan_basis(rows, ScanShape(dimensions, 0, seed))
                 path = cells_file(index, dimensions=dimensions, seed=seed, basis=self.basis)
                 start = index.doc_unit_start["sentence"]
                 kept = load_cells(path)

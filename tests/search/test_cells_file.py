@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -9,10 +11,20 @@ import torch
 from docsim.search.candidates.cells_file import cells_file
 from docsim.search.candidates.centroids import CentroidCandidates, LazyCentroids
 from docsim.search.searcher import Searcher
+from docsim.search.served.sentence_scan import ScanShape, scan_basis
 
 
 def lazy(searcher: Searcher, seed: int = 0) -> LazyCentroids:
     return LazyCentroids(searcher.index, dimensions=16, seed=seed)
+
+
+def basis_of(searcher: Searcher, seed: int) -> torch.Tensor:
+    """The basis the cells fit (and a compressed scan of 16 dimensions projects on)."""
+    return scan_basis(searcher.index.vectors["sentence"], ScanShape(16, 0, seed))
+
+
+def kept_path(searcher: Searcher, seed: int) -> Path:
+    return cells_file(searcher.index, dimensions=16, seed=seed, basis=basis_of(searcher, seed))
 
 
 def no_fit(*args: object, **kwargs: object) -> CentroidCandidates:
@@ -25,7 +37,7 @@ def test_cells_fitted_once_are_read_back_as_they_were(
     for kept in searcher.index.path.glob("cells-*.npz"):
         kept.unlink()
     fitted = lazy(searcher).get()
-    path = cells_file(searcher.index, dimensions=16, seed=0, basis=None)
+    path = kept_path(searcher, 0)
     assert list(searcher.index.path.glob("cells-*.npz")) == [path]
     folder_mode = searcher.index.path.stat().st_mode & 0o666
     assert path.stat().st_mode & 0o777 == folder_mode  # readable as the folder is, not 0600
@@ -53,10 +65,26 @@ def test_cells_fitted_once_are_read_back_as_they_were(
     path.unlink()
 
 
+def test_a_sharded_coordinator_reads_the_cells_one_compressed_process_kept(
+    searcher: Searcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a scan of its own (a sharded coordinator) the cells are fitted in the basis a
+    compressed process's scan has, so both find the one kept file: no fit the second time."""
+    for kept in searcher.index.path.glob("cells-*.npz"):
+        kept.unlink()
+    with_scan = LazyCentroids(searcher.index, dimensions=16, seed=3, basis=basis_of(searcher, 3))
+    fitted = with_scan.get()
+    monkeypatch.setattr(CentroidCandidates, "of_index", no_fit)
+    read = lazy(searcher, seed=3).get()
+    assert torch.equal(read.cells.postings.codes, fitted.cells.postings.codes)
+    assert list(searcher.index.path.glob("cells-*.npz")) == [kept_path(searcher, 3)]
+    kept_path(searcher, 3).unlink()
+
+
 @pytest.mark.parametrize("damage", ["truncated", "not a zip"])
 def test_damaged_kept_cells_are_fitted_again(searcher: Searcher, damage: str) -> None:
     fitted = lazy(searcher, seed=2).get()
-    path = cells_file(searcher.index, dimensions=16, seed=2, basis=None)
+    path = kept_path(searcher, 2)
     assert path.is_file()
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"neither")
@@ -83,12 +111,12 @@ def test_another_file_layout_or_revision_names_another_file(
     """A kept file is read only by a service of the same layout, revision and settings."""
     from docsim.search.candidates import cells_file as module
 
-    named = cells_file(searcher.index, dimensions=16, seed=0, basis=None)
-    assert named == cells_file(searcher.index, dimensions=16, seed=0, basis=None)
+    named = kept_path(searcher, 0)
+    assert named == kept_path(searcher, 0)
     assert named != cells_file(searcher.index, dimensions=8, seed=0, basis=None)
     assert named != cells_file(searcher.index, dimensions=16, seed=0, basis=torch.eye(16))
     monkeypatch.setattr(searcher.index, "revision", searcher.index.revision + 1)
-    assert named != cells_file(searcher.index, dimensions=16, seed=0, basis=None)
+    assert named != kept_path(searcher, 0)
     monkeypatch.undo()
     monkeypatch.setattr(module, "FORMAT", module.FORMAT + 1)
-    assert named != cells_file(searcher.index, dimensions=16, seed=0, basis=None)
+    assert named != kept_path(searcher, 0)
