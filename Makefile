@@ -10,7 +10,8 @@ export TOKENIZERS_PARALLELISM := false
 # the test run compiled torch and transformers from source again, about 10 s each.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup browser postgres run test test-sqlite test-postgresql test-slow lint docs bench clean audit
+.PHONY: setup browser postgres run test test-sqlite test-postgresql test-slow lint docs bench clean audit \
+	image image-tools test-image
 
 $(VENV)/.installed: pyproject.toml scripts/install.py
 	$(PYTHON) -m venv $(VENV)
@@ -71,11 +72,29 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The container image, built without a Docker engine (there is none here): buildah builds the
+# Dockerfile from a Debian base that debootstrap makes, with this machine's pip configuration
+# as build arguments (scripts/image.py). Both need root. `make test-image` builds it and runs
+# every command of the compose files from it (tests/test_image.py; part of `make test-slow`).
+image-tools:
+	@command -v buildah >/dev/null && command -v debootstrap >/dev/null || \
+	  $(SUDO) apt-get install -y --no-install-recommends buildah debootstrap || \
+	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends buildah debootstrap)
+
+image: setup image-tools
+	$(BIN)/python scripts/image.py build --tag docsim:latest
+
+test-image: SHELL := /bin/bash
+test-image: setup image-tools postgres
+	mkdir -p build
+	DOCSIM_IMAGE_REPORT=build/test-image.json $(BIN)/pytest -m image tests/test_image.py \
+	  -p no:randomly -v 2>&1 | tee build/test-image.log; exit $${PIPESTATUS[0]}
+
 # The sharded service's slow tests run in a process of their own: one slow run crashed without
 # a report (exit 1) after several Ray sessions had started and stopped in one process.
 SHARDED_SLOW = tests/app/test_sharded_aila_slow.py tests/app/test_sharded_service.py
 # The last run is the PostgreSQL run of the `heavy_sql` tests, which `make test` runs on SQLite.
-test-slow: setup postgres
+test-slow: setup postgres image-tools
 	$(BIN)/pytest -m slow $(addprefix --ignore=,$(SHARDED_SLOW))
 	$(BIN)/pytest -m slow $(SHARDED_SLOW)
 	OMP_NUM_THREADS=1 DOCSIM_INDEX__SPLIT_WORKERS=1 $(BIN)/pytest --db postgresql -m heavy_sql $(PARALLEL)

@@ -6,7 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,19 +39,36 @@ def connect_ray(settings: Settings, *, data: bool = False) -> tuple[Any, bool]:
     options = settings.ray
     if options.address:
         logger.info("Connecting to the Ray cluster at %s", options.address)
-        ray.init(address=options.address, configure_logging=False, log_to_driver=False)
+        with own_sigterm():
+            ray.init(address=options.address, configure_logging=False, log_to_driver=False)
         return ray, True
     temp = local_temp_dir(settings)
     temp.mkdir(parents=True, exist_ok=True)
     logger.info("Starting a local Ray (%d CPUs) in %s", options.local_cpus, temp)
-    ray.init(
-        num_cpus=options.local_cpus,
-        include_dashboard=False,
-        _temp_dir=str(temp),
-        configure_logging=False,
-        log_to_driver=False,
-    )
+    with own_sigterm():
+        ray.init(
+            num_cpus=options.local_cpus,
+            include_dashboard=False,
+            _temp_dir=str(temp),
+            configure_logging=False,
+            log_to_driver=False,
+        )
     return ray, True
+
+
+@contextmanager
+def own_sigterm() -> Iterator[None]:
+    """Keeps this process's SIGTERM handler through `ray.init`, which installs its own (an
+    immediate `sys.exit`): a server's graceful stop (uvicorn's, the worker's) stays in force,
+    and `docker stop` ends a sharded api with exit 0 instead of a traceback and 15."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread has handlers, and Ray sets none from elsewhere
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, handler)
 
 
 def local_temp_dir(settings: Settings) -> Path:

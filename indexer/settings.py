@@ -169,8 +169,9 @@ class RaySettings(BaseModel):
 
     address: str | None = Field(
         default=None,
-        description="A Ray cluster to join (`auto`, `ray://head:10001`); default: a local Ray "
-        "started for the build.",
+        description="A Ray cluster to join: `ray://head:10001` (Ray Client) from a process that "
+        "is not a Ray node, `auto` or `head:6379` where `ray start` ran on this machine; "
+        "default: a local Ray started for the build.",
     )
     local_cpus: int = Field(default=2, ge=1, description="CPUs of the local Ray.")
     actors: int | None = Field(

@@ -77,7 +77,9 @@ def test_the_sharded_override_places_shards_on_a_ray_cluster() -> None:
     for name in ("migrate", "api", "worker", "ray-head", "ray-worker"):
         assert services[name]["build"]["args"]["EXTRAS"] == "ray"
     api = services["api"]["environment"]
-    assert api["DOCSIM_RAY__ADDRESS"] == "ray-head:6379"
+    # the api is no Ray node: it joins through Ray Client, which the head serves
+    assert api["DOCSIM_RAY__ADDRESS"] == "ray://ray-head:10001"
+    assert "--ray-client-server-port=10001" in services["ray-head"]["command"]
     assert api["DOCSIM_SHARDS__COUNT"].startswith("${DOCSIM_SHARDS")
     assert services["ray-head"]["command"][:3] == ["ray", "start", "--head"]
     assert "--address=ray-head:6379" in services["ray-worker"]["command"]
@@ -255,8 +257,9 @@ def test_the_kubernetes_manifest_runs_composes_commands_on_a_ray_cluster() -> No
     assert api["command"] == SERVICES["api"]["command"]
     assert worker["command"] == SERVICES["worker"]["command"]
     assert migrate["command"] == SERVICES["migrate"]["command"]
-    head = f"{KUBE[('RayCluster', 'docsim')]['metadata']['name']}-head-svc:6379"
-    assert _env(api)["DOCSIM_RAY__ADDRESS"]["value"] == head
+    head = f"ray://{KUBE[('RayCluster', 'docsim')]['metadata']['name']}-head-svc:10001"
+    assert _env(api)["DOCSIM_RAY__ADDRESS"]["value"] == head  # Ray Client: no raylet here
+    assert _env(worker)["DOCSIM_RAY__ADDRESS"]["value"] == head
     assert KUBE[("RayCluster", "docsim")]["spec"]["headGroupSpec"]["rayStartParams"] == {
         "num-cpus": "0"
     }
