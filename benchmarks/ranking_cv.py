@@ -109,6 +109,7 @@ LEVERS = {
     "maxsim": ("maxsim", {}),
     "best-sentence": ("best-sentence", {}),
     "ot": ("ot", {}),
+    "rprs": ("rprs", {}),  # alone: not in the fusion grid (DENSE), which it would triple
     "hybrid": ("hybrid", PLAIN),
 }
 DENSE = ("sdr", "sdr-window", "document", "maxsim", "ot")

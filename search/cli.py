@@ -43,7 +43,8 @@ def evaluate(
         list[str] | None,
         typer.Option(
             help="A /similar method (sdr, sdr-window, document, maxsim, best-sentence, ot, bm25, "
-            "bm25-reduced, bm25-rm3, hybrid, fused) or sdr-raw (no z-score); repeat to compare. "
+            "bm25-reduced, bm25-rm3, bm25-paragraph, rprs, hybrid, fused) or sdr-raw (no "
+            "z-score); repeat to compare. "
             "Default: the service's default method (DOCSIM_SEARCH__DEFAULT_METHOD)."
         ),
     ] = None,

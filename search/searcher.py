@@ -27,6 +27,7 @@ from docsim.models.precision import resolve_device
 from docsim.protocol.choices import Method, Population, ScoringMode
 from docsim.search.arrays import Positions
 from docsim.search.candidates.centroids import LazyCentroids
+from docsim.search.evidence import ProportionalEvidence  # noqa: F401 (registers `rprs`)
 from docsim.search.examples import ExampleRanker, scoring_mode
 from docsim.search.filters import Filter
 from docsim.search.lexical.postings import Postings

@@ -126,6 +126,18 @@ class SearchSettings(CandidateSettings):
     bm25_paragraph_top: int = Field(
         default=1, ge=1, description="`bm25-paragraph`: mean of a document's best k paragraphs."
     )
+    rprs_sentences: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="`rprs`: the nearest sentences of the collection each query sentence finds.",
+    )
+    rprs_k1: float = Field(
+        default=1.2, ge=0, le=10, description="`rprs`: saturation of a document's found sentences."
+    )
+    rprs_b: float = Field(
+        default=0.75, ge=0, le=1, description="`rprs`: length correction of the found sentences."
+    )
     rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
     rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
     rm3_query_weight: float = Field(

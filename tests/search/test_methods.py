@@ -20,6 +20,7 @@ from docsim.search.sdr_ranker import windowed
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
 from docsim.search.types import WHOLE_DOCUMENT_ONLY, SearchOptions
+from tests.models.test_proportional import rprs_reference
 from tests.search.test_search import query_of, stored_texts
 
 # the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
@@ -331,3 +332,32 @@ def test_document_prf_is_rocchio_on_the_document_vectors_by_hand(
     cosines = all_scores(searcher, query, Method.document)
     norm = float(np.linalg.norm(own))
     assert alone == pytest.approx({e: s / norm for e, s in cosines.items()}, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["posted", "coffee-04"])
+def test_rprs_equals_its_definition_on_the_stored_sentences(searcher: Searcher, kind: str) -> None:
+    """Each query sentence's nearest sentences by brute force over every other document's
+    stored vectors, then rprs document by document (`rprs_reference`)."""
+    query, source = query_of(searcher, kind)
+    settings = searcher.settings
+    sentences = document_sentences(searcher)  # collection order
+    pool = [e for e in searcher.index.external_ids if e != source]
+    rows = torch.cat([sentences[e] for e in pool]).float()  # (S', d)
+    full = query.sentence_vectors.float() @ rows.T  # (k, S')
+    nearest = torch.sort(full, dim=1, descending=True, stable=True).indices
+    nearest = nearest[:, : settings.rprs_sentences].tolist()
+    lengths = [len(sentences[e]) for e in pool]
+    if source is not None:  # the source's sentences are masked, not dropped: its length counts
+        at = searcher.index.external_ids.index(source)
+        lengths.insert(at, len(sentences[source]))
+        start = sum(lengths[:at])
+        nearest = [[s + len(sentences[source]) * (s >= start) for s in r] for r in nearest]
+    want = dict(
+        zip(searcher.index.external_ids, rprs_reference(
+            nearest, lengths, settings.rprs_k1, settings.rprs_b), strict=True)
+    )  # fmt: skip
+    found = all_scores(searcher, query, Method.rprs)
+    assert set(found) == set(pool)
+    assert any(score > 0 for score in found.values())
+    for external in pool:
+        assert found[external] == pytest.approx(want[external], abs=1e-9), external

@@ -1,0 +1,51 @@
+"""`rprs`: documents ranked by the share of the query's sentences that find them among their
+nearest sentences of the collection, and the share of their own sentences found
+(`models.proportional`). Importing this module registers the scorer."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from docsim.models.alignment import document_sentence_lengths
+from docsim.models.proportional import nearest_sentences, proportional_scores
+from docsim.protocol.choices import Method
+from docsim.search.arrays import Positions, Scores
+from docsim.search.scorers import QueryScratch, Scorer, register
+from docsim.search.types import Query
+
+
+@register(Method.rprs)
+class ProportionalEvidence(Scorer):
+    """RPRS over the documents `docs`: each query sentence finds its `rprs_sentences` nearest
+    sentences among theirs (all of the collection's when `docs` is every document; a
+    filter's or a fusion's candidates otherwise, the pool the paper re-ranks), exactly, from
+    the stored sentence vectors."""
+
+    given_only = True
+
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        n_documents = self.context.index.n_documents
+        out = np.zeros(n_documents)
+        docs = np.sort(docs)
+        if not len(docs) or not len(query.sentence_vectors):
+            return out
+        sdr, settings = self.context.sdr, self.context.settings
+        n, k1, b = settings.rprs_sentences, settings.rprs_k1, settings.rprs_b
+        if 2 * len(docs) >= n_documents:  # most of the collection: one pass, the rest masked
+            lengths = document_sentence_lengths(sdr.collection)  # (D,)
+            allowed = torch.zeros(n_documents, dtype=torch.bool)
+            allowed[torch.from_numpy(docs)] = True
+            nearest = nearest_sentences(
+                query.sentence_vectors,
+                sdr.collection.sentences,
+                n,
+                allowed=allowed.repeat_interleave(lengths),
+            )  # (k, n) positions in the collection
+            out[docs] = proportional_scores(nearest, lengths, k1=k1, b=b).numpy()[docs]
+            return out
+        collection = sdr.sub_collection(docs)[0]  # a few documents: their sentences alone
+        nearest = nearest_sentences(query.sentence_vectors, collection.sentences, n)
+        lengths = document_sentence_lengths(collection)  # (len(docs),)
+        out[docs] = proportional_scores(nearest, lengths, k1=k1, b=b).numpy()
+        return out

@@ -1,0 +1,79 @@
+"""`models.proportional`: RPRS against its definition, by hand and by a plain reference."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from docsim.models.proportional import nearest_sentences, proportional_scores
+
+
+def rprs_reference(
+    nearest: list[list[int]], lengths: list[int], k1: float, b: float
+) -> list[float]:
+    """rprs written from the definition, one document at a time, in plain Python."""
+    starts = [sum(lengths[:d]) for d in range(len(lengths))]
+    mean = sum(lengths) / len(lengths)
+    out = []
+    for start, length in zip(starts, lengths, strict=True):
+        mine = set(range(start, start + length))
+        finding = sum(1 for row in nearest if mine & set(row))
+        found = len(mine & {s for row in nearest for s in row})
+        if not found:
+            out.append(0.0)
+            continue
+        dp = found * (k1 + 1) / (found + k1 * (1 - b + b * length / mean))
+        out.append(finding / len(nearest) * dp)
+    return out
+
+
+def test_rprs_by_hand() -> None:
+    # documents of 2, 3 and 1 sentences: 0-1, 2-4 and 5; two source sentences, n = 2
+    nearest = torch.tensor([[0, 2], [0, 3]])
+    scores = proportional_scores(nearest, torch.tensor([2, 3, 1]), k1=1.2, b=0.75)
+    # document 0: both source sentences find it (QP 1), one sentence found, length = mean:
+    # DP = 1 * 2.2 / (1 + 1.2) = 1. Document 1: QP 1, two found, 1.5 times the mean length:
+    # DP = 2 * 2.2 / (2 + 1.2 * (0.25 + 0.75 * 1.5)). Document 2: found by none.
+    assert scores.tolist() == pytest.approx([1.0, 4.4 / (2 + 1.2 * 1.375), 0.0])
+    assert scores.dtype == torch.float64
+
+
+def test_rprs_equals_the_reference_on_random_evidence() -> None:
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(0, 9, (30,), generator=generator)  # empty documents too
+    total = int(lengths.sum())
+    nearest = torch.randint(0, total, (12, 5), generator=generator)
+    for k1, b in ((1.2, 0.75), (0.5, 1.0), (2.0, 0.0)):
+        got = proportional_scores(nearest, lengths, k1=k1, b=b)
+        want = rprs_reference(nearest.tolist(), lengths.tolist(), k1, b)
+        assert got.tolist() == pytest.approx(want, rel=1e-12)
+        assert not any(math.isnan(x) for x in got.tolist())
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 4096])
+def test_nearest_sentences_are_the_full_products_best(block: int) -> None:
+    generator = torch.Generator().manual_seed(1)
+    sentences = F.normalize(torch.randn(200, 16, generator=generator), dim=1)
+    sentences[50] = sentences[10]  # a tie: the lower position comes first
+    source = F.normalize(torch.randn(9, 16, generator=generator), dim=1)
+    source[0] = sentences[10]
+    got = nearest_sentences(source, sentences, 6, block_sentences=block)
+    full = source @ sentences.T  # (9, 200)
+    want = torch.sort(full, dim=1, descending=True, stable=True).indices[:, :6]
+    assert torch.equal(got, want)
+    assert got[0, :2].tolist() == [10, 50]
+    assert nearest_sentences(source, sentences[:4], 6).shape == (9, 4)  # n beyond the rows
+
+
+def test_nearest_sentences_keep_to_the_allowed_rows() -> None:
+    generator = torch.Generator().manual_seed(2)
+    sentences = F.normalize(torch.randn(100, 8, generator=generator), dim=1)
+    source = F.normalize(torch.randn(5, 8, generator=generator), dim=1)
+    allowed = torch.rand(100, generator=generator) < 0.3
+    got = nearest_sentences(source, sentences, 4, allowed=allowed, block_sentences=16)
+    kept = allowed.nonzero().squeeze(1)  # (a,)
+    within = torch.sort(source @ sentences[kept].T, dim=1, descending=True, stable=True)
+    assert torch.equal(got, kept[within.indices[:, :4]])
