@@ -8,7 +8,12 @@ import numpy as np
 import torch
 
 from docsim.models.alignment import document_sentence_lengths
-from docsim.models.proportional import nearest_sentences, proportional_scores
+from docsim.models.proportional import (
+    Nearest,
+    nearest_sentences,
+    proportional_scores,
+    rarity_weights,
+)
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
 from docsim.search.scorers import QueryScratch, Scorer, register
@@ -31,7 +36,7 @@ class ProportionalEvidence(Scorer):
         if not len(docs) or not len(query.sentence_vectors):
             return out
         sdr, settings = self.context.sdr, self.context.settings
-        n, k1, b = settings.rprs_sentences, settings.rprs_k1, settings.rprs_b
+        n = settings.rprs_sentences
         if 2 * len(docs) >= n_documents:  # most of the collection: one pass, the rest masked
             lengths = document_sentence_lengths(sdr.collection)  # (D,)
             allowed = torch.zeros(n_documents, dtype=torch.bool)
@@ -42,10 +47,17 @@ class ProportionalEvidence(Scorer):
                 n,
                 allowed=allowed.repeat_interleave(lengths),
             )  # (k, n) positions in the collection
-            out[docs] = proportional_scores(nearest, lengths, k1=k1, b=b).numpy()[docs]
+            out[docs] = self._proportional(nearest, lengths).numpy()[docs]
             return out
         collection = sdr.sub_collection(docs)[0]  # a few documents: their sentences alone
         nearest = nearest_sentences(query.sentence_vectors, collection.sentences, n)
         lengths = document_sentence_lengths(collection)  # (len(docs),)
-        out[docs] = proportional_scores(nearest, lengths, k1=k1, b=b).numpy()
+        out[docs] = self._proportional(nearest, lengths).numpy()
         return out
+
+    def _proportional(self, nearest: Nearest, lengths: torch.Tensor) -> torch.Tensor:
+        settings = self.context.settings
+        weights = rarity_weights(nearest.cosines) if settings.query_weighting == "rarity" else None
+        return proportional_scores(
+            nearest.positions, lengths, k1=settings.rprs_k1, b=settings.rprs_b, weights=weights
+        )

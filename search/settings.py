@@ -138,6 +138,11 @@ class SearchSettings(CandidateSettings):
     rprs_b: float = Field(
         default=0.75, ge=0, le=1, description="`rprs`: length correction of the found sentences."
     )
+    query_weighting: Literal["uniform", "rarity"] = Field(
+        default="uniform",
+        description="`rprs`: how much each query sentence counts; `rarity`: one minus the mean "
+        "cosine of its nearest sentences of the collection (as IDF weights a rare term).",
+    )
     rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
     rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
     rm3_query_weight: float = Field(

@@ -8,25 +8,30 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from docsim.models.proportional import nearest_sentences, proportional_scores
+from docsim.models.proportional import nearest_sentences, proportional_scores, rarity_weights
 
 
 def rprs_reference(
-    nearest: list[list[int]], lengths: list[int], k1: float, b: float
+    nearest: list[list[int]],
+    lengths: list[int],
+    k1: float,
+    b: float,
+    weights: list[float] | None = None,
 ) -> list[float]:
     """rprs written from the definition, one document at a time, in plain Python."""
+    weights = weights or [1.0] * len(nearest)
     starts = [sum(lengths[:d]) for d in range(len(lengths))]
     mean = sum(lengths) / len(lengths)
     out = []
     for start, length in zip(starts, lengths, strict=True):
         mine = set(range(start, start + length))
-        finding = sum(1 for row in nearest if mine & set(row))
+        finding = sum(w for w, row in zip(weights, nearest, strict=True) if mine & set(row))
         found = len(mine & {s for row in nearest for s in row})
         if not found:
             out.append(0.0)
             continue
         dp = found * (k1 + 1) / (found + k1 * (1 - b + b * length / mean))
-        out.append(finding / len(nearest) * dp)
+        out.append(finding / sum(weights) * dp)
     return out
 
 
@@ -62,10 +67,11 @@ def test_nearest_sentences_are_the_full_products_best(block: int) -> None:
     source[0] = sentences[10]
     got = nearest_sentences(source, sentences, 6, block_sentences=block)
     full = source @ sentences.T  # (9, 200)
-    want = torch.sort(full, dim=1, descending=True, stable=True).indices[:, :6]
-    assert torch.equal(got, want)
-    assert got[0, :2].tolist() == [10, 50]
-    assert nearest_sentences(source, sentences[:4], 6).shape == (9, 4)  # n beyond the rows
+    want = torch.sort(full, dim=1, descending=True, stable=True)
+    assert torch.equal(got.positions, want.indices[:, :6])
+    assert torch.allclose(got.cosines, want.values[:, :6], atol=1e-6)
+    assert got.positions[0, :2].tolist() == [10, 50]
+    assert nearest_sentences(source, sentences[:4], 6).positions.shape == (9, 4)  # n > rows
 
 
 def test_nearest_sentences_keep_to_the_allowed_rows() -> None:
@@ -76,4 +82,24 @@ def test_nearest_sentences_keep_to_the_allowed_rows() -> None:
     got = nearest_sentences(source, sentences, 4, allowed=allowed, block_sentences=16)
     kept = allowed.nonzero().squeeze(1)  # (a,)
     within = torch.sort(source @ sentences[kept].T, dim=1, descending=True, stable=True)
-    assert torch.equal(got, kept[within.indices[:, :4]])
+    assert torch.equal(got.positions, kept[within.indices[:, :4]])
+
+
+def test_weighted_rprs_equals_the_reference() -> None:
+    generator = torch.Generator().manual_seed(3)
+    lengths = torch.randint(1, 6, (20,), generator=generator)
+    nearest = torch.randint(0, int(lengths.sum()), (7, 4), generator=generator)
+    weights = torch.rand(7, generator=generator, dtype=torch.float64) + 0.1
+    got = proportional_scores(nearest, lengths, k1=1.2, b=0.75, weights=weights)
+    want = rprs_reference(nearest.tolist(), lengths.tolist(), 1.2, 0.75, weights.tolist())
+    assert got.tolist() == pytest.approx(want, rel=1e-12)
+    uniform = proportional_scores(nearest, lengths, k1=1.2, b=0.75, weights=torch.full((7,), 3.0))
+    assert torch.allclose(uniform, proportional_scores(nearest, lengths, k1=1.2, b=0.75))
+
+
+def test_rarity_weights_by_hand() -> None:
+    # mean nearest cosines 0.9, 0.5 and 0.2: rarities 0.1, 0.5, 0.8 (mean 1.4 / 3), scaled
+    cosines = torch.tensor([[1.0, 0.8], [0.6, 0.4], [0.3, 0.1]])
+    assert rarity_weights(cosines).tolist() == pytest.approx([0.3 / 1.4, 1.5 / 1.4, 2.4 / 1.4])
+    masked = torch.tensor([[0.5, -torch.inf]])  # a masked row counts as cosine 0
+    assert rarity_weights(masked).tolist() == pytest.approx([1.0])

@@ -334,18 +334,25 @@ def test_document_prf_is_rocchio_on_the_document_vectors_by_hand(
     assert alone == pytest.approx({e: s / norm for e, s in cosines.items()}, abs=1e-6)
 
 
+@pytest.mark.parametrize("weighting", ["uniform", "rarity"])
 @pytest.mark.parametrize("kind", ["posted", "coffee-04"])
-def test_rprs_equals_its_definition_on_the_stored_sentences(searcher: Searcher, kind: str) -> None:
+def test_rprs_equals_its_definition_on_the_stored_sentences(
+    searcher: Searcher, kind: str, weighting: str
+) -> None:
     """Each query sentence's nearest sentences by brute force over every other document's
-    stored vectors, then rprs document by document (`rprs_reference`)."""
+    stored vectors, then rprs document by document (`rprs_reference`); with `rarity`, each
+    query sentence weighs one minus the mean cosine of its nearest, scaled to mean 1."""
+    searcher = with_config(searcher, query_weighting=weighting)
     query, source = query_of(searcher, kind)
     settings = searcher.settings
     sentences = document_sentences(searcher)  # collection order
     pool = [e for e in searcher.index.external_ids if e != source]
     rows = torch.cat([sentences[e] for e in pool]).float()  # (S', d)
     full = query.sentence_vectors.float() @ rows.T  # (k, S')
-    nearest = torch.sort(full, dim=1, descending=True, stable=True).indices
-    nearest = nearest[:, : settings.rprs_sentences].tolist()
+    ranked = torch.sort(full, dim=1, descending=True, stable=True)
+    nearest = ranked.indices[:, : settings.rprs_sentences].tolist()
+    rarity = [1 - sum(r) / len(r) for r in ranked.values[:, : settings.rprs_sentences].tolist()]
+    weights = [r * len(rarity) / sum(rarity) for r in rarity] if weighting == "rarity" else None
     lengths = [len(sentences[e]) for e in pool]
     if source is not None:  # the source's sentences are masked, not dropped: its length counts
         at = searcher.index.external_ids.index(source)
@@ -354,10 +361,13 @@ def test_rprs_equals_its_definition_on_the_stored_sentences(searcher: Searcher, 
         nearest = [[s + len(sentences[source]) * (s >= start) for s in r] for r in nearest]
     want = dict(
         zip(searcher.index.external_ids, rprs_reference(
-            nearest, lengths, settings.rprs_k1, settings.rprs_b), strict=True)
+            nearest, lengths, settings.rprs_k1, settings.rprs_b, weights), strict=True)
     )  # fmt: skip
     found = all_scores(searcher, query, Method.rprs)
     assert set(found) == set(pool)
     assert any(score > 0 for score in found.values())
+    # rarity's weights come from float32 cosines, multiplied here in another order than the
+    # service's blocks: they agree to about 1e-7; the counts alone are exact
+    tolerance = 1e-6 if weighting == "rarity" else 1e-9
     for external in pool:
-        assert found[external] == pytest.approx(want[external], abs=1e-9), external
+        assert found[external] == pytest.approx(want[external], abs=tolerance), external
