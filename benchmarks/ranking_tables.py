@@ -104,7 +104,8 @@ def interval_test(test: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report", type=Path)
-    report = json.loads(parser.parse_args().report.read_text())
+    saved = json.loads(parser.parse_args().report.read_text())
+    report = saved["figures"] if "figures" in saved else saved  # a record (benchmarks/record.py)
     for name in report["levers"]:
         print(f"**{name}**\n")
         print("\n".join(set_table(name, report)) + "\n")
