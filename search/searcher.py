@@ -35,6 +35,7 @@ from docsim.search.queries import encode_document, encode_levels, indexed_query
 from docsim.search.scorers import Scorer, ScoringContext, scorers_for
 from docsim.search.sdr_ranker import SDR_RANKED, SdrRanker, first_pass
 from docsim.search.sdr_scorer import SdrScorer, ShardedSdrScorer, carry_rows
+from docsim.search.sentence_sets import SentenceSets  # noqa: F401 (registers `maxsim`, ...)
 from docsim.search.served.lazy_scan import LazyScan
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.sentence_scan import SentenceScan
