@@ -71,9 +71,13 @@ def sentence_best(
     return out.to(home)
 
 
-def maxsim_scores(best: torch.Tensor) -> torch.Tensor:
-    """`(D,)` mean over source sentences of their best match, from `B` `(D, n)`."""
-    return best.mean(dim=1)
+def maxsim_scores(best: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """`(D,)` mean over source sentences of their best match, from `B` `(D, n)`; weighted by
+    `weights` `(n,)` when given."""
+    if weights is None:
+        return best.mean(dim=1)
+    weights = weights.to(best.dtype)
+    return (best * weights).sum(dim=1) / weights.sum()
 
 
 def best_pair_scores(best: torch.Tensor) -> torch.Tensor:

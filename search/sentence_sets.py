@@ -11,9 +11,10 @@ import numpy as np
 import torch
 
 from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
+from docsim.models.proportional import best_match_rarity
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
-from docsim.search.scorers import QueryScratch, Scorer, register
+from docsim.search.scorers import QueryScratch, Scorer, ScoringContext, register
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.shard import query_on_shards
@@ -51,8 +52,7 @@ class SentenceSets(Scorer):
             if best is None or best_docs is None or not np.array_equal(best_docs, docs):
                 best = sentence_best(query.sentence_vectors, collection)  # (k, n)
                 scratch.best_docs, scratch.best_matches = docs, best
-            reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
-            found = reduce(best)
+            found = self._reduce(best, best, scratch)
         out[docs] = found.float().numpy()
         return out
 
@@ -66,11 +66,11 @@ class SentenceSets(Scorer):
         if approximate is None or covered is None or not np.array_equal(covered, docs):
             approximate = scan.best_of(query.sentence_vectors, docs)  # (k, n)
             scratch.approximate_docs, scratch.approximate = docs, approximate
-        reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
         estimates = np.full(self.context.index.n_documents, -np.inf)
-        estimates[docs] = reduce(approximate).numpy()
+        estimates[docs] = self._reduce(approximate, approximate, scratch).numpy()
         rescored = self._rescored(estimates, docs)
-        exact = reduce(self._exact_best(query, rescored, scratch)).numpy()
+        exact_best = self._exact_best(query, rescored, scratch)  # (r, n)
+        exact = self._reduce(exact_best, approximate, scratch).numpy()
         return rescored_estimates(estimates, docs, rescored, exact)
 
     def _rescored(self, estimates: Scores, docs: Positions) -> Positions:
@@ -84,10 +84,25 @@ class SentenceSets(Scorer):
         if self.context.scan is None or self.method is Method.ot or not len(docs):
             return scores  # scored exactly already
         rescored = np.sort(docs)
-        reduce = maxsim_scores if self.method is Method.maxsim else best_pair_scores
+        best = self._exact_best(query, rescored, scratch)
         out = scores.copy()
-        out[rescored] = reduce(self._exact_best(query, rescored, scratch)).numpy()
+        out[rescored] = self._reduce(best, best, scratch).numpy()
         return out
+
+    def _reduce(
+        self, best: torch.Tensor, covering: torch.Tensor, scratch: QueryScratch
+    ) -> torch.Tensor:
+        """`(r,)` scores of the best matches `best` `(r, n)`: their maximum (`best-sentence`),
+        or their mean (`maxsim`), weighted under `query_weighting=rarity` by weights taken once
+        a query from `covering` `(a, n)`, the best matches in every document scored first."""
+        if self.method is not Method.maxsim:
+            return best_pair_scores(best)
+        settings = self.context.settings
+        if settings.query_weighting != "rarity":
+            return maxsim_scores(best)
+        if scratch.sentence_weights is None:
+            scratch.sentence_weights = best_match_rarity(covering, settings.rprs_sentences)
+        return maxsim_scores(best, scratch.sentence_weights)
 
     def _exact_best(self, query: Query, docs: Positions, scratch: QueryScratch) -> torch.Tensor:
         """`(len(docs), n)` the exact best matches in `docs` (ascending), from the stored
@@ -101,7 +116,18 @@ class SentenceSets(Scorer):
 
 @register(Method.maxsim, Method.best_sentence, Method.ot, on_shards=True)
 class ShardedSentenceSets(SentenceSets):
-    """`SentenceSets` where each shard scores its own documents' sentences."""
+    """`SentenceSets` where each shard scores its own documents' sentences. The shards reduce
+    the best matches themselves, so `maxsim` is not weighted here: a service configured so
+    refuses to start rather than rank otherwise than one process would."""
+
+    def __init__(self, context: ScoringContext, method: Method) -> None:
+        super().__init__(context, method)
+        weighted = context.settings.query_weighting != "uniform"
+        if weighted and context.shards is not None and method is Method.maxsim:
+            raise ValueError(
+                f"query_weighting={context.settings.query_weighting} is not available for "
+                "maxsim on a sharded service: set DOCSIM_SEARCH__QUERY_WEIGHTING=uniform"
+            )
 
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
         """As `SentenceSets` in one process: on compressed shards, every document of `docs`

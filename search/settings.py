@@ -140,8 +140,10 @@ class SearchSettings(CandidateSettings):
     )
     query_weighting: Literal["uniform", "rarity"] = Field(
         default="uniform",
-        description="`rprs`: how much each query sentence counts; `rarity`: one minus the mean "
-        "cosine of its nearest sentences of the collection (as IDF weights a rare term).",
+        description="`rprs` and `maxsim`: how much each query sentence counts; `rarity`: one "
+        "minus the mean cosine of its nearest sentences (`rprs`: of the collection; `maxsim`: "
+        "its best matches in its `rprs_sentences` best-matching documents), as IDF weights a "
+        "rare term. Not on a sharded service's `maxsim`.",
     )
     rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
     rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
