@@ -52,9 +52,8 @@ def nearest_sentences(
 ) -> Nearest:
     """`(k, min(n, S))` the cosines and positions in `sentences` `(S, d)` of each source
     sentence's `n` nearest (highest cosine first; ties to the lower position), from source
-    rows `(k, d)`;
-    only among the `allowed` rows `(S,)` bool where given (others only where fewer than `n`
-    are allowed, after them)."""
+    rows `(k, d)`; only among the `allowed` rows `(S,)` bool where given (others only where
+    fewer than `n` are allowed, after them)."""
     k, total = source.shape[0], sentences.shape[0]
     n = min(n, total)
     best_values = torch.empty(k, 0, dtype=torch.float32)  # (k, <=n) the running best

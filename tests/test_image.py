@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,13 +28,14 @@ import yaml
 
 from tests.utils.containers import Container
 from tests.utils.postgres import PostgresServer, free_port, running_server
+from tests.utils.scripts import load_script
 from tests.utils.waiting import until
 
 pytestmark = [pytest.mark.slow, pytest.mark.image]
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from image import build_image, machine_pip, remove_images  # noqa: E402
+IMAGE = load_script("scripts/image.py", "image_script")
+build_image, machine_pip, remove_images = IMAGE.build_image, IMAGE.machine_pip, IMAGE.remove_images
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import psutil
 
-BUILDAH = ("buildah", "--storage-driver", "vfs")
+from tests.utils.scripts import load_script
+
+BUILDAH = load_script("scripts/image.py", "image_script").BUILDAH  # as the build runs it
 
 
 class Container:
