@@ -37,7 +37,8 @@ from docsim.search.served.sentence_scan import ScanShape
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.shards.coordinator import ShardedSdr
-from docsim.search.shards.shard import in_process, shards_of
+from docsim.search.shards.cuts import shards_of
+from docsim.search.shards.shard import in_process
 from docsim.search.types import Query, SearchOptions
 
 logger = logging.getLogger("benchmarks.sharded_fidelity")

@@ -40,7 +40,8 @@ from record import save
 
 from docsim.search.shards.actors import LevelRows, RayShards, ShardSpec
 from docsim.search.shards.coordinator import ShardedSdr
-from docsim.search.shards.shard import ShardQuery, shard_ranges
+from docsim.search.shards.cuts import shard_ranges
+from docsim.search.shards.shard import ShardQuery
 
 logger = logging.getLogger("benchmarks.sharded_latency")
 DIM, SENTENCES_PER_PARAGRAPH, PARAGRAPHS_PER_DOCUMENT = 384, 5, 20

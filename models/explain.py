@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 import torch
 
-from docsim.models.scoring import RaggedCollection, RowStats, normalize_rows, paragraph_similarity
+from docsim.models.scoring import (
+    RaggedCollection,
+    RowStats,
+    normalize_rows,
+    paragraph_similarity,
+    paragraph_weights,
+    weighted_mean,
+)
 
 
 def cosine_matrix(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -48,6 +55,7 @@ def align_pair(
     target: torch.Tensor,
     target_paragraph_lengths: torch.Tensor,
     stats: RowStats | None,
+    weights: torch.Tensor | None = None,
 ) -> PairAlignment:
     """The paragraph matrix of a pair, its document score and its sentence alignments.
 
@@ -57,13 +65,16 @@ def align_pair(
         target: `(N, d)` target sentence vectors, paragraph by paragraph.
         target_paragraph_lengths: `(J,)` sentences per target paragraph.
         stats: the per-source-paragraph statistics the ranking used, or None (no z-score).
+        weights: `(n,)` how much each source sentence counted in the ranking (None: the same).
     """
     collection = RaggedCollection(
         sentences=target,
         paragraph_lengths=target_paragraph_lengths,
         document_lengths=torch.tensor([len(target_paragraph_lengths)]),
     )
-    raw = paragraph_similarity(source, source_paragraph_lengths, collection)  # (I, J)
+    raw = paragraph_similarity(
+        source, source_paragraph_lengths, collection, weights=weights
+    )  # (I, J)
     normalized = normalize_rows(raw, stats) if stats is not None else raw  # (I, J)
     best_value, best_paragraph = normalized.max(dim=1)  # (I,), (I,)
     # each source paragraph's sentences against those of its best target paragraph
@@ -83,7 +94,9 @@ def align_pair(
         paragraphs=raw,
         normalized=normalized,
         best_paragraph=best_paragraph,
-        score=float(best_value.mean()),
+        score=float(
+            weighted_mean(best_value[None, :], paragraph_weights(source_paragraph_lengths, weights))
+        ),
         sentence_target=sentence_target,
         sentence_score=sentence_score,
     )

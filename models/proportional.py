@@ -83,14 +83,6 @@ def rarity_weights(cosines: torch.Tensor) -> torch.Tensor:
     return rarity / rarity.mean()
 
 
-def best_match_rarity(best: torch.Tensor, m: int) -> torch.Tensor:
-    """`(n,)` `rarity_weights` of each source sentence from its best matches `B` `(D, n)` in
-    each document (`alignment.sentence_best`): its nearest are its best matches in the `m`
-    documents that match it best."""
-    top = torch.topk(best.double(), min(m, best.shape[0]), dim=0).values  # (m, n)
-    return rarity_weights(top.T)
-
-
 def proportional_scores(
     nearest: torch.Tensor,
     sentence_lengths: torch.Tensor,

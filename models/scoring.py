@@ -11,6 +11,10 @@ paragraph j:
                                                                      every candidate paragraph)
     S(s, c)    = mean_i max_{j in c} z_ij                          (document score)
 
+With weights w_k on the source's sentences (`search.query_weights`: their rarity in the
+collection), P_ij is the w-weighted mean over paragraph i's sentences and S the mean over
+paragraphs weighted by each paragraph's mean w; equal weights give the paper's scoring.
+
 Dimensions: n source sentences, I source paragraphs, R candidate sentences, J candidate
 paragraphs, D candidate documents, d vector size. Everything is tensors in, tensors out.
 """
@@ -47,13 +51,31 @@ class RaggedCollection:
         return int(self.document_lengths.shape[0])
 
 
-def averaging_matrix(source_paragraph_lengths: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """`(I, n)` matrix whose product with an `(n, ...)` tensor averages each source paragraph."""
+def averaging_matrix(
+    source_paragraph_lengths: torch.Tensor,
+    dtype: torch.dtype,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`(I, n)` matrix whose product with an `(n, ...)` tensor averages each source paragraph,
+    each sentence counting by its weight `(n,)` (positive; default: 1 each)."""
     lengths = source_paragraph_lengths
     rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # (n,)
-    out = torch.zeros(len(lengths), int(lengths.sum()), dtype=dtype)  # (I, n)
-    out[rows, torch.arange(out.shape[1])] = 1.0 / lengths[rows].to(dtype)
+    n = int(lengths.sum())
+    counts = torch.ones(n, dtype=torch.float64) if weights is None else weights.double().cpu()
+    totals = torch.zeros(len(lengths), dtype=torch.float64).index_add_(0, rows, counts)  # (I,)
+    out = torch.zeros(len(lengths), n, dtype=dtype)  # (I, n)
+    out[rows, torch.arange(n)] = (counts / totals[rows]).to(dtype)
     return out
+
+
+def paragraph_weights(
+    source_paragraph_lengths: torch.Tensor, weights: torch.Tensor | None
+) -> torch.Tensor | None:
+    """`(I,)` each source paragraph's mean sentence weight from `weights` `(n,)` (None: None,
+    every paragraph counting the same)."""
+    if weights is None:
+        return None
+    return averaging_matrix(source_paragraph_lengths, torch.float64) @ weights.double().cpu()
 
 
 BLOCK_PAIRS = 1 << 24  # sentence pairs a block may compare: a long source gets shorter blocks
@@ -98,9 +120,10 @@ def paragraph_similarity(
     collection: RaggedCollection,
     *,
     block_sentences: int = 65536,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Stage one: `P` `(I, J)`, the mean over each source paragraph's sentences of their best
-    cosine within each candidate paragraph.
+    """Stage one: `P` `(I, J)`, the mean over each source paragraph's sentences (weighted by
+    `weights` `(n,)` where given) of their best cosine within each candidate paragraph.
 
     The collection is processed in blocks of whole paragraphs (about `block_sentences`
     sentences, fewer for a long source: `block_rows`) so that the `(n, R)` sentence matrix
@@ -109,7 +132,8 @@ def paragraph_similarity(
     """
     device, home = collection.sentences.device, source.device
     source = source.to(device)
-    average = averaging_matrix(source_paragraph_lengths.cpu(), source.dtype).to(device)  # (I, n)
+    average = averaging_matrix(source_paragraph_lengths.cpu(), source.dtype, weights)  # (I, n)
+    average = average.to(device)
     lengths = collection.paragraph_lengths.cpu()
     ends = torch.cumsum(lengths, 0)  # (J,)
     block_sentences = block_rows(block_sentences, source.shape[0])
@@ -152,16 +176,29 @@ def normalize_rows(
     return (paragraph_scores - stats.mean[:, None]) / std[:, None]  # (I, J)
 
 
-def document_scores(paragraph_scores: torch.Tensor, document_lengths: torch.Tensor) -> torch.Tensor:
+def document_scores(
+    paragraph_scores: torch.Tensor,
+    document_lengths: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Stage two: `S` `(D,)`, the mean over source paragraphs of the best candidate paragraph
-    of each document."""
+    of each document, each source paragraph counting by its weight `(I,)` where given
+    (`paragraph_weights`)."""
     best = torch.segment_reduce(
         paragraph_scores.T.contiguous(),
         "max",
         lengths=document_lengths.to(paragraph_scores.device),
         axis=0,
-    )
-    return best.mean(dim=1)  # (D, I) -> (D,)
+    )  # (D, I)
+    return weighted_mean(best, weights)
+
+
+def weighted_mean(best: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """`(D,)` the mean of each row of `best` `(D, I)`, column i counting by `weights[i]`."""
+    if weights is None:
+        return best.mean(dim=1)
+    w = weights.to(device=best.device, dtype=best.dtype)  # (I,)
+    return (best @ w) / w.sum()
 
 
 def sdr_scores(
@@ -172,6 +209,7 @@ def sdr_scores(
     normalize: bool = True,
     stats: RowStats | None = None,
     block_sentences: int = 65536,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every document of `collection` against the source.
 
@@ -182,14 +220,20 @@ def sdr_scores(
         normalize: apply the z-score of step 3 (the paper) or not (the public code).
         stats: normalisation statistics to use instead of the candidates' own (candidate mode
             estimates them from a fixed sample of the collection).
+        weights: `(n,)` how much each source sentence counts (default: the same).
 
     Returns:
         `(D,)` document scores and the `(I, J)` paragraph matrix before normalisation.
     """
     paragraphs = paragraph_similarity(
-        source, source_paragraph_lengths, collection, block_sentences=block_sentences
+        source,
+        source_paragraph_lengths,
+        collection,
+        block_sentences=block_sentences,
+        weights=weights,
     )  # (I, J)
     scored = paragraphs
     if normalize:
         scored = normalize_rows(paragraphs, stats if stats is not None else row_stats(paragraphs))
-    return document_scores(scored, collection.document_lengths), paragraphs
+    columns = paragraph_weights(source_paragraph_lengths, weights)  # (I,) or None
+    return document_scores(scored, collection.document_lengths, columns), paragraphs

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from docsim.models.scoring import RowStats
+from docsim.models.scoring import RowStats, weighted_mean
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,16 @@ def document_best(paragraph_scores: torch.Tensor, document_lengths: torch.Tensor
     )
 
 
-def scores_from_best(best: torch.Tensor, stats: RowStats | None, eps: float = 1e-6) -> torch.Tensor:
+def scores_from_best(
+    best: torch.Tensor,
+    stats: RowStats | None,
+    eps: float = 1e-6,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
     """`(D_s,)` SDR document scores from `document_best` `(D_s, I)`: the mean over source
-    paragraphs of the best z (with `stats`, as `normalize_rows` maps P) or of the best P."""
+    paragraphs (weighted by `weights` `(I,)` where given, as `scoring.document_scores`) of
+    the best z (with `stats`, as `normalize_rows` maps P) or of the best P."""
     if stats is None:
-        return best.mean(dim=1)
+        return weighted_mean(best, weights)
     std = torch.where(stats.std > eps, stats.std, torch.ones_like(stats.std))  # (I,)
-    return ((best - stats.mean[None, :]) / std[None, :]).mean(dim=1)
+    return weighted_mean((best - stats.mean[None, :]) / std[None, :], weights)

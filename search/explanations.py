@@ -165,6 +165,7 @@ def explain_pair(
         target.sentence_vectors,
         target.paragraph_lengths,
         stats.stats if stats is not None else None,
+        searcher.sentence_weights(source),
     )
     vectors = searcher.level_vectors
     explanation = Explanation(

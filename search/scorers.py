@@ -57,7 +57,6 @@ class QueryScratch:
     approximate_docs: Positions | None = None  # (a,) the documents `approximate` covers
     approximate: torch.Tensor | None = None  # (a, n) the same by the compressed level, in each
     exact: dict[int, torch.Tensor] = field(default_factory=dict)  # document -> (n,) exact ones
-    sentence_weights: torch.Tensor | None = None  # (n,) maxsim's query-sentence weights
     lexical: dict[Method, Scores] = field(default_factory=dict)  # a lexical method's (D,) scores
 
 

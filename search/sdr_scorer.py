@@ -19,10 +19,12 @@ from docsim.models.scoring import (
     document_scores,
     normalize_rows,
     paragraph_similarity,
+    paragraph_weights,
     row_stats,
 )
 from docsim.protocol.choices import Population, ScoringMode
 from docsim.search.arrays import Positions, Scores, concatenated_ranges
+from docsim.search.query_weights import SentenceWeights
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.search.shards.coordinator import ShardedSdr
@@ -46,7 +48,8 @@ class SdrScores:
 
 class SdrScorer:
     """SDR scoring of one loaded version. The collection's sentences sit on `device` (a GPU
-    when there is one), copied there once; statistics of indexed sources are remembered."""
+    when there is one), copied there once; statistics of indexed sources are remembered. Each
+    query sentence counts by `weights` (`search.query_weights`; None: the same)."""
 
     def __init__(
         self,
@@ -55,8 +58,10 @@ class SdrScorer:
         stats_sample: Positions,
         default_population: Population,
         sentences_on_device: torch.Tensor | None = None,
+        weights: SentenceWeights | None = None,
     ) -> None:
         self.index = index
+        self.weights = weights or SentenceWeights(index, None)
         self.doc_sentence_start = index.doc_unit_start["sentence"]
         if sentences_on_device is None:  # mapped sentences stay mapped: shards score them
             sentences_on_device = (
@@ -103,7 +108,13 @@ class SdrScorer:
             query.paragraph_lengths,
             collection,
             block_sentences=MAPPED_BLOCK_SENTENCES if mapped else BLOCK_SENTENCES,
+            weights=self.weights.of(query),
         )
+
+    def paragraph_weights(self, query: Query) -> torch.Tensor | None:
+        """`(I,)` how much each of `query`'s paragraphs counts in a document's score (None:
+        the same)."""
+        return paragraph_weights(query.paragraph_lengths, self.weights.of(query))
 
     def sample_stats(self, query: Query) -> ParagraphStats:
         """Candidate mode's statistics: P over the fixed random sample of the collection
@@ -212,7 +223,8 @@ class SdrScorer:
             if remember:
                 self.remember(query, used)
             pmatrix = normalize_rows(pmatrix, used.stats)
-        scores[docs] = document_scores(pmatrix, collection.document_lengths).numpy()
+        columns = self.paragraph_weights(query)  # (I,) or None
+        scores[docs] = document_scores(pmatrix, collection.document_lengths, columns).numpy()
         return SdrScores(scores, pmatrix, first_column, used)
 
     def explain_columns(
@@ -266,7 +278,8 @@ class ShardedSdrScorer(SdrScorer):
         n = self.index.n_documents
         # normalised over the whole collection: its every document ranked, then those kept
         ranked = self._every_other(query) if whole_collection and normalize else docs
-        hits, stats, scored = self.shards.rank(query_on_shards(query, ranked, n), None, normalize)
+        on_shards = query_on_shards(query, ranked, n, self.weights.of(query))
+        hits, stats, scored = self.shards.rank(on_shards, None, normalize)
         kept = np.isin(hits.positions, docs)
         scores = np.full(n, -np.inf)
         scores[hits.positions[kept]] = hits.scores[kept]

@@ -32,6 +32,7 @@ from docsim.search.examples import ExampleRanker, scoring_mode
 from docsim.search.filters import Filter
 from docsim.search.lexical.postings import Postings
 from docsim.search.queries import encode_document, encode_levels, indexed_query
+from docsim.search.query_weights import SentenceWeights, rarity_neighbours
 from docsim.search.scorers import Scorer, ScoringContext, scorers_for
 from docsim.search.sdr_ranker import SDR_RANKED, SdrRanker, first_pass
 from docsim.search.sdr_scorer import SdrScorer, ShardedSdrScorer, carry_rows
@@ -211,6 +212,11 @@ class Searcher:
         left out of the ranking (`search.examples`)."""
         return self.ranker.similar_to_examples(likes, unlikes, options)
 
+    def sentence_weights(self, query: Query) -> torch.Tensor | None:
+        """`(n,)` how much each of `query`'s sentences counts in `sdr` and `maxsim`
+        (`search.query_weights`; None: the same)."""
+        return self.context.sdr.weights.of(query)
+
     def ranking_stats(self, query: Query) -> ParagraphStats:
         """The statistics a default `/similar` (normalised, mode `auto`, no pool) uses for this
         query (`SdrScorer.default_stats`)."""
@@ -272,6 +278,7 @@ def scoring_context(
         np.sort(sample),
         Population.sample if candidate else Population.collection,
         sentences_on_device,
+        SentenceWeights(index, rarity_neighbours(settings)),
     )
     return ScoringContext(
         index=index,

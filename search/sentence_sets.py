@@ -11,10 +11,9 @@ import numpy as np
 import torch
 
 from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
-from docsim.models.proportional import best_match_rarity
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
-from docsim.search.scorers import QueryScratch, Scorer, ScoringContext, register
+from docsim.search.scorers import QueryScratch, Scorer, register
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.shard import query_on_shards
@@ -52,7 +51,7 @@ class SentenceSets(Scorer):
             if best is None or best_docs is None or not np.array_equal(best_docs, docs):
                 best = sentence_best(query.sentence_vectors, collection)  # (k, n)
                 scratch.best_docs, scratch.best_matches = docs, best
-            found = self._reduce(best, best, scratch)
+            found = self._reduce(best, query)
         out[docs] = found.float().numpy()
         return out
 
@@ -67,10 +66,10 @@ class SentenceSets(Scorer):
             approximate = scan.best_of(query.sentence_vectors, docs)  # (k, n)
             scratch.approximate_docs, scratch.approximate = docs, approximate
         estimates = np.full(self.context.index.n_documents, -np.inf)
-        estimates[docs] = self._reduce(approximate, approximate, scratch).numpy()
+        estimates[docs] = self._reduce(approximate, query).numpy()
         rescored = self._rescored(estimates, docs)
         exact_best = self._exact_best(query, rescored, scratch)  # (r, n)
-        exact = self._reduce(exact_best, approximate, scratch).numpy()
+        exact = self._reduce(exact_best, query).numpy()
         return rescored_estimates(estimates, docs, rescored, exact)
 
     def _rescored(self, estimates: Scores, docs: Positions) -> Positions:
@@ -86,23 +85,16 @@ class SentenceSets(Scorer):
         rescored = np.sort(docs)
         best = self._exact_best(query, rescored, scratch)
         out = scores.copy()
-        out[rescored] = self._reduce(best, best, scratch).numpy()
+        out[rescored] = self._reduce(best, query).numpy()
         return out
 
-    def _reduce(
-        self, best: torch.Tensor, covering: torch.Tensor, scratch: QueryScratch
-    ) -> torch.Tensor:
+    def _reduce(self, best: torch.Tensor, query: Query) -> torch.Tensor:
         """`(r,)` scores of the best matches `best` `(r, n)`: their maximum (`best-sentence`),
-        or their mean (`maxsim`), weighted under `query_weighting=rarity` by weights taken once
-        a query from `covering` `(a, n)`, the best matches in every document scored first."""
+        or their mean (`maxsim`), each query sentence counting by its weight
+        (`search.query_weights`)."""
         if self.method is not Method.maxsim:
             return best_pair_scores(best)
-        settings = self.context.settings
-        if settings.query_weighting != "rarity":
-            return maxsim_scores(best)
-        if scratch.sentence_weights is None:
-            scratch.sentence_weights = best_match_rarity(covering, settings.rprs_sentences)
-        return maxsim_scores(best, scratch.sentence_weights)
+        return maxsim_scores(best, self.context.sdr.weights.of(query))
 
     def _exact_best(self, query: Query, docs: Positions, scratch: QueryScratch) -> torch.Tensor:
         """`(len(docs), n)` the exact best matches in `docs` (ascending), from the stored
@@ -116,18 +108,8 @@ class SentenceSets(Scorer):
 
 @register(Method.maxsim, Method.best_sentence, Method.ot, on_shards=True)
 class ShardedSentenceSets(SentenceSets):
-    """`SentenceSets` where each shard scores its own documents' sentences. The shards reduce
-    the best matches themselves, so `maxsim` is not weighted here: a service configured so
-    refuses to start rather than rank otherwise than one process would."""
-
-    def __init__(self, context: ScoringContext, method: Method) -> None:
-        super().__init__(context, method)
-        weighted = context.settings.query_weighting != "uniform"
-        if weighted and context.shards is not None and method is Method.maxsim:
-            raise ValueError(
-                f"query_weighting={context.settings.query_weighting} is not available for "
-                "maxsim on a sharded service: set DOCSIM_SEARCH__QUERY_WEIGHTING=uniform"
-            )
+    """`SentenceSets` where each shard scores its own documents' sentences, weighted as in one
+    process."""
 
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
         """As `SentenceSets` in one process: on compressed shards, every document of `docs`
@@ -142,7 +124,7 @@ class ShardedSentenceSets(SentenceSets):
         depth = self.context.settings.rescore_depth(len(docs))
         if not shards.compressed or self.method is Method.ot or len(docs) <= depth:
             return self._on_shards(shards, query, docs)
-        on_shards = query_on_shards(query, docs, n_documents)
+        on_shards = query_on_shards(query, docs, n_documents, self._weights(query))
         estimates = shards.sentence_estimates(on_shards, self.method.value)
         rescored = self._rescored(estimates, docs)
         exact = self._on_shards(shards, query, rescored)[rescored]
@@ -162,11 +144,15 @@ class ShardedSentenceSets(SentenceSets):
         out[docs] = exact[docs]
         return out
 
+    def _weights(self, query: Query) -> torch.Tensor | None:
+        """`(n,)` `maxsim`'s query-sentence weights (None: the same, or another method)."""
+        return self.context.sdr.weights.of(query) if self.method is Method.maxsim else None
+
     def _on_shards(self, shards: ShardedSdr, query: Query, docs: Positions) -> Scores:
         """`(D,)` this method's exact scores of `docs` (ascending) from the shards."""
         settings = self.context.settings
         return shards.sentence_scores(
-            query_on_shards(query, docs, self.context.index.n_documents),
+            query_on_shards(query, docs, self.context.index.n_documents, self._weights(query)),
             self.method.value,
             ot_reg=settings.ot_reg,
             ot_iterations=settings.ot_iterations,

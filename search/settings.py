@@ -140,10 +140,10 @@ class SearchSettings(CandidateSettings):
     )
     query_weighting: Literal["uniform", "rarity"] = Field(
         default="uniform",
-        description="`rprs` and `maxsim`: how much each query sentence counts; `rarity`: one "
-        "minus the mean cosine of its nearest sentences (`rprs`: of the collection; `maxsim`: "
-        "its best matches in its `rprs_sentences` best-matching documents), as IDF weights a "
-        "rare term. Not on a sharded service's `maxsim`.",
+        description="`sdr`, `maxsim` and `rprs`: how much each query sentence counts; `rarity`: "
+        "one minus the mean cosine of its `rprs_sentences` nearest sentences in the collection "
+        "(`rprs`: among the documents it ranks), as IDF weights a rare term. Costs `sdr` and "
+        "`maxsim` one search of the sentence level per query.",
     )
     rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
     rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")

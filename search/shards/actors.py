@@ -27,7 +27,8 @@ from docsim.indexer.store.stored_rows import open_stored, row_format
 from docsim.models.scoring import RaggedCollection
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import ScanShape, scan_basis
-from docsim.search.shards.shard import SEARCHED_ON_SHARDS, SdrShard, compressed, shard_cuts
+from docsim.search.shards.cuts import compressed, shard_cuts
+from docsim.search.shards.shard import SEARCHED_ON_SHARDS, SdrShard
 
 if TYPE_CHECKING:  # the actors' process imports no SQL
     from docsim.search.served.loaded_index import LoadedIndex

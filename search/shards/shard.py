@@ -6,8 +6,8 @@ paragraph matrix for the query, keeps each document's best P per source paragrap
 the row moments; round two, given the collection's mean and std (combined by the
 coordinator), returns its own top k. The coordinator (`search.shards.coordinator`) reaches shards
 that run in this process (`in_process`) or as Ray actors (`search.shards.actors`)
-through a `ShardCall`. `shard_cuts` and `shards_of` cut a loaded version into shards of about
-equal sentence counts.
+through a `ShardCall`. `search.shards.cuts` cuts a loaded version into shards of about equal
+sentence counts.
 """
 
 from __future__ import annotations
@@ -25,13 +25,18 @@ from cachetools import TTLCache
 from docsim.indexer.errors import ShardUnavailableError
 from docsim.models.alignment import (
     best_pair_scores,
-    document_sentence_lengths,
     maxsim_scores,
     ot_scores,
     sentence_best,
 )
 from docsim.models.scan import ScanRows, approximate_best_of
-from docsim.models.scoring import RaggedCollection, RowStats, block_cosines, paragraph_similarity
+from docsim.models.scoring import (
+    RaggedCollection,
+    RowStats,
+    block_cosines,
+    paragraph_similarity,
+    paragraph_weights,
+)
 from docsim.models.shard_moments import (
     RowMoments,
     document_best,
@@ -41,11 +46,10 @@ from docsim.models.shard_moments import (
 from docsim.search.arrays import concatenated_ranges
 from docsim.search.ranking import top_k
 from docsim.search.served.mapped_rows import MAPPED_BLOCK_SENTENCES
-from docsim.search.served.sentence_scan import ScanShape, scan_basis, scan_rows
 from docsim.search.types import Query
 
 if TYPE_CHECKING:  # a shard actor imports this module: no SQL in its process
-    from docsim.search.served.loaded_index import LoadedIndex
+    pass
 
 # the levels whose rows the shards hold and search (a sharded coordinator maps them)
 SEARCHED_ON_SHARDS = ("section", "paragraph", "sentence")
@@ -68,17 +72,27 @@ class ShardQuery:
     paragraph_lengths: torch.Tensor  # (I,)
     exclude: int | None = None  # an indexed source never scores itself
     allowed: np.ndarray | None = None  # a pool of candidates; None: every document
+    weights: torch.Tensor | None = None  # (n,) how much each sentence counts; None: the same
 
 
-def query_on_shards(query: Query, docs: np.ndarray, n_documents: int) -> ShardQuery:
-    """What the shards need of `query` to score the positions `docs` of `n_documents`."""
+def query_on_shards(
+    query: Query, docs: np.ndarray, n_documents: int, weights: torch.Tensor | None = None
+) -> ShardQuery:
+    """What the shards need of `query` to score the positions `docs` of `n_documents`, its
+    sentences counting by `weights` `(n,)` (`search.query_weights`)."""
     return ShardQuery(
         key=uuid.uuid4().hex,
         sentences=query.sentence_vectors,
         paragraph_lengths=query.paragraph_lengths,
         exclude=query.source_index,
         allowed=None if len(docs) == n_documents else np.asarray(docs, dtype=np.int64),
+        weights=weights,
     )
+
+
+# round one's documents of a query (local), their best P per source paragraph `(D_s, I)` and
+# the source paragraphs' weights `(I,)` (None: the same), kept for round two
+Pending: TypeAlias = tuple[np.ndarray, torch.Tensor, torch.Tensor | None]
 
 
 @dataclass(frozen=True)
@@ -134,9 +148,7 @@ class SdrShard:
         self.sentence_start = np.concatenate(
             [[0], np.cumsum(collection.paragraph_lengths.numpy())]
         )[self.paragraph_start]  # (D_s + 1,)
-        self._pending: TTLCache[str, tuple[np.ndarray, torch.Tensor]] = TTLCache(
-            maxsize=1024, ttl=PENDING_SECONDS
-        )
+        self._pending: TTLCache[str, Pending] = TTLCache(maxsize=1024, ttl=PENDING_SECONDS)
         self._lock = threading.Lock()
 
     @property
@@ -176,13 +188,18 @@ class SdrShard:
         sentences = query.sentences.to(self.device)  # (n, d): P stays beside the collection
         if len(local):
             p = paragraph_similarity(
-                sentences, query.paragraph_lengths, collection, block_sentences=self.block_sentences
+                sentences,
+                query.paragraph_lengths,
+                collection,
+                block_sentences=self.block_sentences,
+                weights=query.weights,
             )  # (I, J_s)
         else:
             p = sentences.new_empty(len(query.paragraph_lengths), 0)  # (I, 0)
         best = document_best(p, collection.document_lengths.to(self.device))  # (D_s, I)
+        columns = paragraph_weights(query.paragraph_lengths, query.weights)  # (I,) or None
         with self._lock:
-            self._pending[query.key] = (local, best)
+            self._pending[query.key] = (local, best, columns)
         moments = row_moments(p)
         return ShardMoments(
             RowMoments(moments.count, moments.mean.cpu(), moments.m2.cpu()), len(local)
@@ -199,7 +216,7 @@ class SdrShard:
             return ShardHits(np.empty(0, np.int64), np.empty(0))
         if method in ("maxsim", "best-sentence"):
             best = sentence_best(query.sentences, self._collection_of(local))  # (D_s, n)
-            scores = _reduction(method)(best)
+            scores = _reduction(method, query.weights)(best)
         elif method == "ot":
             collection = self._collection_of(local)
             scores = ot_scores(query.sentences, collection, reg=ot_reg, iterations=ot_iterations)
@@ -217,7 +234,8 @@ class SdrShard:
         if not len(local):
             return ShardHits(np.empty(0, np.int64), np.empty(0))
         approximate = approximate_best_of(query.sentences, self.scan, torch.from_numpy(local))
-        return ShardHits(local + self.first, _reduction(method)(approximate).double().numpy())
+        scores = _reduction(method, query.weights)(approximate)
+        return ShardHits(local + self.first, scores.double().numpy())
 
     def nearest(
         self, level: str, vectors: torch.Tensor, k: int, within: np.ndarray | None = None
@@ -251,11 +269,11 @@ class SdrShard:
             raise ShardUnavailableError(
                 f"query {key!r} has no first round on this shard (expired or restarted)"
             )
-        local, best = pending
+        local, best, weights = pending
         scores = np.full(self.n_documents, -np.inf)
         if stats is not None:
             stats = RowStats(mean=stats.mean.to(self.device), std=stats.std.to(self.device))
-        scores[local] = scores_from_best(best, stats).double().cpu().numpy()
+        scores[local] = scores_from_best(best, stats, weights=weights).double().cpu().numpy()
         chosen = top_k(scores, local, len(local) if k is None else k, self.tiebreak)
         return ShardHits(chosen + self.first, scores[chosen])
 
@@ -284,92 +302,13 @@ def nearest_rows(
     return top.values, torch.gather(rows, 1, top.indices)
 
 
-def shard_ranges(sentence_counts: np.ndarray, n: int) -> list[int]:
-    """Cut points `[0, ..., D]` of `n` contiguous ranges holding about equal numbers of
-    sentences (`sentence_counts` `(D,)`): the work of a query is proportional to them. Every
-    range holds at least one document when there are `n` of them."""
-    total = len(sentence_counts)
-    prefix = np.concatenate([[0], np.cumsum(sentence_counts)])  # (D + 1,)
-    cuts = [0]
-    for i in range(1, n):
-        target = prefix[-1] * i / n
-        cut = int(np.argmin(np.abs(prefix - target)))
-        cut = max(cut, cuts[-1] + 1) if total >= n else max(cut, cuts[-1])
-        cuts.append(min(cut, total - (n - i)) if total >= n else cut)
-    return [*cuts, total]
-
-
-@dataclass(frozen=True)
-class ShardRange:
-    """One shard's documents `[first, stop)` and its rows `[start, stop)` of each unit level."""
-
-    first: int
-    stop: int
-    rows: dict[str, tuple[int, int]]
-
-
-def shard_cuts(index: LoadedIndex, n: int) -> list[ShardRange]:
-    """A loaded version's `n` shards, by about equal sentence counts: a document's units are
-    one run of rows at every level (`LoadedIndex.doc_unit_start`)."""
-    start = index.doc_unit_start  # each level's (D + 1,)
-    cuts = shard_ranges(np.diff(start["sentence"]), n)
-    return [
-        ShardRange(d0, d1, {level: (int(s[d0]), int(s[d1])) for level, s in start.items()})
-        for d0, d1 in zip(cuts[:-1], cuts[1:], strict=True)
-    ]
-
-
-def shards_of(
-    index: LoadedIndex, tiebreak: np.ndarray, n: int, scan: ScanShape | None = None
-) -> list[SdrShard]:
-    """A loaded version cut into `n` shards of about equal sentence counts (views of its
-    tensors: nothing is copied), each with its rows of the levels searched on shards, and
-    its sentences compressed as `scan` says (None: not compressed), on the basis fitted on the
-    whole collection's."""
-    collection = index.collection
-    basis = scan_basis(index.vectors["sentence"], scan) if scan is not None else None
-    shards = []
-    for cut in shard_cuts(index, n):
-        (p0, p1), (s0, s1) = cut.rows["paragraph"], cut.rows["sentence"]
-        part = RaggedCollection(
-            sentences=collection.sentences[s0:s1],
-            paragraph_lengths=collection.paragraph_lengths[p0:p1],
-            document_lengths=collection.document_lengths[cut.first : cut.stop],
-        )
-        units = {
-            level: (index.vectors[level][r0:r1], r0)
-            for level, (r0, r1) in cut.rows.items()
-            if level in SEARCHED_ON_SHARDS and level != "sentence"
-        }
-        tie = tiebreak[cut.first : cut.stop]
-        shards.append(
-            SdrShard(
-                part,
-                cut.first,
-                tie,
-                first_sentence=s0,
-                units=units,
-                scan=compressed(part, scan, basis),
-            )
-        )
-    return shards
-
-
-def compressed(
-    collection: RaggedCollection, shape: ScanShape | None, basis: torch.Tensor | None
-) -> ScanRows | None:
-    """A shard's sentences compressed as `shape` says, projected on `basis` (the whole
-    collection's `scan_basis`; None: not compressed, or no sentences)."""
-    if shape is None or basis is None or not len(collection.sentences):
-        return None
-    lengths = document_sentence_lengths(collection).numpy()  # (D_s,)
-    return scan_rows(collection.sentences, lengths, shape, basis)
-
-
-def _reduction(method: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    """`(D, n)` best matches to `(D,)` scores: `maxsim`'s mean, or `best-sentence`'s."""
+def _reduction(
+    method: str, weights: torch.Tensor | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`(D, n)` best matches to `(D,)` scores: `maxsim`'s mean (weighted by `weights` `(n,)`
+    where given), or `best-sentence`'s."""
     if method == "maxsim":
-        return maxsim_scores
+        return lambda best: maxsim_scores(best, weights)
     if method == "best-sentence":
         return best_pair_scores
     raise ValueError(f"method {method!r} has no compressed first pass")

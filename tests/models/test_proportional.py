@@ -10,7 +10,6 @@ import torch.nn.functional as F
 
 from docsim.models.alignment import maxsim_scores
 from docsim.models.proportional import (
-    best_match_rarity,
     nearest_sentences,
     proportional_scores,
     rarity_weights,
@@ -111,12 +110,13 @@ def test_rarity_weights_by_hand() -> None:
     assert rarity_weights(masked).tolist() == pytest.approx([1.0])
 
 
-def test_best_match_rarity_and_weighted_maxsim_by_hand() -> None:
-    # 3 documents, 2 source sentences; m = 2: sentence 0's best two matches 0.9 and 0.7
-    # (mean 0.8, rarity 0.2), sentence 1's 0.5 and 0.3 (mean 0.4, rarity 0.6): weights 0.5, 1.5
-    best = torch.tensor([[0.9, 0.1], [0.7, 0.5], [0.2, 0.3]])
-    weights = best_match_rarity(best, 2)
+def test_rarity_weights_and_weighted_maxsim_by_hand() -> None:
+    # 2 source sentences: sentence 0's two nearest at 0.9 and 0.7 (mean 0.8, rarity 0.2),
+    # sentence 1's at 0.5 and 0.3 (mean 0.4, rarity 0.6): weights 0.5, 1.5; then maxsim over
+    # 3 documents' best matches
+    weights = rarity_weights(torch.tensor([[0.9, 0.7], [0.5, 0.3]]))
     assert weights.tolist() == pytest.approx([0.5, 1.5])
+    best = torch.tensor([[0.9, 0.1], [0.7, 0.5], [0.2, 0.3]])
     scored = maxsim_scores(best, weights)
     want = [(0.45 + 0.15) / 2, (0.35 + 0.75) / 2, (0.1 + 0.45) / 2]
     assert scored.tolist() == pytest.approx(want)

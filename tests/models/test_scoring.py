@@ -17,19 +17,30 @@ def unit(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def reference_scores(
-    source: list[list[list[float]]], candidates: list[list[list[list[float]]]], normalize: bool
+    source: list[list[list[float]]],
+    candidates: list[list[list[list[float]]]],
+    normalize: bool,
+    weights: list[list[float]] | None = None,
 ) -> list[float]:
-    """source[i][k] = vector; candidates[c][j][r] = vector. Plain loops, the paper's steps."""
+    """source[i][k] = vector; candidates[c][j][r] = vector; weights[i][k] = how much source
+    sentence k of paragraph i counts (None: 1 each). Plain loops, the paper's steps, with
+    each paragraph's P a weighted mean and each document's score weighted by the paragraphs'
+    mean weights."""
+    w = weights or [[1.0] * len(si) for si in source]
 
     def cos(a, b):
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     P = [
         [
-            [sum(max(cos(sk, cr) for cr in cj) for sk in si) / len(si) for cj in c]
+            [
+                sum(wk * max(cos(sk, cr) for cr in cj) for sk, wk in zip(si, wi, strict=True))
+                / sum(wi)
+                for cj in c
+            ]
             for c in candidates
         ]
-        for si in source
+        for si, wi in zip(source, w, strict=True)
     ]  # P[i][c][j]
     if normalize:
         for i, row in enumerate(P):
@@ -37,14 +48,17 @@ def reference_scores(
             mu = sum(values) / len(values)
             sigma = math.sqrt(sum((v - mu) ** 2 for v in values) / len(values))
             P[i] = [[(v - mu) / sigma for v in c] for c in row]
+    omega = [sum(wi) / len(wi) for wi in w]  # each paragraph's mean weight
     return [
-        sum(max(P[i][c]) for i in range(len(source))) / len(source) for c in range(len(candidates))
+        sum(omega[i] * max(P[i][c]) for i in range(len(source))) / sum(omega)
+        for c in range(len(candidates))
     ]
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("normalize", [True, False])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_vectorised_scorer_equals_the_equations(normalize: bool, seed: int) -> None:
+def test_vectorised_scorer_equals_the_equations(normalize: bool, seed: int, weighted: bool) -> None:
     rng, gen, d = random.Random(seed), torch.Generator().manual_seed(seed), 16
     source_lengths = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
     doc_shapes = [
@@ -57,9 +71,16 @@ def test_vectorised_scorer_equals_the_equations(normalize: bool, seed: int) -> N
         paragraph_lengths=torch.tensor([n for s in doc_shapes for n in s]),
         document_lengths=torch.tensor([len(s) for s in doc_shapes]),
     )
+    n = sum(source_lengths)
+    weights = torch.rand(n, generator=gen, dtype=torch.float64) * 2 + 0.1 if weighted else None
     # tiny blocks force the chunked path across paragraph boundaries
     got, _ = sdr_scores(
-        source, torch.tensor(source_lengths), collection, normalize=normalize, block_sentences=3
+        source,
+        torch.tensor(source_lengths),
+        collection,
+        normalize=normalize,
+        block_sentences=3,
+        weights=weights,
     )
 
     def split(rows, lengths):
@@ -75,7 +96,10 @@ def test_vectorised_scorer_equals_the_equations(normalize: bool, seed: int) -> N
         n = sum(shape)
         candidates.append(split(sentences[at : at + n], shape))
         at += n
-    want = reference_scores(src, candidates, normalize)
+    per_paragraph = split(weights[:, None], source_lengths) if weights is not None else None
+    want = reference_scores(
+        src, candidates, normalize, [[w[0] for w in p] for p in per_paragraph or []] or None
+    )
     torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), atol=1e-5, rtol=1e-5)
 
 
@@ -88,6 +112,18 @@ def test_fixed_stats_are_used_when_given() -> None:
     torch.testing.assert_close(own, same)
     raw, _ = sdr_scores(source, lengths, collection, normalize=False)
     assert not torch.allclose(own, raw)
+
+
+def test_equal_weights_are_the_papers_scoring() -> None:
+    gen = torch.Generator().manual_seed(4)
+    collection = RaggedCollection(unit(10, 8, gen), torch.tensor([3, 3, 4]), torch.tensor([1, 2]))
+    source, lengths = unit(5, 8, gen), torch.tensor([2, 3])
+    plain, _ = sdr_scores(source, lengths, collection)
+    for scale in (1.0, 2.5):  # weights count relative to each other
+        same, _ = sdr_scores(source, lengths, collection, weights=torch.full((5,), scale))
+        torch.testing.assert_close(same, plain)
+    skewed, _ = sdr_scores(source, lengths, collection, weights=torch.tensor([1, 3, 1, 1, 1]))
+    assert not torch.allclose(skewed, plain)
 
 
 @pytest.mark.gpu

@@ -21,15 +21,19 @@ def split_documents(document_lengths: torch.Tensor, cuts: list[int]) -> list[tup
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("cuts", [[], [3], [1, 2, 7], [0, 5, 5]])  # empty shards too
 @pytest.mark.parametrize("normalize", [True, False])
-def test_sharded_scores_equal_the_whole_collections(cuts: list[int], normalize: bool) -> None:
+def test_sharded_scores_equal_the_whole_collections(
+    cuts: list[int], normalize: bool, weighted: bool
+) -> None:
     generator = torch.Generator().manual_seed(7)
     document_lengths = torch.randint(1, 5, (9,), generator=generator)  # (D,)
     p = torch.rand(4, int(document_lengths.sum()), generator=generator) * 0.8 + 0.1  # (I, J)
+    weights = torch.tensor([0.5, 2.0, 1.0, 0.25]) if weighted else None  # (I,)
     reference_stats = row_stats(p)
     scored = normalize_rows(p, reference_stats) if normalize else p
-    reference = document_scores(scored, document_lengths)  # (D,)
+    reference = document_scores(scored, document_lengths, weights)  # (D,)
 
     paragraph_start = torch.cat([torch.zeros(1, dtype=torch.long), document_lengths.cumsum(0)])
     parts, bests = [], []
@@ -40,8 +44,12 @@ def test_sharded_scores_equal_the_whole_collections(cuts: list[int], normalize: 
     stats = moments_stats(combine_moments(parts))
     torch.testing.assert_close(stats.mean, reference_stats.mean, rtol=0, atol=1e-6)
     torch.testing.assert_close(stats.std, reference_stats.std, rtol=0, atol=1e-6)
-    sharded = torch.cat([scores_from_best(b, stats if normalize else None) for b in bests])
+    sharded = torch.cat(
+        [scores_from_best(b, stats if normalize else None, weights=weights) for b in bests]
+    )
     torch.testing.assert_close(sharded, reference, rtol=0, atol=1e-5)
+    if weighted:  # the weights change the scores
+        assert not torch.allclose(reference, document_scores(scored, document_lengths))
     assert torch.equal(torch.argsort(sharded, stable=True), torch.argsort(reference, stable=True))
 
 

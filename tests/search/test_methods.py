@@ -82,31 +82,6 @@ def test_sentence_matching_equals_brute_force(searcher: Searcher, kind: str) -> 
         assert found[Method.best_sentence][external] == pytest.approx(best.max().item(), abs=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["posted", "coffee-04"])
-def test_rarity_weighted_maxsim_equals_brute_force(searcher: Searcher, kind: str) -> None:
-    """Each query sentence weighs one minus the mean of its best matches in the
-    `rprs_sentences` documents it matches best (of those ranked), scaled to mean 1; `maxsim`
-    is the weighted mean of the best matches."""
-    searcher = with_config(searcher, query_weighting="rarity")
-    query, source = query_of(searcher, kind)
-    sentences = query.sentence_vectors.float()
-    best = {
-        external: (sentences @ vectors.float().T).max(dim=1).values  # (n,)
-        for external, vectors in document_sentences(searcher).items()
-        if external != source
-    }
-    matrix = torch.stack(list(best.values()))  # (D', n)
-    m = searcher.settings.rprs_sentences
-    rarity = 1 - torch.topk(matrix, m, dim=0).values.mean(dim=0)  # (n,)
-    weights = rarity / rarity.mean()
-    found = all_scores(searcher, query, Method.maxsim)
-    uniform = all_scores(with_config(searcher), query, Method.maxsim)
-    assert found != uniform
-    for external, row in best.items():
-        want = ((row * weights).sum() / weights.sum()).item()
-        assert found[external] == pytest.approx(want, abs=1e-5)
-
-
 def test_ot_rewards_the_document_itself_most(searcher: Searcher) -> None:
     """A posted copy of an indexed document aligns best with that document."""
     texts = stored_texts(searcher)
@@ -396,19 +371,3 @@ def test_rprs_equals_its_definition_on_the_stored_sentences(
     tolerance = 1e-6 if weighting == "rarity" else 1e-9
     for external in pool:
         assert found[external] == pytest.approx(want[external], abs=tolerance), external
-
-
-def test_a_sharded_maxsim_refuses_a_weighting_its_shards_cannot_apply(searcher: Searcher) -> None:
-    """The shards reduce the best matches themselves: a weighted `maxsim` there would rank
-    otherwise than one process, so the service does not start so configured."""
-    from dataclasses import replace
-
-    from docsim.search.sentence_sets import ShardedSentenceSets
-
-    weighted = replace(
-        searcher.context, settings=SearchSettings(query_weighting="rarity"), shards=object()
-    )
-    with pytest.raises(ValueError, match="QUERY_WEIGHTING=uniform"):
-        ShardedSentenceSets(weighted, Method.maxsim)
-    ShardedSentenceSets(weighted, Method.best_sentence)  # unweighted anyway
-    ShardedSentenceSets(replace(weighted, shards=None), Method.maxsim)  # one process

@@ -12,13 +12,8 @@ from docsim.search.scorers import QueryScratch
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
-from docsim.search.shards.shard import (
-    SEARCHED_ON_SHARDS,
-    ShardQuery,
-    in_process,
-    shard_ranges,
-    shards_of,
-)
+from docsim.search.shards.cuts import shard_ranges, shards_of
+from docsim.search.shards.shard import SEARCHED_ON_SHARDS, ShardQuery, in_process
 from docsim.search.types import Query, SearchOptions
 from tests.search.test_search import posted_query
 
