@@ -10,7 +10,8 @@ judgments come from ../shared/data (development sets only).
 1. Each lever (a `/similar` method, or a method under another search setting, e.g. stemmed
    BM25) ranks every query's population through `Searcher.similar`, the API's code path, to
    full depth (runs cached in `--cache`). Metrics by `search.evaluation.metrics` (ir_measures),
-   paired t and Wilcoxon tests on per-query AP against `bm25` and `hybrid`.
+   paired t and Wilcoxon tests on every per-query metric against `bm25`, `document`, the
+   default `fused` and `hybrid`.
 2. Fusion: every weight vector of the grid (weights {0, 1, 2} per component, z-score or min-max
    normalisation, stemmed or plain BM25) fuses the components' per-query normalised scores with
    `search.fusion.fuse`, the `fused` method's own function. Per-query AP, NDCG and
@@ -93,6 +94,7 @@ SETS = {
 # current default stemmer.
 PLAIN = {"bm25_stemmer": None}
 STEM = {"bm25_stemmer": "english"}
+RARITY = {"query_weighting": "rarity"}
 LEVERS = {
     "bm25": ("bm25", PLAIN),
     "bm25-reduced": ("bm25-reduced", PLAIN),
@@ -111,7 +113,16 @@ LEVERS = {
     "ot": ("ot", {}),
     "rprs": ("rprs", {}),  # alone: not in the fusion grid (DENSE), which it would triple
     "hybrid": ("hybrid", PLAIN),
+    # issue 56's levers: each query sentence weighted by its rarity, and the default fusion
+    # (`fused`, today's default) with `rprs` added or `maxsim` weighted, fixed beforehand
+    "rprs+rarity": ("rprs", RARITY),
+    "maxsim+rarity": ("maxsim", RARITY),
+    "sdr+rarity": ("sdr", RARITY),
+    "fused": ("fused", {}),
+    "fused+rprs": ("fused", {"fusion": f"{SearchSettings().fusion},rprs:1"}),
+    "fused+rarity": ("fused", RARITY),
 }
+BASELINES = ("bm25", "document", "fused", "hybrid")  # each lever's paired tests against these
 DENSE = ("sdr", "sdr-window", "document", "maxsim", "ot")
 LEXICAL = ("bm25", "bm25-reduced", "bm25-rm3", "bm25-paragraph")
 GRID = (0.0, 1.0, 2.0)
@@ -460,13 +471,15 @@ def main() -> None:
             runs[lever] = lever_runs(lever, folder, judged, args.cache)
             depth = {q: r[:DEPTH] for q, r in runs[lever].items()}
             per_lever[lever] = score_runs(depth, qrels, min_rel=judged.min_rel, pools=pools)
-        tests = {b: paired_tests(per_lever, b) for b in ("bm25", "hybrid")}
+        ndcg = ndcg_metric(name)
+        tests = {b: paired_tests(per_lever, b) for b in BASELINES}  # on MAP
+        ndcg_tests = {b: paired_tests(per_lever, b, ndcg) for b in BASELINES}
         report["levers"][name] = {
             lever: {
                 "mean": mean_metrics(pq),
                 "interval_95": mean_intervals(pq),
-                "vs_bm25": tests["bm25"].get(lever),
-                "vs_hybrid": tests["hybrid"].get(lever),
+                **{f"vs_{b}": tests[b].get(lever) for b in BASELINES},
+                **{f"vs_{b}_ndcg": ndcg_tests[b].get(lever) for b in BASELINES},
             }
             for lever, pq in per_lever.items()
         }

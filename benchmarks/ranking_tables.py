@@ -35,41 +35,50 @@ def test_cell(test: dict | None) -> str:
     return f"{test['mean_difference']:+.4f}, {test['t_test_p']:.3f}, {test['wilcoxon_p']:.3f}"
 
 
+AGAINST = ("bm25", "document", "fused")  # each lever's paired tests shown (MAP)
+
+
 def set_table(name: str, report: dict) -> list[str]:
     ndcg = ndcg_name(name)
     metrics = [m if m != "NDCG" else ndcg for m in METRICS]
+    tests_head = " | ".join(f"MAP vs `{b}`: diff, t p, W p" for b in AGAINST)
     head = [
-        "| lever | " + " | ".join(metrics) + " | MAP vs bm25: diff, t p, W p | vs hybrid |",
-        "|---" * (len(metrics) + 3) + "|",
+        "| lever | " + " | ".join(metrics) + f" | {tests_head} |",
+        "|---" * (len(metrics) + 1 + len(AGAINST)) + "|",
     ]
+    blank = " |" * len(AGAINST)
     rows = []
     for lever, values in report["levers"][name].items():
         cells = [cell(values["mean"], values.get("interval_95"), m) for m in metrics]
-        tests = [test_cell(values.get("vs_bm25")), test_cell(values.get("vs_hybrid"))]
+        tests = [test_cell(values.get(f"vs_{b}")) for b in AGAINST]
         rows.append(f"| `{lever}` | " + " | ".join(cells + tests) + " |")
     fusion, nested = report["fusion"][name], report["nested"]
     rows.append(
         "| grid, chosen on all queries (in sample) | "
         + " | ".join(cell(fusion["in_sample"], None, m) for m in metrics)
-        + " | | |"
+        + f" |{blank}"
     )
     rows.append(
         "| grid, leave-one-out | "
         + " | ".join(cell(fusion["cross_validated"], None, m) for m in metrics)
-        + " | | |"
+        + f" |{blank}"
     )
     shipped = nested["shipped_in_sample"][name]
     rows.append(
         f"| **shipped `fused`** ({nested['shipped']}), in sample | "
         + " | ".join(cell(shipped["mean"], shipped["interval_95"], m) for m in metrics)
-        + " | | |"
+        + f" |{blank}"
     )
     for label in nested["procedures"]:
         result = nested[label][name]
+        tests = [
+            test_cell(result["tests"].get(f"vs_{'shipped' if b == 'fused' else b}_MAP"))
+            for b in AGAINST
+        ]
         rows.append(
             f"| nested, `{label}` | "
-            + " | ".join(cell(result["mean"], result["interval_95"], m) for m in metrics)
-            + f" | {test_cell(result['tests'].get('vs_bm25_MAP'))} | |"
+            + " | ".join([cell(result["mean"], result["interval_95"], m) for m in metrics] + tests)
+            + " |"
         )
     return head + rows
 
