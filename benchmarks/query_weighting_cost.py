@@ -6,11 +6,12 @@
 
 (default queries: the AILA 2019 development queries in ../shared/data)
 
-Two searchers over one loaded version, `uniform` and `rarity`, rank every query by each
-method in turn, interleaved (`Searcher.similar`, exhaustive, no paragraph pairs; each query
-encoded once beforehand, its vectors copied before each request so that no request finds the
-weights another computed). Reported: p50 and p95 per method and setting, the p50 ratio of
-`rarity` to `uniform`, and the weights' own step (the sentence level's search) alone.
+Two searchers over one version, opened as the service opens them (`uniform` and `rarity`),
+rank every query by each method in turn, interleaved (`Searcher.similar`, exhaustive, no
+paragraph pairs; each query encoded once beforehand, its vectors copied before each request so
+that no request finds the weights another computed). Reported: p50 and p95 per method and
+setting, the p50 ratio of `rarity` to `uniform`, and the weights' own step (the sentence
+level's search) alone.
 """
 
 from __future__ import annotations
@@ -76,10 +77,12 @@ def main() -> None:
     base = QuerySettings(data_dir=args.data_dir)
     engine = make_engine(base.database_url)
     base = in_collection(base, engine)
-    uniform = open_searcher(base, engine)
-    weighted_settings = base.search.model_copy(update={"query_weighting": "rarity"})
-    parts = (uniform.index, uniform.encoder, uniform.splitter, uniform.engine)
-    searchers = {"uniform": uniform, "rarity": Searcher(*parts, weighted_settings)}
+    rarity = base.search.model_copy(update={"query_weighting": "rarity"})
+    searchers = {  # each as the service opens it (its compressed sentence level and all)
+        "uniform": open_searcher(base, engine),
+        "rarity": open_searcher(base.model_copy(update={"search": rarity}), engine),
+    }
+    uniform = searchers["uniform"]
     queries = [build_query(uniform, q) for q in read_queries(args.queries)]
     times: dict[str, dict[str, list[float]]] = {
         m.value: {s: [] for s in searchers} for m in METHODS

@@ -10,8 +10,8 @@ judgments come from ../shared/data (development sets only).
 1. Each lever (a `/similar` method, or a method under another search setting, e.g. stemmed
    BM25) ranks every query's population through `Searcher.similar`, the API's code path, to
    full depth (runs cached in `--cache`). Metrics by `search.evaluation.metrics` (ir_measures),
-   paired t and Wilcoxon tests on every per-query metric against `bm25`, `document`, the
-   default `fused` and `hybrid`.
+   paired t and Wilcoxon tests on MAP and NDCG against `bm25`, `document`, the default
+   `fused` and `hybrid`, and a variant `METHOD+SETTING` against its plain `METHOD`.
 2. Fusion: every weight vector of the grid (weights {0, 1, 2} per component, z-score or min-max
    normalisation, stemmed or plain BM25) fuses the components' per-query normalised scores with
    `search.fusion.fuse`, the `fused` method's own function. Per-query AP, NDCG and
@@ -150,6 +150,19 @@ def lever_runs(name: str, index: str, judged: JudgedSet, cache: Path) -> dict:
     engine.dispose()
     path.write_text(json.dumps(runs))
     return runs
+
+
+def against_plain(per_lever: dict[str, dict], lever: str, ndcg: str) -> dict[str, dict]:
+    """A variant `METHOD+SETTING`'s paired tests against its plain `METHOD` (e.g.
+    `maxsim+rarity` against `maxsim`), on MAP and NDCG: `{}` for a plain lever."""
+    plain = lever.partition("+")[0]
+    if plain == lever or plain not in per_lever:
+        return {}
+    pair = {lever: per_lever[lever], plain: per_lever[plain]}
+    return {
+        "vs_plain": paired_tests(pair, plain)[lever],
+        "vs_plain_ndcg": paired_tests(pair, plain, ndcg)[lever],
+    }
 
 
 @dataclass
@@ -480,6 +493,7 @@ def main() -> None:
                 "interval_95": mean_intervals(pq),
                 **{f"vs_{b}": tests[b].get(lever) for b in BASELINES},
                 **{f"vs_{b}_ndcg": ndcg_tests[b].get(lever) for b in BASELINES},
+                **against_plain(per_lever, lever, ndcg),
             }
             for lever, pq in per_lever.items()
         }
