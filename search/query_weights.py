@@ -73,13 +73,20 @@ def collection_rarity(
     collection) count as cosine 0, as `rprs` counts them."""
     starts = index.doc_unit_start["sentence"]
     own = (int(starts[source]), int(starts[source + 1])) if source is not None else (0, 0)
-    ids = index.ids["sentence"]
-    found = index.indices["sentence"].search(
-        np.ascontiguousarray(sentences.float().numpy()), nearest + own[1] - own[0]
-    )
-    cosines = torch.full((len(found), nearest), -torch.inf)  # (n, nearest)
-    for i, hits in enumerate(found):
-        rows = np.searchsorted(ids, hits.ids)
-        others = hits.scores[(rows < own[0]) | (rows >= own[1])][:nearest]
-        cosines[i, : len(others)] = torch.from_numpy(np.asarray(others, dtype=np.float32))
+    ids, queries = index.ids["sentence"], np.ascontiguousarray(sentences.float().numpy())
+    cosines = torch.full((len(queries), nearest), -torch.inf)  # (n, nearest)
+    # a sentence's own document holds the sentence itself and a few like it, usually: ask
+    # for a few more than `nearest`, and more again only for the rows that lacked them
+    most = nearest + own[1] - own[0]
+    k, pending = min(2 * nearest, most), np.arange(len(queries))
+    while len(pending):
+        lacking = []
+        found = index.indices["sentence"].search(queries[pending], k)
+        for row, hits in zip(pending, found, strict=True):
+            rows = np.searchsorted(ids, hits.ids)
+            others = hits.scores[(rows < own[0]) | (rows >= own[1])][:nearest]
+            if len(others) < nearest and len(hits.ids) == k < most:
+                lacking.append(row)  # its own document crowded the others out
+            cosines[row, : len(others)] = torch.from_numpy(np.asarray(others, np.float32))
+        pending, k = np.array(lacking, dtype=np.int64), min(4 * k, most)
     return rarity_weights(cosines)

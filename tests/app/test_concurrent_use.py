@@ -293,10 +293,15 @@ def _settings(fresh_settings: Callable[..., ServiceSettings]) -> ServiceSettings
 
 
 @pytest.mark.long
+@pytest.mark.parametrize("weighting", ["uniform", "rarity"])
 def test_concurrent_readers_and_writers_see_one_snapshot_each(
-    fresh_settings: Callable[..., ServiceSettings],
+    fresh_settings: Callable[..., ServiceSettings], weighting: str
 ) -> None:
-    with live_server(_settings(fresh_settings)) as url:
+    """Also with query-sentence weights (`sdr` and `maxsim` then search the sentence level of
+    each live version for them, and keep them per query)."""
+    settings = _settings(fresh_settings)
+    search = settings.search.model_copy(update={"query_weighting": weighting})
+    with live_server(settings.model_copy(update={"search": search})) as url:
         log, checked = run_schedule(url, readers=6, writers=3, seconds=12, seed=26)
     assert len(log.ops) >= 10 and checked["rankings"] >= 10 and checked["hit_texts"] > 0
 

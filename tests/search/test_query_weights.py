@@ -22,7 +22,9 @@ from docsim.search.types import Query, SearchOptions
 from tests.search.test_methods import all_scores, document_sentences, with_config
 from tests.search.test_search import query_of
 
-KINDS = ["posted", "coffee-04"]  # a posted query, and an indexed document left out of its own
+# a posted query, and an indexed document left out of its own: five of coffee-02's sentences
+# have both their two nearest in it (the search asks again for those, `nearest` 1)
+KINDS = ["posted", "coffee-02"]
 
 
 def reference_weights(searcher: Searcher, query: Query, source: str | None) -> torch.Tensor:
@@ -35,15 +37,16 @@ def reference_weights(searcher: Searcher, query: Query, source: str | None) -> t
     return rarity / rarity.mean()
 
 
+@pytest.mark.parametrize("nearest", [1, 10])  # 1: the source's own sentences crowd the search
 @pytest.mark.parametrize("kind", KINDS)
 def test_weights_are_each_sentences_rarity_among_the_other_documents(
-    searcher: Searcher, kind: str
+    searcher: Searcher, kind: str, nearest: int
 ) -> None:
-    weighted = with_config(searcher, query_weighting="rarity")
+    weighted = with_config(searcher, query_weighting="rarity", rprs_sentences=nearest)
     query, source = query_of(weighted, kind)
     got = weighted.sentence_weights(query)
     assert got is not None
-    torch.testing.assert_close(got, reference_weights(searcher, query, source), rtol=0, atol=1e-5)
+    torch.testing.assert_close(got, reference_weights(weighted, query, source), rtol=0, atol=1e-5)
     assert float(got.std()) > 0.05  # the sentences differ: the test can tell weights apart
     assert weighted.sentence_weights(query) is got  # kept for the query
     assert with_config(searcher).sentence_weights(query) is None  # `uniform`
