@@ -75,7 +75,12 @@ def paragraph_weights(
     every paragraph counting the same)."""
     if weights is None:
         return None
-    return averaging_matrix(source_paragraph_lengths, torch.float64) @ weights.double().cpu()
+    lengths = source_paragraph_lengths.cpu()
+    rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # (n,)
+    sums = torch.zeros(len(lengths), dtype=torch.float64).index_add_(
+        0, rows, weights.double().cpu()
+    )
+    return sums / lengths.double()  # (I,)
 
 
 BLOCK_PAIRS = 1 << 24  # sentence pairs a block may compare: a long source gets shorter blocks
