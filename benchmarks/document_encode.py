@@ -45,8 +45,8 @@ from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
 from docsim.models import colde
 from docsim.models.encoder import DocumentVectors
-from docsim.models.inference import export_openvino_int8
 from docsim.models.loading import load_encoder, resolve_encoder_path
+from docsim.models.openvino_export import export_openvino_int8
 from docsim.models.precision import autocast
 from docsim.models.transformer import TransformerEncoder
 

@@ -48,8 +48,8 @@ from docsim.indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
 from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
-from docsim.models.inference import LastHiddenState, export_openvino_int8
 from docsim.models.loading import load_encoder, resolve_encoder_path
+from docsim.models.openvino_export import LastHiddenState, export_openvino_int8
 from docsim.models.transformer import TransformerEncoder
 
 logger = logging.getLogger("benchmarks.encode_throughput")

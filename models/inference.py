@@ -2,10 +2,9 @@
 
 - `torch`: the PyTorch module itself, under bf16 autocast where the hardware has it.
 - `openvino-int8`: the same module exported to OpenVINO and statically quantised to int8 by
-  NNCF (weights per channel, activations per tensor from calibration statistics), run by
-  OpenVINO's CPU plugin with its int8 (VNNI/AMX) kernels, non-quantised operations in bf16
-  where the CPU has it. Calibration statistics come from batches the caller gives (the corpus
-  being indexed), never from a data set fetched from a hub.
+  NNCF (`models.openvino_export`), run by OpenVINO's CPU plugin with its int8 kernels (VNNI or
+  AMX where the CPU has them, AVX2 otherwise), non-quantised operations in bf16 only where
+  torch's oneDNN runs bf16 natively (`models.precision.openvino_precision`), f32 elsewhere.
 
 A backend takes padded batches and yields each with its last hidden states; the encoder pools.
 OpenVINO keeps two requests in flight, so that while one batch runs the caller pads the next
@@ -18,19 +17,16 @@ Dimensions: B batch, T tokens, H hidden size.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import importlib.metadata
 import importlib.util
-import io
 import logging
 import queue
 import sys
 import threading
-import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -39,7 +35,7 @@ import torch
 
 from docsim.models.errors import BackendUnavailableError
 from docsim.models.pacing import before_batch
-from docsim.models.precision import autocast, to_device
+from docsim.models.precision import autocast, openvino_precision, to_device
 
 logger = logging.getLogger(__name__)
 
@@ -94,34 +90,6 @@ class TorchBackend:
             yield batch, hidden  # (B, T, H) on the device
 
 
-class LastHiddenState(torch.nn.Module):
-    """(input_ids, attention_mask) -> last_hidden_state: the graph OpenVINO exports."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden: torch.Tensor = self.model(
-            input_ids=input_ids, attention_mask=attention_mask
-        ).last_hidden_state
-        return hidden
-
-
-class _LastHiddenFromEmbeddings(torch.nn.Module):
-    """(inputs_embeds, attention_mask) -> last_hidden_state."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden: torch.Tensor = self.model(
-            inputs_embeds=inputs_embeds, attention_mask=attention_mask
-        ).last_hidden_state
-        return hidden
-
-
 # OpenVINO (at import and in its converter) and NNCF send usage events to Google Analytics
 # unless the machine's user opted out, each event from a forked copy of the whole process: a
 # fork of a process that holds a model costs about a second, and then waits out its timeout
@@ -132,7 +100,7 @@ class _LastHiddenFromEmbeddings(torch.nn.Module):
 TELEMETRY_PACKAGE = "openvino_telemetry"
 
 
-def _import_openvino() -> Any:
+def import_openvino() -> Any:
     sys.modules.setdefault(TELEMETRY_PACKAGE, None)  # type: ignore[arg-type]
     try:
         import openvino
@@ -154,76 +122,6 @@ def runtime_versions() -> dict[str, str]:
     distributions' metadata: nothing is imported."""
     openvino_version = importlib.metadata.version("openvino")
     return {"openvino": openvino_version.split("-")[0], "nncf": importlib.metadata.version("nncf")}
-
-
-def export_openvino_int8(
-    model: torch.nn.Module, calibration: Sequence[PaddedBatch], out_dir: Path
-) -> None:
-    """Export `model` (a Hugging Face encoder) to OpenVINO, quantise it to int8 with NNCF's
-    post-training quantisation on `calibration`, and save `model.xml`/`model.bin` in `out_dir`.
-    """
-    samples = [{"input_ids": b.input_ids, "attention_mask": b.attention_mask} for b in calibration]
-    _export(LastHiddenState(model), samples, out_dir, [("input_ids", 2), ("attention_mask", 2)])
-
-
-def export_openvino_int8_embeddings(
-    model: torch.nn.Module, calibration: Sequence[dict[str, torch.Tensor]], out_dir: Path
-) -> None:
-    """`export_openvino_int8` for a backbone fed token embeddings (`inputs_embeds`, `(B, T, H)`,
-    with `attention_mask`): for models that add embeddings of their own (CoLDE)."""
-    _export(
-        _LastHiddenFromEmbeddings(model),
-        list(calibration),
-        out_dir,
-        [("inputs_embeds", 3), ("attention_mask", 2)],
-    )
-
-
-def _export(
-    wrapped: torch.nn.Module,
-    samples: list[dict[str, torch.Tensor]],
-    out_dir: Path,
-    inputs: list[tuple[str, int]],
-) -> None:
-    """Trace `wrapped` (on a deep copy: tracing patches the module it is given in place) with
-    dynamic shapes, quantise on `samples`, save to `out_dir`."""
-    if not samples:
-        raise ValueError("int8 calibration needs at least one batch of the corpus's text")
-    ov = _import_openvino()
-    import nncf
-
-    wrapped = copy.deepcopy(wrapped).float().eval()
-    types = {2: ov.Type.i64, 3: ov.Type.f32}
-    # tracing warns about every data-dependent branch in transformers' masking code: these
-    # are the shapes' branches, which the dynamic-shape export keeps as graph operations
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        exported = ov.convert_model(
-            wrapped,
-            example_input={name: samples[0][name] for name, _ in inputs},
-            input=[
-                (name, [-1, -1] if rank == 2 else [-1, -1, samples[0][name].shape[-1]],
-                 types[rank])
-                for name, rank in inputs
-            ],
-        )  # fmt: skip
-
-    def feed(sample: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-        return {name: sample[name].float().numpy() if rank == 3 else sample[name].numpy()
-                for name, rank in inputs}  # fmt: skip
-
-    # NNCF draws its own progress bars on stdout (rich): kept off the caller's output
-    with contextlib.redirect_stdout(io.StringIO()):
-        quantized = nncf.quantize(
-            exported,
-            nncf.Dataset(samples, feed),
-            model_type=nncf.ModelType.TRANSFORMER,
-            subset_size=len(samples),
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ov.save_model(quantized, out_dir / "model.xml", compress_to_fp16=False)
 
 
 def files_sha256(directory: Path) -> str:
@@ -253,11 +151,11 @@ SHAPE_CACHE_CAPACITY = 1024
 BUILD_SHAPE_CACHE_CAPACITY = 256
 
 
-# Compiled models by (files' sha256, streams, threads, shape cache), for the life of the process: a
-# service that swaps to a version of the same export reuses it, and none is ever destroyed
-# while the process runs. (Destroying one in a running service, then receiving SIGTERM,
-# crashed the process with SIGSEGV before Python's handler ran: OpenVINO 2026.4.)
-_COMPILED: dict[tuple[str, int, int, int], Any] = {}
+# Compiled models by (files' sha256, streams, threads, shape cache, precision), for the life
+# of the process: a service that swaps to a version of the same export reuses it, and none is
+# ever destroyed while the process runs. (Destroying one in a running service, then receiving
+# SIGTERM, crashed the process with SIGSEGV before Python's handler ran: OpenVINO 2026.4.)
+_COMPILED: dict[tuple[str, int, int, int, str], Any] = {}
 _COMPILED_LOCK = threading.Lock()
 
 
@@ -267,6 +165,7 @@ def openvino_backend(
     *,
     streams: int = 1,
     shape_cache: int | None = None,
+    precision: str = "auto",
 ) -> OpenVinoBackend:
     """The OpenVINO backend for an encoder on `device`, from the export in `directory`, with
     `shape_cache` prepared kernels kept (default: a service's, `SHAPE_CACHE_CAPACITY`).
@@ -280,7 +179,10 @@ def openvino_backend(
             f"the {OPENVINO_INT8} backend runs on the CPU, not {device} (use the {TORCH} backend)"
         )
     return OpenVinoBackend(
-        directory, streams=streams, shape_cache=shape_cache or SHAPE_CACHE_CAPACITY
+        directory,
+        streams=streams,
+        shape_cache=shape_cache or SHAPE_CACHE_CAPACITY,
+        precision=openvino_precision(precision),
     )
 
 
@@ -292,6 +194,7 @@ class OpenVinoBackend:
         streams: inference streams; the CPU's threads are shared among them.
         threads: CPU threads for inference; default: torch's thread count.
         shape_cache: prepared kernels kept (one an operation and an input shape).
+        precision: OpenVINO's inference precision hint, `f32` or `bf16`.
     """
 
     name = OPENVINO_INT8
@@ -303,8 +206,9 @@ class OpenVinoBackend:
         streams: int = 1,
         threads: int | None = None,
         shape_cache: int = SHAPE_CACHE_CAPACITY,
+        precision: str = "f32",
     ) -> None:
-        ov = _import_openvino()
+        ov = import_openvino()
         missing = [n for n in OPENVINO_FILES if not (directory / n).is_file()]
         if missing:
             raise BackendUnavailableError(
@@ -315,7 +219,7 @@ class OpenVinoBackend:
         self.shape_cache = shape_cache
         threads = threads or torch.get_num_threads()
         self.sha256 = files_sha256(directory)
-        key = (self.sha256, self.streams, threads, shape_cache)
+        key = (self.sha256, self.streams, threads, shape_cache, precision)
         with _COMPILED_LOCK:
             if key not in _COMPILED:
                 core = ov.Core()
@@ -327,6 +231,7 @@ class OpenVinoBackend:
                         "NUM_STREAMS": self.streams,
                         "INFERENCE_NUM_THREADS": threads,
                         "CPU_RUNTIME_CACHE_CAPACITY": str(shape_cache),
+                        "INFERENCE_PRECISION_HINT": precision,
                     },
                 )
             self.compiled = _COMPILED[key]

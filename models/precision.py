@@ -23,11 +23,32 @@ def bf16_supported(device: torch.device) -> bool:
     return False
 
 
+def lstm(module: torch.nn.LSTM, inputs: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    """`module(inputs)`, in fp32 where bf16 autocast is on but the CPU has no native bf16.
+
+    Autocast runs an LSTM in bf16, and oneDNN has no bf16 LSTM kernel for CPUs without
+    AVX512-BF16 or AMX (it fails to create the primitive: AVX2-only CPUs, or any CPU under
+    `ONEDNN_MAX_CPU_ISA=AVX2`). There the LSTM alone runs in fp32, its output cast back to
+    the input's dtype; the rest of the forward pass stays under bf16 autocast.
+    """
+    if (
+        inputs.device.type != "cpu"
+        or not torch.is_autocast_cpu_enabled()  # type: ignore[no-untyped-call, unused-ignore]
+        or bf16_supported(inputs.device)
+    ):
+        return module(inputs)  # type: ignore[no-any-return]
+    with torch.autocast(device_type="cpu", enabled=False):
+        states, hidden = module(inputs.float())
+    return states.to(inputs.dtype), hidden
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for a precision setting, or None for plain fp32.
 
     `auto` picks bf16 where the hardware supports it natively, since emulated bf16 is slower
-    than fp32.
+    than fp32 (torch's oneDNN decides, so `ONEDNN_MAX_CPU_ISA=AVX2` turns it off). An explicit
+    `bf16` runs where the CPU has no native bf16 too, emulated; the operations oneDNN cannot
+    run there (an LSTM: `lstm`) run in fp32.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}. Valid precisions are: {PRECISIONS}.")
@@ -36,6 +57,19 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     if precision == "bf16" or bf16_supported(device):
         return torch.bfloat16
     return None
+
+
+def openvino_precision(precision: str) -> str:
+    """OpenVINO's CPU inference precision hint for a precision setting: `bf16` where torch's
+    oneDNN runs bf16 natively and the setting allows it, else `f32`.
+
+    Left to itself OpenVINO picks bf16 from the CPU's flags, which `ONEDNN_MAX_CPU_ISA` does
+    not change although it caps OpenVINO's kernels too: a process capped to AVX2 on a bf16 CPU
+    then fails to compile a model. Both runtimes follow one reading of the CPU here.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"Unknown precision {precision!r}. Valid precisions are: {PRECISIONS}.")
+    return "bf16" if precision != "fp32" and bf16_supported(torch.device("cpu")) else "f32"
 
 
 def resolve_device(device: str) -> torch.device:

@@ -32,7 +32,6 @@ from docsim.models.inference import (
     TORCH,
     ForwardBackend,
     TorchBackend,
-    export_openvino_int8,
     openvino_backend,
 )
 from docsim.models.model_directory import (
@@ -42,6 +41,7 @@ from docsim.models.model_directory import (
     sha256_file,
     weights_file,
 )
+from docsim.models.openvino_export import export_openvino_int8
 from docsim.models.pooling import POOLING_MODES, pool_states
 from docsim.models.precision import autocast, autocast_dtype, to_device
 from docsim.models.tokens import content_tokens, truncated_ids
@@ -177,7 +177,11 @@ class TransformerRunner:
         manifests name the backend and another process loads the same one. A head
         (projection after pooling) stays on torch."""
         self.backend = openvino_backend(
-            self.device, directory, streams=streams, shape_cache=shape_cache
+            self.device,
+            directory,
+            streams=streams,
+            shape_cache=shape_cache,
+            precision=self.precision,
         )
         self.backend_record = self.backend.record()
         self._identity = None

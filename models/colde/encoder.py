@@ -24,9 +24,9 @@ from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.inference import (
     TORCH,
     OpenVinoBackend,
-    export_openvino_int8_embeddings,
     openvino_backend,
 )
+from docsim.models.openvino_export import export_openvino_int8_embeddings
 from docsim.models.pooling import segment_mean
 from docsim.models.precision import autocast, autocast_dtype
 
@@ -70,6 +70,7 @@ class ColdeEncoder:
         self.model = model.to(self.device).eval()
         tokenizer = tokenizer if tokenizer is not None else load_tokenizer(source_dir)
         self.chunker = ChunkTokenizer(tokenizer, model.config)
+        self.precision = precision
         self.amp_dtype = autocast_dtype(precision, self.device)
         self.name, self.source_dir, self.dim = name, source_dir, model.config.dim
         self.batch = max_batch_size
@@ -89,7 +90,9 @@ class ColdeEncoder:
         service's); the embeddings, chunkwise attention, LSTM and projection stay on torch."""
         # one request at a time here (the head needs each batch before the next): one stream
         # with every thread, as more streams would leave threads idle
-        self.backend = openvino_backend(self.device, directory, streams=1, shape_cache=shape_cache)
+        self.backend = openvino_backend(
+            self.device, directory, streams=1, shape_cache=shape_cache, precision=self.precision
+        )
         self.backend_record = self.backend.record()
         self._identity = None
         if self.load_options is not None:

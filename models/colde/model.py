@@ -30,6 +30,7 @@ from docsim.models.composite import CompositeModel
 from docsim.models.losses import supervised_contrastive_loss
 from docsim.models.model_config import ModelConfig
 from docsim.models.pooling import mean_pool
+from docsim.models.precision import lstm
 
 # Runs the backbone on `(n, T, H)` input embeddings and the `(n, T)` mask: token states
 # `(n, T, H)` (another inference backend than the module itself).
@@ -157,7 +158,8 @@ class ColdeModel(CompositeModel[ColdeConfig]):
                 need_weights=True,
                 average_attn_weights=True,
             )  # (1, C_p, H), (1, C_p, C_q)
-            states, _ = self.lstm(torch.cat([queries, attended[0]], dim=-1)[None])  # (1, C_p, 2h)
+            joined = torch.cat([queries, attended[0]], dim=-1)[None]  # (1, C_p, 2H)
+            states, _ = lstm(self.lstm, joined)  # (1, C_p, 2h)
             chunk_out.append(self.projection(states[0]))  # (C_p, D)
             section_out.append(self.projection(states[0].mean(0)))  # (D,)
             maps.append(weights[0])
@@ -169,7 +171,7 @@ class ColdeModel(CompositeModel[ColdeConfig]):
         attended, _ = self.attention(
             chunk_vectors, chunk_vectors, chunk_vectors, need_weights=False
         )  # (B, k, H)
-        states, _ = self.lstm(torch.cat([chunk_vectors, attended], dim=-1))  # (B, k, 2h)
+        states, _ = lstm(self.lstm, torch.cat([chunk_vectors, attended], dim=-1))  # (B, k, 2h)
         projected: torch.Tensor = self.projection(states.mean(dim=1))  # (B, D)
         return projected
 

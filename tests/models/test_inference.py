@@ -17,10 +17,10 @@ from docsim.models.inference import (
     TORCH,
     BackendUnavailableError,
     OpenVinoBackend,
-    export_openvino_int8,
     files_sha256,
 )
 from docsim.models.loading import load_encoder
+from docsim.models.openvino_export import export_openvino_int8
 from docsim.models.transformer import TransformerEncoder
 from tests.models.test_transformer import TEXTS
 
@@ -204,7 +204,7 @@ def test_openvino_and_nncf_send_no_telemetry() -> None:
     have imported OpenVINO already."""
     script = (
         "from docsim.models import inference\n"
-        "inference._import_openvino()\n"
+        "inference.import_openvino()\n"
         "import nncf.telemetry.wrapper as nncf_telemetry\n"
         "import openvino.tools.ovc.convert_impl as convert\n"
         "print(convert.tm.__name__, type(nncf_telemetry.telemetry).__name__)\n"
