@@ -5,8 +5,10 @@ in a record that says what produced them:
      "commit": SHA or null, "machine": {"cpu", "cores", "memory_gib", "gpu"} or null,
      "figures": what the benchmark measured, in its own layout}
 
-`figures` reads a record's figures back. Paths outside the repository are recorded as `<path>`
-(no folder of one machine lands in the repository); records saved before the shape existed were
+`figures` reads a record's figures back. No folder of one machine lands in the repository: an
+absolute path anywhere in a record, its command or its figures (`--set aila=/data/aila`, a
+path inside a figure's text), is written relative to the repository (`../shared/data/...`
+beside it) or as `<path>`; records saved before the shape existed were
 wrapped as they were, with the command and machine they named, if any
 (`tests/test_benchmarks.py` checks every file under `results/`).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -29,13 +32,37 @@ KEYS = ("schema", "benchmark", "command", "commit", "machine", "figures")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# an absolute path inside any text: `/` (or `~/`) and a folder name, where a word can start
+ABSOLUTE_PATH = re.compile(r"""(?<![^\s'"=(,\[])(?:~|/(?=[\w.~-]+/))[^\s'",)\]]*""")
+
+
+def recorded_path(path_text: str) -> str:
+    """An absolute path as a record shows it: relative to the repository's root when inside
+    it or beside it (`../shared/...`), else `<path>`."""
+    path = Path(path_text).expanduser().resolve()
+    if path.is_relative_to(ROOT):
+        return str(path.relative_to(ROOT))
+    if path.is_relative_to(ROOT.parent) and ROOT.parent != Path(ROOT.anchor):
+        return str(Path("..") / path.relative_to(ROOT.parent))
+    return "<path>"
+
+
 def recorded_argument(argument: str) -> str:
-    """`argument` as the record shows it: a path outside the repository becomes `<path>`,
-    one inside it is relative to the repository's root."""
-    if not argument.startswith(("/", "~")):
-        return argument
-    path = Path(argument).expanduser().resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else "<path>"
+    """`argument` (or any text) as the record shows it: every absolute path in it as
+    `recorded_path` writes it."""
+    return ABSOLUTE_PATH.sub(lambda found: recorded_path(found.group()), argument)
+
+
+def without_paths(value: Any) -> Any:
+    """`value` (JSON: figures) with `recorded_argument` applied to every string in it, keys
+    included."""
+    if isinstance(value, str):
+        return recorded_argument(value)
+    if isinstance(value, dict):
+        return {without_paths(key): without_paths(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_paths(item) for item in value]
+    return value
 
 
 def command(argv: list[str] | None = None) -> str:
@@ -101,7 +128,7 @@ def wrap(figures: Any, argv: list[str] | None = None) -> dict[str, Any]:
         "command": command(argv),
         "commit": STARTED_COMMIT,
         "machine": machine(),
-        "figures": figures,
+        "figures": without_paths(figures),
     }
 
 
@@ -128,6 +155,10 @@ def problems(record: Any, known: set[str]) -> list[str]:
         found.append("command is not a string or null")
     if not isinstance(record.get("machine"), dict | None):
         found.append("machine is not an object or null")
+    paths = sorted({p.group() for p in ABSOLUTE_PATH.finditer(json.dumps(record.get("figures")))})
+    paths += [p.group() for p in ABSOLUTE_PATH.finditer(str(record.get("command")))]
+    if paths:
+        found.append(f"names folders of a machine: {paths[:3]}")
     return found
 
 

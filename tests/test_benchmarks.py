@@ -91,3 +91,19 @@ def test_the_shape_check_finds_a_record_out_of_shape() -> None:
     assert record.problems(renamed, {"query_latency"}) == [
         "benchmark 'no_such' is not one of the suite's"
     ]
+
+
+def test_no_record_names_a_folder_of_a_machine(tmp_path: Path) -> None:
+    """Absolute paths become relative or `<path>` wherever they are: in a `name=path`
+    argument, inside a figure's text, in a key."""
+    record = record_module()
+    argv = ["benchmarks/ranking_cv.py", "--set", f"aila={tmp_path}/aila", f"--out={tmp_path}"]
+    figures = {"runs": [f"{tmp_path}/run.json fused"], f"{tmp_path}/k": str(ROOT / "x.json")}
+    saved = record.wrap(figures, argv)
+    assert saved["command"] == "python -m benchmarks ranking_cv --set 'aila=<path>' '--out=<path>'"
+    assert saved["figures"] == {"runs": ["<path> fused"], "<path>": "x.json"}
+    assert record.problems(saved, {"ranking_cv"}) == []
+    assert record.problems(
+        record.wrap({"dir": f"{tmp_path}/a"}, argv) | {"figures": {"dir": f"{tmp_path}/a"}},
+        {"ranking_cv"},
+    ) == [f"names folders of a machine: ['{tmp_path}/a']"]
