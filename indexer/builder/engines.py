@@ -32,6 +32,7 @@ from docsim.indexer.ray_session import connect_ray
 from docsim.indexer.settings import Settings
 from docsim.indexer.text.documents import Document
 from docsim.models.encoder import DocumentVectors, Encoder
+from docsim.models.pacing import paced
 
 logger = logging.getLogger(__name__)
 
@@ -78,28 +79,44 @@ class LocalEngine:
 _DONE = object()
 
 
+class _Stopped(Exception):
+    """Raised in the producer's thread, before its next batch, once the consumer stopped."""
+
+
 def one_ahead(items: Iterator[Any]) -> Generator[Any, None, None]:
     """`items`, produced by a thread one item ahead of the consumer. The producer's error is
-    raised in the consumer. A consumer that stops (or fails, or is interrupted) waits for the
-    item being made, which is then dropped: no thread is left running native code (a forward
-    pass) while the process winds down."""
+    raised in the consumer. A consumer that stops (or fails, or is interrupted: SIGTERM) waits
+    for the batch being made (an encoder's forward pass, through `models.pacing`), and the
+    item it belonged to is dropped: no thread is left running native code while the process
+    winds down, and a block of one huge document no longer holds an interrupted build until
+    it is encoded whole."""
     ready: queue.Queue[Any] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
+    def stop_before_batch(_rows: int) -> None:
+        if stop.is_set():
+            raise _Stopped
+
     def produce() -> None:
         try:
-            for item in items:
-                while not stop.is_set():
-                    try:
-                        ready.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            ready.put((_DONE, None))
+            with paced(stop_before_batch):
+                _produce()
+        except _Stopped:
+            return
         except BaseException as error:  # noqa: BLE001 - handed to the consumer as it is
             ready.put((_DONE, error))
+
+    def _produce() -> None:
+        for item in items:
+            while not stop.is_set():
+                try:
+                    ready.put((item, None), timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+        ready.put((_DONE, None))
 
     worker = threading.Thread(target=produce, name="docsim-encode", daemon=True)
     worker.start()

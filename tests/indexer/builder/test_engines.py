@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from docsim.indexer.settings import RaySettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
 from docsim.models.encoder import Encoder
+from docsim.models.pacing import before_batch
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
@@ -133,6 +135,34 @@ def test_one_ahead_keeps_order_raises_the_producers_error_and_stops_early() -> N
     stream.close()
     time.sleep(0.5)
     assert len(made) <= 5  # the producer stopped a step or two ahead, not at the end
+
+
+def test_one_ahead_stops_the_producer_between_batches_of_one_item() -> None:
+    """An item made of many batches (one huge document's forward passes) is dropped at the
+    next batch once the consumer stops, not finished: an interrupted build exits at once."""
+    batches: list[int] = []
+    first_done, release = threading.Event(), threading.Event()
+
+    def huge_items():
+        yield "small"
+        for i in range(10_000):  # the second item: 10,000 batches
+            if i == 1:
+                first_done.set()
+                release.wait(5)
+            before_batch(1)
+            batches.append(i)
+        yield "huge"
+
+    stream = one_ahead(huge_items())
+    assert next(stream) == "small"
+    assert first_done.wait(5)
+    closer = threading.Thread(target=stream.close)
+    closer.start()
+    time.sleep(0.2)  # the consumer has set its stop and waits for the producer
+    release.set()
+    closer.join(10)
+    assert not closer.is_alive()
+    assert len(batches) <= 3, len(batches)
 
 
 @pytest.mark.slow
