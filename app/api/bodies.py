@@ -9,7 +9,6 @@ multipart at all, a 413 for one over the upload limit).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -23,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from docsim.app.api.body_limit import FORM, FORM_FIELD_BYTES
+from docsim.app.api.json_reader import JsonBounds, JsonError, read_json
 from docsim.app.core.errors import DocumentTooLargeError
 from docsim.app.services.uploads import UploadedFile
 
@@ -39,23 +39,20 @@ def is_form(http: Request) -> bool:
     return http.headers.get("content-type", "").lower().startswith(FORM)
 
 
-class _NotAJsonNumber(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> float:
-    raise _NotAJsonNumber(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
-
-
-async def json_body(http: Request, model: type[Model]) -> Model:
+async def json_body(
+    http: Request, model: type[Model], check: Callable[[Any], None] | None = None
+) -> Model:
     """The JSON body validated as `model`, strictly: no NaN or Infinity, no field the model
-    does not have, and no coercion (`true` is not a number, `"yes"` not a boolean). Errors
-    are located in `body` as FastAPI's are. A large body is parsed on a worker thread, so
-    that the event loop goes on serving the other connections meanwhile."""
+    does not have, and no coercion (`true` is not a number, `"yes"` not a boolean). It is read
+    within the JSON limits first (`app.api.json_reader`), then handed to `check` (which
+    raises to refuse it) before the model's validation. Errors are located in `body` as
+    FastAPI's are. A large body is parsed on a worker thread, so that the event loop goes on
+    serving the other connections meanwhile."""
     raw = await http.body()
+    bounds = JsonBounds.of(http.app.state.settings.api)
     if len(raw) > PARSE_ON_THREAD_BYTES:
-        return await anyio.to_thread.run_sync(parsed, raw, model)
-    return parsed(raw, model)
+        return await anyio.to_thread.run_sync(parsed, raw, model, bounds, check)
+    return parsed(raw, model, bounds, check)
 
 
 PARSE_ON_THREAD_BYTES = 256 * 1024  # about 2 ms of parsing
@@ -71,35 +68,29 @@ def strict_json(model: type[Model]) -> Callable[[Request], Awaitable[Model]]:
     return body
 
 
-def parsed(raw: bytes, model: type[Model]) -> Model:
+def parsed(
+    raw: bytes,
+    model: type[Model],
+    bounds: JsonBounds,
+    check: Callable[[Any], None] | None = None,
+) -> Model:
     """`raw` validated as `model` (see `json_body`)."""
     try:
-        json.loads(raw, parse_constant=_refuse_constant)
-    except RecursionError:  # arrays or objects nested thousands deep
+        data = read_json(raw, bounds)
+    except JsonError as error:
         raise RequestValidationError(
             [
                 {
                     "type": "json_invalid",
-                    "loc": ("body", 0),
-                    "msg": "JSON decode error",
-                    "input": {},
-                    "ctx": {"error": "the JSON nests too deeply"},
-                }
-            ]
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, _NotAJsonNumber) as error:
-        position = getattr(error, "pos", getattr(error, "start", 0))
-        raise RequestValidationError(
-            [
-                {
-                    "type": "json_invalid",
-                    "loc": ("body", position),
-                    "msg": "JSON decode error",
+                    "loc": ("body", error.position),
+                    "msg": str(error) if error.limit else "JSON decode error",
                     "input": {},
                     "ctx": {"error": str(error)},
                 }
             ]
         ) from None
+    if check is not None:
+        check(data)
     try:
         return model.model_validate_json(raw, strict=True)
     except ValidationError as error:

@@ -23,6 +23,22 @@ class ApiSettings(BaseModel):
         "the body is read whole. An upload may have DOCSIM_FILES__MAX_BYTES plus 1 MiB of form "
         "fields.",
     )
+    max_json_depth: int = Field(
+        default=100,
+        ge=8,
+        json_schema_extra={"answer": 422},
+        description="How deep arrays and objects may nest in a JSON body, and in the filter of "
+        "an upload's form (422). A filter's own nesting is bounded lower: 32 levels of and / "
+        "or / not.",
+    )
+    max_json_number_chars: int = Field(
+        default=1_000,
+        ge=32,
+        le=4_300,
+        json_schema_extra={"answer": 422},
+        description="Characters of one number in a JSON body or an upload's filter (422); at "
+        "most 4,300, the digits Python reads in an integer.",
+    )
     max_document_bytes: int = Field(
         default=2_000_000,
         ge=1,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import (
@@ -104,19 +103,6 @@ class SimilarOptions(RequestModel):
         """The whole filter parsed once (a FilterError is a ValueError: a 422 naming it)."""
         if value is not None:
             parse_filter(value.data())
-        return value
-
-    @field_validator("filter", mode="before")
-    @classmethod
-    def _filter_from_form(cls, value: Any) -> Any:
-        """A form field holds the filter as JSON text."""
-        if isinstance(value, str):
-            try:
-                return json.loads(value)
-            except ValueError as error:
-                raise ValueError(f"the filter is not JSON: {error}") from None
-            except RecursionError:
-                raise ValueError("the filter is not JSON: it nests too deeply") from None
         return value
 
 

@@ -37,9 +37,7 @@ def posted_document(
         DocumentTooLargeError: more characters or sentences than the limits allow (413).
         EmptyDocumentError: no text, or no sentence in it (422).
     """
-    size = len(posted.get("text", "")) + sum(
-        len(s["text"]) + len(s["title"]) for s in posted.get("sections", [])
-    )
+    size = posted_characters(posted)
     if size > limits.max_document_bytes:
         raise DocumentTooLargeError(
             f"{what} has {size} characters; the limit is {limits.max_document_bytes} "
@@ -49,6 +47,17 @@ def posted_document(
     if not isinstance(source, SourceDocument):
         raise EmptyDocumentError(f"{what} is empty or invalid: {source.reason}")
     return source, split_within_limits(source, splitter, limits, what)
+
+
+def posted_characters(posted: dict[str, Any]) -> int:
+    """The characters of every string of a posted document that becomes its text or title:
+    its `title`, its `text`, and its sections' titles and texts."""
+    sections = posted.get("sections") or []
+    return (
+        len(posted.get("title") or "")
+        + len(posted.get("text") or "")
+        + sum(len(s.get("text") or "") + len(s.get("title") or "") for s in sections)
+    )
 
 
 def split_within_limits(
@@ -131,3 +140,38 @@ def filter_size(data: Any) -> tuple[int, int]:
         if isinstance(node.get("not"), dict):
             pending.append(node["not"])
     return nodes, values
+
+
+def check_filter_size(data: Any, limits: ApiSettings) -> None:
+    """A filter's JSON form, as read and before any model validates it, within the limits on
+    its clauses and values: counted node by node, and refused at the first count past its
+    limit, so that a filter far over them costs no more than reading it. An item that is not
+    a filter node counts as a clause; what is wrong with it is left to validation.
+
+    Raises:
+        LimitExceededError: the first count past its limit, named with its setting (422).
+    """
+    nodes = values = 0
+    pending = [data] if isinstance(data, dict) else []
+    while pending:
+        node = pending.pop()
+        nodes += 1
+        if nodes > limits.max_filter_clauses:
+            raise _past("the filter's clauses", nodes, limits.max_filter_clauses, "CLAUSES")
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("in"), list):
+            values += len(node["in"])
+            if values > limits.max_filter_values:
+                raise _past("the filter's values", values, limits.max_filter_values, "VALUES")
+        for combinator in ("and", "or"):
+            if isinstance(node.get(combinator), list):
+                pending.extend(node[combinator])
+        if "not" in node:
+            pending.append(node["not"])
+
+
+def _past(what: str, counted: int, limit: int, setting: str) -> LimitExceededError:
+    return LimitExceededError(
+        f"{what} is {counted:,} or more; the limit is {limit:,} (DOCSIM_API__MAX_FILTER_{setting})"
+    )

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
@@ -14,6 +14,8 @@ from docsim.app.api.bodies import (
     validated,
 )
 from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep, paced_by
+from docsim.app.api.json_reader import JsonBounds, JsonError, read_json
+from docsim.app.core.settings import ApiSettings
 from docsim.app.schemas.similar import (
     SimilarOptions,
     SimilarRequest,
@@ -21,6 +23,7 @@ from docsim.app.schemas.similar import (
     similar_response,
 )
 from docsim.app.services import similar as service
+from docsim.app.services.limits import check_filter_size
 from docsim.app.services.uploads import UploadedFile
 from docsim.protocol.answers import SimilarResponse
 
@@ -30,9 +33,15 @@ router = APIRouter(tags=["search"])
 async def similar_body(
     http: Request, settings: SettingsDep
 ) -> tuple[SimilarOptions, UploadedFile | None]:
-    """The JSON body, or the uploaded file and the options given as form fields."""
+    """The JSON body, or the uploaded file and the options given as form fields. The filter
+    is counted against its limits as read, before the models validate it."""
+    limits = settings.api
     if not is_form(http):
-        return await json_body(http, SimilarRequest), None
+
+        def check(data: Any) -> None:
+            check_filter_size(data.get("filter") if isinstance(data, dict) else None, limits)
+
+        return await json_body(http, SimilarRequest, check), None
     options = set(SimilarOptions.model_fields)
     form = await form_body(
         http,
@@ -43,7 +52,25 @@ async def similar_body(
     )
     if len(form.files) != 1:
         raise invalid("file", f"give one query document file here ({len(form.files)} given)")
-    return validated(SimilarOptions, form.fields), form.files[0]
+    return validated(SimilarOptions, form_filter(form.fields, limits)), form.files[0]
+
+
+def form_filter(fields: dict[str, Any], limits: ApiSettings) -> dict[str, Any]:
+    """The form's fields with the filter's JSON text read (`app.api.json_reader`) and
+    counted against its limits.
+
+    Raises:
+        RequestValidationError: the filter is not JSON within the JSON limits (422).
+        LimitExceededError: more clauses or values than the limits allow (422).
+    """
+    if not isinstance(text := fields.get("filter"), str):
+        return fields
+    try:
+        data = read_json(text, JsonBounds.of(limits))
+    except JsonError as error:
+        raise invalid("filter", f"the filter is not JSON: {error}") from None
+    check_filter_size(data, limits)
+    return {**fields, "filter": data}
 
 
 @router.post(
