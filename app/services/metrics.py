@@ -2,7 +2,9 @@
 
 - `docsim_http_request_duration_seconds{method,route,status,collection}`: a histogram per
   route template (`/jobs/{job_id}`, not the raw path, so the label set stays small) and
-  collection.
+  collection. Every label takes a bounded set of values whatever clients send: a method
+  HTTP does not define is counted as `other`, a path no route serves as `unmatched`, an
+  unknown collection as none (""), and a deleted collection's series go with it.
 - Read at scrape time from what the service already holds, never double-booked, per
   collection: `docsim_index_version{collection}`, `docsim_index_documents{collection}`,
   `docsim_index_vectors{collection,level}`, `docsim_index_vector_bytes{collection,level}`,
@@ -32,6 +34,11 @@ logger = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 UNMATCHED = "unmatched"  # requests no route serves (404s): one label value, not one per path
+# the methods of RFC 9110 and PATCH; any other a client sends is one label value
+METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
+OTHER_METHOD = "other"
 
 
 class ServiceCollector(Collector):
@@ -134,8 +141,23 @@ class Metrics:
             return response
         finally:
             self.latency.labels(
-                request.method, route_template(request), str(status), collection_label(request)
+                method_label(request),
+                route_template(request),
+                str(status),
+                collection_label(request),
             ).observe(time.perf_counter() - started)
+
+    def forget_collection(self, request: Request, name: str) -> None:
+        """Drop the series of the collection `name`, which `request` has just deleted; the
+        request itself is counted under no collection, as one for an unknown name is."""
+        self.latency.remove_by_labels({"collection": name})
+        request.state.collection = None
+
+
+def method_label(request: Request) -> str:
+    """The request's method when HTTP defines it, else `OTHER_METHOD`: a made-up method
+    never becomes a label value of its own."""
+    return request.method if request.method in METHODS else OTHER_METHOD
 
 
 def collection_label(request: Request) -> str:

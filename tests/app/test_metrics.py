@@ -117,3 +117,50 @@ def test_a_read_protected_collection_shows_only_to_its_readers(fresh_settings) -
                 status if status == 401 else 404
             )
         assert client.get("/collections/plain/jobs").status_code == 200
+
+
+def _latency_labels(client: TestClient) -> set[tuple]:
+    return {
+        labels
+        for (name, labels) in scrape(client)
+        if name == "docsim_http_request_duration_seconds_count"
+    }
+
+
+def test_made_up_methods_and_paths_add_no_label_values(client: TestClient) -> None:
+    """3,000 anonymous requests of made-up methods grew /metrics from 0.85 to 6.4 MB."""
+
+    def send(start: int, stop: int) -> None:
+        for i in range(start, stop):
+            for path in ("/health", f"/made/up/{i}", "/collections/default/similar"):
+                client.request(f"FOO{i}", path)
+                client.get(f"{path}/{i}")
+
+    send(0, 5)
+    client.get("/metrics")  # its own series, before the first look
+    before, size = _latency_labels(client), len(client.get("/metrics").content)
+    send(5, 205)
+    after = _latency_labels(client)
+    assert after == before
+    assert len(client.get("/metrics").content) < size + 2_000  # counts' digits, not series
+    methods = {dict(labels)["method"] for labels in after}
+    assert "other" in methods and not any(m.startswith("FOO") for m in methods)
+    assert not any("made" in dict(labels)["route"] for labels in after)
+
+
+def test_a_deleted_protected_collection_shows_to_no_one(fresh_settings) -> None:
+    """Once deleted, its series showed to anyone: no read key guarded them any more."""
+    write, read = "write-key-0123456789abcdef", "read-key-0123456789abcdef"
+    with TestClient(create_app(fresh_settings())) as client:
+        body = {"name": "secret", "write_key": write, "read_key": read}
+        assert client.post("/collections", json=body).status_code == 201
+        assert client.get("/collections/secret", headers={"X-API-Key": read}).status_code == 200
+        assert 'collection="secret"' in client.get("/metrics", headers={"X-API-Key": read}).text
+        deleted = client.delete("/collections/secret", headers={"X-API-Key": write})
+        assert deleted.status_code == 200, deleted.text
+        for key in (None, read, write):
+            headers = {"X-API-Key": key} if key else {}
+            assert 'collection="secret"' not in client.get("/metrics", headers=headers).text
+        # a collection of the same name made again starts with no series of the old one
+        assert client.post("/collections", json={"name": "secret"}).status_code == 201
+        assert not any(dict(labels)["collection"] == "secret" for labels in _latency_labels(client))

@@ -106,11 +106,16 @@ def show(collection: CollectionName, collections: CollectionsDep) -> CollectionO
 
 
 @router.delete("/{collection}", response_model=CollectionDeleted, dependencies=[OwnerKey])
-def delete(collection: CollectionName, collections: CollectionsDep) -> CollectionDeleted:
+def delete(
+    collection: CollectionName, collections: CollectionsDep, http: Request
+) -> CollectionDeleted:
     """Delete a collection with its versions, documents and jobs (409 for `default`, and
-    while a job of it runs). It needs the server's key or the collection's write key; a
-    collection with keys is never deleted anonymously, even on a server without a key."""
-    return CollectionDeleted(name=collection, versions=collections.delete(collection))
+    while a job of it runs), and its series on /metrics. It needs the server's key or the
+    collection's write key; a collection with keys is never deleted anonymously, even on a
+    server without a key."""
+    versions = collections.delete(collection)
+    http.app.state.metrics.forget_collection(http, collection)
+    return CollectionDeleted(name=collection, versions=versions)
 
 
 def include_scoped(app: FastAPI, routers: list[APIRouter], read_key: Any) -> None:

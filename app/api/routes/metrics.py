@@ -13,35 +13,41 @@ router = APIRouter(tags=["operations"])
 
 
 class _Readable:
-    """A registry's metrics without the samples of the collections in `hidden`."""
+    """A registry's metrics with the samples of a collection only for the collections in
+    `shown` (all of them when it is None); samples of no collection (`""`, jobs) always."""
 
-    def __init__(self, registry: CollectorRegistry, hidden: set[str]) -> None:
-        self.registry, self.hidden = registry, hidden
+    def __init__(self, registry: CollectorRegistry, shown: set[str] | None) -> None:
+        self.registry, self.shown = registry, shown
 
     def collect(self) -> Iterator[Metric]:
         for metric in self.registry.collect():
-            kept = [s for s in metric.samples if s.labels.get("collection") not in self.hidden]
-            if len(kept) != len(metric.samples):
-                metric.samples = kept
+            if self.shown is not None:
+                metric.samples = [s for s in metric.samples if self._shows(s.labels)]
             yield metric
+
+    def _shows(self, labels: dict[str, str]) -> bool:
+        name = labels.get("collection")
+        return not name or self.shown is None or name in self.shown
 
 
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Prometheus metrics: request latency per route, index sizes, jobs and their durations.
     A collection with a read key shows only to a caller with that key, its write key or the
-    server's key, as in `GET /collections`."""
+    server's key, as in `GET /collections`; a collection that no longer exists shows to no
+    one (a request that was still running when it was deleted may have counted it again)."""
     registry = request.app.state.metrics.registry
     key = given_key(request)
     collections = getattr(request.app.state, "collections", None)
-    hidden = (
-        set()
-        if collections is None or is_server_key(request, key)
+    server = is_server_key(request, key)
+    shown = (
+        None
+        if collections is None
         else {
             row.name
             for row in collections.rows()
-            if row.read_key_sha256 is not None and not row.opens(key, write=False)
+            if server or row.read_key_sha256 is None or row.opens(key, write=False)
         }
     )
-    readable = _Readable(registry, hidden)
+    readable = _Readable(registry, shown)
     return Response(generate_latest(readable), media_type=CONTENT_TYPE_LATEST)
