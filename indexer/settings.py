@@ -209,7 +209,25 @@ class FileSettings(BaseModel):
         default=5000,
         ge=1,
         json_schema_extra={"answer": 413},
-        description="Longer PDFs are skipped (413 when uploaded).",
+        description="Longer PDFs are skipped (413 when uploaded), told by the page tree before "
+        "any page is laid out.",
+    )
+    max_inflated_bytes: int = Field(
+        default=256 * 2**20,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Bytes one file's compressed parts (PDF streams, the members of a Word "
+        "archive) may inflate to, together. Counted as they inflate: a file that passes it is "
+        "skipped there, never inflated whole (413 when uploaded).",
+    )
+    max_characters: int = Field(
+        default=20_000_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Characters of text read from one file, counted as they are read: a file "
+        "with more is skipped there (413 when uploaded; an upload is also held to "
+        "DOCSIM_API__MAX_DOCUMENT_BYTES as it is read). A Word file's document.xml may have 64 "
+        "bytes per character.",
     )
 
 

@@ -43,7 +43,8 @@ class ApiSettings(BaseModel):
         default=2_000_000,
         ge=1,
         json_schema_extra={"answer": 413},
-        description="Characters of a posted document (413).",
+        description="Characters of a posted document, its title and section titles included "
+        "(413); the text of an uploaded file is held to it as the file is read.",
     )
     max_sentences: int = Field(
         default=20_000,

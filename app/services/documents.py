@@ -11,11 +11,10 @@ from docsim.app.schemas.documents import DocumentsRequest
 from docsim.app.services.limits import posted_document, split_within_limits
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
-from docsim.app.services.uploads import UploadedFile, read_upload
+from docsim.app.services.uploads import UploadedFile, read_upload, upload_limits
 from docsim.indexer.api import (
     Document,
     DocumentChange,
-    FileLimits,
     SentenceSplitter,
     SourceDocument,
     active_version,
@@ -60,7 +59,7 @@ def newest_state(runtime: Runtime) -> ServiceState:
         NoActiveIndexError: nothing is published.
         IndexNotReadyError: the newest revision cannot be loaded (`failure` says why).
     """
-    active_version(runtime.engine)  # NoActiveIndexError before anything else
+    active_version(runtime.engine, runtime.collection)  # NoActiveIndexError first
     try:
         runtime.refresh()  # loads only when the served state is behind SQL
     except Exception as error:  # recorded in `failure`
@@ -151,7 +150,7 @@ def upsert_files(
     cannot be read refuses the whole request. In a collection with no version yet, they are
     its first (`first_change`)."""
     settings = runtime.settings
-    limits = FileLimits(**settings.files.model_dump())
+    limits = upload_limits(settings)
     splitter = _splitter(runtime, state)
     read: list[tuple[SourceDocument, Document]] = []
     seen: set[str] = set()

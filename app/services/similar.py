@@ -7,8 +7,7 @@ from docsim.app.schemas.similar import Example, SimilarOptions, SimilarRequest
 from docsim.app.services.limits import check_search, posted_document, split_within_limits
 from docsim.app.services.query_cache import CachedQuery
 from docsim.app.services.state import ServiceState
-from docsim.app.services.uploads import UploadedFile, read_upload
-from docsim.indexer.api import FileLimits
+from docsim.app.services.uploads import UploadedFile, read_upload, upload_limits
 from docsim.indexer.errors import QueryError
 from docsim.search.api import Query, SearchOptions, SearchResult, parse_filter
 
@@ -32,7 +31,7 @@ def build_query(
 
 def upload_query(state: ServiceState, settings: ServiceSettings, upload: UploadedFile) -> Query:
     searcher = state.searcher
-    source = read_upload(upload, FileLimits(**settings.files.model_dump()), doc_id="query")
+    source = read_upload(upload, upload_limits(settings), doc_id="query")
     what = f"file {upload.name!r}" if upload.name else "the uploaded file"
     return searcher.encode_document(
         split_within_limits(source, searcher.splitter, settings.api, what)

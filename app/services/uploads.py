@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from docsim.app.core.errors import DocumentTooLargeError, UnreadableFileError
+from docsim.app.core.settings import ServiceSettings
 from docsim.app.schemas.common import DOT_SEGMENTS, has_control_characters
 from docsim.indexer.api import FileLimits, SourceDocument, read_document
 
@@ -19,6 +20,17 @@ class UploadedFile:
     data: bytes
 
 
+def upload_limits(settings: ServiceSettings) -> FileLimits:
+    """What an uploaded file may be: the files' limits (`DOCSIM_FILES__*`), its text held to
+    a posted document's characters too (`DOCSIM_API__MAX_DOCUMENT_BYTES`) as it is read: a
+    reader stops there rather than read on what would be refused once read."""
+    files = settings.files.model_dump()
+    if settings.api.max_document_bytes < settings.files.max_characters:
+        files["max_characters"] = settings.api.max_document_bytes
+        files["characters_setting"] = "DOCSIM_API__MAX_DOCUMENT_BYTES"
+    return FileLimits(**files)
+
+
 def read_upload(
     upload: UploadedFile, limits: FileLimits, doc_id: str | None = None
 ) -> SourceDocument:
@@ -26,7 +38,8 @@ def read_upload(
     its (last) extension.
 
     Raises:
-        DocumentTooLargeError: larger or longer than `limits` allow (413).
+        DocumentTooLargeError: larger or longer than `limits` allow, or inflating to more
+            (413), refused as soon as reading it passes them.
         UnreadableFileError: a file docsim cannot read, with the reason (422): encrypted, a
             scan without text, corrupt, a zip bomb, no document format, no file name to take
             the id from.

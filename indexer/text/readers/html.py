@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from docsim.indexer.text.documents import Skipped, SourceDocument
-from docsim.indexer.text.readers.registry import Reader, register
+from docsim.indexer.text.readers.budget import OverBudgetError, ReadBudget
+from docsim.indexer.text.readers.registry import FileLimits, Reader, register
 from docsim.indexer.text.readers.sniff import FileFormat, looks_like_html, sniff
 from docsim.indexer.text.readers.structured import clean, structured_document
 
@@ -22,9 +23,15 @@ BLOCKS = {
     "p", "li", "blockquote", "pre", "dd", "dt", "tr", "figcaption", "caption", "address",
     "div", "section", "article", "main", "header", "footer", "body", "table", "tbody",
 }  # fmt: skip
+CHECK_EVERY = 4096  # elements read between checkpoints
 
 
-def html_document(doc_id: str, raw: bytes, metadata: dict[str, Any]) -> SourceDocument | Skipped:
+def html_document(
+    doc_id: str, raw: bytes, metadata: dict[str, Any], limits: FileLimits | None = None
+) -> SourceDocument | Skipped:
+    """The page whose file content is `raw`. The text it yields is counted as it is taken
+    (`readers.budget`: a row of nested tables holds their text again, once per level): a page
+    whose text passes `limits.max_characters` is skipped as soon as it does."""
     import lxml.etree
     import lxml.html
 
@@ -35,25 +42,37 @@ def html_document(doc_id: str, raw: bytes, metadata: dict[str, Any]) -> SourceDo
         return Skipped(ref, f"unreadable HTML: {error}")
     for element in root.xpath("//*[self::" + " or self::".join(sorted(DROPPED)) + "]"):
         element.drop_tree()
-    title = clean(root.findtext(".//title") or "")
+    budget = ReadBudget.of(limits or FileLimits())
+    try:
+        title = budget.take_text(clean(root.findtext(".//title") or ""))
+        sections = _sections(root, budget)
+    except OverBudgetError as error:
+        return Skipped(ref, str(error), over_limit=True)
+    title = title or next((heading for heading, _ in sections if heading), "")
+    return structured_document(doc_id, title, sections, metadata)
+
+
+def _sections(root: HtmlElement, budget: ReadBudget) -> list[tuple[str, list[str]]]:
+    """The page's (heading, paragraphs) sections, each text counted by `budget`."""
     sections: list[tuple[str, list[str]]] = [("", [])]
-    for element in root.iter():
+    for number, element in enumerate(root.iter()):
+        if number % CHECK_EVERY == 0:
+            budget.checkpoint()
         tag = element.tag if isinstance(element.tag, str) else ""
         if tag in HEADINGS:
-            heading = clean(element.text_content())
+            heading = budget.take_text(clean(element.text_content()))
             if heading:
-                title = title or heading
                 sections.append((heading, []))
         elif tag == "tr":  # a table row is one paragraph, its cells apart
             cells = [clean(c.text_content()) for c in element if c.tag in ("td", "th")]
-            sections[-1][1].append(" | ".join(c for c in cells if c))
+            sections[-1][1].append(budget.take_text(" | ".join(c for c in cells if c)))
         elif tag in BLOCKS and _inside_row(element):
             continue  # a block inside a table cell belongs to its row
         elif tag in BLOCKS and not _holds_blocks(element):
-            sections[-1][1].append(element.text_content())
+            sections[-1][1].append(budget.take_text(element.text_content()))
         elif tag in BLOCKS and clean(element.text or ""):  # text before its first block
-            sections[-1][1].append(element.text)
-    return structured_document(doc_id, title, sections, metadata)
+            sections[-1][1].append(budget.take_text(element.text))
+    return sections
 
 
 def _holds_blocks(element: HtmlElement) -> bool:
@@ -84,8 +103,8 @@ HTML = register(
     Reader(
         "html",
         detects=_is_html,
-        read=lambda doc_id, data, metadata, _limits: html_document(
-            doc_id, data, {**metadata, "format": "html"}
+        read=lambda doc_id, data, metadata, limits: html_document(
+            doc_id, data, {**metadata, "format": "html"}, limits
         ),
         order=30,
         suffixes=HTML_SUFFIXES,

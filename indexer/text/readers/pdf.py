@@ -14,7 +14,9 @@
 - Every paragraph keeps its page: `metadata["pages"]` holds `[character offset, page]`, each
   paragraph's start with its 1-based page.
 - An encrypted file, one with no text layer (a scan), a corrupt one and one of more than
-  `max_pages` pages are skipped with the reason.
+  `max_pdf_pages` pages (told by its page tree before any page is laid out) are skipped with
+  the reason; so is one whose streams inflate past `max_inflated_bytes`, or whose text passes
+  `max_characters`, as soon as it does (`readers.pdf_budget`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from docsim.indexer.text.documents import Skipped, SourceDocument
-from docsim.indexer.text.readers.registry import Reader, register
+from docsim.indexer.text.readers.budget import OverBudgetError, ReadBudget
+from docsim.indexer.text.readers.registry import FileLimits, Reader, register
 from docsim.indexer.text.readers.structured import clean, structured_document
 
 if TYPE_CHECKING:  # pdfminer is imported when a PDF is read
@@ -41,6 +44,7 @@ _HYPHENATED = re.compile(r"[^\W\d_]-$")
 _PARAGRAPH_START = re.compile(r"^(\(?[0-9ivxlc]{1,5}[.)]|\(?[a-zA-Z][.)]|[•▪◦*\-–—])\s")
 _SENTENCE_END = ".!?:;\"”')"
 SPACE_EM = 0.28  # a space's width in a body font, in ems (Helvetica's is 0.278)
+PAGES_SETTING = "DOCSIM_FILES__MAX_PDF_PAGES"
 
 
 @dataclass
@@ -65,19 +69,24 @@ class Box:
         return self.last_right + space + following.first_word > self.column_right + 0.5
 
 
-MAX_PAGES = 5000
+DEFAULT_LIMITS = FileLimits()
 
 
 def pdf_document(
-    doc_id: str, data: bytes, metadata: dict[str, Any], max_pages: int = MAX_PAGES
+    doc_id: str, data: bytes, metadata: dict[str, Any], limits: FileLimits = DEFAULT_LIMITS
 ) -> SourceDocument | Skipped:
-    """The PDF whose file content is `data`; files of more than `max_pages` pages are
-    refused (layout analysis takes about 50 ms a page)."""
+    """The PDF whose file content is `data`; files of more than `limits.max_pdf_pages` pages
+    are refused before any page is read when their page tree says so, else at the first page
+    past the limit (layout analysis takes about 50 ms a page), and so are files whose streams
+    inflate past `limits.max_inflated_bytes` or whose text passes `limits.max_characters`, as
+    soon as they do (`readers.budget`)."""
     ref = str(metadata.get("source", doc_id))
     try:
-        boxes, pages, info_title, outline = _read(data, max_pages)
+        boxes, pages, info_title, outline = _read(data, limits.max_pdf_pages, ReadBudget.of(limits))
     except _Unreadable as error:
         return Skipped(ref, str(error), over_limit=isinstance(error, _TooLong))
+    except OverBudgetError as error:
+        return Skipped(ref, str(error), over_limit=True)
     if not any(b.chars for b in boxes):
         return Skipped(ref, f"no text layer in {pages} page(s): a scanned PDF? Run OCR on it first")
     boxes = _without_furniture(boxes, pages)
@@ -130,62 +139,100 @@ class _TooLong(_Unreadable):
     pass
 
 
-def _read(data: bytes, max_pages: int) -> tuple[list[Box], int, str | None, set[str]]:
-    from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LAParams, LTChar, LTTextBox, LTTextLine
-    from pdfminer.pdfdocument import (
-        PDFDocument,
-        PDFEncryptionError,
-        PDFNoOutlines,
-        PDFPasswordIncorrect,
-    )
+def _read(
+    data: bytes, max_pages: int, budget: ReadBudget
+) -> tuple[list[Box], int, str | None, set[str]]:
+    """The boxes of every page, the pages, the Title property and the outline's titles; the
+    page count is checked before the first page is laid out, and again at each page (the
+    page tree may understate it); `budget` counts what is inflated and read."""
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError, PDFPasswordIncorrect
     from pdfminer.pdfexceptions import PDFException
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
     from pdfminer.pdfparser import PDFParser
     from pdfminer.psexceptions import PSException
 
+    from docsim.indexer.text.readers.pdf_budget import CountingAggregator, budgeted
+
     try:
-        with io.BytesIO(data) as handle:
+        with io.BytesIO(data) as handle, budgeted(budget):
             document = PDFDocument(PDFParser(handle))
-            info = document.info[0] if document.info else {}
-            title = _decoded(info.get("Title"))
-            try:
-                outline = {clean(str(entry[1])) for entry in document.get_outlines()}
-            except PDFNoOutlines:
-                outline = set()
-        boxes, pages = [], 0
-        layout = extract_pages(io.BytesIO(data), laparams=LAParams(boxes_flow=0.5))
-        for number, page in enumerate(layout, 1):
-            if number > max_pages:
-                raise _TooLong(f"too long: more than {max_pages:,} pages (the limit)")
-            pages = number
-            on_page = []
-            for box in page:
-                if not isinstance(box, LTTextBox):
-                    continue
-                lines = [line for line in box if isinstance(line, LTTextLine)]
-                chars = [c for line in lines for c in line if isinstance(c, LTChar)]
-                if not lines:
-                    continue
-                on_page.append(
-                    Box(
-                        page=number,
-                        lines=[line.get_text() for line in lines],
-                        size=sum(c.size for c in chars) / len(chars) if chars else 0.0,
-                        chars=len(chars),
-                        top=(page.height - box.y1) / page.height,
-                        bottom=box.y0 / page.height,
-                        left=box.x0 / page.width,
-                        right=box.x1 / page.width,
-                        last_right=lines[-1].x1,
-                        first_word=_first_word_width(lines[0], LTChar),
-                    )
-                )
-            boxes += reading_order(on_page)
+            declared = _declared_pages(document)
+            if declared is not None and declared > max_pages:
+                raise _TooLong(_too_long(max_pages, f"its page tree holds {declared:,}"))
+            title, outline = _properties(document)
+            resources = PDFResourceManager()
+            device = CountingAggregator(budget, resources, laparams=LAParams(boxes_flow=0.5))
+            interpreter = PDFPageInterpreter(resources, device)
+            boxes: list[Box] = []
+            pages = 0
+            for number, page in enumerate(PDFPage.create_pages(document), 1):
+                if number > max_pages:
+                    raise _TooLong(_too_long(max_pages, "its pages go on past it"))
+                budget.checkpoint()
+                interpreter.process_page(page)
+                boxes += reading_order(_page_boxes(number, device.get_result()))
+                pages = number
     except (PDFPasswordIncorrect, PDFEncryptionError) as error:
         raise _Unreadable(f"encrypted PDF: {error or 'a password is needed'}") from error
     except (PDFException, PSException, ValueError, KeyError, TypeError) as error:
         raise _Unreadable(f"corrupt PDF: {type(error).__name__}: {error}") from error
     return boxes, pages, title, outline
+
+
+def _too_long(max_pages: int, why: str) -> str:
+    return f"too long: more than {max_pages:,} pages (the limit, {PAGES_SETTING}): {why}"
+
+
+def _declared_pages(document: Any) -> int | None:
+    """The page count the document's page tree declares (its root's `/Count`), or None."""
+    from pdfminer.pdftypes import resolve1
+
+    root = resolve1(document.catalog.get("Pages"))
+    count = resolve1(root.get("Count")) if isinstance(root, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def _properties(document: Any) -> tuple[str | None, set[str]]:
+    """The document's Title property and its outline's (bookmarks') titles."""
+    from pdfminer.pdfdocument import PDFNoOutlines
+
+    info = document.info[0] if document.info else {}
+    try:
+        outline = {clean(str(entry[1])) for entry in document.get_outlines()}
+    except PDFNoOutlines:
+        outline = set()
+    return _decoded(info.get("Title")), outline
+
+
+def _page_boxes(number: int, page: Any) -> list[Box]:
+    """The text boxes of the laid-out page `page` (pdfminer's `LTPage`), numbered `number`."""
+    from pdfminer.layout import LTChar, LTTextBox, LTTextLine
+
+    on_page = []
+    for box in page:
+        if not isinstance(box, LTTextBox):
+            continue
+        lines = [line for line in box if isinstance(line, LTTextLine)]
+        chars = [c for line in lines for c in line if isinstance(c, LTChar)]
+        if not lines:
+            continue
+        on_page.append(
+            Box(
+                page=number,
+                lines=[line.get_text() for line in lines],
+                size=sum(c.size for c in chars) / len(chars) if chars else 0.0,
+                chars=len(chars),
+                top=(page.height - box.y1) / page.height,
+                bottom=box.y0 / page.height,
+                left=box.x0 / page.width,
+                right=box.x1 / page.width,
+                last_right=lines[-1].x1,
+                first_word=_first_word_width(lines[0], LTChar),
+            )
+        )
+    return on_page
 
 
 def _first_word_width(line: Any, char_type: type[LTChar]) -> float:
@@ -279,7 +326,7 @@ PDF = register(
         "pdf",
         detects=lambda data, _suffix: data.startswith(b"%PDF-"),
         read=lambda doc_id, data, metadata, limits: pdf_document(
-            doc_id, data, {**metadata, "format": "pdf"}, limits.max_pdf_pages
+            doc_id, data, {**metadata, "format": "pdf"}, limits
         ),
         order=10,
         suffixes=(".pdf",),

@@ -16,15 +16,25 @@ from typing import Any
 from docsim.indexer.text.documents import Skipped, SourceDocument
 
 # the package's modules that hold no reader
-_HELPERS = {"registry", "sniff", "structured"}
+_HELPERS = {"budget", "pdf_budget", "registry", "sniff", "structured"}
+
+INFLATED_SETTING = "DOCSIM_FILES__MAX_INFLATED_BYTES"
+CHARACTERS_SETTING = "DOCSIM_FILES__MAX_CHARACTERS"
 
 
 @dataclass(frozen=True)
 class FileLimits:
-    """What a document file may be: larger files and longer PDFs are skipped unread."""
+    """What a document file may be: larger files and longer PDFs are skipped unread; a file
+    whose compressed parts inflate to more than `max_inflated_bytes` together, or that holds
+    more than `max_characters` characters of text, is skipped as soon as reading it passes
+    the limit (`readers.budget`). `characters_setting` names the characters' limit in
+    messages: the API holds an upload to its own limit on a document's characters."""
 
     max_bytes: int = 100 * 2**20
     max_pdf_pages: int = 5000
+    max_inflated_bytes: int = 256 * 2**20
+    max_characters: int = 20_000_000
+    characters_setting: str = CHARACTERS_SETTING
 
 
 # (document id, file content, metadata, limits) -> the document, or why it is skipped

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from docsim.indexer.text.documents import Skipped, SourceDocument
+from docsim.indexer.text.readers.budget import OverBudgetError, ReadBudget
 from docsim.indexer.text.readers.registry import FileLimits, Reader, register
 from docsim.indexer.text.readers.sniff import UNICODE_MARKS, FileFormat, sniff
 
@@ -53,10 +54,17 @@ def text_document(doc_id: str, text: str, metadata: dict[str, Any] | None = None
 
 
 def _read(
-    doc_id: str, data: bytes, metadata: dict[str, Any], _limits: FileLimits
+    doc_id: str, data: bytes, metadata: dict[str, Any], limits: FileLimits
 ) -> SourceDocument | Skipped:
-    text = decode_text(data, str(metadata.get("source", doc_id)))
-    return text if isinstance(text, Skipped) else text_document(doc_id, text, metadata)
+    ref = str(metadata.get("source", doc_id))
+    text = decode_text(data, ref)
+    if isinstance(text, Skipped):
+        return text
+    try:
+        ReadBudget.of(limits).take_characters(len(text))
+    except OverBudgetError as error:
+        return Skipped(ref, str(error), over_limit=True)
+    return text_document(doc_id, text, metadata)
 
 
 TEXT = register(

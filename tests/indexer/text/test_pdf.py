@@ -87,7 +87,8 @@ def test_a_corrupt_pdf_is_skipped(tmp_path: Path) -> None:
 
 def test_files_beyond_the_limits_are_skipped_unread(tmp_path: Path) -> None:
     """A file larger than `max_bytes` is refused before it is read, and a PDF longer than
-    `max_pdf_pages` once that page is reached; smaller ones are read as usual."""
+    `max_pdf_pages` before its first page is laid out (its page tree says how many it has);
+    smaller ones are read as usual."""
     folder = tmp_path / "corpus"
     folder.mkdir()
     blocks = [
@@ -108,7 +109,8 @@ def test_files_beyond_the_limits_are_skipped_unread(tmp_path: Path) -> None:
         f"too large: {size:,} bytes; the limit is {size - 1:,}"
     )
     assert outcome(FileLimits(max_pdf_pages=1))["long.pdf"] == (
-        "too long: more than 1 pages (the limit)"
+        "too long: more than 1 pages (the limit, DOCSIM_FILES__MAX_PDF_PAGES): its page tree "
+        "holds 2"
     )
 
 
