@@ -94,7 +94,11 @@ def sinkhorn_plan(
 
     Sinkhorn's matrix scaling on the kernel exp(-(cost - c_min) / reg): shifting each
     problem's cost by its smallest entry leaves the plan unchanged and keeps the kernel away
-    from underflow (costs are 1 - cos, so entries stay within exp(-2 / reg) of the largest)."""
+    from underflow (costs are 1 - cos, so entries stay within exp(-2 / reg) of the largest).
+
+    Each iteration calls the request's pacing hook first (`models.pacing`), with the batch's
+    real target sentences: many iterations yield to shorter requests, and stop at the
+    request's deadline, as the blocks of the other passes do."""
     n = cost.shape[1]
     maskf = mask.to(cost.dtype)[:, None, :]  # (B, 1, m)
     shifted = cost - cost.masked_fill(~mask[:, None, :], torch.inf).amin(dim=(1, 2), keepdim=True)
@@ -103,7 +107,9 @@ def sinkhorn_plan(
     b = maskf.transpose(1, 2) / mask.sum(dim=1).clamp(min=1)[:, None, None]  # (B, m, 1)
     tiny = torch.finfo(cost.dtype).tiny
     v = maskf.transpose(1, 2).clone()  # (B, m, 1)
+    rows = int(mask.sum())
     for _ in range(iterations):
+        before_batch(rows)
         u = a / (kernel @ v).clamp(min=tiny)  # (B, n, 1)
         v = b / (kernel.transpose(1, 2) @ u).clamp(min=tiny)  # (B, m, 1)
     return u * kernel * v.transpose(1, 2)

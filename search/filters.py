@@ -33,6 +33,7 @@ from docsim.indexer.errors import FilterError
 from docsim.indexer.text.field_types import (
     FieldType,
     Scalar,
+    accepts,
     field_type,
     is_scalar,
     metadata_values,
@@ -233,8 +234,13 @@ class FilterColumns:
     columns: dict[str, Column] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, metadata: Sequence[Mapping[str, Any]]) -> FilterColumns:
-        """The columns of `metadata`, one mapping per document position."""
+    def of(
+        cls, metadata: Sequence[Mapping[str, Any]], fixed: Mapping[str, str] | None = None
+    ) -> FilterColumns:
+        """The columns of `metadata`, one mapping per document position. A field whose type
+        the collection `fixed` (declared, or taken from its first write) has that type where
+        it takes every value (a `keyword` field of date strings compares them as strings),
+        but `mixed`; any other field, the type its values agree on."""
         docs: dict[str, list[int]] = {}
         values: dict[str, list[Scalar]] = {}
         types: dict[str, set[FieldType]] = {}
@@ -245,7 +251,11 @@ class FilterColumns:
                 types.setdefault(name, set()).add(value_type(value))
         columns = {}
         for name, held in values.items():
-            columns[name] = Column.of(field_type(types[name]), docs[name], held)
+            kind = field_type(types[name])
+            declared = FieldType(fixed[name]) if fixed and name in fixed else kind
+            if declared not in (kind, FieldType.mixed) and all(accepts(declared, v) for v in held):
+                kind = declared
+            columns[name] = Column.of(kind, docs[name], held)
         return cls(len(metadata), columns)
 
     def types(self) -> dict[str, FieldType]:

@@ -35,17 +35,22 @@ class CandidateSettings(BaseModel):
     candidate_scan_max_sentences: int = Field(
         default=4_000_000,
         ge=0,
+        le=1_000_000_000,
         description="`auto`: the largest collection whose candidates come from the compressed "
         "level's pass over every document. Its cost grows with the collection faster than "
         "the cells'; on 2 cores it is still the cheaper and the more faithful at 3.4 million "
         "sentences (ten times AILA, `benchmarks/growth.py`), the largest measured.",
     )
     candidate_probe: int = Field(
-        default=32, ge=1, description="`centroids`: the cells each query sentence probes."
+        default=32,
+        ge=1,
+        le=65_536,
+        description="`centroids`: the cells each query sentence probes.",
     )
     candidate_probe_cells: int = Field(
         default=1024,
         ge=1,
+        le=1_048_576,
         description="`centroids`: the cells a query probes in all, its sentences times each "
         "one's probes: a long query's sentences probe fewer cells each (`candidate_probe` at "
         "most, one at least), so that the postings centroid interaction reads follow this "
@@ -56,12 +61,14 @@ class CandidateSettings(BaseModel):
     candidate_refine: int = Field(
         default=2000,
         ge=1,
+        le=100_000,
         description="`centroids`: the documents centroid interaction passes on to be ranked "
         "by their sentences' residual codes, which keep `candidate_max_documents` of them.",
     )
     candidate_refine_products: int = Field(
         default=20_000_000,
         ge=0,
+        le=2_000_000_000,
         description="`centroids`: the second stage's budget, the query's sentences times the "
         "refined documents' (at the collection's mean length): a longer query refines fewer "
         "documents, none beyond `candidate_max_documents` for a long one.",
@@ -69,21 +76,25 @@ class CandidateSettings(BaseModel):
     candidate_refine_probe: int = Field(
         default=256,
         ge=1,
+        le=65_536,
         description="`centroids`: the residual codes decoded are those of the sentences in "
         "the cells each query sentence probes this deep; any other sentence counts as the "
         "query sentence's product with its cell this deep.",
     )
     candidate_sentence_k: int = Field(
-        default=20, ge=1, description="`neighbours`: neighbours of each query sentence."
+        default=20, ge=1, le=10_000, description="`neighbours`: neighbours of each query sentence."
     )
     candidate_paragraph_k: int = Field(
-        default=200, ge=1, description="`neighbours`: neighbours of each query paragraph."
+        default=200,
+        ge=1,
+        le=10_000,
+        description="`neighbours`: neighbours of each query paragraph.",
     )
     candidate_document_k: int = Field(
-        default=200, ge=1, description="`neighbours`: neighbours of the query document."
+        default=200, ge=1, le=10_000, description="`neighbours`: neighbours of the query document."
     )
     candidate_max_documents: int = Field(
-        default=500, ge=1, description="Candidate mode: documents scored at most."
+        default=500, ge=1, le=100_000, description="Candidate mode: documents scored at most."
     )
 
 
@@ -105,7 +116,9 @@ class SearchSettings(CandidateSettings):
         description="`fused`: how each method's scores are put on one scale per query before "
         "they are weighed: min-max to [0, 1], or z-scores.",
     )
-    query_window: int = Field(default=3, ge=1, description="`sdr-window`: sentences per window.")
+    query_window: int = Field(
+        default=3, ge=1, le=1000, description="`sdr-window`: sentences per window."
+    )
     bm25_stemmer: str | None = Field(
         default="english",
         description="A Snowball language to stem BM25 tokens; `none`: no stemming.",
@@ -113,6 +126,7 @@ class SearchSettings(CandidateSettings):
     bm25_query_terms: int = Field(
         default=128,
         ge=1,
+        le=100_000,
         description="The lexical methods score a query of more distinct terms than this with "
         "only this many, those of the highest count times idf (Lucene's MoreLikeThis keeps "
         "25), so that a long document as a query reads a bounded number of postings (AILA's "
@@ -124,7 +138,10 @@ class SearchSettings(CandidateSettings):
         default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
     )
     bm25_paragraph_top: int = Field(
-        default=1, ge=1, description="`bm25-paragraph`: mean of a document's best k paragraphs."
+        default=1,
+        ge=1,
+        le=1000,
+        description="`bm25-paragraph`: mean of a document's best k paragraphs.",
     )
     rprs_sentences: int = Field(
         default=10,
@@ -145,12 +162,16 @@ class SearchSettings(CandidateSettings):
         "(`rprs`: among the documents it ranks), as IDF weights a rare term. Costs `sdr` and "
         "`maxsim` one search of the sentence level per query.",
     )
-    rm3_documents: int = Field(default=10, ge=1, description="`bm25-rm3`: feedback documents.")
-    rm3_terms: int = Field(default=20, ge=1, description="`bm25-rm3`: expansion terms.")
+    rm3_documents: int = Field(
+        default=10, ge=1, le=1000, description="`bm25-rm3`: feedback documents."
+    )
+    rm3_terms: int = Field(default=20, ge=1, le=1000, description="`bm25-rm3`: expansion terms.")
     rm3_query_weight: float = Field(
         default=0.5, ge=0, le=1, description="`bm25-rm3`: the original query's share of weight."
     )
-    prf_documents: int = Field(default=10, ge=1, description="`document-prf`: feedback documents.")
+    prf_documents: int = Field(
+        default=10, ge=1, le=1000, description="`document-prf`: feedback documents."
+    )
     prf_query_weight: float = Field(
         default=0.5,
         ge=0,
@@ -158,11 +179,12 @@ class SearchSettings(CandidateSettings):
         description="`document-prf`: the query vector's share against the feedback documents' "
         "mean.",
     )
-    ot_reg: float = Field(default=0.05, gt=0, description="`ot`: entropic regularisation.")
-    ot_iterations: int = Field(default=50, ge=1, description="`ot`: Sinkhorn iterations.")
+    ot_reg: float = Field(default=0.05, gt=0, le=10, description="`ot`: entropic regularisation.")
+    ot_iterations: int = Field(default=50, ge=1, le=5000, description="`ot`: Sinkhorn iterations.")
     exhaustive_max_sentences: int = Field(
         default=4_000_000,
         ge=0,
+        le=1_000_000_000,
         description="`auto` mode retrieves candidates in a collection of more indexed "
         "sentences than this (and SDR normalises over a fixed sample of it), whatever the "
         "query. At ten times AILA (3.4 million sentences) the compressed level's pass over "
@@ -172,6 +194,7 @@ class SearchSettings(CandidateSettings):
     exhaustive_max_products: int = Field(
         default=40_000_000,
         ge=0,
+        le=10_000_000_000,
         description="`auto` mode, for the methods that compute SDR exactly (`sdr`, "
         "`sdr-window`, `hybrid`, a fusion weighing `sdr`): every document is scored while the "
         "query's sentences times the collection's (the products of the exact pass) are at most "
@@ -184,9 +207,14 @@ class SearchSettings(CandidateSettings):
         "or only the documents the filter keeps (cheaper: the rest are never scored).",
     )
     stats_sample_documents: int = Field(
-        default=256, ge=1, description="Candidate mode: documents the z-score statistics use."
+        default=256,
+        ge=1,
+        le=100_000,
+        description="Candidate mode: documents the z-score statistics use.",
     )
-    seed: int = Field(default=0, description="Seeds the tie-break order and the sample.")
+    seed: int = Field(
+        default=0, ge=0, le=2**32 - 1, description="Seeds the tie-break order and the sample."
+    )
     sentence_store: Literal["auto", "float32", "compressed"] = Field(
         default="auto",
         description="How the served sentence level is held: `float32` in memory; "
@@ -197,17 +225,22 @@ class SearchSettings(CandidateSettings):
         "the coordinator holds none.",
     )
     scan_dimensions: int = Field(
-        default=64, ge=1, description="`compressed`: dimensions kept in memory per sentence."
+        default=64,
+        ge=1,
+        le=4096,
+        description="`compressed`: dimensions kept in memory per sentence.",
     )
     scan_group: int = Field(
         default=0,
         ge=0,
+        le=1024,
         description="`compressed`: each document padded to a multiple of this many rows; 0: "
         "the largest of 16, 8, 4, 2 and 1 that adds at most a tenth of the rows.",
     )
     scan_rescore: int = Field(
         default=100,
         ge=1,
+        le=100_000,
         description="`compressed`: documents scored exactly after the approximate pass, at least.",
     )
     scan_rescore_share: float = Field(

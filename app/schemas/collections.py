@@ -4,10 +4,27 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from docsim.app.schemas.common import RequestModel
 from docsim.indexer.api import COLLECTION_NAME_PATTERN
+
+KEY_RULE = (
+    "visible ASCII characters (letters, digits, punctuation; spaces only between them), as "
+    "an HTTP header can carry them"
+)
+
+
+def header_safe_key(key: SecretStr | None) -> SecretStr | None:
+    """`key`, when an HTTP request can carry it whole in `X-API-Key` or a Bearer token: other
+    characters are mangled on the way and surrounding spaces are stripped, so a key holding
+    them would lock its owner out."""
+    if key is None:
+        return None
+    value = key.get_secret_value()
+    if not all(" " <= c <= "~" for c in value) or value != value.strip():
+        raise ValueError(f"a key is {KEY_RULE}")
+    return key
 
 
 class CollectionRequest(RequestModel):
@@ -43,15 +60,20 @@ class CollectionRequest(RequestModel):
         min_length=16,
         max_length=512,
         description="An API key for changing this collection (documents, jobs); the server's "
-        "key opens it too. A key of one collection opens nothing in another.",
+        f"key opens it too. A key of one collection opens nothing in another. It is {KEY_RULE}.",
     )
     read_key: SecretStr | None = Field(
         default=None,
         min_length=16,
         max_length=512,
         description="An API key that searching and reading this collection then need (its "
-        "write key and the server's key open it too). Needs a write key.",
+        f"write key and the server's key open it too). Needs a write key. It is {KEY_RULE}.",
     )
+
+    @field_validator("write_key", "read_key")
+    @classmethod
+    def _header_safe(cls, key: SecretStr | None) -> SecretStr | None:
+        return header_safe_key(key)
 
     @model_validator(mode="after")
     def _read_key_needs_a_write_key(self) -> CollectionRequest:

@@ -68,19 +68,27 @@ class Collections:
         """The collection `name` as SQL has it now, and its runtime (started here when this
         process has none yet, or had one for a collection since deleted and made again).
 
+        A row read before the collection was deleted and created again never displaces the
+        new collection's runtime (`_newer`): its requests keep the one their writes serve.
+
         Raises:
             CollectionNotFoundError: there is no such collection (its runtime, if any, stops).
         """
+        with self._lock:
+            known = self._runtimes.get(name)
         try:
             row = get_collection(self.engine, name)
         except CollectionNotFoundError:
-            self._forget(name)
+            if known is not None:  # gone; one created again meanwhile stays
+                self._forget(name, known[0])
             raise
         with self._lock:
             held = self._runtimes.get(name)
             if held is not None and held[0].created_at == row.created_at:
                 self._runtimes[name] = (row, held[1])  # its keys may have changed
                 return row, held[1]
+            if held is not None and _newer(held, row):
+                return held
             starting = self._starting.setdefault(name, threading.Lock())
         # a start loads the collection's index (seconds): one start per collection at a time,
         # outside the registry's lock, so that the other collections' requests go on
@@ -89,6 +97,8 @@ class Collections:
                 held = self._runtimes.get(name)
             if held is not None and held[0].created_at == row.created_at:
                 return row, held[1]  # started meanwhile by another request
+            if held is not None and _newer(held, row):
+                return held
             runtime = self._start(row)
             with self._lock:
                 self._runtimes[name] = (row, runtime)
@@ -158,15 +168,19 @@ class Collections:
         indexes_dir.mkdir(parents=True, exist_ok=True)
         with hold_data_dir(indexes_dir, "delete", DELETE_WAITS_FOR_CHANGES_SECONDS):
             held = delete_collection(self.engine, name, indexes_dir)
-        self._forget(name)
+        self._forget(name, row)
         return held
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, gone: CollectionRow) -> None:
+        """Stop the runtime of `name` when it serves the collection `gone` (or one older):
+        not the runtime of a collection created again under the name meanwhile."""
         with self._lock:
-            held = self._runtimes.pop(name, None)
-        if held is not None:
-            held[1].stop(timeout=5.0)
-            logger.info("Collection %r is no longer served", name)
+            held = self._runtimes.get(name)
+            if held is None or _newer(held, gone):
+                return
+            del self._runtimes[name]
+        held[1].stop(timeout=5.0)
+        logger.info("Collection %r is no longer served", name)
 
     # --- threads -------------------------------------------------------------------------
     def _start(self, row: CollectionRow) -> Runtime:
@@ -205,6 +219,12 @@ class Collections:
             runtime.stop(timeout)
         if self._worker_thread is not None:
             self._worker_thread.join(timeout)
+
+
+def _newer(held: tuple[CollectionRow, Runtime], row: CollectionRow) -> bool:
+    """Whether the runtime `held` serves a collection created after `row`'s: `row` was read
+    before its collection was deleted and the name taken again."""
+    return held[0].created_at > row.created_at
 
 
 def _ignore(_state: ServiceState | None) -> None:

@@ -9,7 +9,7 @@ fetched per result (`indexer.store.reader`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
@@ -60,7 +60,7 @@ class LoadedIndex:
         doc_ids: `(D,)` document ids in collection order; `doc_paragraph_start` `(D + 1,)`
             and `paragraph_sentence_start` `(J + 1,)` are offsets into the next level.
         metadata: each document's metadata, in collection order (`filter_columns` holds it
-            column-wise for filters).
+            column-wise for filters, typed as its collection fixed them: `field_types`).
         paragraph_ids: `(J,)` paragraph ids in collection order.
         doc_unit_start: `(D + 1,)` each document's first row at each unit level (a
             document's units are consecutive rows, as their ids are handed out in document
@@ -88,6 +88,7 @@ class LoadedIndex:
     doc_unit_start: dict[str, np.ndarray]
     revision: int = 0
     mapped_levels: tuple[str, ...] = ()
+    field_types: dict[str, str] = field(default_factory=dict)
 
     @property
     def sentences_mapped(self) -> bool:
@@ -100,7 +101,7 @@ class LoadedIndex:
     @cached_property
     def filter_columns(self) -> FilterColumns:
         """The documents' metadata fields column-wise, built on the first filtered query."""
-        return FilterColumns.of(self.metadata)
+        return FilterColumns.of(self.metadata, self.field_types)
 
     def unit_ids_of(self, level: str, positions: np.ndarray) -> np.ndarray:
         """`(u,)` the ids of every unit of `level` in the documents at `positions`
@@ -312,6 +313,7 @@ def _assemble(
         paragraph_sentence_start=layout.paragraph_sentence_start,
         doc_unit_start=layout.doc_unit_start,
         revision=revision,
+        field_types=stored.field_types,
     )
 
 

@@ -4,7 +4,7 @@ units of the next level each holds, for `LoadedIndex` to lay its vectors out by.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,15 @@ from sqlalchemy import Connection, Engine, Select, func, select
 
 from docsim.indexer.store.db import connected
 from docsim.indexer.store.generations import live_documents
-from docsim.indexer.store.tables import chunks, documents, paragraphs, sections, sentences
+from docsim.indexer.store.tables import (
+    chunks,
+    collections,
+    documents,
+    index_versions,
+    paragraphs,
+    sections,
+    sentences,
+)
 
 READ_ROWS = 100_000  # rows of one level read from SQL at a time
 
@@ -29,12 +37,15 @@ class StoredStructure:
     paragraph_docs: np.ndarray  # (J,) each paragraph's document id
     paragraph_lengths: np.ndarray  # (J,) sentences per paragraph
     per_document: dict[str, dict[int, int]]  # section and chunk counts per document id
+    # the collection's fixed metadata field types (field -> FieldType value), for filters
+    field_types: dict[str, str] = field(default_factory=dict)
 
 
 def read_structure(bind: Engine | Connection, vid: int) -> StoredStructure:
     """Reads, for the version's live documents: each document's id, external id, title and
     metadata; each paragraph's id and document; the sentences of each paragraph; and the
-    sections and chunks of each document. Builds them into id-ordered arrays (`StoredStructure`)."""
+    sections and chunks of each document; and its collection's fixed field types. Builds
+    them into id-ordered arrays (`StoredStructure`)."""
     live = live_documents(vid)  # retired documents stay for earlier readers only
     with connected(bind) as conn:
         docs = conn.execute(
@@ -70,6 +81,11 @@ def read_structure(bind: Engine | Connection, vid: int) -> StoredStructure:
             )
             for level, table in (("section", sections), ("chunk", chunks))
         }
+        field_types = conn.execute(
+            select(collections.c.field_types)
+            .join(index_versions, index_versions.c.collection == collections.c.name)
+            .where(index_versions.c.version_id == vid)
+        ).scalar_one_or_none()
     return StoredStructure(
         doc_ids=np.array([d.doc_id for d in docs], dtype=np.int64),
         external_ids=[d.external_id for d in docs],
@@ -79,6 +95,7 @@ def read_structure(bind: Engine | Connection, vid: int) -> StoredStructure:
         paragraph_docs=paragraph_docs,
         paragraph_lengths=_counts_of(paragraph_ids, counted, counts),
         per_document=per_document,
+        field_types=dict(field_types or {}),
     )
 
 

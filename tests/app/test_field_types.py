@@ -54,3 +54,38 @@ def test_types_declared_at_creation_hold_from_the_first_document(fresh_settings)
         assert client.post("/collections", json=bad).status_code == 422
         untyped = client.post("/collections", json={"name": "untyped"}).json()
         assert untyped["field_types"] == {}
+
+
+def test_a_declared_keyword_field_of_date_strings_compares_as_strings(
+    fresh_settings, tiny_encoder_dir
+) -> None:
+    """A field declared `keyword` whose values look like dates was filtered as a date field:
+    `{"gte": "2002"}` on it answered 422 "holds dates". It compares strings, in code point
+    order; an undeclared field of dates stays a date field."""
+    with TestClient(create_app(fresh_settings())) as client:
+        body = {
+            "name": "typed",
+            "encoder": str(tiny_encoder_dir),
+            "field_types": {"docket": "keyword"},
+        }
+        assert client.post("/collections", json=body).status_code == 201
+        prefix = "/collections/typed"
+        for doc_id, docket in [("a", "2001-03-04"), ("b", "2002-05-06"), ("c", "2003-07-08")]:
+            metadata = {"docket": docket, "decided": docket}
+            assert _post(client, doc_id, metadata, prefix).status_code == 200
+        types = client.get(prefix).json()["field_types"]
+        assert types == {"decided": "date", "docket": "keyword"}
+
+        def found(condition: dict[str, Any]) -> set[str]:
+            query = {"document": {"text": "Airships rose. Mail came."}, "filter": condition}
+            answer = client.post(f"{prefix}/similar", json=query)
+            assert answer.status_code == 200, (condition, answer.text)
+            return {hit["document_id"] for hit in answer.json()["results"]}
+
+        assert found({"field": "docket", "gte": "2002"}) == {"b", "c"}
+        assert found({"field": "docket", "lt": "2002-05-06"}) == {"a"}
+        assert found({"field": "docket", "eq": "2003-07-08"}) == {"c"}
+        assert found({"field": "decided", "gte": "2002-01-01"}) == {"b", "c"}
+        as_date = {"document_id": "a", "filter": {"field": "decided", "gte": "2002"}}
+        refused = client.post(f"{prefix}/similar", json=as_date)
+        assert refused.status_code == 422 and "holds dates" in refused.text

@@ -143,3 +143,28 @@ def test_a_long_source_gets_shorter_blocks_and_paces_each(monkeypatch) -> None:
 
     with paced(past_deadline), pytest.raises(TimeoutError):
         sentence_best(source, ragged)
+
+
+def test_ot_paces_each_sinkhorn_iteration_and_stops_at_the_deadline() -> None:
+    """Sinkhorn's iterations ran unpaced: a collection set to 100 million of them kept an `ot`
+    search working long past its deadline. Each iteration now calls the request's hook."""
+    from docsim.models.pacing import paced
+
+    ragged, per_doc = collection(2)
+    source = unit(4, 16, 11)
+    seen: list[int] = []
+    with paced(seen.append):
+        ot_scores(source, ragged, reg=0.1, iterations=30, block_cells=4_000_000)
+    sentences = sum(len(doc) for doc in per_doc)
+    assert len(seen) == 30 and set(seen) == {sentences}  # one batch: every document at once
+
+    calls: list[int] = []
+
+    def past_deadline(rows: int) -> None:
+        calls.append(rows)
+        if len(calls) > 5:
+            raise TimeoutError("past its deadline")
+
+    with paced(past_deadline), pytest.raises(TimeoutError):
+        ot_scores(source, ragged, reg=0.1, iterations=100_000_000)
+    assert len(calls) == 6
