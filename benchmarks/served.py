@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,9 @@ def docsim_server(
     """`docsim serve --port PORT OPTIONS` with `env`, its output in `log_path`, once its
     /ready answers 200; stopped (terminated, then killed) on the way out."""
     docsim = str(Path(sys.executable).parent / "docsim")
+    with socket.socket() as probe:  # another server there would answer /ready in its place
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            raise RuntimeError(f"port {port} is taken: another server would be measured")
     with log_path.open("w") as log:
         server = subprocess.Popen(
             [docsim, "serve", "--port", str(port), *options],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -234,6 +235,22 @@ def paced_by(request: Request, ticket: Ticket) -> Iterator[None]:
     """The encoders this thread runs in the block pace themselves by `ticket`'s slot."""
     slots: FairSlots = request.app.state.search_slots
     with paced(lambda rows: slots.pace(ticket, rows)):
+        yield
+
+
+@contextlib.contextmanager
+def write_paced(request: Request) -> Iterator[None]:
+    """A write's work in the block (reading its files, encoding) answers to the write deadline
+    (`write_deadline_seconds`) and yields to young searches before each batch
+    (`FairSlots.yield_to_young`): it holds no search slot."""
+    slots: FairSlots = request.app.state.search_slots
+    seconds = request.app.state.settings.api.write_deadline_seconds
+    deadline = time.monotonic() + seconds
+    what = (
+        f"the write ran past its deadline of {seconds:g} s (DOCSIM_API__WRITE_DEADLINE_SECONDS) "
+        "and nothing changed; retry when the server is less busy, or send fewer documents"
+    )
+    with paced(lambda _rows: slots.yield_to_young(deadline, what)):
         yield
 
 

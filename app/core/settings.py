@@ -46,6 +46,13 @@ class ApiSettings(BaseModel):
         description="Characters of a posted document, its title and section titles included "
         "(413); the text of an uploaded file is held to it as the file is read.",
     )
+    max_change_characters: int = Field(
+        default=2_000_000,
+        ge=1,
+        json_schema_extra={"answer": 413},
+        description="Characters of all the documents of one POST /documents together, counted "
+        "before any is split (413): what one write may hold the collection's writer for.",
+    )
     max_sentences: int = Field(
         default=20_000,
         ge=1,
@@ -142,12 +149,30 @@ class ApiSettings(BaseModel):
         "past it, it stops before its next batch of work (an encoder batch, a block of the "
         "sentence scan) and answers 503 with Retry-After.",
     )
+    write_deadline_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        le=3_600,
+        json_schema_extra={"answer": 503},
+        description="How long one write (POST /documents) may read and encode its documents: "
+        "past it, it stops before its next batch of work (an encoder batch, a page of a file) "
+        "with 503 and Retry-After, and nothing changes. Writes hold no search slot; before "
+        "each batch they wait while searches that have worked for less than "
+        "DOCSIM_API__FAIR_SHARE_SECONDS hold or await slots.",
+    )
     fair_share_seconds: float = Field(
         default=2.0,
         gt=0,
         description="How long a search may work (encode its query, scan the sentences) before "
         "it yields its slot, at each batch, to searches that have worked for less: the "
         "largest posted documents are served from the time ordinary searches leave idle.",
+    )
+    upload_fair_share_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        description="DOCSIM_API__FAIR_SHARE_SECONDS for a search whose query is an uploaded "
+        "file: reading a file (inflating its parts, laying out its pages) is where a hostile "
+        "upload spends its time, so such a search yields to others sooner.",
     )
     page_max_cells_per_axis: int = Field(
         default=250, ge=2, description="The same for the HTML page's clickable maps."

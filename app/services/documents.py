@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from docsim.app.core.errors import IndexNotReadyError
+from docsim.app.core.errors import DocumentTooLargeError, IndexNotReadyError
 from docsim.app.core.settings import ApiSettings
 from docsim.app.schemas.documents import DocumentsRequest
-from docsim.app.services.limits import posted_document, split_within_limits
+from docsim.app.services.limits import posted_characters, posted_document, split_within_limits
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
 from docsim.app.services.uploads import UploadedFile, read_upload, upload_limits
@@ -38,16 +38,29 @@ def _sources(
     request: DocumentsRequest, splitter: SentenceSplitter, limits: ApiSettings
 ) -> list[tuple[SourceDocument, Document]]:
     """Every posted document, read, split and checked against the limits before anything
-    changes: one refused document refuses the whole request."""
+    changes: one refused document refuses the whole request, and so do more characters
+    together than `max_change_characters`, before any is split."""
+    posted = [item.model_dump(exclude_none=True) for item in request.documents]
+    check_change_size(sum(posted_characters(p) for p in posted), limits)
     seen: set[str] = set()
     sources = []
-    for item in request.documents:
+    for item, fields in zip(request.documents, posted, strict=True):
         if item.id in seen:
             raise EmptyDocumentError(f"document {item.id!r} is given twice")
         seen.add(item.id)
-        posted = item.model_dump(exclude_none=True)
-        sources.append(posted_document(posted, splitter, limits, f"document {item.id!r}"))
+        sources.append(posted_document(fields, splitter, limits, f"document {item.id!r}"))
     return sources
+
+
+def check_change_size(characters: int, limits: ApiSettings) -> None:
+    """Raises DocumentTooLargeError (413) when one write's documents hold more characters
+    together than `max_change_characters`."""
+    if characters > limits.max_change_characters:
+        raise DocumentTooLargeError(
+            f"the documents of this write hold {characters:,} characters or more together; "
+            f"the limit is {limits.max_change_characters:,} (DOCSIM_API__MAX_CHANGE_CHARACTERS): "
+            "send them in several writes"
+        )
 
 
 def newest_state(runtime: Runtime) -> ServiceState:
@@ -154,8 +167,11 @@ def upsert_files(
     splitter = _splitter(runtime, state)
     read: list[tuple[SourceDocument, Document]] = []
     seen: set[str] = set()
+    characters = 0
     for upload in uploads:
         source = read_upload(upload, limits, doc_id)
+        characters += len(source.text) + len(source.title or "")
+        check_change_size(characters, settings.api)
         if source.doc_id in seen:
             raise EmptyDocumentError(f"document {source.doc_id!r} is given twice")
         seen.add(source.doc_id)

@@ -42,6 +42,7 @@ class Ticket:
     encoding_since: float | None = None
     young: bool = True
     holding: bool = False
+    fair_share: float | None = None  # seconds young: this request's own, else the slots'
     started: float = field(default_factory=time.monotonic)
 
 
@@ -97,8 +98,9 @@ class FairSlots:
         now = time.monotonic()
         if ticket.encoding_since is None:
             ticket.encoding_since = now
+        share = self.fair_share_seconds if ticket.fair_share is None else ticket.fair_share
         with self._changed:
-            if ticket.young and now - ticket.encoding_since > self.fair_share_seconds:
+            if ticket.young and now - ticket.encoding_since > share:
                 ticket.young = False
                 self._young -= 1
                 self._changed.notify_all()
@@ -108,6 +110,22 @@ class FairSlots:
             self._free += 1
             self._changed.notify_all()
             self._take(ticket, wait_for_young=True)
+
+    def yield_to_young(self, deadline: float, what: str) -> None:
+        """Before a batch of work that holds no slot (a write's encoding): wait until no young
+        request has held or awaited a slot for `IDLE_SECONDS`, as an old request does.
+
+        Raises:
+            SearchDeadlineError: `deadline` (time.monotonic()) passed; `what` says whose.
+        """
+        with self._changed:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SearchDeadlineError(what)
+                if self._idle():
+                    return
+                self._changed.wait(timeout=min(left, IDLE_SECONDS))
 
     def _take(self, ticket: Ticket, *, wait_for_young: bool) -> None:
         """Take a slot (the caller holds `_changed`), waiting for a free one: a young request

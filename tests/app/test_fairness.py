@@ -93,3 +93,38 @@ def test_a_search_waiting_past_its_deadline_for_a_slot_is_refused() -> None:
         thread.start()
         thread.join(timeout=10)
     assert len(refused) == 1 and slots._free == 1 and slots._young == 0 and not slots._queue
+
+
+def test_a_write_waits_for_young_searches_and_stops_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write holds no slot: before each batch it waits while a young search holds or awaits
+    one, goes on once they leave, and raises past its deadline, naming it."""
+    monkeypatch.setattr(fairness, "IDLE_SECONDS", 0.0)
+    slots = FairSlots(1, fair_share_seconds=60, deadline_seconds=60)
+    slots.yield_to_young(time.monotonic() + 10, "write")  # nothing young: no wait
+    events: list[str] = []
+    with slots.slot():  # a young search
+        writer = threading.Thread(
+            target=lambda: (slots.yield_to_young(time.monotonic() + 10, "w"), events.append("w"))
+        )
+        writer.start()
+        time.sleep(0.2)
+        assert events == []  # waiting for the young search
+        with pytest.raises(SearchDeadlineError, match="the write ran past"):
+            slots.yield_to_young(time.monotonic() + 0.05, "the write ran past")
+        events.append("search done")
+    writer.join(10)
+    assert events == ["search done", "w"]
+
+
+def test_a_request_may_have_a_shorter_fair_share_of_its_own() -> None:
+    """An upload's search (`upload_fair_share_seconds`) grows old sooner than the slots'."""
+    slots = FairSlots(1, fair_share_seconds=60, deadline_seconds=60)
+    for share in (None, 1e-6):
+        with slots.slot() as ticket:
+            ticket.fair_share = share
+            slots.pace(ticket, 1)
+            time.sleep(0.01)
+            slots.pace(ticket, 1)  # nothing young waits: it goes on, old or young
+            assert ticket.young == (share is None)

@@ -90,6 +90,8 @@ def similar(
     options as form fields."""
     started = time.perf_counter()
     request, upload = body
+    if upload is not None:
+        slot.fair_share = settings.api.upload_fair_share_seconds
     with paced_by(http, slot):
         result, query_id = service.similar(state, request, settings, upload)
     return similar_response(

@@ -17,6 +17,7 @@ from docsim.indexer.text.readers.registry import INFLATED_SETTING, FileLimits
 from docsim.models.pacing import before_batch
 
 CHUNK = 1 << 16  # inflated at a time, then counted
+CHECKPOINT_BYTES = 4 << 20  # inflated between two checkpoints (`ReadBudget.checkpoint`)
 
 
 class OverBudgetError(Exception):
@@ -46,6 +47,8 @@ class ReadBudget:
         self.inflated += size
         if self.inflated > self.max_inflated:
             raise self._over_inflated("its compressed parts inflate to more than")
+        if self.inflated // CHECKPOINT_BYTES != (self.inflated - size) // CHECKPOINT_BYTES:
+            self.checkpoint()  # a long inflation yields and stops at its deadline too
 
     def check_declared(self, size: int) -> None:
         """Refuse a file whose headers declare `size` bytes inflated, more than the limit,
