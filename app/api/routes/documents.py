@@ -6,7 +6,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request
 
 from docsim.app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
-from docsim.app.api.deps import ApiKey, RuntimeDep, SettingsDep, StateDep, StateOrEmptyDep
+from docsim.app.api.deps import (
+    ApiKey,
+    RuntimeDep,
+    SettingsDep,
+    StateDep,
+    StateOrEmptyDep,
+    write_paced,
+)
 from docsim.app.schemas.documents import (
     DocumentsRequest,
     DocumentsUpload,
@@ -78,6 +85,7 @@ async def documents_body(http: Request, settings: SettingsDep) -> DocumentsReque
     openapi_extra={**request_body(DocumentsRequest, DocumentsUpload), **named("upsert_documents")},
 )
 def upsert(
+    http: Request,
     body: Annotated[DocumentsRequest | Upload, Depends(documents_body)],
     state: StateOrEmptyDep,
     runtime: RuntimeDep,
@@ -89,10 +97,11 @@ def upsert(
     document files (PDF, Word, HTML, text, Markdown) uploaded as `multipart/form-data` in
     fields named `file`, each file's id its name without the extension."""
     started = time.perf_counter()
-    if isinstance(body, DocumentsRequest):
-        change = service.upsert(runtime, state, body)
-    else:
-        change = service.upsert_files(runtime, state, *body)
+    with write_paced(http):
+        if isinstance(body, DocumentsRequest):
+            change = service.upsert(runtime, state, body)
+        else:
+            change = service.upsert_files(runtime, state, *body)
     return documents_changed(change, started)
 
 
