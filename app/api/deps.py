@@ -241,8 +241,8 @@ def paced_by(request: Request, ticket: Ticket) -> Iterator[None]:
 @contextlib.contextmanager
 def write_paced(request: Request) -> Iterator[None]:
     """A write's work in the block (reading its files, encoding) answers to the write deadline
-    (`write_deadline_seconds`) and yields to young searches before each batch
-    (`FairSlots.yield_to_young`): it holds no search slot."""
+    (`write_deadline_seconds`) and, once it has worked for `fair_share_seconds`, yields to
+    young searches before each batch (`FairSlots.yield_to_young`): it holds no search slot."""
     slots: FairSlots = request.app.state.search_slots
     seconds = request.app.state.settings.api.write_deadline_seconds
     deadline = time.monotonic() + seconds
@@ -250,7 +250,14 @@ def write_paced(request: Request) -> Iterator[None]:
         f"the write ran past its deadline of {seconds:g} s (DOCSIM_API__WRITE_DEADLINE_SECONDS) "
         "and nothing changed; retry when the server is less busy, or send fewer documents"
     )
-    with paced(lambda _rows: slots.yield_to_young(deadline, what)):
+    working_since: list[float] = []  # its first batch's time
+
+    def before_batch(_rows: int) -> None:
+        if not working_since:
+            working_since.append(time.monotonic())
+        slots.yield_to_young(deadline, what, working_since[0])
+
+    with paced(before_batch):
         yield
 
 

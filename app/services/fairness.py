@@ -111,19 +111,21 @@ class FairSlots:
             self._changed.notify_all()
             self._take(ticket, wait_for_young=True)
 
-    def yield_to_young(self, deadline: float, what: str) -> None:
-        """Before a batch of work that holds no slot (a write's encoding): wait until no young
-        request has held or awaited a slot for `IDLE_SECONDS`, as an old request does.
+    def yield_to_young(self, deadline: float, what: str, working_since: float) -> None:
+        """Before a batch of work that holds no slot (a write's encoding), working since
+        `working_since`: young for `fair_share_seconds` as a search is, it goes on; old, it
+        waits until no young request has held or awaited a slot for `IDLE_SECONDS`.
 
         Raises:
             SearchDeadlineError: `deadline` (time.monotonic()) passed; `what` says whose.
         """
         with self._changed:
             while True:
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = deadline - now
                 if left <= 0:
                     raise SearchDeadlineError(what)
-                if self._idle():
+                if now - working_since <= self.fair_share_seconds or self._idle():
                     return
                 self._changed.wait(timeout=min(left, IDLE_SECONDS))
 

@@ -95,24 +95,29 @@ def test_a_search_waiting_past_its_deadline_for_a_slot_is_refused() -> None:
     assert len(refused) == 1 and slots._free == 1 and slots._young == 0 and not slots._queue
 
 
-def test_a_write_waits_for_young_searches_and_stops_at_its_deadline(
+def test_a_write_waits_for_young_searches_once_old_and_stops_at_its_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A write holds no slot: before each batch it waits while a young search holds or awaits
-    one, goes on once they leave, and raises past its deadline, naming it."""
+    """A write holds no slot: young, it goes on; old, before each batch it waits while a young
+    search holds or awaits a slot, goes on once they leave, and raises past its deadline."""
     monkeypatch.setattr(fairness, "IDLE_SECONDS", 0.0)
-    slots = FairSlots(1, fair_share_seconds=60, deadline_seconds=60)
-    slots.yield_to_young(time.monotonic() + 10, "write")  # nothing young: no wait
+    slots = FairSlots(1, fair_share_seconds=30, deadline_seconds=60)
+    old = time.monotonic() - 60  # working for longer than its fair share
+    slots.yield_to_young(time.monotonic() + 10, "write", old)  # nothing young: no wait
     events: list[str] = []
     with slots.slot():  # a young search
+        slots.yield_to_young(time.monotonic() + 10, "write", time.monotonic())  # young: no wait
         writer = threading.Thread(
-            target=lambda: (slots.yield_to_young(time.monotonic() + 10, "w"), events.append("w"))
+            target=lambda: (
+                slots.yield_to_young(time.monotonic() + 10, "w", old),
+                events.append("w"),
+            )
         )
         writer.start()
         time.sleep(0.2)
         assert events == []  # waiting for the young search
         with pytest.raises(SearchDeadlineError, match="the write ran past"):
-            slots.yield_to_young(time.monotonic() + 0.05, "the write ran past")
+            slots.yield_to_young(time.monotonic() + 0.05, "the write ran past", old)
         events.append("search done")
     writer.join(10)
     assert events == ["search done", "w"]
