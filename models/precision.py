@@ -33,7 +33,7 @@ def lstm(module: torch.nn.LSTM, inputs: torch.Tensor) -> tuple[torch.Tensor, Any
     """
     if (
         inputs.device.type != "cpu"
-        or not torch.is_autocast_cpu_enabled()  # type: ignore[no-untyped-call, unused-ignore]
+        or not torch.is_autocast_enabled("cpu")
         or bf16_supported(inputs.device)
     ):
         return module(inputs)  # type: ignore[no-any-return]
