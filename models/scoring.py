@@ -167,7 +167,12 @@ class RowStats:
 
 
 def row_stats(paragraph_scores: torch.Tensor) -> RowStats:
-    """Mean and (population) standard deviation of each row of `P` `(I, J)`."""
+    """Mean and (population) standard deviation of each row of `P` `(I, J)`; with no column
+    (no other paragraph to compare with: a one-document collection explaining its document)
+    0 and 0, so that `normalize_rows` leaves `P` as it is, where the mean of nothing is NaN."""
+    if paragraph_scores.shape[1] == 0:
+        zeros = paragraph_scores.new_zeros(paragraph_scores.shape[0])  # (I,)
+        return RowStats(mean=zeros, std=zeros)
     mean = paragraph_scores.mean(dim=1)  # (I,)
     std = paragraph_scores.std(dim=1, correction=0)  # (I,)
     return RowStats(mean=mean, std=std)

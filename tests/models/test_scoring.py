@@ -9,7 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from docsim.models.scoring import RaggedCollection, block_cosines, row_stats, sdr_scores
+from docsim.models.scoring import (
+    RaggedCollection,
+    block_cosines,
+    normalize_rows,
+    row_stats,
+    sdr_scores,
+)
 
 
 def unit(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
@@ -112,6 +118,15 @@ def test_fixed_stats_are_used_when_given() -> None:
     torch.testing.assert_close(own, same)
     raw, _ = sdr_scores(source, lengths, collection, normalize=False)
     assert not torch.allclose(own, raw)
+
+
+def test_the_stats_of_no_paragraph_leave_the_scores_as_they_are() -> None:
+    """A population of no paragraph (a one-document collection explaining its document) has
+    mean 0 and spread 0, not NaN: /explain answered 500 on its NaN score."""
+    stats = row_stats(torch.empty(3, 0, dtype=torch.float64))
+    assert stats.mean.tolist() == [0.0] * 3 and stats.std.tolist() == [0.0] * 3
+    scores = torch.rand(3, 2, dtype=torch.float64)
+    assert torch.equal(normalize_rows(scores, stats), scores)
 
 
 def test_equal_weights_are_the_papers_scoring() -> None:
