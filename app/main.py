@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI, Request, Response
 from docsim.app.api.bodies import add_body_schemas
 from docsim.app.api.body_limit import BodyLimit
 from docsim.app.api.deps import ReadKey, reject_nul_in_url
+from docsim.app.api.openapi import document_errors
 from docsim.app.api.routes import (
     collections,
     documents,
@@ -108,4 +109,5 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(metrics.router)
     add_body_schemas(app)  # the bodies the routes declared
+    document_errors(app)  # what each route refuses, in one shape
     return app

@@ -7,7 +7,8 @@ is public, and changes to it are changes of interface.
 - **Opening the served version**: `open_searcher` (load a version with its encoder, checked to
   be the one it was built with), `serve_on_shards` (score on Ray actors);
   `Searcher.with_changes` follows document changes.
-- **Search and explain**: `Searcher` with its options, query and result types; metadata
+- **Search and explain**: `Searcher` with its options, query and result types (and the
+  methods that rank whole documents only, `WHOLE_DOCUMENT_ONLY`); metadata
   filters (`parse_filter`, `Filter`, and `FilterColumns` for the fields and their types);
   `explain_pair` and `Explanation`.
 
@@ -23,6 +24,7 @@ from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher, serve_on_shards
 from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.types import (
+    WHOLE_DOCUMENT_ONLY,
     DocumentHit,
     ParagraphStats,
     Query,
@@ -32,6 +34,7 @@ from docsim.search.types import (
 )
 
 __all__ = [
+    "WHOLE_DOCUMENT_ONLY",
     "DocumentHit",
     "Explanation",
     "Filter",

@@ -6,11 +6,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, routing
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from docsim.indexer.errors import OUTCOMES, DataDirBusyError
 
@@ -120,6 +123,37 @@ async def _invalid_request(_request: Request, error: RequestValidationError) -> 
     return JSONResponse(status_code=422, content={"detail": detail})
 
 
+def effective_routes(app: FastAPI) -> list[Any]:
+    """Every route of `app`, those of its included routers one by one: a recent FastAPI
+    keeps an included router whole in `app.routes` (an older one copied its routes there)."""
+    iterate = getattr(routing, "iter_route_contexts", None)
+    return list(iterate(app.routes)) if iterate is not None else list(app.routes)
+
+
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    """FastAPI's answer to an HTTP error, with a 405's `Allow` naming every method of the
+    path's resource: Starlette names only those of the first route that matched it, where a
+    path such as `/documents/{id}` has one route for GET and one for DELETE. Of the routes
+    whose templates match the path, those with the fewest parameters name the resource
+    (`/jobs/reindex` is not the job `reindex` of `/jobs/{job_id}`)."""
+    if error.status_code == 405:
+        matching = [
+            route
+            for route in effective_routes(request.app)
+            if route.matches(request.scope)[0] is not Match.NONE
+        ]
+        fewest = min((route.path_format.count("{") for route in matching), default=0)
+        allowed = {
+            method
+            for route in matching
+            if route.path_format.count("{") == fewest
+            for method in getattr(route, "methods", None) or ()
+        }
+        headers = {**(error.headers or {}), "Allow": ", ".join(sorted(allowed))}
+        error = HTTPException(405, error.detail, headers)
+    return await http_exception_handler(request, error)
+
+
 def missing_file_detail(error: FileNotFoundError) -> str:
     """What a client is told of a server file gone missing: its name, never its path."""
     name = Path(str(error.filename)).name if error.filename else "a file"
@@ -147,6 +181,7 @@ def _deleted_collection(request: Request) -> str | None:
 
 def register_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     for error_type, status in STATUS.items():
 
         async def handler(request: Request, error: Exception, status: int = status) -> JSONResponse:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from docsim.app.schemas.common import RequestModel
+from docsim.app.schemas.common import RequestModel, given, left_out
 from docsim.indexer.api import COLLECTION_NAME_PATTERN
+from docsim.search.api import SearchSettings
 
 KEY_RULE = (
     "visible ASCII characters (letters, digits, punctuation; spaces only between them), as "
     "an HTTP header can carry them"
 )
+KEY_PATTERN = "^[!-~]([ -~]*[!-~])?$"  # `header_safe_key`'s rule, as JSON Schema says it
 
 
 def header_safe_key(key: SecretStr | None) -> SecretStr | None:
@@ -28,6 +31,10 @@ def header_safe_key(key: SecretStr | None) -> SecretStr | None:
 
 
 class CollectionRequest(RequestModel):
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [left_out("read_key"), given("write_key")]}
+    )
+
     name: str = Field(
         pattern=COLLECTION_NAME_PATTERN,
         description="1 to 64 characters of a-z, 0-9, `_` and `-`, starting with a letter or "
@@ -59,6 +66,7 @@ class CollectionRequest(RequestModel):
         default=None,
         min_length=16,
         max_length=512,
+        json_schema_extra={"pattern": KEY_PATTERN},
         description="An API key for changing this collection (documents, jobs); the server's "
         f"key opens it too. A key of one collection opens nothing in another. It is {KEY_RULE}.",
     )
@@ -66,9 +74,27 @@ class CollectionRequest(RequestModel):
         default=None,
         min_length=16,
         max_length=512,
+        json_schema_extra={"pattern": KEY_PATTERN},
         description="An API key that searching and reading this collection then need (its "
         f"write key and the server's key open it too). Needs a write key. It is {KEY_RULE}.",
     )
+
+    @field_validator("search")
+    @classmethod
+    def _search_types(cls, search: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The search settings named, each of its type as the rest of the body is read
+        (strictly: `true` is no number, `"5"` or `5.0` no integer), as the OpenAPI description
+        says; a name that is not a setting is left to the service, which names it (422)."""
+        fields = SearchSettings.model_fields
+        known = {name: value for name, value in (search or {}).items() if name in fields}
+        try:
+            SearchSettings.model_validate_json(json.dumps(known), strict=True)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
+            )
+            raise ValueError(f"search: {problems}") from None
+        return search
 
     @field_validator("write_key", "read_key")
     @classmethod

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
 
-from docsim.app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
+from pydantic import ConfigDict, Field
+
+from docsim.app.schemas.common import (
+    DocumentIdText,
+    DocumentIn,
+    RequestModel,
+    as_form,
+    took_ms,
+)
 from docsim.indexer.api import DocumentChange, SourceDocument
 from docsim.protocol.answers import DocumentsChanged, SectionText, StoredDocument
 
@@ -22,8 +30,17 @@ class DocumentsUpload(RequestModel):
     told by their content) in fields named `file`; each file's id is its name without the
     extension, or `id` when one file is given."""
 
+    model_config = ConfigDict(json_schema_extra=lambda schema: _upload_schema(schema))
+
     file: list[bytes] = Field(min_length=1, max_length=1000)
     id: DocumentIdText | None = None
+
+
+def _upload_schema(schema: dict[str, Any]) -> None:
+    """`DocumentsUpload`'s JSON schema, as a form's, where an `id` names one file."""
+    as_form(schema)
+    one_file = {"anyOf": [{"type": "string"}, {"type": "array", "maxItems": 1}]}
+    schema["dependentSchemas"] = {"id": {"properties": {"file": one_file}}}
 
 
 def documents_changed(change: DocumentChange, started: float) -> DocumentsChanged:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     StrictBool,
     StrictFloat,
@@ -14,9 +15,19 @@ from pydantic import (
     model_validator,
 )
 
-from docsim.app.schemas.common import DocumentIdText, DocumentIn, RequestModel, took_ms
+from docsim.app.schemas.common import (
+    DocumentIdText,
+    DocumentIn,
+    RequestModel,
+    as_form,
+    given,
+    left_out,
+    one_of,
+    took_ms,
+)
 from docsim.protocol.answers import DocumentResult, MatchOut, SimilarResponse, UnitResult
 from docsim.search.api import (
+    WHOLE_DOCUMENT_ONLY,
     DocumentHit,
     Granularity,
     Method,
@@ -27,6 +38,31 @@ from docsim.search.api import (
 
 FilterValue = StrictBool | StrictInt | StrictFloat | StrictStr
 FilterBound = StrictInt | StrictFloat | StrictStr
+_NODES = ("and", "or", "not")
+_CONDITIONS = ("eq", "in", "exists")
+_BOUNDS = ("gt", "gte", "lt", "lte")
+_KEYS = ("field", *_CONDITIONS, *_BOUNDS, *_NODES)
+
+
+def _only(*fields: str) -> dict[str, Any]:
+    """A filter node with `fields` and nothing else (but nulls)."""
+    return {"allOf": [given(*fields), left_out(*(k for k in _KEYS if k not in fields))]}
+
+
+# `parse_filter`'s rules of form: an and / or / not node, or a condition on one field
+FILTER_FORMS: list[Any] = [
+    *(_only(node) for node in _NODES),
+    *(_only("field", condition) for condition in _CONDITIONS),
+    {
+        "allOf": [
+            given("field"),
+            {"anyOf": [given(bound) for bound in _BOUNDS]},
+            left_out(*_CONDITIONS, *_NODES),
+            {"anyOf": [left_out("gt"), left_out("gte")]},
+            {"anyOf": [left_out("lt"), left_out("lte")]},
+        ]
+    },
+]
 
 
 class FilterIn(RequestModel):
@@ -36,16 +72,22 @@ class FilterIn(RequestModel):
     dotted paths (`header.court`); a field holding a list matches when any of its values
     does. Dates are ISO 8601 strings (`1990-01-31`)."""
 
+    model_config = ConfigDict(json_schema_extra={"oneOf": FILTER_FORMS})
+
     field: str | None = Field(default=None, min_length=1, max_length=512)
     eq: FilterValue | None = None
-    in_: list[FilterValue] | None = Field(default=None, alias="in")
+    in_: list[FilterValue] | None = Field(
+        default=None, alias="in", json_schema_extra={"minItems": 1}
+    )
     gt: FilterBound | None = None
     gte: FilterBound | None = None
     lt: FilterBound | None = None
     lte: FilterBound | None = None
     exists: StrictBool | None = None
-    and_: list[FilterIn] | None = Field(default=None, alias="and")
-    or_: list[FilterIn] | None = Field(default=None, alias="or")
+    and_: list[FilterIn] | None = Field(
+        default=None, alias="and", json_schema_extra={"minItems": 1}
+    )
+    or_: list[FilterIn] | None = Field(default=None, alias="or", json_schema_extra={"minItems": 1})
     not_: FilterIn | None = Field(default=None, alias="not")
 
     def data(self) -> dict[str, Any]:
@@ -53,8 +95,32 @@ class FilterIn(RequestModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+UNITS = [g.value for g in Granularity if g is not Granularity.document]
+ANY_GRANULARITY = sorted({m.value for m in Method} - {m.value for m in WHOLE_DOCUMENT_ONLY})
+# What the search refuses of these options together, as JSON Schema says it (without `not`
+# or `if`, which schemathesis cannot judge beside an uploaded file): no offset into grouped
+# units, groups of units only, and methods that rank whole documents on documents only
+OPTION_RULES: list[Any] = [
+    {"anyOf": [left_out("group_by"), {"properties": {"offset": {"maximum": 0}}}]},
+    {
+        "anyOf": [
+            left_out("group_by"),
+            {"required": ["granularity"], "properties": {"granularity": {"enum": UNITS}}},
+        ]
+    },
+    {
+        "anyOf": [
+            {"properties": {"granularity": {"const": Granularity.document.value}}},
+            {"properties": {"method": {"enum": [*ANY_GRANULARITY, None]}}},
+        ]
+    },
+]
+
+
 class SimilarOptions(RequestModel):
     """How to rank, whatever the query document came as."""
+
+    model_config = ConfigDict(json_schema_extra={"allOf": OPTION_RULES})
 
     top_k: int = Field(
         default=10, ge=1, description="Results to return (at most DOCSIM_API__MAX_TOP_K)."
@@ -109,6 +175,8 @@ class SimilarOptions(RequestModel):
 class Example(RequestModel):
     """A document given as an example: posted (`document`) or indexed (`document_id`)."""
 
+    model_config = ConfigDict(json_schema_extra=one_of("document", "document_id"))
+
     document: DocumentIn | None = None
     document_id: DocumentIdText | None = None
 
@@ -121,7 +189,23 @@ class Example(RequestModel):
 
 class SimilarRequest(SimilarOptions):
     """The JSON body: the query document posted as text or sections, or an indexed one; or
-    several documents to rank like (`like`), and optionally some to rank unlike."""
+    several documents to rank like (`like`), and optionally some to rank unlike (whole
+    documents only)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                *OPTION_RULES,
+                one_of("document", "document_id", "like"),
+                {
+                    "anyOf": [
+                        left_out("unlike"),
+                        {"properties": {"granularity": {"const": Granularity.document.value}}},
+                    ]
+                },
+            ]
+        }
+    )
 
     document: DocumentIn | None = None
     document_id: DocumentIdText | None = Field(
@@ -161,7 +245,15 @@ class SimilarUpload(SimilarOptions):
     """The multipart body: the query document as a file (PDF, Word, HTML, text or Markdown,
     told by its content) in `file`, and the options as form fields."""
 
+    model_config = ConfigDict(json_schema_extra=lambda schema: _upload_schema(schema))
+
     file: bytes = Field(description="The query document's file.")
+
+
+def _upload_schema(schema: dict[str, Any]) -> None:
+    """`SimilarUpload`'s JSON schema, as a form's, with the options' rules."""
+    as_form(schema)
+    schema["allOf"] = OPTION_RULES
 
 
 def _more(

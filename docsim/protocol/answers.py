@@ -1,8 +1,9 @@
 """What the service answers, one model per shape: `POST /similar` (`SimilarResponse` with its
 `DocumentResult`s or `UnitResult`s), the document routes (`DocumentsChanged`,
-`StoredDocument`), jobs (`JobOut`), collections (`CollectionOut`), health and readiness.
-`/explain`'s answer is `docsim.protocol.explanations`. The service builds them from its
-results (`app.schemas`); the client reads the answers into them."""
+`StoredDocument`), jobs (`JobOut`), collections (`CollectionOut`), health and readiness, and
+refusals (`ErrorAnswer`, a 422's `InvalidAnswer`). `/explain`'s answer is
+`docsim.protocol.explanations`. The service builds them from its results (`app.schemas`); the
+client reads the answers into them."""
 
 from __future__ import annotations
 
@@ -172,3 +173,27 @@ class Ready(BaseModel):
     status: str
     index_version: int
     documents: int
+
+
+class ErrorAnswer(BaseModel):
+    """Every refusal (4xx) and outage (503): one message, naming the setting or the value
+    that decided it."""
+
+    detail: str
+
+
+class Problem(BaseModel, extra="allow"):
+    """One thing wrong with a request, as FastAPI words it: where (`loc`: `body`, `query`,
+    `path`, then the field's path), what (`msg`) and its kind (`type`)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class InvalidAnswer(BaseModel):
+    """A 422: the list of what is wrong with the request's fields (`Problem`s), or one
+    message for a rule of the service (a limit, a control character in the URL, a collection
+    name, a setting, a path, a file it cannot read)."""
+
+    detail: str | list[Problem]

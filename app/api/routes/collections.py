@@ -16,6 +16,7 @@ from docsim.app.api.deps import (
     given_key,
     is_server_key,
 )
+from docsim.app.api.openapi import errors
 from docsim.app.schemas.collections import CollectionRequest
 from docsim.app.services.collections import Collections, requested_groups
 from docsim.indexer.api import COLLECTION_NAME_PATTERN, CollectionRow
@@ -61,6 +62,7 @@ def _out(row: CollectionRow, collections: Collections) -> CollectionOut:
     response_model=CollectionOut,
     dependencies=[ServerKey],
     openapi_extra=json_request_body(CollectionRequest),
+    responses=errors(403, 409),
 )
 def create(
     request: Annotated[CollectionRequest, Depends(strict_json(CollectionRequest))],
@@ -105,7 +107,12 @@ def show(collection: CollectionName, collections: CollectionsDep) -> CollectionO
     return _out(row, collections)
 
 
-@router.delete("/{collection}", response_model=CollectionDeleted, dependencies=[OwnerKey])
+@router.delete(
+    "/{collection}",
+    response_model=CollectionDeleted,
+    dependencies=[OwnerKey],
+    responses=errors(409),
+)
 def delete(
     collection: CollectionName, collections: CollectionsDep, http: Request
 ) -> CollectionDeleted:

@@ -14,6 +14,7 @@ from docsim.app.api.deps import (
     StateOrEmptyDep,
     write_paced,
 )
+from docsim.app.api.openapi import errors
 from docsim.app.schemas.documents import (
     DocumentsRequest,
     DocumentsUpload,
@@ -81,7 +82,7 @@ async def documents_body(http: Request, settings: SettingsDep) -> DocumentsReque
     "",
     response_model=DocumentsChanged,
     dependencies=[ApiKey],
-    responses={200: _links_to_the_document("added")},
+    responses={200: _links_to_the_document("added"), **errors(429)},
     openapi_extra={**request_body(DocumentsRequest, DocumentsUpload), **named("upsert_documents")},
 )
 def upsert(
@@ -110,7 +111,7 @@ def upsert(
     response_model=DocumentsChanged,
     dependencies=[ApiKey],
     openapi_extra=named("delete_document"),
-    responses={200: _links_to_the_document("deleted")},
+    responses={200: _links_to_the_document("deleted"), **errors(429)},
 )
 def remove(document_id: DocumentId, _state: StateDep, runtime: RuntimeDep) -> DocumentsChanged:
     """Delete a document: it never appears in results afterwards."""

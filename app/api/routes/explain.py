@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep, paced_by
+from docsim.app.api.openapi import errors
 from docsim.app.render.explain_page import render_html
 from docsim.app.render.policy import content_security_policy
 from docsim.app.schemas.explain import ExplainFormat, explain_response
@@ -19,7 +20,7 @@ router = APIRouter(tags=["explain"])
 @router.get(
     "/explain",
     response_model=ExplainResponse,
-    responses={200: {"content": {"image/png": {}, "text/html": {}}}},
+    responses={200: {"content": {"image/png": {}, "text/html": {}}}, **errors(413)},
 )
 def explain(
     http: Request,

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from docsim.app.api.bodies import json_request_body, strict_json
 from docsim.app.api.deps import ApiKey, EngineDep, JobsKey, RuntimeDep, collection_name
+from docsim.app.api.openapi import errors
 from docsim.app.schemas.jobs import ReindexRequest, job_out
 from docsim.app.services import jobs as service
 from docsim.indexer.api import get_job, list_jobs, request_cancel, retry_job
@@ -38,6 +39,7 @@ Collection = Annotated[str, Depends(collection_name)]
     response_model=JobAccepted,
     dependencies=[ApiKey],
     openapi_extra=json_request_body(ReindexRequest),
+    responses=errors(403),
 )
 def reindex(
     request: Annotated[ReindexRequest, Depends(strict_json(ReindexRequest))],
@@ -67,7 +69,7 @@ def jobs(
     return JobList(jobs=[job_out(j, serving) for j in found])
 
 
-@router.get("/{job_id}", response_model=JobOut, dependencies=[JobsKey])
+@router.get("/{job_id:int}", response_model=JobOut, dependencies=[JobsKey])
 def job(job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection) -> JobOut:
     """Status and progress: done / total sentences, rate, ETA; the version it published and
     whether this process serves it. Another collection's job is not found here."""
@@ -75,7 +77,9 @@ def job(job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Col
     return job_out(found, served())
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, dependencies=[ApiKey])
+@router.post(
+    "/{job_id:int}/cancel", response_model=JobOut, dependencies=[ApiKey], responses=errors(409)
+)
 def cancel(
     job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection
 ) -> JobOut:
@@ -85,7 +89,9 @@ def cancel(
     return job_out(found, served())
 
 
-@router.post("/{job_id}/retry", response_model=JobOut, dependencies=[ApiKey])
+@router.post(
+    "/{job_id:int}/retry", response_model=JobOut, dependencies=[ApiKey], responses=errors(409)
+)
 def retry(
     job_id: JobId, engine: EngineDep, served: ServedVersion, collection: Collection
 ) -> JobOut:
