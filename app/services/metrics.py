@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -177,11 +178,18 @@ def route_template(request: Request) -> str:
     as it was declared, without the prefix it was included under)."""
     route = request.scope.get("route")
     if route is not None:
+        path = template(route)
         scoped = "collection" in request.scope.get("path_params", {})
-        if scoped and not route.path.startswith("/collections"):
-            return SCOPED_PREFIX + route.path
-        return route.path
+        if scoped and not path.startswith("/collections"):
+            return SCOPED_PREFIX + path
+        return path
     for candidate in request.app.router.routes:
         if candidate.matches(request.scope)[0] == Match.FULL:
-            return candidate.path
+            return template(candidate)
     return UNMATCHED
+
+
+def template(route: Any) -> str:
+    """A route's path without its parameters' convertors (`/jobs/{job_id}`, not
+    `/jobs/{job_id:int}`)."""
+    return str(getattr(route, "path_format", route.path))
