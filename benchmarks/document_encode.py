@@ -46,7 +46,7 @@ from docsim.indexer.text.split import split_document
 from docsim.models import colde
 from docsim.models.encoder import DocumentVectors
 from docsim.models.loading import load_encoder, resolve_encoder_path
-from docsim.models.openvino_export import export_openvino_int8
+from docsim.models.openvino_export import export_openvino
 from docsim.models.precision import autocast
 from docsim.models.transformer import TransformerEncoder
 
@@ -109,7 +109,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         calibration = calibration_texts(calibrating, bf16, bf16.chunk_capacity, Settings())
         batches = list(bf16.plan_batches(bf16.tokenize(calibration[0] + calibration[1])))
-        export_openvino_int8(bf16.model, batches, Path(workdir) / "ov")
+        export_openvino(bf16.model, batches, Path(workdir) / "ov")
         two_pass: TransformerEncoder = load_encoder("minilm", backend_dir=Path(workdir) / "ov")  # type: ignore[assignment]
         one_pass: TransformerEncoder = load_encoder(  # type: ignore[assignment]
             "minilm", backend_dir=Path(workdir) / "ov", chunk_vectors="sentences"
@@ -125,7 +125,7 @@ def main() -> None:
             tokenizer=bf16.tokenizer,  # the temporary directory holds no tokenizer
         )
         colde_int8 = copy.deepcopy(colde_encoder)
-        colde_int8.export_openvino_int8(calibration[0] + calibration[1], Path(workdir) / "colde")
+        colde_int8.export_openvino(calibration[0] + calibration[1], Path(workdir) / "colde")
         colde_int8.use_openvino(Path(workdir) / "colde")
         runs: dict[str, Callable[[], object]] = {
             "bare_forward_bf16_sentences": lambda: bare_forward_seconds(bf16, sentences),

@@ -49,7 +49,7 @@ from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
 from docsim.models.loading import load_encoder, resolve_encoder_path
-from docsim.models.openvino_export import LastHiddenState, export_openvino_int8
+from docsim.models.openvino_export import LastHiddenState, export_openvino
 from docsim.models.transformer import TransformerEncoder
 
 logger = logging.getLogger("benchmarks.encode_throughput")
@@ -111,7 +111,7 @@ def openvino_int8(calibration: list[str], workdir: Path) -> TransformerEncoder:
     encoder: TransformerEncoder = load_encoder("minilm", precision="fp32")  # type: ignore[assignment]
     batches = list(encoder.plan_batches(encoder.tokenize(calibration)))
     started = time.perf_counter()
-    export_openvino_int8(encoder.model, batches, workdir / "openvino")
+    export_openvino(encoder.model, batches, workdir / "openvino")
     logger.info("OpenVINO int8 export: %.1f s", time.perf_counter() - started)
     encoder.use_openvino(workdir / "openvino")
     return encoder

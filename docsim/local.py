@@ -7,7 +7,7 @@ would give, and the typed answers and errors are the client's.
     from docsim.local import open_local
 
     with open_local("docsim-data") as docsim:
-        docsim.wait(docsim.reindex("/home/me/judgments").job_id, progress=True)
+        docsim.wait(docsim.reindex("/path/to/judgments").job_id, progress=True)
         hits = docsim.similar(document_id="C12", top_k=5)
         why = docsim.explain("C12", hits.results[0].document_id)
 

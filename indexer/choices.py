@@ -29,6 +29,7 @@ class BackendChoice(str, Enum):
     auto = "auto"
     torch = "torch"
     openvino_int8 = "openvino-int8"
+    openvino_fp32 = "openvino-fp32"
 
 
 class CorpusFormat(str, Enum):

@@ -58,12 +58,14 @@ class EncoderSettings(BaseModel):
         description="Inputs per forward batch at most, however short; default: 256 on the "
         "CPU, 4,096 on a GPU.",
     )
-    backend: Literal["auto", "torch", "openvino-int8"] = Field(
+    backend: Literal["auto", "torch", "openvino-int8", "openvino-fp32"] = Field(
         default="auto",
         description="What runs the forward pass of new indexes: `openvino-int8` (exported and "
-        "quantised on the corpus's text), `torch`, or `auto`: openvino-int8 for a transformer "
-        "encoder on the CPU when OpenVINO is installed, else torch. A served index always uses "
-        "the backend recorded in its manifest.",
+        "quantised on the corpus's text), `openvino-fp32` (exported unquantised), `torch`, or "
+        "`auto`: for a transformer or CoLDE encoder on the CPU when OpenVINO is installed, "
+        "openvino-int8 where the CPU multiplies int8 natively (VNNI or AMX) and openvino-fp32 "
+        "where it does not (AVX2 alone), else torch. A served index always uses the backend "
+        "recorded in its manifest.",
     )
     streams: int = Field(
         default=1, ge=1, description="OpenVINO inference streams (two requests stay in flight)."

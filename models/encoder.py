@@ -108,12 +108,14 @@ class Encoder(Protocol):
 
 
 @runtime_checkable
-class Int8Exportable(Encoder, Protocol):
-    """An encoder whose backbone runs on its own int8 OpenVINO export (the transformer and
-    CoLDE encoders): `indexer.builder.backend` exports it once and moves it there."""
+class OpenVinoExportable(Encoder, Protocol):
+    """An encoder whose backbone runs on its own OpenVINO export, int8 or float32 (the
+    transformer and CoLDE encoders): `indexer.builder.backend` exports it once and moves it
+    there."""
 
-    def export_openvino_int8(self, texts: list[str], out_dir: Path) -> None:
-        """Export and quantise the backbone into `out_dir`, calibrated on `texts`."""
+    def export_openvino(self, texts: list[str], out_dir: Path, *, int8: bool = True) -> None:
+        """Export the backbone into `out_dir`: quantised to int8, calibrated on `texts`
+        (`int8`), else in float32 (`texts` only trace the graph)."""
         ...
 
     def use_openvino(

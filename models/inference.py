@@ -3,8 +3,11 @@
 - `torch`: the PyTorch module itself, under bf16 autocast where the hardware has it.
 - `openvino-int8`: the same module exported to OpenVINO and statically quantised to int8 by
   NNCF (`models.openvino_export`), run by OpenVINO's CPU plugin with its int8 kernels (VNNI or
-  AMX where the CPU has them, AVX2 otherwise), non-quantised operations in bf16 only where
-  torch's oneDNN runs bf16 natively (`models.precision.openvino_precision`), f32 elsewhere.
+  AMX), non-quantised operations in bf16 only where torch's oneDNN runs bf16 natively
+  (`models.precision.openvino_precision`), f32 elsewhere.
+- `openvino-fp32`: the module exported to OpenVINO unquantised, for CPUs without native int8
+  products (`models.precision.int8_native`): there OpenVINO's int8 fully connected layers
+  fall back to a generic kernel slower than its float32 one.
 
 A backend takes padded batches and yields each with its last hidden states; the encoder pools.
 OpenVINO keeps two requests in flight, so that while one batch runs the caller pads the next
@@ -35,13 +38,15 @@ import torch
 
 from docsim.models.errors import BackendUnavailableError
 from docsim.models.pacing import before_batch
-from docsim.models.precision import autocast, openvino_precision, to_device
+from docsim.models.precision import autocast, int8_native, openvino_precision, to_device
 
 logger = logging.getLogger(__name__)
 
 TORCH = "torch"
 OPENVINO_INT8 = "openvino-int8"
-BACKENDS: tuple[str, ...] = (TORCH, OPENVINO_INT8)
+OPENVINO_FP32 = "openvino-fp32"
+OPENVINO_BACKENDS: tuple[str, ...] = (OPENVINO_INT8, OPENVINO_FP32)
+BACKENDS: tuple[str, ...] = (TORCH, *OPENVINO_BACKENDS)
 OPENVINO_FILES = ("model.xml", "model.bin")
 
 
@@ -106,9 +111,20 @@ def import_openvino() -> Any:
         import openvino
     except ImportError as error:
         raise BackendUnavailableError(
-            f"the {OPENVINO_INT8} backend needs OpenVINO and NNCF: pip install openvino nncf"
+            "the OpenVINO backends need OpenVINO and NNCF: pip install openvino nncf"
         ) from error
     return openvino
+
+
+def native_openvino_backend() -> str:
+    """The OpenVINO backend this CPU runs fastest: int8 where its int8 products are native
+    (VNNI or AMX), float32 elsewhere."""
+    return OPENVINO_INT8 if int8_native() else OPENVINO_FP32
+
+
+def is_quantized(directory: Path) -> bool:
+    """Whether the OpenVINO model in `directory` is quantised (NNCF's FakeQuantize nodes)."""
+    return b'type="FakeQuantize"' in (directory / "model.xml").read_bytes()
 
 
 def openvino_available() -> bool:
@@ -176,7 +192,7 @@ def openvino_backend(
     """
     if device.type != "cpu":
         raise BackendUnavailableError(
-            f"the {OPENVINO_INT8} backend runs on the CPU, not {device} (use the {TORCH} backend)"
+            f"the OpenVINO backends run on the CPU, not {device} (use the {TORCH} backend)"
         )
     return OpenVinoBackend(
         directory,
@@ -190,14 +206,12 @@ class OpenVinoBackend:
     """An exported OpenVINO model compiled for the CPU, at least two requests in flight.
 
     Args:
-        directory: holds `model.xml` and `model.bin` (from `export_openvino_int8`).
+        directory: holds `model.xml` and `model.bin` (from `export_openvino`).
         streams: inference streams; the CPU's threads are shared among them.
         threads: CPU threads for inference; default: torch's thread count.
         shape_cache: prepared kernels kept (one an operation and an input shape).
         precision: OpenVINO's inference precision hint, `f32` or `bf16`.
     """
-
-    name = OPENVINO_INT8
 
     def __init__(
         self,
@@ -215,6 +229,7 @@ class OpenVinoBackend:
                 f"{str(directory)!r} holds no exported model (missing {', '.join(missing)})"
             )
         self.directory = directory
+        self.name = OPENVINO_INT8 if is_quantized(directory) else OPENVINO_FP32
         self.streams = max(1, streams)
         self.shape_cache = shape_cache
         threads = threads or torch.get_num_threads()

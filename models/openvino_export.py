@@ -1,6 +1,7 @@
-"""Exporting an encoder to OpenVINO, quantised to int8 by NNCF's post-training quantisation
-(weights per channel, activations per tensor from calibration statistics). Calibration batches
-come from the caller (the corpus being indexed), never from a data set fetched from a hub; the
+"""Exporting an encoder to OpenVINO: in float32, or quantised to int8 by NNCF's post-training
+quantisation (weights per channel, activations per tensor from calibration statistics), for
+CPUs whose int8 products are native (`models.precision.int8_native`). Calibration batches come
+from the caller (the corpus being indexed), never from a data set fetched from a hub; either
 export runs on `models.inference.OpenVinoBackend`.
 
 Dimensions: B batch, T tokens, H hidden size.
@@ -14,6 +15,7 @@ import io
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,27 +51,32 @@ class _LastHiddenFromEmbeddings(torch.nn.Module):
         return hidden
 
 
-def export_openvino_int8(
-    model: torch.nn.Module, calibration: Sequence[PaddedBatch], out_dir: Path
+def export_openvino(
+    model: torch.nn.Module,
+    samples: Sequence[PaddedBatch],
+    out_dir: Path,
+    *,
+    int8: bool = True,
 ) -> None:
-    """Export `model` (a Hugging Face encoder) to OpenVINO, quantise it to int8 with NNCF's
-    post-training quantisation on `calibration`, and save `model.xml`/`model.bin` in `out_dir`.
-    """
-    samples = [{"input_ids": b.input_ids, "attention_mask": b.attention_mask} for b in calibration]
-    _export(LastHiddenState(model), samples, out_dir, [("input_ids", 2), ("attention_mask", 2)])
+    """Export `model` (a Hugging Face encoder) to OpenVINO and save `model.xml`/`model.bin`
+    in `out_dir`: quantised to int8 with NNCF's post-training quantisation calibrated on
+    `samples` (`int8`), else in float32 (`samples[0]` only traces the graph)."""
+    feeds = [{"input_ids": b.input_ids, "attention_mask": b.attention_mask} for b in samples]
+    inputs = [("input_ids", 2), ("attention_mask", 2)]
+    _export(LastHiddenState(model), feeds, out_dir, inputs, int8=int8)
 
 
-def export_openvino_int8_embeddings(
-    model: torch.nn.Module, calibration: Sequence[dict[str, torch.Tensor]], out_dir: Path
+def export_openvino_embeddings(
+    model: torch.nn.Module,
+    samples: Sequence[dict[str, torch.Tensor]],
+    out_dir: Path,
+    *,
+    int8: bool = True,
 ) -> None:
-    """`export_openvino_int8` for a backbone fed token embeddings (`inputs_embeds`, `(B, T, H)`,
+    """`export_openvino` for a backbone fed token embeddings (`inputs_embeds`, `(B, T, H)`,
     with `attention_mask`): for models that add embeddings of their own (CoLDE)."""
-    _export(
-        _LastHiddenFromEmbeddings(model),
-        list(calibration),
-        out_dir,
-        [("inputs_embeds", 3), ("attention_mask", 2)],
-    )
+    inputs = [("inputs_embeds", 3), ("attention_mask", 2)]
+    _export(_LastHiddenFromEmbeddings(model), list(samples), out_dir, inputs, int8=int8)
 
 
 def _export(
@@ -77,14 +84,14 @@ def _export(
     samples: list[dict[str, torch.Tensor]],
     out_dir: Path,
     inputs: list[tuple[str, int]],
+    *,
+    int8: bool,
 ) -> None:
     """Trace `wrapped` (on a deep copy: tracing patches the module it is given in place) with
-    dynamic shapes, quantise on `samples`, save to `out_dir`."""
+    dynamic shapes, quantise on `samples` (`int8`), save to `out_dir`."""
     if not samples:
-        raise ValueError("int8 calibration needs at least one batch of the corpus's text")
+        raise ValueError("an OpenVINO export needs at least one batch of the corpus's text")
     ov = import_openvino()
-    import nncf
-
     wrapped = copy.deepcopy(wrapped).float().eval()
     types = {2: ov.Type.i64, 3: ov.Type.f32}
     # tracing warns about every data-dependent branch in transformers' masking code: these
@@ -103,17 +110,27 @@ def _export(
             ],
         )  # fmt: skip
 
+    if int8:
+        exported = _quantized(exported, samples, inputs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ov.save_model(exported, out_dir / "model.xml", compress_to_fp16=False)
+
+
+def _quantized(
+    exported: Any, samples: list[dict[str, torch.Tensor]], inputs: list[tuple[str, int]]
+) -> Any:
+    """The OpenVINO model `exported` quantised by NNCF, calibrated on `samples`."""
+    import nncf
+
     def feed(sample: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
         return {name: sample[name].float().numpy() if rank == 3 else sample[name].numpy()
                 for name, rank in inputs}  # fmt: skip
 
     # NNCF draws its own progress bars on stdout (rich): kept off the caller's output
     with contextlib.redirect_stdout(io.StringIO()):
-        quantized = nncf.quantize(
+        return nncf.quantize(
             exported,
             nncf.Dataset(samples, feed),
             model_type=nncf.ModelType.TRANSFORMER,
             subset_size=len(samples),
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ov.save_model(quantized, out_dir / "model.xml", compress_to_fp16=False)

@@ -32,6 +32,13 @@ def paced(hook: BatchHook) -> Iterator[None]:
         _local.hook = before
 
 
+def current_hook() -> BatchHook | None:
+    """The hook installed on this thread, if any: for work handed to another thread, which
+    installs it there too (`paced`)."""
+    hook: BatchHook | None = getattr(_local, "hook", None)
+    return hook
+
+
 def before_batch(rows: int) -> None:
     """The current thread's hook, if any, for a batch of `rows` rows about to start."""
     hook: BatchHook | None = getattr(_local, "hook", None)

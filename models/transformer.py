@@ -41,7 +41,7 @@ from docsim.models.model_directory import (
     sha256_file,
     weights_file,
 )
-from docsim.models.openvino_export import export_openvino_int8
+from docsim.models.openvino_export import export_openvino
 from docsim.models.pooling import POOLING_MODES, pool_states
 from docsim.models.precision import autocast, autocast_dtype, to_device
 from docsim.models.tokens import content_tokens, truncated_ids
@@ -171,8 +171,8 @@ class TransformerRunner:
     def use_openvino(
         self, directory: Path, *, streams: int = 1, shape_cache: int | None = None
     ) -> None:
-        """Run the forward pass on the int8 OpenVINO model exported into `directory` (see
-        `models.inference.export_openvino_int8`), keeping `shape_cache` prepared kernels
+        """Run the forward pass on the OpenVINO model exported into `directory` (see
+        `models.openvino_export.export_openvino`), keeping `shape_cache` prepared kernels
         (default: a service's); identity and load options record the export, so that
         manifests name the backend and another process loads the same one. A head
         (projection after pooling) stays on torch."""
@@ -301,10 +301,11 @@ class TransformerEncoder(TransformerRunner):
                 return kept_ids
         return content_tokens(self.tokenizer, texts)[0]
 
-    def export_openvino_int8(self, texts: list[str], out_dir: Path) -> None:
-        """Export the backbone to int8 (`models.inference`), calibrated on `texts` batched as
-        `encode` batches them."""
-        export_openvino_int8(self.model, list(self.plan_batches(self.tokenize(texts))), out_dir)
+    def export_openvino(self, texts: list[str], out_dir: Path, *, int8: bool = True) -> None:
+        """Export the backbone to OpenVINO (`models.openvino_export`), int8 calibrated on
+        `texts` batched as `encode` batches them, or float32."""
+        batches = list(self.plan_batches(self.tokenize(texts)))
+        export_openvino(self.model, batches, out_dir, int8=int8)
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor:
         if len(texts) == 0:

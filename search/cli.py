@@ -43,8 +43,8 @@ def evaluate(
         list[str] | None,
         typer.Option(
             help="A /similar method (sdr, sdr-window, document, maxsim, best-sentence, ot, bm25, "
-            "bm25-reduced, bm25-rm3, bm25-paragraph, rprs, hybrid, fused) or sdr-raw (no "
-            "z-score); repeat to compare. "
+            "bm25-reduced, bm25-rm3, bm25-paragraph, bm25-shingles, rprs, hybrid, fused) or "
+            "sdr-raw (no z-score); repeat to compare. "
             "Default: the service's default method (DOCSIM_SEARCH__DEFAULT_METHOD)."
         ),
     ] = None,
@@ -66,6 +66,22 @@ def evaluate(
             '"gte": "2000-01-01"}\'): rank only what it keeps, judged on those documents.',
         ),
     ] = None,
+    micro_at: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="Also report micro-averaged precision, recall and F1 at this cutoff (over "
+            "every query's top k, as IL-PCR's results are published); repeat for several. "
+            "Default: 10."
+        ),
+    ] = None,
+    exclude_own: Annotated[
+        str | None,
+        typer.Option(
+            help="A regular expression over query ids whose first group is a document id that "
+            "query's rankings leave out (its own judgment in the collection): 'Q(.+)' maps "
+            'the query Q12 to the document 12. A JSONL query\'s "exclude_id" does the same.'
+        ),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Evaluate rankings of the active index against relevance judgments."""
@@ -73,9 +89,9 @@ def evaluate(
     from docsim.search.settings import get_query_settings
 
     settings = existing_data_dir(with_command_options(get_query_settings(), data_dir))
-    searcher, judged, specs = _open_judged(
-        settings, queries, qrels, pools, query_field, method, filter
-    )
+    files = (queries, qrels, pools, exclude_own)
+    searcher, judged, specs = _open_judged(settings, files, query_field, method, filter)
+    cutoffs = sorted(set(micro_at or [10]))
     per_method = score_methods(
         searcher,
         specs,
@@ -84,6 +100,7 @@ def evaluate(
         min_rel=min_rel,
         sdr_metrics=sdr_metrics,
         run_out=run_out,
+        cutoffs=cutoffs,
     )
     report = build_report(
         queries=queries,
@@ -93,6 +110,7 @@ def evaluate(
         per_method=per_method,
         search_settings=settings.search.model_dump(),
         filter=json.loads(filter) if filter is not None else None,  # valid: read above
+        micro=(judged.relevant_counts(min_rel), cutoffs),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
@@ -103,15 +121,15 @@ def evaluate(
 
 def _open_judged(
     settings: QuerySettings,
-    queries: Path,
-    qrels: Path,
-    pools: Path | None,
+    files: tuple[Path, Path, Path | None, str | None],
     query_field: str,
     methods: list[str] | None,
     filter: str | None,
 ) -> tuple[Searcher, Judged, list[MethodSpec]]:
-    """The collection's searcher, the judged queries (within what the JSON `filter` keeps)
-    and the methods to score, or the command's failure with the reason."""
+    """The collection's searcher, the judged queries (`files`: the queries, qrels and pools,
+    and the `--exclude-own` pattern; within what the JSON `filter` keeps) and the methods to
+    score, or the command's failure with the reason."""
+    queries, qrels, pools, exclude_own = files
     from docsim.indexer.store.db import make_engine, upgrade
     from docsim.search.evaluation.report import read_judged
     from docsim.search.evaluation.runs import MethodSpec, warn_unmatched_judgments
@@ -122,7 +140,7 @@ def _open_judged(
         for name in methods or []:
             MethodSpec.parse(name)  # a typo fails before the index loads
         wanted = parse_filter(json.loads(filter)) if filter is not None else None
-        judged = read_judged(queries, qrels, pools, query_field, wanted)
+        judged = read_judged(queries, qrels, pools, query_field, wanted, exclude_own)
         if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
             upgrade(settings.database_url)
         engine = make_engine(settings.database_url)

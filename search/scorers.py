@@ -15,7 +15,9 @@ works everywhere (`docs/adding-a-method.md`, in the README's developer section).
   (`search.sentence_sets`); `rprs`: proportional sentence evidence (`search.evidence`).
 - `bm25`: Okapi BM25 over the document texts (`search.lexical.bm25`); `bm25-reduced`: the
   query cut to its highest-IDF terms; `bm25-rm3`: with RM3 pseudo-relevance feedback;
-  `bm25-paragraph`: the mean of a document's best paragraphs' BM25.
+  `bm25-paragraph`: the mean of a document's best paragraphs' BM25; `bm25-shingles`: BM25
+  over runs of `shingle_words` consecutive words (`search.lexical.shingles`), which finds
+  the passages one document quotes from another.
 
 The methods built on SDR's paragraph matrix (`sdr`, `sdr-window`, `hybrid`, `fused`) rank in
 `search.sdr_ranker`.
@@ -224,6 +226,21 @@ class ParagraphBm25(Scorer):
                 self.context.index.n_documents,
                 self.context.settings.bm25_paragraph_top,
             )
+        return found
+
+
+@register(Method.bm25_shingles)
+class ShingleBm25(Scorer):
+    """BM25 of the query's shingles over the documents' (every shingle of the query: most
+    occur in few documents, and those carry the match)."""
+
+    widens_pool = True
+
+    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+        found = scratch.lexical.get(self.method)
+        if found is None:
+            shingles = self.context.postings.shingles()
+            found = scratch.lexical[self.method] = shingles.scores(query.bm25_text)
         return found
 
 

@@ -284,7 +284,7 @@ def scoring_context(
         index=index,
         settings=settings,
         tiebreak=tiebreak,
-        postings=postings or Postings(index, engine, settings.bm25_stemmer),
+        postings=postings or Postings(index, engine, settings.bm25_stemmer, settings.shingle_words),
         sdr=sdr,
         level_vectors=level_vectors,
         scan=scan,
@@ -307,6 +307,8 @@ def warm_defaults(context: ScoringContext, sdr_ranker: SdrRanker) -> None:
         context.postings.documents()
     if Method.bm25_paragraph in methods:
         context.postings.paragraphs()
+    if Method.bm25_shingles in methods:
+        context.postings.shingles()
     # candidate mode's cells, where a default query may need them: in a collection above
     # `exhaustive_max_sentences` (every query), or when the default computes SDR exactly
     # (a long query); otherwise the first candidate query fits them

@@ -137,6 +137,13 @@ class SearchSettings(CandidateSettings):
     bm25_reduced_keep: float = Field(
         default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
     )
+    shingle_words: int = Field(
+        default=2,
+        ge=1,
+        le=8,
+        description="`bm25-shingles`: the words of a shingle (runs of consecutive words, "
+        "after stop words, tokenised as BM25 tokenises).",
+    )
     bm25_paragraph_top: int = Field(
         default=1,
         ge=1,

@@ -46,7 +46,7 @@ class CollectionRequest(RequestModel):
         description="The encoder of its indexes: `minilm`, the server's configured one, or a "
         "model directory under the allowed roots. Default: the server's.",
     )
-    backend: Literal["auto", "torch", "openvino-int8"] | None = Field(
+    backend: Literal["auto", "torch", "openvino-int8", "openvino-fp32"] | None = Field(
         default=None, description="What runs the encoder's forward pass. Default: the server's."
     )
     search: dict[str, Any] | None = Field(

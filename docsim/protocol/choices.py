@@ -21,6 +21,7 @@ class Method(str, Enum):
     bm25_reduced = "bm25-reduced"
     bm25_rm3 = "bm25-rm3"
     bm25_paragraph = "bm25-paragraph"
+    bm25_shingles = "bm25-shingles"
     rprs = "rprs"
     hybrid = "hybrid"
     fused = "fused"

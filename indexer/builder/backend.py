@@ -1,10 +1,12 @@
-"""The inference backend of a build: which one, and the int8 export it runs on.
+"""The inference backend of a build: which one, and the OpenVINO export it runs on.
 
-`auto` is `openvino-int8` for a transformer or CoLDE encoder on the CPU when OpenVINO and
-NNCF are installed, else `torch` (the graph encoder, and GPUs). An int8 build exports and
-quantises the encoder once per checkpoint (cached, `indexer.store.exported`), calibrated on a
-seeded sample of the corpus's own sentences and token chunks, then keeps a copy of the export
-in the version's folder: queries against that version are encoded by the same model.
+`auto` is OpenVINO for a transformer or CoLDE encoder on the CPU when OpenVINO and NNCF are
+installed, else `torch` (the graph encoder, and GPUs): `openvino-int8` where the CPU
+multiplies int8 natively (`models.precision.int8_native`: VNNI or AMX), `openvino-fp32` where
+it does not (AVX2 alone). A build exports the encoder once per checkpoint and backend (cached,
+`indexer.store.exported`), an int8 export calibrated on a seeded sample of the corpus's own
+sentences and token chunks, then keeps a copy of the export in the version's folder: queries
+against that version are encoded by the same model.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from docsim.indexer.store.exported import (
 from docsim.indexer.store.manifest import BackendEntry
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import Document
-from docsim.models.encoder import Encoder, Int8Exportable
+from docsim.models.encoder import Encoder, OpenVinoExportable
 from docsim.models.errors import BackendUnavailableError
 from docsim.models.inference import (
     BUILD_SHAPE_CACHE_CAPACITY,
+    OPENVINO_BACKENDS,
     OPENVINO_INT8,
     TORCH,
+    native_openvino_backend,
     openvino_available,
     runtime_versions,
 )
@@ -41,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 CALIBRATION_SEED = 0
 CALIBRATION_DOCUMENTS = 64  # documents whose chunks are sampled
+TRACE_TEXTS = ["A float32 export traces the graph on this sentence alone."]
 
 
 def cache_root(settings: Settings) -> Path:
@@ -52,27 +57,29 @@ def resolve_backend(settings: Settings, encoder: Encoder) -> str:
     """The backend a build with `encoder` uses under the configured `encoder.backend`.
 
     Raises:
-        BackendError: `openvino-int8` asked for an encoder or a device it cannot run.
+        BackendError: an OpenVINO backend asked for an encoder or a device it cannot run.
     """
     asked = settings.encoder.backend
     if asked == TORCH:
         return TORCH
-    fits = isinstance(encoder, Int8Exportable)
+    fits = isinstance(encoder, OpenVinoExportable)
     device = getattr(encoder, "device", None)  # not part of `Encoder`: torch encoders have one
     on_cpu = device is not None and device.type == "cpu"
     if asked == "auto":
-        return OPENVINO_INT8 if fits and on_cpu and openvino_available() else TORCH
+        if not (fits and on_cpu and openvino_available()):
+            return TORCH
+        return native_openvino_backend()
     if not fits:
         raise BackendError(
-            f"the {OPENVINO_INT8} backend runs transformer and CoLDE encoders; "
+            f"the {asked} backend runs transformer and CoLDE encoders; "
             f"{encoder.name!r} is a {type(encoder).__name__}: use "
             f"DOCSIM_ENCODER__BACKEND=torch"
         )
     if not on_cpu:
-        raise BackendError(f"the {OPENVINO_INT8} backend runs on the CPU, not {device}")
+        raise BackendError(f"the {asked} backend runs on the CPU, not {device}")
     if not openvino_available():
-        raise BackendError(f"the {OPENVINO_INT8} backend needs `pip install openvino nncf`")
-    return OPENVINO_INT8
+        raise BackendError(f"the {asked} backend needs `pip install openvino nncf`")
+    return asked
 
 
 def calibration_texts(
@@ -121,14 +128,14 @@ def prepare_backend(
         BackendError: see `resolve_backend`, or the export failed.
     """
     backend = resolve_backend(settings, encoder)
-    if backend == TORCH:
+    if backend not in OPENVINO_BACKENDS:
         return {"name": TORCH}
-    assert isinstance(encoder, Int8Exportable)
+    assert isinstance(encoder, OpenVinoExportable)
     key = cache_key(encoder.identity(), backend, runtime_versions())
     root = cache_root(settings)
     target = root / key if key else None
     if target is None or not (target / "model.xml").is_file():
-        target = _export(settings, encoder, docs, capacity, corpus_label, root, target)
+        target = _export(settings, encoder, docs, capacity, corpus_label, root, target, backend)
     else:
         logger.info("Using the cached %s export of %s in %s", backend, encoder.name, target)
     try:
@@ -142,36 +149,37 @@ def prepare_backend(
 
 def _export(
     settings: Settings,
-    encoder: Int8Exportable,
+    encoder: OpenVinoExportable,
     docs: Sequence[Document],
     capacity: int,
     corpus_label: str,
     root: Path,
     target: Path | None,
+    backend: str,
 ) -> Path:
     started = time.perf_counter()
-    sentences, chunks = calibration_texts(docs, encoder, capacity, settings)
+    int8 = backend == OPENVINO_INT8
+    sentences, chunks = (
+        calibration_texts(docs, encoder, capacity, settings) if int8 else (TRACE_TEXTS, [])
+    )
+    sample = {"corpus": corpus_label, "sentences": len(sentences), "chunks": len(chunks)}
     logger.info(
-        "Exporting %s to OpenVINO int8, calibrated on %d sentences and %d chunks of %s",
+        "Exporting %s to %s%s",
         encoder.name,
-        len(sentences),
-        len(chunks),
-        corpus_label,
+        backend,
+        ", calibrated on {sentences} sentences and {chunks} chunks of {corpus}".format(**sample)
+        if int8
+        else "",
     )
     root.mkdir(parents=True, exist_ok=True)
     partial = root / f".partial-{time.time_ns()}"
     try:
-        encoder.export_openvino_int8(sentences + chunks, partial)
+        encoder.export_openvino(sentences + chunks, partial, int8=int8)
     except Exception as error:
         shutil.rmtree(partial, ignore_errors=True)
-        raise BackendError(
-            f"exporting {encoder.name!r} to {OPENVINO_INT8} failed: {error}"
-        ) from error
+        raise BackendError(f"exporting {encoder.name!r} to {backend} failed: {error}") from error
     calibration = {
-        "corpus": corpus_label,
-        "sentences": len(sentences),
-        "chunks": len(chunks),
-        "seed": CALIBRATION_SEED,
+        **({**sample, "seed": CALIBRATION_SEED} if int8 else {}),
         "seconds": round(time.perf_counter() - started, 1),
         **runtime_versions(),
     }

@@ -32,7 +32,7 @@ from docsim.indexer.ray_session import connect_ray
 from docsim.indexer.settings import Settings
 from docsim.indexer.text.documents import Document
 from docsim.models.encoder import DocumentVectors, Encoder
-from docsim.models.pacing import paced
+from docsim.models.pacing import current_hook, paced
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +89,17 @@ def one_ahead(items: Iterator[Any]) -> Generator[Any, None, None]:
     for the batch being made (an encoder's forward pass, through `models.pacing`), and the
     item it belonged to is dropped: no thread is left running native code while the process
     winds down, and a block of one huge document no longer holds an interrupted build until
-    it is encoded whole."""
+    it is encoded whole. The consumer's own hook (a write's deadline and fair share) runs
+    before each of the producer's batches too."""
     ready: queue.Queue[Any] = queue.Queue(maxsize=1)
     stop = threading.Event()
+    outer = current_hook()
 
-    def stop_before_batch(_rows: int) -> None:
+    def stop_before_batch(rows: int) -> None:
         if stop.is_set():
             raise _Stopped
+        if outer is not None:
+            outer(rows)
 
     def produce() -> None:
         try:

@@ -3,7 +3,7 @@ document the active version holds unchanged.
 
 The whole version must have been encoded as this build would encode it: the same weights,
 configuration, pooling and chunk vectors (`Encoder.identity`, less its names), on the same
-backend, with the same chunk size. An int8 build then runs on the active version's own export
+backend, with the same chunk size. An OpenVINO build then runs on the active version's export
 (`<version>/encoder/`, calibrated when that version, or the one before it, was built), not on a
 new calibration: the new documents' vectors come from the very model of the kept ones. Each
 document is then kept when the version holds a live document of its external id whose content
@@ -31,9 +31,9 @@ from docsim.indexer.store.kept_vectors import KeptVectors
 from docsim.indexer.store.manifest import BackendEntry
 from docsim.indexer.store.stored_rows import RowFormat
 from docsim.indexer.store.versions import VersionRow, active_version
-from docsim.models.encoder import Encoder, Int8Exportable
+from docsim.models.encoder import Encoder, OpenVinoExportable
 from docsim.models.errors import BackendUnavailableError
-from docsim.models.inference import BUILD_SHAPE_CACHE_CAPACITY, OPENVINO_INT8, TORCH
+from docsim.models.inference import BUILD_SHAPE_CACHE_CAPACITY, OPENVINO_BACKENDS, TORCH
 
 logger = logging.getLogger(__name__)
 
@@ -100,13 +100,13 @@ def previous_version(
 def previous_backend(
     settings: Settings, encoder: Encoder, version: VersionRow, backend: str
 ) -> BackendEntry | None:
-    """Put `encoder` on `version`'s own int8 export when this build runs on that backend; the
-    manifest's `backend` record, or None (torch, or the version has no export: the build
+    """Put `encoder` on `version`'s own OpenVINO export when this build runs on that backend;
+    the manifest's `backend` record, or None (torch, or the version has no export: the build
     prepares its backend as usual)."""
     recorded = version.published_manifest().get("backend") or {"name": TORCH}
-    if backend != OPENVINO_INT8 or recorded["name"] != backend or not recorded.get("dir"):
+    if backend not in OPENVINO_BACKENDS or recorded["name"] != backend or not recorded.get("dir"):
         return None
-    assert isinstance(encoder, Int8Exportable)
+    assert isinstance(encoder, OpenVinoExportable)
     export = Path(version.path) / recorded["dir"]
     try:
         encoder.use_openvino(

@@ -80,8 +80,9 @@ BackendOption = Annotated[
     BackendChoice | None,
     typer.Option(
         "--backend",
-        help="What runs the encoder: `openvino-int8`, `torch` or `auto` (int8 for a transformer "
-        "on the CPU when OpenVINO is installed). Default: DOCSIM_ENCODER__BACKEND, else auto.",
+        help="What runs the encoder: `openvino-int8`, `openvino-fp32`, `torch` or `auto` "
+        "(OpenVINO for a transformer on the CPU when it is installed: int8 where the CPU has "
+        "VNNI or AMX, fp32 where not). Default: DOCSIM_ENCODER__BACKEND, else auto.",
     ),
 ]
 

@@ -49,7 +49,7 @@ class BuildEntry(TypedDict):
 
 
 class BackendEntry(TypedDict):
-    name: str  # `torch` or `openvino-int8`
+    name: str  # `torch`, `openvino-int8` or `openvino-fp32`
     dir: NotRequired[str]  # the export's folder inside the version (`encoder`)
     calibration: NotRequired[dict[str, Any]]  # the text that calibrated an int8 export
 

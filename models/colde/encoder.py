@@ -26,7 +26,7 @@ from docsim.models.inference import (
     OpenVinoBackend,
     openvino_backend,
 )
-from docsim.models.openvino_export import export_openvino_int8_embeddings
+from docsim.models.openvino_export import export_openvino_embeddings
 from docsim.models.pooling import segment_mean
 from docsim.models.precision import autocast, autocast_dtype
 
@@ -85,8 +85,8 @@ class ColdeEncoder:
     def use_openvino(
         self, directory: Path, *, streams: int = 1, shape_cache: int | None = None
     ) -> None:
-        """Run the backbone on the int8 OpenVINO export in `directory` (from
-        `export_openvino_int8`), keeping `shape_cache` prepared kernels (default: a
+        """Run the backbone on the OpenVINO export in `directory` (from
+        `export_openvino`), keeping `shape_cache` prepared kernels (default: a
         service's); the embeddings, chunkwise attention, LSTM and projection stay on torch."""
         # one request at a time here (the head needs each batch before the next): one stream
         # with every thread, as more streams would leave threads idle
@@ -98,8 +98,9 @@ class ColdeEncoder:
         if self.load_options is not None:
             self.load_options = {**self.load_options, "backend_dir": str(directory)}
 
-    def export_openvino_int8(self, texts: list[str], out_dir: Path) -> None:
-        """Export the backbone to int8, calibrated on `texts` fed as `encode` feeds them."""
+    def export_openvino(self, texts: list[str], out_dir: Path, *, int8: bool = True) -> None:
+        """Export the backbone to OpenVINO, int8 calibrated on `texts` fed as `encode` feeds
+        them, or float32."""
         all_ids = self.chunker.content_ids(texts)
         order = sorted(range(len(texts)), key=lambda i: len(all_ids[i]))
         samples = []
@@ -114,7 +115,7 @@ class ColdeEncoder:
                         "attention_mask": batch.attention_mask.cpu(),
                     }
                 )
-        export_openvino_int8_embeddings(self.model.backbone, samples, out_dir)
+        export_openvino_embeddings(self.model.backbone, samples, out_dir, int8=int8)
 
     def _backbone(self) -> BackboneFn | None:
         backend = self.backend

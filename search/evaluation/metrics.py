@@ -1,9 +1,12 @@
-"""Scoring runs against judgments: ir_measures' metrics, SDR's MPR and HR@k, paired tests.
+"""Scoring runs against judgments: ir_measures' metrics, SDR's MPR and HR@k, micro-averaged
+precision, recall and F1 at k, paired tests.
 
 Metrics come from `ir_measures` (pytrec_eval underneath): MAP, P@10, NDCG@20, MRR, Recall@100,
-and NDCG at 20% of each query's pool when pools are given. SDR's MPR and HR@k (paper section
-4.2) are computed here because no IR library has them. Several methods are compared with a
-paired t-test and a Wilcoxon signed-rank test on per-query AP against a baseline (BM25).
+P@k and R@k at the asked cutoffs, and NDCG at 20% of each query's pool when pools are given.
+SDR's MPR and HR@k (paper section 4.2) and the micro averages over queries (`micro_at`, the
+figures published on IL-PCR) are computed here because no IR library has them. Several
+methods are compared with a paired t-test and a Wilcoxon signed-rank test on per-query AP
+against a baseline (BM25).
 """
 
 from __future__ import annotations
@@ -47,28 +50,28 @@ def score_runs(
     pools: dict[str, list[str]] | None = None,
     sdr_metrics: bool = False,
     n_documents: int = 0,
+    cutoffs: Iterable[int] = (),
 ) -> dict[str, dict[str, float]]:
-    """Per-query metrics `{qid: {metric: value}}`, for queries with a relevant document."""
+    """Per-query metrics `{qid: {metric: value}}`, for queries with a relevant document
+    (`P@k` and `R@k` for each k of `cutoffs` too)."""
     judged = [q for q in qrels if q.query_id in runs]
     scored_docs = [
         ir_measures.ScoredDoc(qid, doc, score)
         for qid, ranked in runs.items()
         for doc, score in ranked
     ]
-    measures = [
-        AP(rel=min_rel),
-        Precision(rel=min_rel) @ 10,
-        nDCG @ 20,
-        RR(rel=min_rel),
-        R(rel=min_rel) @ 100,
-    ]
-    names = {
-        str(AP(rel=min_rel)): "MAP",
-        str(Precision(rel=min_rel) @ 10): "P@10",
-        str(nDCG @ 20): "NDCG@20",
-        str(RR(rel=min_rel)): "MRR",
-        str(R(rel=min_rel) @ 100): "R@100",
+    named = {
+        "MAP": AP(rel=min_rel),
+        "P@10": Precision(rel=min_rel) @ 10,
+        "NDCG@20": nDCG @ 20,
+        "MRR": RR(rel=min_rel),
+        "R@100": R(rel=min_rel) @ 100,
     }
+    for k in cutoffs:
+        named[f"P@{k}"] = Precision(rel=min_rel) @ k
+        named[f"R@{k}"] = R(rel=min_rel) @ k
+    measures = list(named.values())
+    names = {str(measure): name for name, measure in named.items()}
     per_query: dict[str, dict[str, float]] = {}
     for metric in ir_measures.iter_calc(measures, judged, scored_docs):
         per_query.setdefault(metric.query_id, {})[names[str(metric.measure)]] = metric.value
@@ -106,6 +109,48 @@ def mean_metrics(per_query: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 BOOTSTRAP_RESAMPLES = 10_000
+
+
+def micro_at(
+    per_query: dict[str, dict[str, float]], relevant: dict[str, int], k: int
+) -> dict[str, Any]:
+    """Micro-averaged precision, recall and F1 at `k` over the queries of `per_query` (which
+    hold `P@k`): every query's relevant documents in its top k summed, over k times the
+    queries (precision) and over their relevant documents summed (recall; `relevant` counts
+    each query's); F1 their harmonic mean, with its 95% bootstrap interval over resampled
+    queries."""
+    import numpy as np
+    from scipy import stats
+
+    qids = sorted(per_query)
+    hits = np.array([round(per_query[q][f"P@{k}"] * k) for q in qids], np.float64)  # (Q,)
+    judged = np.array([relevant[q] for q in qids], np.float64)  # (Q,)
+
+    def f1(found: np.ndarray, wanted: np.ndarray) -> float:
+        precision, recall = found.sum() / (k * len(found)), found.sum() / max(wanted.sum(), 1)
+        return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+    if not len(qids):
+        return {}
+    precision, recall = hits.sum() / (k * len(qids)), hits.sum() / max(judged.sum(), 1)
+    interval = [f1(hits, judged)] * 2
+    if len(qids) > 1 and np.ptp(hits / np.maximum(judged, 1)):
+        found = stats.bootstrap(
+            (hits, judged),
+            f1,
+            paired=True,
+            vectorized=False,
+            n_resamples=BOOTSTRAP_RESAMPLES,
+            method="percentile",
+            rng=np.random.default_rng(0),
+        ).confidence_interval
+        interval = [float(found.low), float(found.high)]
+    return {
+        f"microP@{k}": float(precision),
+        f"microR@{k}": float(recall),
+        f"microF1@{k}": f1(hits, judged),
+        f"microF1@{k}_interval_95": interval,
+    }
 
 
 def bootstrap_interval(

@@ -11,6 +11,7 @@ from typing import Any
 from docsim.search.evaluation.metrics import (
     mean_intervals,
     mean_metrics,
+    micro_at,
     paired_tests,
     score_runs,
     write_trec_run,
@@ -18,6 +19,7 @@ from docsim.search.evaluation.metrics import (
 from docsim.search.evaluation.runs import (
     EvalQuery,
     MethodSpec,
+    excluding_own,
     read_pools,
     read_qrels,
     read_queries,
@@ -41,6 +43,14 @@ class Judged:
     pools: dict[str, list[str]] | None
     filter: Filter | None = None  # rank only the documents it keeps
 
+    def relevant_counts(self, min_rel: int) -> dict[str, int]:
+        """Each query's documents judged relevant (grade `min_rel` or more)."""
+        counts: dict[str, int] = {}
+        for judgment in self.judgments:
+            if judgment.relevance >= min_rel:
+                counts[judgment.query_id] = counts.get(judgment.query_id, 0) + 1
+        return counts
+
     def within(self, searcher: Searcher) -> Judged:
         """The judgments of the documents the filter keeps only: a relevant document it
         leaves out could never be found, and counts for no method."""
@@ -57,15 +67,19 @@ def read_judged(
     pools: Path | None,
     query_field: str,
     filter: Filter | None = None,
+    exclude_own: str | None = None,
 ) -> Judged:
     """Read the queries (AILA lines or JSONL, the text in `query_field`), the TREC qrels and
-    the optional pools (JSON); with `filter`, every query ranks only what it keeps.
+    the optional pools (JSON); with `filter`, every query ranks only what it keeps; with
+    `exclude_own`, each leaves out the document its id names (`excluding_own`).
 
     Raises:
-        ValueError, OSError: a file that is missing or not in its format (naming it).
+        ValueError, OSError: a file that is missing or not in its format (naming it), or an
+            `exclude_own` that is not a regular expression with a group.
     """
+    read = read_queries(queries, query_field)
     return Judged(
-        queries=read_queries(queries, query_field),
+        queries=excluding_own(read, exclude_own) if exclude_own else read,
         judgments=read_qrels(qrels),
         pools=read_pools(pools) if pools else None,
         filter=filter,
@@ -81,11 +95,13 @@ def score_methods(
     min_rel: int,
     sdr_metrics: bool,
     run_out: Path | None,
+    cutoffs: Sequence[int] = (),
 ) -> dict[str, PerQuery]:
     """Rank the queries with each method (`depth` documents each) and score the rankings
     against the judgments (grades from `min_rel` count as relevant; with `sdr_metrics`, SDR's
-    MPR and HR@k too). With `run_out`, each method's ranking is written as a TREC run file
-    (`run_file`). Returns the per-query metrics of each method, by name."""
+    MPR and HR@k too; P@k and R@k at `cutoffs`). With `run_out`, each method's ranking is
+    written as a TREC run file (`run_file`). Returns the per-query metrics of each method, by
+    name."""
     per_method: dict[str, PerQuery] = {}
     for spec in specs:
         runs = run_queries(searcher, judged.queries, spec, judged.pools, depth, judged.filter)
@@ -100,6 +116,7 @@ def score_methods(
             pools=judged.pools,
             sdr_metrics=sdr_metrics,
             n_documents=searcher.index.n_documents,
+            cutoffs=cutoffs,
         )
     return per_method
 
@@ -119,10 +136,13 @@ def build_report(
     per_method: dict[str, PerQuery],
     search_settings: dict[str, Any],
     filter: Any = None,
+    micro: tuple[dict[str, int], Sequence[int]] = ({}, ()),
 ) -> dict[str, Any]:
-    """The JSON report: the inputs, each method's mean and per-query metrics, the paired tests
-    of every method against each baseline that ran (with another method to compare), and
-    the search settings (and the filter, JSON) the rankings used."""
+    """The JSON report: the inputs, each method's mean and per-query metrics (and its micro
+    averages at each k of `micro`, with each query's relevant count), the paired tests of
+    every method against each baseline that ran (with another method to compare), and the
+    search settings (and the filter, JSON) the rankings used."""
+    relevant, micro_cutoffs = micro
     report: dict[str, Any] = {
         "queries": str(queries),
         "qrels": str(qrels),
@@ -133,6 +153,11 @@ def build_report(
             name: {
                 "mean": mean_metrics(per_query),
                 "interval_95": mean_intervals(per_query),
+                "micro": {
+                    metric: value
+                    for k in micro_cutoffs
+                    for metric, value in micro_at(per_query, relevant, k).items()
+                },
                 "per_query": per_query,
             }
             for name, per_query in per_method.items()
@@ -152,12 +177,17 @@ def _interval(bounds: list[float]) -> str:
 def report_table(report: dict[str, Any]) -> list[str]:
     """The lines `docsim evaluate` prints: each method's mean metrics in columns, then each
     paired test against a baseline."""
-    names = sorted({m for r in report["methods"].values() for m in r["mean"]})
+
+    def figures(result: dict[str, Any]) -> dict[str, float]:
+        micro = result.get("micro", {})
+        return {**result["mean"], **{n: v for n, v in micro.items() if n.startswith("microF1")
+                                     and not n.endswith("_95")}}  # fmt: skip
+
+    names = sorted({m for r in report["methods"].values() for m in figures(r)})
     lines = ["method      " + " ".join(f"{n:>9}" for n in names)]
     for name, result in report["methods"].items():
-        lines.append(
-            f"{name:<11} " + " ".join(f"{result['mean'].get(n, float('nan')):9.4f}" for n in names)
-        )
+        found = figures(result)
+        lines.append(f"{name:<11} " + " ".join(f"{found.get(n, float('nan')):9.4f}" for n in names))
     for baseline in BASELINES:
         for name, test in report.get(f"paired_tests_vs_{baseline}_on_MAP", {}).items():
             lines.append(

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,13 @@ def read_qrels(path: Path) -> list[Any]:
 
 @dataclass(frozen=True)
 class EvalQuery:
+    """A judged query: its text or an indexed document's id, and the documents its rankings
+    leave out (its own judgment, where the collection holds it)."""
+
     qid: str
     text: str | None = None
     document_id: str | None = None
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,8 @@ class MethodSpec:
 
 
 def read_queries(path: Path, field: str = "text") -> list[EvalQuery]:
-    """AILA lines `QID||text`, or JSONL `{"qid", "text"|"document_id", "facet_text"}`."""
+    """AILA lines `QID||text`, or JSONL `{"qid", "text"|"document_id", "facet_text"}`, with
+    `"exclude_id"` (an id or a list of ids) naming documents the query's rankings leave out."""
     queries = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -92,18 +98,44 @@ def read_queries(path: Path, field: str = "text") -> list[EvalQuery]:
             if field != "text" and text is None:
                 raise ValueError(f"{path}:{number}: query has no {field!r}")
             # an indexed source document is the query unless another text field is asked for
+            excluded = record.get("exclude_id") or []
+            exclude = tuple(map(str, [excluded] if isinstance(excluded, str) else excluded))
             if record.get("document_id") and field == "text":
-                queries.append(
-                    EvalQuery(str(record["qid"]), document_id=str(record["document_id"]))
-                )
+                document_id = str(record["document_id"])
+                queries.append(EvalQuery(str(record["qid"]), document_id=document_id,
+                                         exclude=exclude))  # fmt: skip
             else:
-                queries.append(EvalQuery(str(record["qid"]), text=text))
+                queries.append(EvalQuery(str(record["qid"]), text=text, exclude=exclude))
         elif "||" in line:
             qid, text = line.split("||", 1)
             queries.append(EvalQuery(qid.strip(), text=text.strip()))
         else:
             raise ValueError(f"{path}:{number}: expected 'QID||text' or a JSON object")
     return queries
+
+
+def excluding_own(queries: Sequence[EvalQuery], pattern: str) -> list[EvalQuery]:
+    """`queries`, each leaving out the document whose id `pattern` (a regular expression)
+    takes from its query id: its first group where it matches the whole id (`Q(.+)` maps
+    the query `Q123` to the document `123`).
+
+    Raises:
+        ValueError: `pattern` is not a regular expression with a group.
+    """
+    try:
+        compiled = re.compile(pattern)
+    except re.error as error:
+        raise ValueError(
+            f"--exclude-own {pattern!r} is not a regular expression: {error}"
+        ) from None
+    if compiled.groups < 1:
+        raise ValueError(f"--exclude-own {pattern!r} has no group to take the document id from")
+    out = []
+    for query in queries:
+        found = compiled.fullmatch(query.qid)
+        own = (found.group(1),) if found and found.group(1) else ()
+        out.append(replace(query, exclude=query.exclude + own))
+    return out
 
 
 def read_pools(path: Path) -> dict[str, list[str]]:
@@ -182,10 +214,11 @@ def run_queries(
         if pools is not None and candidates is None:
             logger.warning("query %s has no pool: skipped", query.qid)
             continue
-        if candidates is not None and query.document_id is not None:
-            candidates = [c for c in candidates if c != query.document_id]
+        left_out = {*query.exclude, *([query.document_id] if query.document_id else [])}
+        if candidates is not None:
+            candidates = [c for c in candidates if c not in left_out]
         options = SearchOptions(
-            top_k=depth,
+            top_k=depth + len(query.exclude),  # as many ranked once they are left out
             method=spec.method,
             normalize=spec.normalize,
             candidates=candidates,
@@ -200,5 +233,6 @@ def run_queries(
             )
             runs[query.qid] = []
             continue
-        runs[query.qid] = [(hit.document_id, hit.score) for hit in result.results]
+        ranked = [(h.document_id, h.score) for h in result.results if h.document_id not in left_out]
+        runs[query.qid] = ranked[:depth]
     return runs

@@ -1,7 +1,7 @@
-"""The BM25 postings of one served version, over its documents and over its paragraphs, each
-built on first use and shared by every lexical method; the document postings kept in the
-version's folder once built, and mapped from there by this service and the next
-(`postings_file`)."""
+"""The BM25 postings of one served version, over its documents, over its paragraphs and over
+its documents' word shingles, each built on first use and shared by every lexical method; the
+document postings kept in the version's folder once built, and mapped from there by this
+service and the next (`postings_file`)."""
 
 from __future__ import annotations
 
@@ -19,22 +19,28 @@ from docsim.indexer.store.reader import document_paragraph_texts, document_texts
 from docsim.search.arrays import Positions
 from docsim.search.lexical.bm25 import BUILD_DOCUMENTS, Bm25Index
 from docsim.search.lexical.postings_file import load_postings, postings_file, save_postings
+from docsim.search.lexical.shingles import ShingleIndex
 from docsim.search.served.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
 
 class Postings:
-    """BM25 over `index`'s documents (texts read from SQL through `engine`), and over its
-    paragraphs with each paragraph's document position, built once, under a lock."""
+    """BM25 over `index`'s documents (texts read from SQL through `engine`), over its
+    paragraphs with each paragraph's document position, and over its documents'
+    `shingle_words`-word shingles, built once, under a lock."""
 
-    def __init__(self, index: LoadedIndex, engine: Engine, stemmer: str | None) -> None:
+    def __init__(
+        self, index: LoadedIndex, engine: Engine, stemmer: str | None, shingle_words: int = 2
+    ) -> None:
         self.index = index
         self.engine = engine
         self.stemmer = stemmer
+        self.shingle_words = shingle_words
         self._lock = threading.Lock()
         self._documents: Bm25Index | None = None
         self._paragraphs: tuple[Bm25Index, Positions] | None = None
+        self._shingles: ShingleIndex | None = None
 
     @property
     def built_documents(self) -> Bm25Index | None:
@@ -80,6 +86,23 @@ class Postings:
                     self._documents = load_postings(path, self.stemmer) or self._documents
             return self._documents
 
+    def shingles(self) -> ShingleIndex:
+        """BM25 over every document's shingles, rows in `index.doc_ids` order."""
+        with self._lock:
+            if self._shingles is None:
+                started = time.perf_counter()
+                doc_ids = np.sort(self.index.doc_ids)  # (D,)
+                self._shingles = ShingleIndex.build_sorted(
+                    doc_ids, self._texts_in_batches(doc_ids), self.shingle_words, self.stemmer
+                )
+                logger.info(
+                    "Built %d-word shingle BM25 over %d documents in %.1f s",
+                    self.shingle_words,
+                    len(doc_ids),
+                    time.perf_counter() - started,
+                )
+            return self._shingles
+
     def _texts_in_batches(self, doc_ids: np.ndarray) -> Iterator[list[str]]:
         """The texts of `doc_ids`, read `BUILD_DOCUMENTS` at a time (ten times AILA's texts
         are 0.6 GB: the build holds one batch of them)."""
@@ -111,19 +134,27 @@ class Postings:
     def with_changes(self, index: LoadedIndex) -> Postings:
         """The postings of `index`, this version with a document change applied: the document
         postings, when built, change for the changed documents only (unit ids are never
-        reused, so a new id is a new document); the paragraph postings are built afresh.
+        reused, so a new id is a new document), and so do the shingle postings; the paragraph
+        postings are built afresh.
 
         Raises:
             IndexMismatchError: the changed postings do not hold `index`'s documents.
         """
-        changed = Postings(index, self.engine, self.stemmer)
-        bm25 = self.built_documents
+        changed = Postings(index, self.engine, self.stemmer, self.shingle_words)
+        with self._lock:
+            bm25, shingles = self._documents, self._shingles
+        if bm25 is None and shingles is None:
+            return changed
+        old = self.index
+        removed = np.setdiff1d(old.doc_ids, index.doc_ids).tolist()
+        added = np.setdiff1d(index.doc_ids, old.doc_ids).tolist()
+        texts = document_texts(self.engine, added)
+        added_texts = [(d, texts[d]) for d in added]
         if bm25 is not None:
-            old = self.index
-            removed = np.setdiff1d(old.doc_ids, index.doc_ids).tolist()
-            added = np.setdiff1d(index.doc_ids, old.doc_ids).tolist()
-            texts = document_texts(self.engine, added)
-            changed._documents = bm25.with_changes(removed, [(d, texts[d]) for d in added])
-            if not np.array_equal(changed._documents.doc_ids, index.doc_ids):
+            changed._documents = bm25.with_changes(removed, added_texts)
+        if shingles is not None:
+            changed._shingles = shingles.with_changes(removed, added_texts)
+        for built in (changed._documents, changed._shingles):
+            if built is not None and not np.array_equal(built.doc_ids, index.doc_ids):
                 raise IndexMismatchError("BM25 postings and the index hold other documents")
         return changed

@@ -73,7 +73,7 @@ def test_the_collections_example_runs(
         (papers / path.name.replace("astronomy-01", "P17")).write_text(path.read_text())
     namespace: dict = {}
     with live_server(create_app(settings)) as url:
-        real = code.replace(DEFAULT_URL, url).replace("/srv/corpora/papers", str(papers))
+        real = code.replace(DEFAULT_URL, url).replace("/path/to/papers", str(papers))
         exec(compile(real, "python.md", "exec"), namespace)  # noqa: S102
     hits = namespace["hits"]
     assert hits.method == "sdr" and len(hits) == 5  # the collection's own default method

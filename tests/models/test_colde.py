@@ -68,7 +68,7 @@ def test_the_int8_backbone_stays_close_to_fp32(tiny_encoder_dir: Path, tmp_path:
         )
     ]
     reference = encoder.encode_documents(docs)[0]
-    encoder.export_openvino_int8(TEXTS * 4, tmp_path / "ov")
+    encoder.export_openvino(TEXTS * 4, tmp_path / "ov")
     assert "FakeQuantize" in (tmp_path / "ov" / "model.xml").read_text()
     encoder.use_openvino(tmp_path / "ov")
     assert encoder.backend_record["name"] == "openvino-int8"

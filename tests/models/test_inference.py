@@ -20,7 +20,7 @@ from docsim.models.inference import (
     files_sha256,
 )
 from docsim.models.loading import load_encoder
-from docsim.models.openvino_export import export_openvino_int8
+from docsim.models.openvino_export import export_openvino
 from docsim.models.transformer import TransformerEncoder
 from tests.models.test_transformer import TEXTS
 
@@ -37,7 +37,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path) -
     encoder = load_encoder(tiny_encoder_dir, precision="fp32")
     batches = list(encoder.plan_batches(encoder.tokenize(CALIBRATION)))
     out = tmp_path_factory.mktemp("exported") / "ov"
-    export_openvino_int8(encoder.model, batches, out)
+    export_openvino(encoder.model, batches, out)
     return out
 
 
@@ -48,7 +48,7 @@ def test_export_is_quantised_and_leaves_the_torch_model_alone(
     assert "FakeQuantize" in graph or "FakeConvert" in graph  # int8 ranges on the matmuls
     # tracing patches the module it is given: the export must have traced a copy
     before = tiny_encoder.encode(TEXTS)
-    export_openvino_int8(
+    export_openvino(
         tiny_encoder.model,
         list(tiny_encoder.plan_batches(tiny_encoder.tokenize(CALIBRATION))),
         exported.parent / "again",
@@ -148,10 +148,10 @@ def test_what_the_backend_cannot_run_is_refused(
         OpenVinoBackend(tmp_path)
     elsewhere = deepcopy(tiny_encoder)
     elsewhere.device = torch.device("meta")
-    with pytest.raises(BackendUnavailableError, match="runs on the CPU, not meta"):
+    with pytest.raises(BackendUnavailableError, match="run on the CPU, not meta"):
         elsewhere.use_openvino(exported)
     with pytest.raises(ValueError, match="at least one batch"):
-        export_openvino_int8(tiny_encoder.model, [], tmp_path / "none")
+        export_openvino(tiny_encoder.model, [], tmp_path / "none")
 
 
 def test_a_copied_encoder_shares_the_compiled_model_and_encodes_alike(

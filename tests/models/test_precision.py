@@ -4,7 +4,8 @@ Machines differ: some have AVX-512 with bf16 (and AMX), others only AVX2. The la
 the device-sensitive tests again in a process whose oneDNN is capped to AVX2
 (`ONEDNN_MAX_CPU_ISA=AVX2`, which torch's and OpenVINO's oneDNN both honour), so that a
 machine with bf16 catches what fails without it. Under the cap, precision `auto` turns bf16
-off for torch and OpenVINO alike (`openvino_precision`).
+off for torch and OpenVINO alike (`openvino_precision`), and a build's backend `auto` is
+`openvino-fp32` (`int8_native`: no VNNI below the cap).
 """
 
 from __future__ import annotations
@@ -17,11 +18,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from docsim.models.precision import autocast_dtype, bf16_supported, lstm, openvino_precision
+from docsim.models.precision import (
+    INT8_FLAGS,
+    autocast_dtype,
+    bf16_supported,
+    cpu_flags,
+    int8_native,
+    lstm,
+    openvino_precision,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CAP = "ONEDNN_MAX_CPU_ISA"
 DEVICE_SENSITIVE = [
+    "tests/indexer/builder/test_backend.py",
     "tests/models/test_devices.py",
     "tests/models/test_colde.py",
     "tests/models/test_inference.py",
@@ -37,6 +47,23 @@ def test_openvino_follows_the_precision_setting_and_the_cpu() -> None:
     assert openvino_precision("fp32") == "f32"
     with pytest.raises(ValueError, match="Unknown precision"):
         openvino_precision("fp16")
+
+
+def test_int8_is_native_only_with_vnni_or_amx_and_no_cap_below_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(CAP, raising=False)
+    assert int8_native() == bool(INT8_FLAGS & cpu_flags())
+    for cap in ("AVX2", "AVX512_CORE"):
+        monkeypatch.setenv(CAP, cap)
+        assert not int8_native()
+    monkeypatch.setattr("docsim.models.precision.cpu_flags", lambda: frozenset({"avx2"}))
+    monkeypatch.delenv(CAP)
+    assert not int8_native()
+    monkeypatch.setattr("docsim.models.precision.cpu_flags", lambda: frozenset({"avx_vnni"}))
+    assert int8_native()
+    monkeypatch.setenv(CAP, "AVX2_VNNI")  # a cap that keeps VNNI
+    assert int8_native()
 
 
 def test_auto_is_bf16_only_where_native() -> None:

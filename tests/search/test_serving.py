@@ -22,6 +22,7 @@ from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.store.versions import active_version
+from docsim.models.inference import native_openvino_backend
 from docsim.protocol.choices import Granularity, Method
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
@@ -95,7 +96,7 @@ def test_a_version_on_its_int8_export_is_served_without_the_torch_model(
         [sys.executable, "-c", SERVE_ONE_QUERY], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["openvino-int8", "(1,", "32)", "True", "False"]
+    assert done.stdout.split() == [native_openvino_backend(), "(1,", "32)", "True", "False"]
 
 
 def test_the_sentence_store_is_compressed_where_its_scores_run() -> None:

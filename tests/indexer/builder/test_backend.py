@@ -1,4 +1,5 @@
-"""Builds on the int8 backend: the export is cached, kept with the version, and serves it."""
+"""Builds on the OpenVINO backends: the export is cached, kept with the version, and serves
+it; `auto` picks int8 where the CPU multiplies int8 natively, float32 elsewhere."""
 
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ from docsim.models.graph import GraphEncoder
 from docsim.models.graph import from_base as from_graph_base
 from docsim.models.inference import (
     BUILD_SHAPE_CACHE_CAPACITY,
+    OPENVINO_FP32,
     OPENVINO_INT8,
     SHAPE_CACHE_CAPACITY,
     TORCH,
     files_sha256,
+    is_quantized,
 )
 from docsim.models.transformer import TransformerEncoder
 from docsim.search.searcher import Searcher
@@ -39,18 +42,28 @@ from tests.indexer.builder.test_pipeline import build
 
 @pytest.fixture()
 def own_cache(settings: QuerySettings, tmp_path: Path) -> QuerySettings:
-    """QuerySettings with a cache of their own (the suite's shared one may already hold ours)."""
+    """QuerySettings on the int8 backend with a cache of their own (the suite's shared one may
+    already hold ours)."""
     settings.encoder.cache_dir = tmp_path / "cache"
+    settings.encoder.backend = OPENVINO_INT8
     return settings
 
 
-def test_auto_is_int8_for_transformers_and_colde_on_the_cpu(
-    settings: QuerySettings, tiny_encoder: TransformerEncoder, tiny_encoder_dir: Path
+@pytest.mark.parametrize(("native", "expected"), [(True, OPENVINO_INT8), (False, OPENVINO_FP32)])
+def test_auto_is_openvino_for_transformers_and_colde_on_the_cpu(
+    settings: QuerySettings,
+    tiny_encoder: TransformerEncoder,
+    tiny_encoder_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    native: bool,
+    expected: str,
 ) -> None:
+    """int8 where the CPU multiplies int8 natively, float32 where it does not."""
+    monkeypatch.setattr("docsim.models.inference.int8_native", lambda: native)
     colde = ColdeEncoder(from_colde_base(tiny_encoder_dir), name="c", source_dir=tiny_encoder_dir)
     graph = GraphEncoder(from_graph_base(tiny_encoder_dir), name="g", source_dir=tiny_encoder_dir)
-    assert resolve_backend(settings, tiny_encoder) == OPENVINO_INT8
-    assert resolve_backend(settings, colde) == OPENVINO_INT8
+    assert resolve_backend(settings, tiny_encoder) == expected
+    assert resolve_backend(settings, colde) == expected
     assert resolve_backend(settings, graph) == TORCH
     settings.encoder.backend = TORCH
     assert resolve_backend(settings, tiny_encoder) == TORCH
@@ -95,6 +108,7 @@ def test_an_int8_build_keeps_its_export_and_serves_with_it(
     assert manifest["backend"]["name"] == OPENVINO_INT8 and manifest["backend"]["dir"] == "encoder"
     assert manifest["backend"]["calibration"]["corpus"] == str(sample_corpus)
     kept = result.path / "encoder"
+    assert is_quantized(kept)
     assert manifest["encoder"]["backend"]["sha256"] == files_sha256(kept)
     assert len(list(settings.encoder.cache_dir.iterdir())) == 1
 
@@ -116,6 +130,37 @@ def test_an_int8_build_keeps_its_export_and_serves_with_it(
     np.testing.assert_allclose(served, stored[order], atol=4e-3)
 
 
+def test_a_float32_build_exports_without_calibrating_and_matches_torch(
+    sample_corpus: Path,
+    settings: QuerySettings,
+    engine: Engine,
+    tiny_encoder: TransformerEncoder,
+    splitter: SentenceSplitter,
+    tmp_path: Path,
+) -> None:
+    """`openvino-fp32` (the choice where int8 products are not native): nothing calibrated,
+    the export unquantised, and the served and stored vectors those of the torch model."""
+    settings.encoder.cache_dir = tmp_path / "cache"
+    settings.encoder.backend = OPENVINO_FP32
+    reference = TransformerEncoder.from_directory(tiny_encoder.source_dir, precision="fp32")
+    result = build(sample_corpus, settings, engine, tiny_encoder, splitter)
+    backend = result.manifest["backend"]
+    assert backend["name"] == OPENVINO_FP32 and backend["dir"] == "encoder"
+    assert "corpus" not in backend["calibration"]  # nothing calibrated
+    assert result.manifest["encoder"]["backend"]["name"] == OPENVINO_FP32
+    assert not is_quantized(result.path / "encoder")
+
+    searcher = open_searcher(settings, engine)
+    assert searcher.encoder.backend.name == OPENVINO_FP32  # type: ignore[attr-defined]
+    first = split_document(next(iter(read_corpus(sample_corpus))), splitter)
+    texts = [first.text[s.start : s.end] for s in first.sentences()]
+    expected = reference.encode(texts).numpy()
+    np.testing.assert_allclose(searcher.encoder.encode(texts).numpy(), expected, atol=1e-4)
+    ids = np.load(result.path / "sentence.ids.npy")
+    stored = stored_level(result, "sentence")[np.argsort(ids)[: len(texts)]]
+    np.testing.assert_allclose(stored, expected, atol=2e-3)  # float16 rows
+
+
 def test_a_second_build_of_the_same_encoder_does_not_export_again(
     sample_corpus: Path,
     own_cache: QuerySettings,
@@ -131,7 +176,7 @@ def test_a_second_build_of_the_same_encoder_does_not_export_again(
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
 
-    monkeypatch.setattr(TransformerEncoder, "export_openvino_int8", no_export)
+    monkeypatch.setattr(TransformerEncoder, "export_openvino", no_export)
     fresh = TransformerEncoder.from_directory(tiny_encoder.source_dir, precision="fp32")
     with caplog.at_level(logging.INFO, logger="docsim.indexer.builder.backend"):
         second = build(sample_corpus, own_cache, engine, fresh, splitter)
@@ -246,9 +291,9 @@ def test_the_backend_choices_are_the_runtimes_names() -> None:
     """`indexer.choices` spells the backends out so that the command line need not import
     the runtimes; they must stay `models.inference`'s names."""
     from docsim.indexer.choices import BackendChoice
-    from docsim.models.inference import OPENVINO_INT8, TORCH
+    from docsim.models.inference import OPENVINO_FP32, OPENVINO_INT8, TORCH
 
-    assert {c.value for c in BackendChoice} == {"auto", TORCH, OPENVINO_INT8}
+    assert {c.value for c in BackendChoice} == {"auto", TORCH, OPENVINO_INT8, OPENVINO_FP32}
 
 
 def stored_level(result: BuildResult, level: str) -> np.ndarray:

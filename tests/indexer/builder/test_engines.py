@@ -18,7 +18,7 @@ from docsim.indexer.settings import RaySettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
 from docsim.models.encoder import Encoder
-from docsim.models.pacing import before_batch
+from docsim.models.pacing import before_batch, paced
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
@@ -163,6 +163,32 @@ def test_one_ahead_stops_the_producer_between_batches_of_one_item() -> None:
     closer.join(10)
     assert not closer.is_alive()
     assert len(batches) <= 3, len(batches)
+
+
+def test_one_ahead_runs_the_consumers_hook_before_the_producers_batches() -> None:
+    """A write's deadline (its `paced` hook, on the request's thread) reaches the batches the
+    producer thread encodes: they are counted there, and its refusal ends the stream."""
+
+    class PastDeadline(Exception):
+        pass
+
+    seen: list[tuple[str, int]] = []
+
+    def deadline_after_three(rows: int) -> None:
+        seen.append((threading.current_thread().name, rows))
+        if len(seen) > 3:
+            raise PastDeadline
+
+    def items():
+        for i in range(100):
+            before_batch(i + 1)
+            yield i
+
+    with paced(deadline_after_three):
+        stream = one_ahead(items())
+        with pytest.raises(PastDeadline):
+            list(stream)
+    assert seen == [("docsim-encode", rows) for rows in (1, 2, 3, 4)]
 
 
 @pytest.mark.slow

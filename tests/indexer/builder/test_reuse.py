@@ -21,6 +21,7 @@ from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.documents import LEVELS
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
+from docsim.models.inference import native_openvino_backend
 from docsim.models.transformer import TransformerEncoder
 from docsim.search.settings import QuerySettings
 from tests.indexer.builder.test_pipeline import build
@@ -262,13 +263,13 @@ def test_an_int8_build_reuses_the_active_versions_own_export(
 ) -> None:
     settings.encoder.cache_dir = tmp_path / "cache"
     first = build(sample_corpus, settings, engine, tiny_encoder, splitter)
-    assert first.manifest["backend"]["name"] == "openvino-int8"
+    assert first.manifest["backend"]["name"] == native_openvino_backend()
     settings.encoder.cache_dir = tmp_path / "emptied cache"
 
     def no_export(*args, **kwargs):
         raise AssertionError("calibrated again")
 
-    monkeypatch.setattr(TransformerEncoder, "export_openvino_int8", no_export)
+    monkeypatch.setattr(TransformerEncoder, "export_openvino", no_export)
     fresh = TransformerEncoder.from_directory(tiny_encoder.source_dir, precision="fp32")
     second = build(sample_corpus, settings, engine, fresh, splitter)
     assert second.manifest["encoder"]["backend"] == first.manifest["encoder"]["backend"]

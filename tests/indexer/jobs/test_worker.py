@@ -27,6 +27,7 @@ from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
+from docsim.models.inference import native_openvino_backend
 from docsim.models.loading import load_encoder
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.serving import open_searcher
@@ -136,9 +137,9 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
     loaded = LoadedIndex.load(engine, version)
     assert loaded.n_documents == 400
     # documents encoded before the kill and after the resume equal a direct encoding by the
-    # version's own model (its int8 export)
+    # version's own model (its OpenVINO export)
     backend = version.manifest["backend"]
-    assert backend["name"] == "openvino-int8"
+    assert backend["name"] == native_openvino_backend()
     encoder = load_encoder(tiny_encoder_dir, backend_dir=Path(version.path) / backend["dir"])
     capacity = version.manifest["chunk_tokens"]
     sources = {d.doc_id: d for d in read_corpus(corpus)}

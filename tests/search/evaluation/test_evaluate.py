@@ -343,3 +343,62 @@ def test_a_filter_ranks_and_judges_only_the_documents_it_keeps(
     assert per_query["MAP"] == pytest.approx(expected_rr)  # coffee-04 no longer counts
     bad = evaluate(data_dir, queries, qrels, *options, "--filter", '{"field": "court", "eq": 1}')
     assert bad.exit_code == 2 and "'court' is in no document's metadata" in bad.output
+
+
+def test_a_query_leaves_out_its_own_document_and_micro_f1_is_reported(
+    data_dir: Path, sample_corpus: Path, tmp_path: Path
+) -> None:
+    """IL-PCR's queries are judgments of the collection: `--exclude-own` (or a query's
+    `exclude_id`) keeps each out of its own ranking, at the same depth; micro P, R and F1 at
+    k are reported beside the means."""
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [
+            {"qid": "Qbaking-01", "text": (sample_corpus / "baking-01.md").read_text()},
+            {
+                "qid": "coffee",
+                "text": (sample_corpus / "coffee-03.md").read_text(),
+                "exclude_id": "coffee-03",
+            },
+        ],  # fmt: skip
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text(
+        "Qbaking-01 Q0 baking-02 1\nQbaking-01 Q0 baking-03 1\ncoffee Q0 coffee-04 1\n"
+    )
+    out, runs = tmp_path / "evaluation.json", tmp_path / "run.txt"
+    options = ("--method", "bm25", "--out", str(out), "--run-out", str(runs), "--depth", "5")
+    kept = evaluate(data_dir, queries, qrels, *options, "--micro-at", "3")
+    assert kept.exit_code == 0, f"{kept.exception!r}\n{kept.output}"
+    ranked = [line.split()[:3] for line in runs.read_text().splitlines()]
+    assert ["Qbaking-01", "Q0", "baking-01"] in ranked  # by its text, it finds itself first
+    assert not any(line[0] == "coffee" and line[2] == "coffee-03" for line in ranked)
+    left = evaluate(data_dir, queries, qrels, *options, "--exclude-own", "Q(.+)", "--micro-at", "3")
+    assert left.exit_code == 0, f"{left.exception!r}\n{left.output}"
+    lines = [line.split() for line in runs.read_text().splitlines()]
+    assert not any(line[0] == "Qbaking-01" and line[2] == "baking-01" for line in lines)
+    assert sum(line[0] == "Qbaking-01" for line in lines) == 5  # as deep as asked
+    report = json.loads(out.read_text())["methods"]["bm25"]
+    hits = {q: sum(line[0] == q and line[2] in relevant for line in lines if int(line[3]) <= 3)
+            for q, relevant in (("Qbaking-01", {"baking-02", "baking-03"}),
+                                ("coffee", {"coffee-04"}))}  # fmt: skip
+    precision, recall = sum(hits.values()) / 6, sum(hits.values()) / 3
+    assert report["micro"]["microP@3"] == pytest.approx(precision)
+    assert report["micro"]["microR@3"] == pytest.approx(recall)
+    f1 = 2 * precision * recall / (precision + recall) if hits else 0.0
+    assert report["micro"]["microF1@3"] == pytest.approx(f1)
+    low, high = report["micro"]["microF1@3_interval_95"]
+    assert low <= f1 <= high
+    assert "microF1@3" in left.output  # in the table
+    bad = evaluate(data_dir, queries, qrels, *options, "--exclude-own", "Q.+")
+    assert bad.exit_code == 2 and "has no group" in bad.output
+
+
+def test_micro_averages_by_hand() -> None:
+    from docsim.search.evaluation.metrics import micro_at
+
+    per_query = {"a": {"P@2": 1.0}, "b": {"P@2": 0.5}, "c": {"P@2": 0.0}}
+    found = micro_at(per_query, {"a": 2, "b": 4, "c": 2}, 2)
+    assert found["microP@2"] == pytest.approx(3 / 6)  # 3 hits in 3 queries' top 2
+    assert found["microR@2"] == pytest.approx(3 / 8)
+    assert found["microF1@2"] == pytest.approx(2 * 0.5 * 0.375 / 0.875)
