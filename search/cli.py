@@ -30,6 +30,21 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("docsim")
 commands = typer.Typer()  # registers the commands; `app.cli` adds them to the `docsim` command
+MicroAt = Annotated[
+    list[int] | None,
+    typer.Option(
+        help="Also report micro-averaged precision, recall and F1 at this cutoff (over every "
+        "query's top k, as IL-PCR's results are published); repeat for several. Default: 10."
+    ),
+]
+ExcludeOwn = Annotated[
+    str | None,
+    typer.Option(
+        help="A regular expression over query ids whose first group is a document id that "
+        "query's rankings leave out (its own judgment in the collection): 'Q(.+)' maps the "
+        'query Q12 to the document 12. A JSONL query\'s "exclude_id" does the same.'
+    ),
+]
 
 
 @commands.command()
@@ -66,22 +81,8 @@ def evaluate(
             '"gte": "2000-01-01"}\'): rank only what it keeps, judged on those documents.',
         ),
     ] = None,
-    micro_at: Annotated[
-        list[int] | None,
-        typer.Option(
-            help="Also report micro-averaged precision, recall and F1 at this cutoff (over "
-            "every query's top k, as IL-PCR's results are published); repeat for several. "
-            "Default: 10."
-        ),
-    ] = None,
-    exclude_own: Annotated[
-        str | None,
-        typer.Option(
-            help="A regular expression over query ids whose first group is a document id that "
-            "query's rankings leave out (its own judgment in the collection): 'Q(.+)' maps "
-            'the query Q12 to the document 12. A JSONL query\'s "exclude_id" does the same.'
-        ),
-    ] = None,
+    micro_at: MicroAt = None,
+    exclude_own: ExcludeOwn = None,
     data_dir: DataDir = None,
 ) -> None:
     """Evaluate rankings of the active index against relevance judgments."""
