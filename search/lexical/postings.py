@@ -1,7 +1,7 @@
 """The BM25 postings of one served version, over its documents, over its paragraphs and over
 its documents' word shingles, each built on first use and shared by every lexical method; the
-document postings kept in the version's folder once built, and mapped from there by this
-service and the next (`postings_file`)."""
+document and shingle postings kept in the version's folder once built, and mapped from there
+by this service and the next (`postings_file`, `shingles_file`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 from sqlalchemy import Engine
@@ -19,7 +20,8 @@ from docsim.indexer.store.reader import document_paragraph_texts, document_texts
 from docsim.search.arrays import Positions
 from docsim.search.lexical.bm25 import BUILD_DOCUMENTS, Bm25Index
 from docsim.search.lexical.postings_file import load_postings, postings_file, save_postings
-from docsim.search.lexical.shingles import ShingleIndex
+from docsim.search.lexical.shingles import ShingleIndex, text_shingles
+from docsim.search.lexical.shingles_file import load_shingles, shingles_folder, write_shingles
 from docsim.search.served.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)
@@ -87,21 +89,41 @@ class Postings:
             return self._documents
 
     def shingles(self) -> ShingleIndex:
-        """BM25 over every document's shingles, rows in `index.doc_ids` order."""
+        """BM25 over every document's shingles, rows in `index.doc_ids` order: kept in
+        memory, else mapped from the version's folder, else written there now (in bounded
+        memory) and mapped; built in memory only where the folder cannot be written."""
         with self._lock:
             if self._shingles is None:
                 started = time.perf_counter()
                 doc_ids = np.sort(self.index.doc_ids)  # (D,)
-                self._shingles = ShingleIndex.build_sorted(
+                path = shingles_folder(self.index, self.shingle_words, self.stemmer)
+                kept = load_shingles(path, doc_ids, self.stemmer)
+                if kept is None:
+                    kept = self._shingles_written(path, doc_ids)
+                self._shingles = kept or ShingleIndex.build_sorted(
                     doc_ids, self._texts_in_batches(doc_ids), self.shingle_words, self.stemmer
                 )
                 logger.info(
-                    "Built %d-word shingle BM25 over %d documents in %.1f s",
+                    "%s %d-word shingle BM25 over %d documents in %.1f s",
+                    "Mapped" if kept is not None else "Built (in memory)",
                     self.shingle_words,
                     len(doc_ids),
                     time.perf_counter() - started,
                 )
             return self._shingles
+
+    def _shingles_written(self, path: Path, doc_ids: np.ndarray) -> ShingleIndex | None:
+        """The shingle postings of `doc_ids` written into `path` and mapped from there; None
+        where they could not be written (logged)."""
+        if path.exists():  # damaged, or of other documents: written anew
+            shutil.rmtree(path, ignore_errors=True)
+        n, stemmer = self.shingle_words, self.stemmer
+        batches = (text_shingles(texts, n, stemmer) for texts in self._texts_in_batches(doc_ids))
+        try:
+            write_shingles(path, batches, len(doc_ids), n)
+        except OSError as error:  # or another service kept them first
+            logger.warning("Could not keep the shingle postings in %s: %s", path.name, error)
+        return load_shingles(path, doc_ids, stemmer)
 
     def _texts_in_batches(self, doc_ids: np.ndarray) -> Iterator[list[str]]:
         """The texts of `doc_ids`, read `BUILD_DOCUMENTS` at a time (ten times AILA's texts

@@ -18,7 +18,9 @@ distinct hash once, `(V,)`, with the rows and counts of its documents), not a di
 collection holds millions of distinct shingles, most of them in one document. A change adds a
 part holding the new documents' postings and marks removed documents dead; N, the average
 length and each df count the live documents only, so that scores equal those of an index
-built from the live documents alone. Parts are merged (dead rows dropped) past `MAX_PARTS`.
+built from the live documents alone. Past `MAX_PARTS`, the parts after the first (the
+changes') are merged into one, their dead rows dropped: the first, the version's own (mapped
+from its file, `shingles_file`), is never copied into memory.
 
 Dimensions: N documents, V distinct shingles of a part, P postings of a part.
 """
@@ -281,7 +283,20 @@ class ShingleIndex:
             np.r_[live, np.ones(len(added), bool)],
             parts,
         )
-        return changed.compacted() if len(parts) > MAX_PARTS else changed
+        return changed._changes_merged() if len(parts) > MAX_PARTS else changed
+
+    def _changes_merged(self) -> ShingleIndex:
+        """The same index with its parts after the first merged into one, removed rows'
+        postings dropped from it."""
+        keys, rows, counts = [], [], []
+        for part in self.parts[1:]:
+            part_keys, part_rows, part_counts = part.flat()
+            keep = self.live[part_rows]
+            keys.append(part_keys[keep])
+            rows.append(part_rows[keep])
+            counts.append(part_counts[keep])
+        parts = (self.parts[0], ShinglePart.merged(keys, rows, counts))
+        return ShingleIndex(self.n, self.stemmer, self.row_ids, self.lengths, self.live, parts)
 
     def compacted(self) -> ShingleIndex:
         """The same live documents in one part, removed rows dropped."""
