@@ -3,13 +3,13 @@
 `explain_pair` joins two queries (a posted document kept after `/similar`, or indexed
 documents) into an `Explanation`: the SDR document score with the statistics the ranking used,
 the CoLDE-style section and chunk cosine maps, SDR's paragraph matrix (raw and normalised),
-each source paragraph's best target paragraph with its sentence alignments, and the top pairs
-with their text. The maps themselves are pure tensor code in `models.explain`.
+each source paragraph's best target paragraph with its sentence alignments, the top pairs
+with their text, and the passages the two texts share word for word (`lexical.passages`). The maps themselves are pure tensor code in `models.explain`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -17,6 +17,7 @@ import torch
 from docsim.indexer.errors import PairTooLargeError
 from docsim.models.encoder import DocumentInput
 from docsim.models.explain import PairAlignment, align_pair, cosine_matrix
+from docsim.search.lexical.passages import SharedPassage, shared_passages
 from docsim.search.searcher import Searcher
 from docsim.search.types import ParagraphStats, Query
 
@@ -91,6 +92,8 @@ class Explanation:
     # CoLDE only: each document's chunkwise attention (C, C), rows attend over the chunks of
     # the neighbouring section; None for encoders without it
     chunk_attention: dict[str, torch.Tensor] | None = None
+    # the longest runs of words the two texts share, longest first
+    shared_passages: list[SharedPassage] = field(default_factory=list)
 
 
 def _side(query: Query, ref: str, kind: str, searcher: Searcher) -> Side:
@@ -135,6 +138,8 @@ def explain_pair(
     *,
     max_cells: int = 1_000_000,
     top_pairs: int = 10,
+    passage_words: int = 8,
+    passages: int = 20,
 ) -> Explanation:
     """Everything that makes `target_id` similar (or not) to the source.
 
@@ -146,6 +151,8 @@ def explain_pair(
         stats: the normalisation statistics of the ranking (None for `normalize=false`).
         max_cells: the largest paragraph matrix to compute (PairTooLargeError beyond).
         top_pairs: how many top paragraph pairs to return with their text.
+        passage_words: the fewest words of a shared passage.
+        passages: how many shared passages to return (0: none).
 
     Raises:
         DocumentNotFoundError: `target_id` is not in the active version.
@@ -181,6 +188,11 @@ def explain_pair(
         alignment=alignment,
         top_pairs=_top_pairs(source_side, target_side, alignment, top_pairs),
         chunk_attention=_chunk_attention(searcher, source_side, target_side),
+        shared_passages=(
+            shared_passages(source.text, target.text, min_words=passage_words, limit=passages)
+            if passages
+            else []
+        ),
     )
     return explanation
 

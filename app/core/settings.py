@@ -119,6 +119,15 @@ class ApiSettings(BaseModel):
     explain_top_pairs: int = Field(
         default=10, ge=1, le=100, description="Most similar sentence pairs /explain lists."
     )
+    explain_passage_words: int = Field(
+        default=8,
+        ge=3,
+        le=100,
+        description="The fewest words of a passage /explain marks as shared word for word.",
+    )
+    explain_passages: int = Field(
+        default=20, ge=0, le=200, description="Most shared passages /explain marks (0: none)."
+    )
     image_max_cells_per_axis: int = Field(
         default=100, ge=2, description="Beyond this, PNG heatmaps show blocks (their max)."
     )

@@ -72,6 +72,7 @@ def page_data(explanation: Explanation, max_per_axis: int) -> dict[str, Any]:
             for m in explanation_maps(explanation, max_per_axis)
         ],
         "top_pairs": [vars(p) for p in explanation.top_pairs],
+        "passages": [vars(p) for p in explanation.shared_passages],
     }
 
 

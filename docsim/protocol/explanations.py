@@ -96,6 +96,17 @@ class TopPairOut(BaseModel):
     target_page: int | None = Field(description="The target paragraph's page (PDF), or null.")
 
 
+class SharedPassageOut(BaseModel):
+    """A passage both texts hold word for word (case, punctuation and spacing aside)."""
+
+    words: int
+    source_start: int = Field(description="Character offsets in the source's `text`.")
+    source_end: int
+    target_start: int = Field(description="Character offsets in the target's `text`.")
+    target_end: int
+    text: str = Field(description="The passage as the source has it, cut at 400 characters.")
+
+
 class ExplainResponse(BaseModel):
     index_version: int
     encoder: str
@@ -111,6 +122,11 @@ class ExplainResponse(BaseModel):
     paragraph_matrix: ParagraphMatrixOut
     alignments: list[AlignmentOut]
     top_pairs: list[TopPairOut]
+    shared_passages: list[SharedPassageOut] = Field(
+        default_factory=list,
+        description="The longest runs of words the two texts share (a quotation), longest "
+        "first, none overlapping another; at least `DOCSIM_API__EXPLAIN_PASSAGE_WORDS` words.",
+    )
     chunk_attention: dict[str, list[list[float]]] | None = Field(
         default=None,
         description="CoLDE only (absent otherwise): each document's chunkwise attention, "

@@ -3,8 +3,8 @@
 A passage is a maximal common run of at least `min_words` words: words are the texts' runs of
 letters and digits, compared case-folded, punctuation and spacing ignored (a judgment quoted
 without its commas, or across a line break, still matches; stop words count, a quotation
-holds them). Every run of `min_words` words of each text is hashed (`shingles.shingle_hashes`
-over exact word ids), a pair of equal hashes is a seed, and the seeds on one diagonal
+holds them). Every run of `min(min_words, shingles.MAX_N)` words of each text is hashed
+(`shingles.shingle_hashes` over exact word ids), a pair of equal hashes is a seed, and the seeds on one diagonal
 (source word - target word) at consecutive places form one run; each run is checked word by
 word. Then the longest runs are taken first, none overlapping one already taken on either
 side, up to `limit` (of the `limit * CANDIDATES_PER_PASSAGE` longest runs).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from docsim.search.lexical.shingles import shingle_hashes
+from docsim.search.lexical.shingles import MAX_N, shingle_hashes
 
 WORD = re.compile(r"\w+")
 MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -113,20 +113,22 @@ def shared_passages(
         raise ValueError("min_words, limit and max_repeats are at least 1")
     vocabulary: dict[str, int] = {}
     source, target = _words(source_text, vocabulary), _words(target_text, vocabulary)
-    hashes_s, hashes_t = _run_hashes(source.ids, min_words), _run_hashes(target.ids, min_words)
+    seed = min(min_words, MAX_N)  # words of a seed
+    hashes_s, hashes_t = _run_hashes(source.ids, seed), _run_hashes(target.ids, seed)
     if not len(hashes_s) or not len(hashes_t):
         return []
     seeds = _seeds(hashes_s, hashes_t, max_repeats)
     if not len(seeds):
         return []
     runs = _runs(seeds)
+    runs = runs[runs[:, 2] + seed - 1 >= min_words]  # long enough
     runs = runs[np.lexsort((runs[:, 1], runs[:, 0], -runs[:, 2]))]  # longest, then by place
     runs = runs[: limit * CANDIDATES_PER_PASSAGE]  # the rest would mostly overlap these
     taken: list[SharedPassage] = []
     used_s: list[tuple[int, int]] = []
     used_t: list[tuple[int, int]] = []
     for s, t, seeds_in_run in runs.tolist():
-        length = seeds_in_run + min_words - 1
+        length = seeds_in_run + seed - 1
         if any(s < e and b < s + length for b, e in used_s) or any(
             t < e and b < t + length for b, e in used_t
         ):

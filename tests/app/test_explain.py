@@ -427,3 +427,48 @@ def test_explain_keeps_its_rankings_population_over_a_swap(
         pooled, _ = explained["pool", str({"document": POSTED})]
         gone = client.get("/explain", params=pooled)
         assert gone.status_code == 404 and "run POST /similar again" in gone.json()["detail"]
+
+
+QUOTED = (  # a passage of coffee-02, quoted without its commas and across a line break
+    "Coffea canephora sold under the name robusta supplies most of the remainder\nand is "
+    "favoured for instant products"
+)
+
+
+def test_a_quoted_passage_is_found_in_both_texts(client: TestClient) -> None:
+    posted = {"title": "Notes", "text": f"As the planters' manual puts it, {QUOTED}. We agree."}
+    ranked = client.post("/similar", json={"document": posted, "top_k": 3}).json()
+    body = client.get(
+        "/explain", params={"source": ranked["query_id"], "target": "coffee-02"}
+    ).json()
+    source, target = body["source"]["text"], body["target"]["text"]
+    longest = body["shared_passages"][0]
+    assert longest["words"] == 18
+    assert source[longest["source_start"] : longest["source_end"]] == QUOTED
+    assert target[longest["target_start"] : longest["target_end"]] == (
+        "Coffea canephora, sold under the name robusta, supplies most of the remainder and is "
+        "favoured for instant products"
+    )
+    assert longest["text"] == QUOTED
+    for passage in body["shared_passages"]:  # each a run of equal words, at least 8
+        words = [
+            re.findall(r"\w+", text[passage[f"{side}_start"] : passage[f"{side}_end"]].casefold())
+            for side, text in (("source", source), ("target", target))
+        ]
+        assert words[0] == words[1] and len(words[0]) == passage["words"] >= 8
+    unrelated = client.get("/explain", params={"source": ranked["query_id"], "target": "oceans-04"})
+    assert unrelated.json()["shared_passages"] == []
+
+
+def test_shared_passages_follow_their_settings(indexed_settings: ServiceSettings) -> None:
+    posted = {"title": "Notes", "text": f"As the planters' manual puts it, {QUOTED}. We agree."}
+    for api, expected in (({"explain_passages": 0}, []), ({"explain_passage_words": 19}, [])):
+        settings = indexed_settings.model_copy(
+            update={"api": indexed_settings.api.model_copy(update=api)}
+        )
+        with TestClient(create_app(settings)) as client:
+            ranked = client.post("/similar", json={"document": posted, "top_k": 1}).json()
+            body = client.get(
+                "/explain", params={"source": ranked["query_id"], "target": "coffee-02"}
+            ).json()
+            assert body["shared_passages"] == expected, api

@@ -313,3 +313,46 @@ def test_upload_a_pdf_then_explain_with_page_numbers(
     assert f"(page {data['target']['pages'][j]})" in selection
     browser.save_screenshot(str(ARTIFACTS / "explain-pdf.png"))
     assert console_errors(browser) == []
+
+
+def test_shared_passages_are_marked_in_both_texts(browser: Chrome, base_url: str) -> None:
+    quoted = (
+        "Coffea canephora sold under the name robusta supplies most of the remainder\nand is "
+        "favoured for instant products"
+    )
+    posted = {"title": "Notes", "text": f"The manual says {quoted}. We agree."}
+    ranked = httpx.post(base_url + "/similar", json={"document": posted, "top_k": 1}).json()
+    browser.get(f"{base_url}/explain?source={ranked['query_id']}&target=coffee-02&format=html")
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "mark.qt")))
+    assert console_errors(browser) == []
+    data = browser.execute_script(
+        "return JSON.parse(document.getElementById('explain-data').textContent);"
+    )
+    assert data["passages"] and data["passages"][0]["words"] == 18
+    items = browser.find_elements(By.CSS_SELECTOR, "#passages li")
+    assert len(items) == len(data["passages"])
+    for i, passage in enumerate(data["passages"]):  # each marked, exactly, in both texts
+        for prefix, side in (("s", "source"), ("t", "target")):
+            marked = browser.execute_script(
+                """return Array.from(document.querySelectorAll(
+                    `#${arguments[0]}-text mark.qt[data-passage="${arguments[1]}"]`))
+                    .map(function (e) { return e.textContent; }).join('');""",
+                side,
+                i,
+            )
+            assert marked == data[side]["text"][passage[f"{side}_start"] : passage[f"{side}_end"]]
+    # the texts read as before: marks add no characters
+    for side in ("source", "target"):
+        shown = browser.execute_script(
+            """const box = document.getElementById(arguments[0] + '-text').cloneNode(true);
+            box.querySelectorAll('.page-mark').forEach(function (e) { e.remove(); });
+            return box.textContent;""",
+            side,
+        )
+        assert shown == data[side]["text"]
+    items[0].click()
+    lit = browser.find_elements(By.CSS_SELECTOR, "mark.qt.on")
+    assert {e.get_attribute("data-passage") for e in lit} == {"0"}
+    assert visible_in_its_column(browser, "s-q-0") and visible_in_its_column(browser, "t-q-0")
+    browser.save_screenshot(str(ARTIFACTS / "explain_passages.png"))
+    assert console_errors(browser) == []

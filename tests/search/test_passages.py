@@ -69,7 +69,7 @@ def test_passages_equal_the_maximal_common_runs_of_the_reference(seed: int) -> N
     ]
     source = text(rng, 200, quotes)
     target = text(rng, 150, [q.upper().replace(" ", ",\n ") for q in quotes])  # marks, case
-    for min_words, limit in ((3, 100), (4, 5), (8, 20)):
+    for min_words, limit in ((3, 100), (4, 5), (8, 20), (12, 20)):
         found = shared_passages(source, target, min_words=min_words, limit=limit, max_repeats=10**6)
         assert found == reference(source, target, min_words, limit)
     longest = shared_passages(source, target, min_words=8)
