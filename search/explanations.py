@@ -4,7 +4,8 @@
 documents) into an `Explanation`: the SDR document score with the statistics the ranking used,
 the CoLDE-style section and chunk cosine maps, SDR's paragraph matrix (raw and normalised),
 each source paragraph's best target paragraph with its sentence alignments, the top pairs
-with their text, and the passages the two texts share word for word (`lexical.passages`). The maps themselves are pure tensor code in `models.explain`.
+with their text, and the passages the two texts share word for word (`lexical.passages`).
+The maps themselves are pure tensor code in `models.explain`.
 """
 
 from __future__ import annotations

@@ -4,10 +4,11 @@ A passage is a maximal common run of at least `min_words` words: words are the t
 letters and digits, compared case-folded, punctuation and spacing ignored (a judgment quoted
 without its commas, or across a line break, still matches; stop words count, a quotation
 holds them). Every run of `min(min_words, shingles.MAX_N)` words of each text is hashed
-(`shingles.shingle_hashes` over exact word ids), a pair of equal hashes is a seed, and the seeds on one diagonal
-(source word - target word) at consecutive places form one run; each run is checked word by
-word. Then the longest runs are taken first, none overlapping one already taken on either
-side, up to `limit` (of the `limit * CANDIDATES_PER_PASSAGE` longest runs).
+(`shingles.shingle_hashes` over exact word ids), a pair of equal hashes is a seed, and the
+seeds on one diagonal (source word - target word) at consecutive places form one run, kept
+where it is `min_words` long; each run is checked word by word. Then the longest runs are
+taken first, none overlapping one already taken on either side, up to `limit` (of the
+`limit * CANDIDATES_PER_PASSAGE` longest runs).
 
 Work is bounded: a run of words that recurs more than `max_repeats` times in either text
 (boilerplate, or a hostile text of one word repeated) seeds nothing, so the seeds are at most

@@ -332,7 +332,7 @@ def test_shared_passages_are_marked_in_both_texts(browser: Chrome, base_url: str
     items = browser.find_elements(By.CSS_SELECTOR, "#passages li")
     assert len(items) == len(data["passages"])
     for i, passage in enumerate(data["passages"]):  # each marked, exactly, in both texts
-        for prefix, side in (("s", "source"), ("t", "target")):
+        for side in ("source", "target"):
             marked = browser.execute_script(
                 """return Array.from(document.querySelectorAll(
                     `#${arguments[0]}-text mark.qt[data-passage="${arguments[1]}"]`))
