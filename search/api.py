@@ -18,7 +18,7 @@ Plain imports, each from the module that defines the name (`tests/test_layers.py
 from __future__ import annotations
 
 from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
-from docsim.search.explanations import Explanation, Side, Span, explain_pair
+from docsim.search.explanations import Explanation, Side, explain_pair
 from docsim.search.filters import Filter, FilterColumns, parse_filter
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher, serve_on_shards
@@ -51,7 +51,6 @@ __all__ = [
     "SearchSettings",
     "Searcher",
     "Side",
-    "Span",
     "UnitHit",
     "explain_pair",
     "open_searcher",

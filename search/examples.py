@@ -19,7 +19,7 @@ from docsim.indexer.errors import DocumentNotFoundError, QueryError
 from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
 from docsim.search.arrays import Positions, Scores
 from docsim.search.filters import Filter
-from docsim.search.matches import document_hits
+from docsim.search.matches import add_shared_passages, document_hits
 from docsim.search.scorers import QueryScratch, Scorer, ScoringContext
 from docsim.search.sdr_ranker import SDR_RANKED, RankedScores, SdrRanker
 from docsim.search.settings import SearchSettings
@@ -94,6 +94,10 @@ class ExampleRanker:
             hits = self.sdr_ranker.hits(likes[0], first, ranked, scores, options.matches_per_result)
         else:
             hits = document_hits(self.index, self.engine, likes[0], ranked, scores)
+        add_shared_passages(
+            self.index, self.engine, likes[0].text, hits, ranked, options.shared_passages,
+            self.settings.verbatim.passage_words,
+        )  # fmt: skip
         return SearchResult(
             hits, mode=mode, scored_documents=len(pool), stats=first.stats, method=method
         )

@@ -1,4 +1,5 @@
-"""Ranked documents as hits, each with the paragraph pairs that matched best."""
+"""Ranked documents as hits, each with the paragraph pairs that matched best and the passages
+it shares with the query word for word."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.store.reader import document_texts, paragraph_offsets
+from docsim.search.lexical.passages import shared_passages
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.types import DocumentHit, ParagraphMatch, Query
 
@@ -69,3 +71,24 @@ def document_hits(
                 )
             )
     return hits
+
+
+def add_shared_passages(
+    index: LoadedIndex,
+    engine: Engine,
+    query_text: str,
+    hits: list[DocumentHit],
+    ranked: np.ndarray,
+    per_hit: int,
+    min_words: int,
+) -> None:
+    """Give each of `hits`, the documents at positions `ranked` `(h,)`, its `per_hit` longest
+    passages (at least `min_words` words) shared word for word with `query_text`."""
+    if per_hit <= 0 or not hits:
+        return
+    doc_ids = index.doc_ids[ranked].tolist()
+    texts = document_texts(engine, doc_ids)
+    for hit, doc_id in zip(hits, doc_ids, strict=True):
+        hit.passages = shared_passages(
+            query_text, texts[doc_id], min_words=min_words, limit=per_hit
+        )

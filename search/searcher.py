@@ -284,7 +284,8 @@ def scoring_context(
         index=index,
         settings=settings,
         tiebreak=tiebreak,
-        postings=postings or Postings(index, engine, settings.bm25_stemmer, settings.shingle_words),
+        postings=postings
+        or Postings(index, engine, settings.bm25_stemmer, settings.verbatim.shingle_words),
         sdr=sdr,
         level_vectors=level_vectors,
         scan=scan,

@@ -98,6 +98,27 @@ class CandidateSettings(BaseModel):
     )
 
 
+class VerbatimSettings(BaseModel):
+    """What two documents share word for word (`DOCSIM_SEARCH__VERBATIM__*`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    shingle_words: int = Field(
+        default=2,
+        ge=1,
+        le=8,
+        description="`bm25-shingles`: the words of a shingle (runs of consecutive words, "
+        "after stop words, tokenised as BM25 tokenises).",
+    )
+    passage_words: int = Field(
+        default=8,
+        ge=3,
+        le=100,
+        description="The fewest words of a passage two documents share word for word "
+        "(`shared_passages` of /similar's results and of /explain).",
+    )
+
+
 class SearchSettings(CandidateSettings):
     """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
     (`search.scorers` describes the methods)."""
@@ -137,12 +158,9 @@ class SearchSettings(CandidateSettings):
     bm25_reduced_keep: float = Field(
         default=0.5, gt=0, le=1, description="`bm25-reduced`: share of query terms kept."
     )
-    shingle_words: int = Field(
-        default=2,
-        ge=1,
-        le=8,
-        description="`bm25-shingles`: the words of a shingle (runs of consecutive words, "
-        "after stop words, tokenised as BM25 tokenises).",
+    verbatim: VerbatimSettings = Field(
+        default_factory=lambda: VerbatimSettings(),
+        description="Verbatim reuse: `bm25-shingles` and the passages shared word for word.",
     )
     bm25_paragraph_top: int = Field(
         default=1,

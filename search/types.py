@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # only annotations: the command line reads the enums without 
     from docsim.indexer.text.documents import Document
     from docsim.models.scoring import RowStats
     from docsim.search.filters import Filter
+    from docsim.search.lexical.passages import SharedPassage
 
 
 FUSIONS = frozenset({Method.hybrid, Method.fused})  # methods that combine others
@@ -33,6 +34,7 @@ class SearchOptions:
     filter: Filter | None = None  # over document metadata (`search.filters`)
     group_by: Literal["document"] | None = None  # units: top_k documents, group_size each
     group_size: int = 1
+    shared_passages: int = 0  # per document hit, passages shared word for word with the query
 
 
 @dataclass
@@ -100,6 +102,8 @@ class DocumentHit:
     score: float
     rank: int
     matches: list[ParagraphMatch] = field(default_factory=list)
+    # the longest runs of words the hit shares with the query (`search.lexical.passages`)
+    passages: list[SharedPassage] = field(default_factory=list)
 
 
 @dataclass

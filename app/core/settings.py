@@ -119,12 +119,6 @@ class ApiSettings(BaseModel):
     explain_top_pairs: int = Field(
         default=10, ge=1, le=100, description="Most similar sentence pairs /explain lists."
     )
-    explain_passage_words: int = Field(
-        default=8,
-        ge=3,
-        le=100,
-        description="The fewest words of a passage /explain marks as shared word for word.",
-    )
     explain_passages: int = Field(
         default=20, ge=0, le=200, description="Most shared passages /explain marks (0: none)."
     )

@@ -21,7 +21,7 @@ from docsim.protocol.explanations import (
     StatisticsOut,
     TopPairOut,
 )
-from docsim.search.api import Explanation, Side, Span
+from docsim.search.api import Explanation, Side
 
 DECIMALS = 5  # of the scores and matrices /explain returns
 
@@ -124,13 +124,7 @@ def explain_response(
             for i, j in enumerate(best)
         ],
         top_pairs=[TopPairOut(**vars(p)) for p in explanation.top_pairs],
-        shared_passages=[
-            SharedPassageOut(
-                **vars(p),
-                text=explanation.source.snippet(Span(p.source_start, p.source_end)),
-            )
-            for p in explanation.shared_passages
-        ],
+        shared_passages=[SharedPassageOut(**vars(p)) for p in explanation.shared_passages],
         chunk_attention=(
             {k: _rounded(v) for k, v in explanation.chunk_attention.items()}
             if explanation.chunk_attention is not None

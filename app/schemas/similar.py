@@ -25,7 +25,13 @@ from docsim.app.schemas.common import (
     one_of,
     took_ms,
 )
-from docsim.protocol.answers import DocumentResult, MatchOut, SimilarResponse, UnitResult
+from docsim.protocol.answers import (
+    DocumentResult,
+    MatchOut,
+    SharedPassageOut,
+    SimilarResponse,
+    UnitResult,
+)
 from docsim.search.api import (
     WHOLE_DOCUMENT_ONLY,
     DocumentHit,
@@ -99,7 +105,8 @@ UNITS = [g.value for g in Granularity if g is not Granularity.document]
 ANY_GRANULARITY = sorted({m.value for m in Method} - {m.value for m in WHOLE_DOCUMENT_ONLY})
 # What the search refuses of these options together, as JSON Schema says it (without `not`
 # or `if`, which schemathesis cannot judge beside an uploaded file): no offset into grouped
-# units, groups of units only, and methods that rank whole documents on documents only
+# units, groups of units only, methods that rank whole documents and shared passages on
+# documents only
 OPTION_RULES: list[Any] = [
     {"anyOf": [left_out("group_by"), {"properties": {"offset": {"maximum": 0}}}]},
     {
@@ -112,6 +119,12 @@ OPTION_RULES: list[Any] = [
         "anyOf": [
             {"properties": {"granularity": {"const": Granularity.document.value}}},
             {"properties": {"method": {"enum": [*ANY_GRANULARITY, None]}}},
+        ]
+    },
+    {
+        "anyOf": [
+            {"properties": {"granularity": {"const": Granularity.document.value}}},
+            {"properties": {"shared_passages": {"maximum": 0}}},
         ]
     },
 ]
@@ -148,6 +161,14 @@ class SimilarOptions(RequestModel):
         "units, so that one long document cannot fill the list.",
     )
     group_size: int = Field(default=1, ge=1, le=100, description="Units per group.")
+    shared_passages: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="Whole documents only: give each result its longest passages shared with "
+        "the query word for word (a quotation), at most this many; at least "
+        "DOCSIM_SEARCH__VERBATIM__PASSAGE_WORDS words each.",
+    )
     offset: int = Field(
         default=0,
         ge=0,
@@ -161,6 +182,8 @@ class SimilarOptions(RequestModel):
     def _pages_of_units_or_documents(self) -> SimilarOptions:
         if self.offset and self.group_by is not None:
             raise ValueError("grouped units come in one page: raise top_k instead of an offset")
+        if self.shared_passages and self.granularity is not Granularity.document:
+            raise ValueError("shared_passages are for whole documents (granularity 'document')")
         return self
 
     @field_validator("filter", mode="after")
@@ -293,6 +316,7 @@ def similar_response(
                 score=h.score,
                 rank=h.rank,
                 matches=[MatchOut(**vars(m)) for m in h.matches],
+                shared_passages=[SharedPassageOut(**vars(p)) for p in h.passages],
             )
             for h in result.results
         ]

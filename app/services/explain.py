@@ -74,6 +74,6 @@ def explain(state: ServiceState, source: str, target: str, limits: ApiSettings) 
         stats,
         max_cells=limits.explain_max_cells,
         top_pairs=limits.explain_top_pairs,
-        passage_words=limits.explain_passage_words,
+        passage_words=state.searcher.settings.verbatim.passage_words,
         passages=limits.explain_passages,
     )

@@ -90,6 +90,7 @@ def similar(
         filter=parse_filter(request.filter.data()) if request.filter is not None else None,
         group_by=request.group_by,
         group_size=request.group_size,
+        shared_passages=request.shared_passages,
     )
     result = state.searcher.similar_to_examples(likes, unlikes, options)
     query_id = state.queries.put(

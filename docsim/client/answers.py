@@ -48,6 +48,7 @@ class SimilarOptions(TypedDict, total=False):
     candidates: Sequence[str]
     group_by: str
     group_size: int
+    shared_passages: int
     mode: str
     normalize: bool
     offset: int

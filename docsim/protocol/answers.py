@@ -32,12 +32,29 @@ class MatchOut(BaseModel):
     )
 
 
+class SharedPassageOut(BaseModel):
+    """A passage both texts hold word for word (case, punctuation and spacing aside)."""
+
+    words: int
+    source_start: int = Field(description="Character offsets in the source's `text`.")
+    source_end: int
+    target_start: int = Field(description="Character offsets in the target's `text`.")
+    target_end: int
+    text: str = Field(description="The passage as the source has it.")
+
+
 class DocumentResult(BaseModel):
     document_id: str
     title: str
     score: float
     rank: int
     matches: list[MatchOut]
+    shared_passages: list[SharedPassageOut] = Field(
+        default_factory=list,
+        description="The longest passages the document shares with the query word for word, "
+        "at most the request's `shared_passages` (source offsets in the posted text, or in "
+        "the indexed query document's).",
+    )
 
 
 class UnitResult(BaseModel):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from docsim.protocol.answers import SharedPassageOut
+
 
 class SectionOut(BaseModel):
     index: int
@@ -96,17 +98,6 @@ class TopPairOut(BaseModel):
     target_page: int | None = Field(description="The target paragraph's page (PDF), or null.")
 
 
-class SharedPassageOut(BaseModel):
-    """A passage both texts hold word for word (case, punctuation and spacing aside)."""
-
-    words: int
-    source_start: int = Field(description="Character offsets in the source's `text`.")
-    source_end: int
-    target_start: int = Field(description="Character offsets in the target's `text`.")
-    target_end: int
-    text: str = Field(description="The passage as the source has it, cut at 400 characters.")
-
-
 class ExplainResponse(BaseModel):
     index_version: int
     encoder: str
@@ -125,7 +116,7 @@ class ExplainResponse(BaseModel):
     shared_passages: list[SharedPassageOut] = Field(
         default_factory=list,
         description="The longest runs of words the two texts share (a quotation), longest "
-        "first, none overlapping another; at least `DOCSIM_API__EXPLAIN_PASSAGE_WORDS` words.",
+        "first, none overlapping another; at least `DOCSIM_SEARCH__VERBATIM__PASSAGE_WORDS` words.",
     )
     chunk_attention: dict[str, list[list[float]]] | None = Field(
         default=None,

@@ -34,13 +34,15 @@ CANDIDATES_PER_PASSAGE = 50  # runs considered, longest first, for each passage 
 @dataclass(frozen=True)
 class SharedPassage:
     """A run of `words` words found at `source_start:source_end` of the source text and at
-    `target_start:target_end` of the target (character offsets)."""
+    `target_start:target_end` of the target (character offsets); `text` as the source has
+    it."""
 
     source_start: int
     source_end: int
     target_start: int
     target_end: int
     words: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -138,13 +140,15 @@ def shared_passages(
             continue  # two runs of words with one hash: not a passage
         used_s.append((s, s + length))
         used_t.append((t, t + length))
+        start, end = int(source.starts[s]), int(source.ends[s + length - 1])
         taken.append(
             SharedPassage(
-                source_start=int(source.starts[s]),
-                source_end=int(source.ends[s + length - 1]),
+                source_start=start,
+                source_end=end,
                 target_start=int(target.starts[t]),
                 target_end=int(target.ends[t + length - 1]),
                 words=length,
+                text=source_text[start:end],
             )
         )
         if len(taken) == limit:

@@ -25,6 +25,7 @@ from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.split import split_document
 from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.searcher import Searcher
+from docsim.search.settings import VerbatimSettings
 from docsim.search.types import SearchOptions
 
 POSTED = {
@@ -462,13 +463,13 @@ def test_a_quoted_passage_is_found_in_both_texts(client: TestClient) -> None:
 
 def test_shared_passages_follow_their_settings(indexed_settings: ServiceSettings) -> None:
     posted = {"title": "Notes", "text": f"As the planters' manual puts it, {QUOTED}. We agree."}
-    for api, expected in (({"explain_passages": 0}, []), ({"explain_passage_words": 19}, [])):
-        settings = indexed_settings.model_copy(
-            update={"api": indexed_settings.api.model_copy(update=api)}
-        )
+    api, search = indexed_settings.api, indexed_settings.search
+    fewer = search.model_copy(update={"verbatim": VerbatimSettings(passage_words=19)})
+    for changed in ({"api": api.model_copy(update={"explain_passages": 0})}, {"search": fewer}):
+        settings = indexed_settings.model_copy(update=changed)
         with TestClient(create_app(settings)) as client:
             ranked = client.post("/similar", json={"document": posted, "top_k": 1}).json()
             body = client.get(
                 "/explain", params={"source": ranked["query_id"], "target": "coffee-02"}
             ).json()
-            assert body["shared_passages"] == expected, api
+            assert body["shared_passages"] == [], changed

@@ -321,6 +321,18 @@ def test_shared_passages_are_marked_in_both_texts(browser: Chrome, base_url: str
         "favoured for instant products"
     )
     posted = {"title": "Notes", "text": f"The manual says {quoted}. We agree."}
+    browser.get(base_url + "/")  # the search page shows each result's shared passages
+    box = browser.find_element(By.ID, "text")
+    browser.execute_script("arguments[0].value = arguments[1];", box, posted["text"])
+    top_k = browser.find_element(By.ID, "top-k")
+    top_k.clear()
+    top_k.send_keys("50")
+    assert "coffee-02" in search(browser)
+    quotes = browser.find_elements(
+        By.CSS_SELECTOR, 'li.result[data-document-id="coffee-02"] .quotes mark'
+    )
+    assert quotes and quotes[0].text == quoted  # its line break kept
+    browser.save_screenshot(str(ARTIFACTS / "search_passages.png"))
     ranked = httpx.post(base_url + "/similar", json={"document": posted, "top_k": 1}).json()
     browser.get(f"{base_url}/explain?source={ranked['query_id']}&target=coffee-02&format=html")
     wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "mark.qt")))

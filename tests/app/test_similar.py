@@ -370,3 +370,42 @@ def test_pages_put_together_are_the_whole_ranking(client: TestClient, granularit
         "/similar", json={**query, "granularity": "paragraph", "group_by": "document", "offset": 5}
     )
     assert grouped.status_code == 422 and "raise top_k" in grouped.text
+
+
+@pytest.mark.parametrize("method", ["sdr", "bm25", "fused", "bm25-shingles"])
+def test_results_carry_the_passages_they_share_with_the_query(client: TestClient, method) -> None:
+    from docsim.search.lexical.passages import shared_passages
+    from tests.app.test_explain import QUOTED
+
+    text = f"As the planters' manual puts it, {QUOTED}. We agree."
+    body = client.post(
+        "/similar",
+        json={
+            "document": {"text": text},
+            "top_k": 3,
+            "method": method,
+            "shared_passages": 2,
+            "candidates": ["coffee-01", "coffee-02", "baking-01"],
+        },  # fmt: skip
+    ).json()
+    by_id = {r["document_id"]: r for r in body["results"]}
+    assert by_id["coffee-02"]["shared_passages"][0]["text"] == QUOTED
+    for result in body["results"]:  # each the pure function's passages of the stored text
+        stored = client.get(f"/documents/{result['document_id']}").json()["text"]
+        expected = shared_passages(text, stored, min_words=8, limit=2)
+        assert result["shared_passages"] == [vars(p) for p in expected]
+    plain = client.post("/similar", json={"document": {"text": text}, "top_k": 5, "method": method})
+    assert all(r["shared_passages"] == [] for r in plain.json()["results"])  # asked for only
+
+
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        ({"shared_passages": 11}, "shared_passages"),
+        ({"shared_passages": -1}, "shared_passages"),
+        ({"shared_passages": 1, "granularity": "paragraph"}, "granularity 'document'"),
+    ],
+)
+def test_shared_passages_are_bounded(client: TestClient, payload: dict, named: str) -> None:
+    response = client.post("/similar", json={"document_id": "coffee-02", **payload})
+    assert response.status_code == 422 and named in response.text

@@ -43,8 +43,9 @@ def reference(source: str, target: str, min_words: int, limit: int) -> list[Shar
             continue
         used_a.append((s, s + length))
         used_b.append((t, t + length))
+        start, end = a[s][1], a[s + length - 1][2]
         taken.append(
-            SharedPassage(a[s][1], a[s + length - 1][2], b[t][1], b[t + length - 1][2], length)
+            SharedPassage(start, end, b[t][1], b[t + length - 1][2], length, source[start:end])
         )
         if len(taken) == limit:
             break
