@@ -57,11 +57,17 @@ from docsim.search.evaluation.metrics import (
     paired_tests,
     score_runs,
 )
-from docsim.search.evaluation.runs import MethodSpec, read_pools, read_queries, run_queries
+from docsim.search.evaluation.runs import (
+    MethodSpec,
+    excluding_own,
+    read_pools,
+    read_queries,
+    run_queries,
+)
 from docsim.search.evaluation.selection import Family, choose, nested
 from docsim.search.fusion import NORMALISERS, normalise
 from docsim.search.serving import open_searcher
-from docsim.search.settings import QuerySettings, SearchSettings
+from docsim.search.settings import QuerySettings, SearchSettings, VerbatimSettings
 
 logger = logging.getLogger("benchmarks.ranking_cv")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -75,6 +81,7 @@ class JudgedSet:
     pools: Path | None
     min_rel: int
     query_field: str
+    exclude_own: str | None = None  # `docsim evaluate --exclude-own`: each query's own judgment
 
 
 SETS = {
@@ -87,6 +94,14 @@ SETS = {
         DATA / "csfcube" / "pools_dev.json",
         2,
         "facet_text",
+    ),
+    "ilpcr": JudgedSet(
+        DATA / "ilpcr" / "queries_dev.jsonl",
+        DATA / "ilpcr" / "qrels_dev.txt",
+        None,
+        1,
+        "text",
+        exclude_own="Q(.+)",
     ),
 }
 # lever -> (method, search-setting overrides); `+stem`: Snowball-stemmed BM25 tokens. The
@@ -121,6 +136,12 @@ LEVERS = {
     "fused": ("fused", {}),
     "fused+rprs": ("fused", {"fusion": f"{SearchSettings().fusion},rprs:1"}),
     "fused+rarity": ("fused", RARITY),
+    # issue 69's levers: BM25 over word shingles of 2 (the default) and 1 to 5 words
+    "bm25-shingles": ("bm25-shingles", {}),
+    **{
+        f"bm25-shingles+n{n}": ("bm25-shingles", {"verbatim": VerbatimSettings(shingle_words=n)})
+        for n in (1, 3, 4, 5)
+    },
 }
 BASELINES = ("bm25", "document", "fused", "hybrid")  # each lever's paired tests against these
 DENSE = ("sdr", "sdr-window", "document", "maxsim", "ot")
@@ -144,6 +165,8 @@ def lever_runs(name: str, index: str, judged: JudgedSet, cache: Path) -> dict:
     searcher = open_searcher(settings, engine)
     pools = read_pools(judged.pools) if judged.pools else None
     queries = read_queries(judged.queries, judged.query_field)
+    if judged.exclude_own:
+        queries = excluding_own(queries, judged.exclude_own)
     runs = run_queries(
         searcher, queries, MethodSpec.parse(method), pools, searcher.index.n_documents
     )

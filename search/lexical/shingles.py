@@ -168,8 +168,8 @@ class ShinglePart:
         found = np.zeros(len(wanted), bool)
         found[inside] = self.keys[at[inside]] == wanted[inside]
         which = np.flatnonzero(found)  # (f,) indices in `wanted`
-        begin, end = self.starts[at[which]], self.starts[at[which] + 1]
-        sizes = end - begin  # (f,)
+        begin = self.starts[at[which]].astype(np.int64)  # (f,) (uint32 in a kept file)
+        sizes = self.starts[at[which] + 1].astype(np.int64) - begin  # (f,)
         if not len(which) or not sizes.sum():
             empty = np.empty(0, np.int64)
             return empty, empty, empty

@@ -15,8 +15,9 @@ documents, `BUCKET_DOCUMENTS` to a bucket), then each bucket in turn is read, so
 ascending ranges of keys, so the arrays come out sorted. Memory: one batch's postings, then one
 bucket's (about `BUCKET_DOCUMENTS` documents' worth), 16 bytes each, twice while sorting.
 
-Files: `keys.bin` `(V,)` uint64 ascending; `starts.bin` `(V + 1,)` int64; `rows.bin` `(P,)`
-and `counts.bin` `(P,)` in the narrowest unsigned dtype that holds them; `lengths.bin` `(N,)`
+Files: `keys.bin` `(V,)` uint64 ascending; `starts.bin` `(V + 1,)` uint32 (int64 past 2**32
+postings); `rows.bin` `(P,)` and `counts.bin` `(P,)` in the narrowest unsigned dtype that holds
+them; `lengths.bin` `(N,)`
 int64 each document's shingles; `meta.json` the sizes and dtypes."""
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def _merge(folder: Path, buckets: int, n_documents: int, top_count: int) -> dict
     """Sort each bucket by key into the flat files of `folder` (counts up to `top_count`);
     their sizes and dtypes."""
     row_dtype, count_dtype = _narrowest(max(n_documents - 1, 0)), _narrowest(top_count)
+    total = sum((folder / f"{b}.bucket").stat().st_size for b in range(buckets)) // RECORD.itemsize
+    start_dtype = np.dtype(np.uint32) if total <= np.iinfo(np.uint32).max else np.dtype(np.int64)
     n_keys = n_postings = 0
     with (
         open(folder / "keys.bin", "wb") as keys_file,
@@ -118,11 +121,11 @@ def _merge(folder: Path, buckets: int, n_documents: int, top_count: int) -> dict
             keys = records["key"]
             first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]][: len(keys)])  # (v,)
             keys[first].tofile(keys_file)
-            (first + n_postings).astype(np.int64).tofile(starts_file)
+            (first + n_postings).astype(start_dtype).tofile(starts_file)
             records["row"].astype(row_dtype).tofile(rows_file)
             records["count"].astype(count_dtype).tofile(counts_file)
             n_keys, n_postings = n_keys + len(first), n_postings + len(records)
-        np.array([n_postings], np.int64).tofile(starts_file)
+        np.array([n_postings], start_dtype).tofile(starts_file)
     return {
         "sizes": {
             "keys": n_keys,
@@ -133,7 +136,7 @@ def _merge(folder: Path, buckets: int, n_documents: int, top_count: int) -> dict
         },  # fmt: skip
         "dtypes": {
             "keys": "<u8",
-            "starts": "<i8",
+            "starts": start_dtype.str,
             "rows": row_dtype.str,
             "counts": count_dtype.str,
             "lengths": "<i8",

@@ -59,6 +59,7 @@ def test_written_in_buckets_reads_back_as_the_index_built_in_memory(
     assert all(is_mapped(getattr(read.parts[0], a)) for a in ("keys", "rows", "counts"))
     assert not list(tmp_path.glob(".shingles-*")) and not list(path.glob("*.bucket"))
     assert read.parts[0].rows.dtype == np.uint8  # 62 documents: a byte a row
+    assert read.parts[0].starts.dtype == np.uint32  # under 2**32 postings
 
 
 @pytest.mark.no_sql
