@@ -5,9 +5,12 @@ then summed with weights.
 
 `zscore`: (s - mean) / std over the ranked documents; `minmax`: (s - min) / (max - min). A
 document a method did not score (-inf, e.g. outside candidate mode's candidates) gets that
-method's lowest normalised score. Reciprocal-rank fusion (`search.ranking`) uses only
-ranks; this keeps how far apart the scores are, which is what lets a strong signal outvote weak
-ones.
+method's lowest normalised score. A method fused by its outliers only (`outliers`) counts
+`max(z - t, 0) / (max z - t)` with z its z-scores: 0 for every document when none is more than
+t standard deviations above the mean (a query or collection without the signal keeps the
+others' ranking), up to 1 for the strongest outlier (issue 69: verbatim reuse).
+Reciprocal-rank fusion (`search.ranking`) uses only ranks; this keeps how far apart the scores
+are, which is what lets a strong signal outvote weak ones.
 """
 
 from __future__ import annotations
@@ -43,19 +46,36 @@ def normalise(scores: np.ndarray, ranked: np.ndarray, how: str = "zscore") -> np
     return out
 
 
+def outliers_only(scores: np.ndarray, ranked: np.ndarray, threshold: float) -> np.ndarray:
+    """`scores` `(D,)` as outliers over `ranked` `(k,)`: `max(z - t, 0) / (max z - t)` with z
+    the z-scores and t `threshold`; 0 everywhere when no z exceeds t, and outside `ranked`."""
+    z = normalise(scores, ranked, "zscore")  # (D,)
+    top = float(z[ranked].max()) if len(ranked) else 0.0
+    if top <= threshold:
+        return np.zeros(len(scores), dtype=np.float64)
+    out = np.zeros(len(scores), dtype=np.float64)
+    out[ranked] = np.maximum(z[ranked] - threshold, 0.0) / (top - threshold)
+    return out
+
+
 def fuse(
     scores: Mapping[Name, np.ndarray],
     weights: Mapping[Name, float],
     ranked: np.ndarray,
     how: str = "zscore",
+    outliers: Mapping[Name, float] | None = None,
 ) -> np.ndarray:
-    """`(D,)` the weighted sum of each method's normalised `scores` over `ranked`."""
+    """`(D,)` the weighted sum of each method's normalised `scores` over `ranked`; a method of
+    `outliers` counts its outliers above its threshold only (`outliers_only`)."""
     missing = sorted(set(weights) - set(scores))
     if missing:
         raise ValueError(f"no scores for {', '.join(missing)}")
+    gates = outliers or {}
     out = np.zeros(len(next(iter(scores.values()))), dtype=np.float64)
     for name, weight in weights.items():
-        if weight:
+        if weight and name in gates:
+            out += weight * outliers_only(scores[name], ranked, gates[name])
+        elif weight:
             out += weight * normalise(scores[name], ranked, how)
     return out
 

@@ -124,6 +124,7 @@ class SdrRanker:
                 context.index.n_documents,
             )
         elif method is Method.fused:
+            gates = settings.verbatim.fusion_gates  # methods counted by their outliers only
             components = {  # sentence matching only where SDR scored (candidate mode)
                 m: _sdr(sdr)
                 if m is Method.sdr
@@ -131,12 +132,12 @@ class SdrRanker:
                 for m, w in fusion.items()
                 if w
             }
-            scores = fuse(components, fusion, pool, settings.fusion_normaliser)
+            scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates)
             best = context.top(scores, pool, settings.rescore_depth(len(pool)))  # refined
             for m in components:
                 if m is not Method.sdr:
                     components[m] = self.scorers[m].refine(query, best, components[m], scratch)
-            scores = fuse(components, fusion, pool, settings.fusion_normaliser)
+            scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates)
         else:
             scores = _sdr(sdr)
         # the statistics of a windowed query are the windows', not the paragraphs'

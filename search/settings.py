@@ -110,6 +110,16 @@ class VerbatimSettings(BaseModel):
         description="`bm25-shingles`: the words of a shingle (runs of consecutive words, "
         "after stop words, tokenised as BM25 tokenises).",
     )
+    fusion_outliers_only: bool = Field(
+        default=True,
+        description="`fused`: `bm25-shingles` counts only the documents whose score is more "
+        "than `fusion_outlier_z` standard deviations above the query's mean (those that quote "
+        "it), scaled to [0, 1]; a query or collection without verbatim reuse keeps the other "
+        "methods' ranking. False: normalised as the other methods.",
+    )
+    fusion_outlier_z: float = Field(
+        default=4.0, ge=0, le=100, description="`fused`: the outliers' threshold, in z-scores."
+    )
     passage_words: int = Field(
         default=8,
         ge=3,
@@ -117,6 +127,11 @@ class VerbatimSettings(BaseModel):
         description="The fewest words of a passage two documents share word for word "
         "(`shared_passages` of /similar's results and of /explain).",
     )
+
+    @property
+    def fusion_gates(self) -> dict[Method, float]:
+        """The methods `fused` counts by their outliers only, with their thresholds."""
+        return {Method.bm25_shingles: self.fusion_outlier_z} if self.fusion_outliers_only else {}
 
 
 class SearchSettings(CandidateSettings):
@@ -129,7 +144,7 @@ class SearchSettings(CandidateSettings):
         default=Method.fused, description="The method of a request naming none."
     )
     fusion: str = Field(
-        default="bm25-rm3:1,document:1,maxsim:1",
+        default="bm25-rm3:1,document:1,maxsim:1,bm25-shingles:2",
         description="`fused`: the methods summed and their weights, `method:weight,...`.",
     )
     fusion_normaliser: Literal["zscore", "minmax"] = Field(

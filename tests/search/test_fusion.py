@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from docsim.search.fusion import fuse, normalise, parse_weights
+from docsim.search.fusion import fuse, normalise, outliers_only, parse_weights
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
@@ -34,6 +34,35 @@ def test_fuse_by_hand() -> None:
     out = fuse({"bm25": bm25, "dense": dense}, {"bm25": 2.0, "dense": 1.0}, np.arange(3), "minmax")
     # min-max: bm25 -> 0, 1, 0.5; dense -> 1, 0, 0.5
     np.testing.assert_allclose(out, [2 * 0 + 1, 2 * 1 + 0, 2 * 0.5 + 0.5])
+
+
+def test_outliers_by_hand() -> None:
+    # 20 documents: 19 at 0, one at 10 -> z = -1/sqrt(19) for the 19, sqrt(19) for the one
+    scores = np.r_[np.zeros(19), 10.0, 99.0]  # the last is not ranked
+    ranked = np.arange(20)
+    top = np.sqrt(19)
+    out = outliers_only(scores, ranked, 4.0)
+    np.testing.assert_allclose(out, np.r_[np.zeros(19), 1.0, 0.0])  # the strongest: 1
+    spread = np.r_[np.zeros(18), 2.0, 10.0]  # z of 2 and 10 over 20 documents
+    z = normalise(spread, ranked, "zscore")
+    expected = np.maximum(z - 0.5, 0) / (z.max() - 0.5)  # z of 2: 0.64, of 10: 4.3
+    np.testing.assert_allclose(outliers_only(spread, ranked, 0.5), expected)
+    assert 0 < expected[18] < expected[19] == 1.0
+    assert not outliers_only(scores, ranked, top).any()  # none above the threshold: all 0
+    assert not outliers_only(np.full(5, 3.0), np.arange(5), 0.0).any()  # constant
+    assert not outliers_only(scores, ranked[:0], 1.0).any()  # nothing ranked
+
+
+def test_fuse_counts_a_gated_method_by_its_outliers() -> None:
+    dense = np.linspace(0.0, 1.0, 20)
+    quoted = np.r_[np.zeros(19), 10.0]
+    ranked = np.arange(20)
+    fused = fuse({"d": dense, "q": quoted}, {"d": 1.0, "q": 2.0}, ranked, "minmax", {"q": 4.0})
+    np.testing.assert_allclose(
+        fused, normalise(dense, ranked, "minmax") + 2 * np.r_[np.zeros(19), 1]
+    )
+    flat = fuse({"d": dense, "q": np.ones(20)}, {"d": 1.0, "q": 2.0}, ranked, "minmax", {"q": 4.0})
+    np.testing.assert_allclose(flat, normalise(dense, ranked, "minmax"))  # no outlier: as before
 
 
 def test_a_zero_weight_method_needs_no_scores_but_a_missing_one_fails() -> None:

@@ -18,7 +18,7 @@ from docsim.search.lexical.tokens import stemmer_for
 from docsim.search.scorers import top_mean_per_group
 from docsim.search.sdr_ranker import windowed
 from docsim.search.searcher import Searcher
-from docsim.search.settings import SearchSettings
+from docsim.search.settings import SearchSettings, VerbatimSettings
 from docsim.search.types import WHOLE_DOCUMENT_ONLY, SearchOptions
 from tests.models.test_proportional import rprs_reference
 from tests.search.test_search import query_of, stored_texts
@@ -245,6 +245,38 @@ def test_fused_equals_normalised_scores_summed_by_hand(
     for hit in hits:
         assert hit.score == pytest.approx(expected[hit.document_id], abs=1e-5)
     assert hits[0].matches, "a fused ranking still explains its hits with paragraph pairs"
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_fused_counts_the_shingle_channel_by_its_outliers(searcher: Searcher, gated: bool) -> None:
+    quoted = (  # coffee-02, word for word: its shingle score stands out
+        "Coffea canephora, sold under the name robusta, supplies most of the remainder and is "
+        "favoured for instant products and espresso blends that need body and crema."
+    )
+    weights = ((Method.bm25, 1.0), (Method.maxsim, 1.0), (Method.bm25_shingles, 2.0))
+    fused = with_config(
+        searcher,
+        fusion=as_setting(weights),
+        fusion_normaliser="minmax",
+        verbatim=VerbatimSettings(fusion_outliers_only=gated, fusion_outlier_z=2.0),
+    )
+    query = fused.query_from_source(json_document({"id": "q", "text": f"Notes. {quoted}"}, ""))
+    parts = {m: all_scores(fused, query, m) for m, _ in weights}
+    ids = sorted(parts[Method.bm25])
+    total = np.zeros(len(ids))
+    for method, weight in weights:
+        values = np.array([parts[method][i] for i in ids])
+        if gated and method is Method.bm25_shingles:
+            z = (values - values.mean()) / values.std()
+            assert z.max() > 2.0  # the quoted document is an outlier
+            total += weight * np.maximum(z - 2.0, 0) / (z.max() - 2.0)
+        else:
+            total += weight * (values - values.min()) / (values.max() - values.min())
+    expected = dict(zip(ids, total, strict=True))
+    hits = fused.similar(query, SearchOptions(top_k=48, method=Method.fused)).results
+    assert hits[0].document_id == "coffee-02"
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.document_id], abs=1e-5)
 
 
 def test_no_method_means_the_configured_default(searcher: Searcher) -> None:
