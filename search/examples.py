@@ -78,7 +78,9 @@ class ExampleRanker:
         examples = [*likes, *unlikes]
         runs = [  # each as it would be ranked alone, its own source left out
             self._document_scores(
-                query, options, self.allowed(query, options.candidates, options.filter)
+                query,
+                options,
+                self.allowed(query, options.candidates, options.filter, options.exclude),
             )
             for query in examples
         ]
@@ -153,13 +155,21 @@ class ExampleRanker:
         return sdr.stats_over(query, docs, population)
 
     def allowed(
-        self, query: Query, candidates: Sequence[str] | None, filter: Filter | None = None
+        self,
+        query: Query,
+        candidates: Sequence[str] | None,
+        filter: Filter | None = None,
+        exclude: Sequence[str] = (),
     ) -> Positions:
         """The positions `query` may rank: the `candidates` (all when None) that `filter`
-        keeps, minus the query's source."""
+        keeps, minus the query's source and the documents `exclude` names (those this version
+        holds)."""
         allowed = allowed_positions(self.position, self.index.n_documents, query, candidates)
         if filter is not None:
             allowed = allowed[self.index.filter_columns.mask(filter)[allowed]]
+        if exclude:
+            left_out = [self.position[d] for d in exclude if d in self.position]
+            allowed = allowed[~np.isin(allowed, left_out)]
         return allowed
 
     def _sentences_of(self, allowed: Positions) -> int:
@@ -172,7 +182,7 @@ class ExampleRanker:
         sources = [q.source_index for q in likes if q.source_index is not None]
         allowed = None
         if options.candidates is not None or options.filter is not None:
-            allowed = self.allowed(likes[0], options.candidates, options.filter)
+            allowed = self.allowed(likes[0], options.candidates, options.filter, options.exclude)
         vectors = torch.cat([self.context.level_vectors(q, level) for q in likes]).numpy()
         return similar_units(
             self.index,

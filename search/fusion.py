@@ -46,14 +46,19 @@ def normalise(scores: np.ndarray, ranked: np.ndarray, how: str = "zscore") -> np
     return out
 
 
-def outliers_only(scores: np.ndarray, ranked: np.ndarray, threshold: float) -> np.ndarray:
-    """`scores` `(D,)` as outliers over `ranked` `(k,)`: `max(z - t, 0) / (max z - t)` with z
-    the z-scores and t `threshold`; 0 everywhere when no z exceeds t, and outside `ranked`."""
-    z = normalise(scores, ranked, "zscore")  # (D,)
-    top = float(z[ranked].max()) if len(ranked) else 0.0
-    if top <= threshold:
-        return np.zeros(len(scores), dtype=np.float64)
+def outliers_only(
+    scores: np.ndarray, ranked: np.ndarray, threshold: float, population: np.ndarray | None = None
+) -> np.ndarray:
+    """`scores` `(D,)` as outliers at `ranked` `(k,)`: `max(z - t, 0) / (max z - t)` with z
+    the z-scores over `population` `(p,)` (default: `ranked`; the whole population a query
+    ranks, so that candidate mode's narrower pool does not move the threshold) and t
+    `threshold`; 0 everywhere when no z exceeds t, and outside `ranked`."""
+    population = ranked if population is None else population
+    z = normalise(scores, population, "zscore")  # (D,) 0 outside `population`
+    top = float(z[population].max()) if len(population) else 0.0
     out = np.zeros(len(scores), dtype=np.float64)
+    if top <= threshold or not len(ranked):
+        return out
     out[ranked] = np.maximum(z[ranked] - threshold, 0.0) / (top - threshold)
     return out
 
@@ -64,9 +69,11 @@ def fuse(
     ranked: np.ndarray,
     how: str = "zscore",
     outliers: Mapping[Name, float] | None = None,
+    population: np.ndarray | None = None,
 ) -> np.ndarray:
     """`(D,)` the weighted sum of each method's normalised `scores` over `ranked`; a method of
-    `outliers` counts its outliers above its threshold only (`outliers_only`)."""
+    `outliers` counts its outliers above its threshold only, z-scored over `population`
+    (`outliers_only`)."""
     missing = sorted(set(weights) - set(scores))
     if missing:
         raise ValueError(f"no scores for {', '.join(missing)}")
@@ -74,7 +81,7 @@ def fuse(
     out = np.zeros(len(next(iter(scores.values()))), dtype=np.float64)
     for name, weight in weights.items():
         if weight and name in gates:
-            out += weight * outliers_only(scores[name], ranked, gates[name])
+            out += weight * outliers_only(scores[name], ranked, gates[name], population)
         elif weight:
             out += weight * normalise(scores[name], ranked, how)
     return out

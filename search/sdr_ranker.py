@@ -132,12 +132,12 @@ class SdrRanker:
                 for m, w in fusion.items()
                 if w
             }
-            scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates)
+            scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates, allowed)
             best = context.top(scores, pool, settings.rescore_depth(len(pool)))  # refined
             for m in components:
                 if m is not Method.sdr:
                     components[m] = self.scorers[m].refine(query, best, components[m], scratch)
-            scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates)
+            scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates, allowed)
         else:
             scores = _sdr(sdr)
         # the statistics of a windowed query are the windows', not the paragraphs'

@@ -35,6 +35,7 @@ class SearchOptions:
     group_by: Literal["document"] | None = None  # units: top_k documents, group_size each
     group_size: int = 1
     shared_passages: int = 0  # per document hit, passages shared word for word with the query
+    exclude: Sequence[str] = ()  # documents left out of the ranking (unknown ids: ignored)
 
 
 @dataclass

@@ -174,6 +174,7 @@ def _settings_bounds(schemas: dict[str, Any], settings: ServiceSettings) -> None
             ("top_k", {"maximum": limits.max_top_k}),
             ("offset", {"maximum": limits.max_offset}),
             ("candidates", {"maxItems": limits.max_candidates}),
+            ("exclude", {"maxItems": limits.max_candidates}),
             ("like", {"maxItems": limits.max_examples}),
             ("unlike", {"maxItems": limits.max_examples}),
         ):

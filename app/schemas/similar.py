@@ -150,6 +150,11 @@ class SimilarOptions(RequestModel):
         description="Rank only these indexed documents (a pool; at most "
         "DOCSIM_API__MAX_CANDIDATES ids).",
     )
+    exclude: list[DocumentIdText] | None = Field(
+        default=None,
+        description="Leave these indexed documents out of the ranking and of its population "
+        "(ids this version does not hold are ignored; at most DOCSIM_API__MAX_CANDIDATES).",
+    )
     filter: FilterIn | None = Field(
         default=None,
         description="Rank only the documents whose metadata it matches; applied before "

@@ -105,6 +105,8 @@ def check_search(request: Any, limits: ApiSettings) -> None:
         counts.append(
             ("candidates", len(request.candidates), limits.max_candidates, "MAX_CANDIDATES")
         )
+    if request.exclude is not None:
+        counts.append(("exclude", len(request.exclude), limits.max_candidates, "MAX_CANDIDATES"))
     for examples in ("like", "unlike"):
         given = getattr(request, examples, None)
         if given is not None:

@@ -91,6 +91,7 @@ def similar(
         group_by=request.group_by,
         group_size=request.group_size,
         shared_passages=request.shared_passages,
+        exclude=tuple(request.exclude or ()),
     )
     result = state.searcher.similar_to_examples(likes, unlikes, options)
     query_id = state.queries.put(

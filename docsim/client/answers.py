@@ -46,6 +46,7 @@ class SimilarOptions(TypedDict, total=False):
     granularity: str
     filter: Mapping[str, Any]
     candidates: Sequence[str]
+    exclude: Sequence[str]
     group_by: str
     group_size: int
     shared_passages: int

@@ -218,7 +218,8 @@ def run_queries(
         if candidates is not None:
             candidates = [c for c in candidates if c not in left_out]
         options = SearchOptions(
-            top_k=depth + len(query.exclude),  # as many ranked once they are left out
+            top_k=depth,
+            exclude=tuple(query.exclude),  # out of the population, not only of the list
             method=spec.method,
             normalize=spec.normalize,
             candidates=candidates,

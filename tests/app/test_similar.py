@@ -409,3 +409,25 @@ def test_results_carry_the_passages_they_share_with_the_query(client: TestClient
 def test_shared_passages_are_bounded(client: TestClient, payload: dict, named: str) -> None:
     response = client.post("/similar", json={"document_id": "coffee-02", **payload})
     assert response.status_code == 422 and named in response.text
+
+
+def test_excluded_documents_leave_the_ranking_and_its_population(client: TestClient) -> None:
+    query = {"document_id": "coffee-02", "top_k": 48, "method": "bm25"}
+    whole = client.post("/similar", json=query).json()["results"]
+    left_out = [whole[0]["document_id"], whole[3]["document_id"], "not-indexed"]
+    fewer = client.post("/similar", json={**query, "exclude": left_out}).json()["results"]
+    kept = [(r["document_id"], r["score"]) for r in whole if r["document_id"] not in left_out]
+    assert [(r["document_id"], r["score"]) for r in fewer] == kept  # bm25 needs no population
+    fused = {**query, "method": "fused", "exclude": left_out}
+    everyone = [r["document_id"] for r in whole if r["document_id"] not in left_out]
+    pool = {**query, "method": "fused", "candidates": everyone}  # the same population, named
+    by_exclude = client.post("/similar", json=fused).json()["results"]
+    by_pool = client.post("/similar", json=pool).json()["results"]
+    assert [r["document_id"] for r in by_exclude] == [r["document_id"] for r in by_pool]
+
+
+def test_exclude_is_bounded(indexed_settings: ServiceSettings) -> None:
+    api = indexed_settings.api.model_copy(update={"max_candidates": 2})
+    with TestClient(create_app(indexed_settings.model_copy(update={"api": api}))) as client:
+        response = client.post("/similar", json={"document_id": "coffee-02", "exclude": ["a"] * 3})
+    assert response.status_code == 422 and "MAX_CANDIDATES" in response.text
