@@ -288,27 +288,25 @@ class ShingleIndex:
     def _changes_merged(self) -> ShingleIndex:
         """The same index with its parts after the first merged into one, removed rows'
         postings dropped from it."""
+        merged = self._live_part(self.parts[1:], np.arange(len(self.live)))
+        parts = (self.parts[0], merged)
+        return ShingleIndex(self.n, self.stemmer, self.row_ids, self.lengths, self.live, parts)
+
+    def _live_part(self, parts: tuple[ShinglePart, ...], new_row: np.ndarray) -> ShinglePart:
+        """`parts` merged into one, the postings of removed rows dropped and each row `r`
+        renamed `new_row[r]` (`new_row` `(R,)`)."""
         keys, rows, counts = [], [], []
-        for part in self.parts[1:]:
+        for part in parts:
             part_keys, part_rows, part_counts = part.flat()
             keep = self.live[part_rows]
             keys.append(part_keys[keep])
-            rows.append(part_rows[keep])
+            rows.append(new_row[part_rows[keep]])
             counts.append(part_counts[keep])
-        parts = (self.parts[0], ShinglePart.merged(keys, rows, counts))
-        return ShingleIndex(self.n, self.stemmer, self.row_ids, self.lengths, self.live, parts)
+        return ShinglePart.merged(keys, rows, counts)
 
     def compacted(self) -> ShingleIndex:
         """The same live documents in one part, removed rows dropped."""
-        renumbered = np.cumsum(self.live) - 1  # (R,) a live row's new row
-        keys, rows, counts = [], [], []
-        for part in self.parts:
-            part_keys, part_rows, part_counts = part.flat()
-            keep = self.live[part_rows]
-            keys.append(part_keys[keep])
-            rows.append(renumbered[part_rows[keep]])
-            counts.append(part_counts[keep])
-        part = ShinglePart.merged(keys, rows, counts)
+        part = self._live_part(self.parts, np.cumsum(self.live) - 1)  # a live row's new row
         return ShingleIndex(
             self.n,
             self.stemmer,
