@@ -13,6 +13,11 @@ has VNNI/AMX), timed as a whole and by its encode stage; the sentences, chunks a
 tokens it produced (the tokenizer over each text, so that both forms count the same words'
 tokens). Costs are seconds per 1,000 tokens; the ratios are stripped over punctuated,
 measured in the same run, alone on the machine.
+
+Then, by level and per 1,000 words (a stripped text has fewer tokens for the same words, its
+marks being tokens), the built version's encoder over the sentences and paragraphs of the
+first `--level-documents` judgments: punctuated, and stripped with fallback windows of
+`--windows` words (`FALLBACK_SENTENCE_WORDS`), each timed as the best of two passes.
 """
 
 from __future__ import annotations
@@ -31,15 +36,18 @@ from unpunctuated import stripped
 from docsim.indexer.builder.pipeline import build_index
 from docsim.indexer.settings import load_configured_encoder
 from docsim.indexer.store.db import make_engine, upgrade
+from docsim.indexer.text import sentences as sentences_module
 from docsim.indexer.text.corpus import read_corpus
+from docsim.indexer.text.documents import SourceDocument
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
+from docsim.models.encoder import Encoder
 from docsim.search.settings import QuerySettings
 
 logger = logging.getLogger("benchmarks.unpunctuated_cost")
 
 
-def measured(corpus: Path, work: Path) -> dict:
+def measured(corpus: Path, work: Path, encoders: dict[str, Encoder]) -> dict:
     """The split's and a default build's cost over the judgments of `corpus`."""
     splitter = load_splitter()
     sources = [s for s in read_corpus(corpus) if hasattr(s, "text")]
@@ -61,6 +69,10 @@ def measured(corpus: Path, work: Path) -> dict:
     encode_seconds = float(manifest["build"]["encode_seconds"])
     export_seconds = float(manifest["backend"].get("calibration", {}).get("seconds", 0.0))
     build_seconds -= export_seconds  # the int8 export, once per data directory, left out
+    version_encoder = Path(result.path) / "encoder"
+    encoders[backend_name(manifest)] = load_configured_encoder(
+        settings, backend_dir=version_encoder if version_encoder.is_dir() else None
+    )
     per_k = 1000 / tokens if tokens else float("nan")
     words = sum(len(s.text.split()) for s in sources)  # type: ignore[attr-defined]
     return {
@@ -81,10 +93,52 @@ def measured(corpus: Path, work: Path) -> dict:
     }
 
 
+def backend_name(manifest: dict) -> str:
+    return str(manifest["backend"]["name"])
+
+
+def level_texts(texts: list[str], window: int) -> dict[str, list[str]]:
+    """Every sentence and paragraph of `texts`, split with fallback windows of `window` words."""
+    splitter = load_splitter()
+    default = sentences_module.FALLBACK_SENTENCE_WORDS
+    sentences_module.FALLBACK_SENTENCE_WORDS = window
+    try:
+        levels: dict[str, list[str]] = {"sentence": [], "paragraph": []}
+        for i, text in enumerate(texts):
+            source = SourceDocument(doc_id=str(i), title="", text=text)
+            for section in split_document(source, splitter).sections:
+                for paragraph in section.paragraphs:
+                    levels["paragraph"].append(text[paragraph.start : paragraph.end])
+                    levels["sentence"].extend(text[s.start : s.end] for s in paragraph.sentences)
+        return levels
+    finally:
+        sentences_module.FALLBACK_SENTENCE_WORDS = default
+
+
+def level_costs(texts: list[str], window: int, encoder: Encoder) -> dict[str, dict]:
+    """Encoding cost by level, in ms per 1,000 words (best of two passes)."""
+    costs = {}
+    for level, units in level_texts(texts, window).items():
+        passes = []
+        for _ in range(2):
+            started = time.perf_counter()
+            encoder.encode(units)
+            passes.append(time.perf_counter() - started)
+        words = sum(len(u.split()) for u in units)
+        costs[level] = {
+            "units": len(units),
+            "words_per_unit": round(words / len(units), 1),
+            "ms_per_1k_words": round(min(passes) * 1e6 / words, 1),
+        }
+    return costs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--casedocs", type=Path, required=True)
     parser.add_argument("--documents", type=int, default=150)
+    parser.add_argument("--level-documents", type=int, default=30)
+    parser.add_argument("--windows", type=int, nargs="+", default=[40, 25, 20])
     parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/unpunctuated_cost.json")
     )
@@ -92,14 +146,14 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     work = Path(tempfile.mkdtemp(prefix="unpunctuated-cost-"))
     try:
-        forms = {}
+        forms, encoders = {}, {}
         for form in ("punctuated", "stripped"):
             corpus = work / form / "casedocs"
             corpus.mkdir(parents=True)
             for path in sorted(args.casedocs.glob("*.txt"))[: args.documents]:
                 text = path.read_text(encoding="utf-8", errors="replace")
                 (corpus / path.name).write_text(stripped(text) if form == "stripped" else text)
-            forms[form] = measured(corpus, work / form)
+            forms[form] = measured(corpus, work / form, encoders)
             logger.info("%s: %s", form, forms[form])
         ratios = {
             key: round(forms["stripped"][key] / forms["punctuated"][key], 3)
@@ -110,7 +164,19 @@ def main() -> None:
                 "encode_s_per_1k_words",
             )
         }
-        print(save(args.out, {"forms": forms, "stripped_over_punctuated": ratios}))
+        originals = [
+            p.read_text(encoding="utf-8", errors="replace")
+            for p in sorted(args.casedocs.glob("*.txt"))[: args.level_documents]
+        ]
+        encoder = next(iter(encoders.values()))
+        levels = {f"punctuated-{args.windows[0]}": level_costs(originals, args.windows[0], encoder)}
+        for window in args.windows:
+            levels[f"stripped-{window}"] = level_costs(
+                [stripped(t) for t in originals], window, encoder
+            )
+            logger.info("levels: %s", levels)
+        figures = {"forms": forms, "stripped_over_punctuated": ratios, "levels": levels}
+        print(save(args.out, figures))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
