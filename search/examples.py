@@ -15,9 +15,10 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from docsim.indexer.errors import DocumentNotFoundError, QueryError
+from docsim.indexer.errors import DocumentNotFoundError
 from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
 from docsim.search.arrays import Positions, Scores
+from docsim.search.errors import QueryError
 from docsim.search.filters import Filter
 from docsim.search.matches import add_shared_passages, document_hits
 from docsim.search.scorers import QueryScratch, Scorer, ScoringContext

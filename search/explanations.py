@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from docsim.indexer.errors import PairTooLargeError
 from docsim.models.encoder import DocumentInput
 from docsim.models.explain import PairAlignment, align_pair, cosine_matrix
+from docsim.search.errors import PairTooLargeError
 from docsim.search.lexical.passages import SharedPassage, shared_passages
 from docsim.search.searcher import Searcher
 from docsim.search.types import ParagraphStats, Query

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from docsim.indexer.errors import FilterError
 from docsim.indexer.text.field_types import (
     FieldType,
     Scalar,
@@ -40,6 +39,7 @@ from docsim.indexer.text.field_types import (
     parse_date,
     value_type,
 )
+from docsim.search.errors import FilterError
 
 RANGE_BOUNDS = ("gt", "gte", "lt", "lte")
 MAX_DEPTH = 32  # nesting of and / or / not

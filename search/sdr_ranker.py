@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from docsim.indexer.errors import QueryError
 from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.arrays import Positions, Scores
 from docsim.search.candidates.centroids import searched
 from docsim.search.candidates.neighbours import retrieve_candidates
+from docsim.search.errors import QueryError
 from docsim.search.fusion import fuse
 from docsim.search.matches import document_hits
 from docsim.search.ranking import reciprocal_rank_fusion

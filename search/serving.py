@@ -15,7 +15,6 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.ray_session import connect_ray
 from docsim.indexer.settings import load_configured_encoder
 from docsim.indexer.store.vector_index import FaissIndex, gpu_count
@@ -24,6 +23,7 @@ from docsim.indexer.text.sentences import load_splitter
 from docsim.models.errors import BackendUnavailableError
 from docsim.models.inference import TORCH
 from docsim.models.precision import resolve_device
+from docsim.search.errors import IndexMismatchError
 from docsim.search.sdr_ranker import first_pass
 from docsim.search.searcher import Searcher
 from docsim.search.served.lazy_scan import LazyScan

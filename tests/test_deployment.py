@@ -160,6 +160,7 @@ def processes() -> Iterator[list[subprocess.Popen]]:
             process.wait(timeout=30)
 
 
+@pytest.mark.heavy_sql
 @pytest.mark.long
 def test_the_compose_commands_run_as_a_deployment(
     tmp_path: Path, tiny_encoder_dir: Path, sample_corpus: Path, processes: list

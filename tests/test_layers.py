@@ -332,7 +332,7 @@ def test_the_room_check_finds_a_reversed_import() -> None:
 # codes. The command line (`app.cli`) extends the indexer's: it takes it from `indexer.cli`,
 # whose modules import nothing heavy at start-up (the surfaces load the whole layers), and
 # adds the search layer's `evaluate`.
-APP_SURFACE = {"indexer.api", "indexer.errors", "search.api"}
+APP_SURFACE = {"indexer.api", "indexer.errors", "search.api", "search.errors"}
 CLI_SURFACE = {"indexer.cli.common", "indexer.cli.main", "search.cli"}
 
 
@@ -400,33 +400,45 @@ def test_every_surface_name_points_at_the_module_that_defines_it(surface: str) -
 
 
 def test_the_errors_are_leaves_and_one_table_holds_them_all() -> None:
-    """`indexer.errors` and `models.errors` load nothing else of ours (beyond the packages'
-    own `__init__`) and nothing heavy, every error class they define
-    has its outcome in `OUTCOMES`, and the app's status table takes its statuses from it."""
-    code = (
-        "import sys, docsim.models, docsim.indexer; before = set(sys.modules); "
-        "import docsim.indexer.errors; "
-        "heavy = {'torch', 'faiss', 'nltk', 'sqlalchemy', 'fastapi', 'numpy'}; "
-        "ours = {m for m in set(sys.modules) - before if m.startswith('docsim.')}; "
-        "assert not heavy & set(sys.modules), heavy & set(sys.modules); "
-        "assert ours <= {'docsim.indexer.errors', 'docsim.models.errors'}, ours"
-    )
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
-    import docsim.indexer.errors as errors
+    """Each layer's leaf of errors (`models.errors`, `indexer.errors`, `search.errors`) loads
+    nothing else of ours (beyond the packages' own `__init__` and the leaves below it) and
+    nothing heavy; every error class docsim defines for a caller is a `DocsimError`, and is
+    in exactly one of the app's `STATUS` (its HTTP status) and `SERVER_FAULTS` (a 500)."""
+    leaves = {
+        "docsim.models.errors": {"docsim.models.errors"},
+        "docsim.indexer.errors": {"docsim.indexer.errors", "docsim.models.errors"},
+        "docsim.search.errors": {"docsim.search.errors", "docsim.models.errors"},
+    }
+    for leaf, allowed in leaves.items():
+        package = leaf.rsplit(".", 1)[0]
+        code = (
+            f"import sys, docsim.models, {package}; before = set(sys.modules); import {leaf}; "
+            "heavy = {'torch', 'faiss', 'nltk', 'sqlalchemy', 'fastapi', 'numpy'}; "
+            "ours = {m for m in set(sys.modules) - before if m.startswith('docsim.')}; "
+            "assert not heavy & set(sys.modules), heavy & set(sys.modules); "
+            f"assert ours <= {allowed!r}, ours"
+        )
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    import docsim.app.core.errors as app_errors
+    import docsim.indexer.errors as indexer_errors
     import docsim.models.errors as model_errors
-    from docsim.app.core.errors import STATUS
+    import docsim.search.errors as search_errors
+    from docsim.models.errors import DocsimError
 
     defined = [
         value
-        for module in (errors, model_errors)
+        for module in (model_errors, indexer_errors, search_errors, app_errors)
         for value in vars(module).values()
         if isinstance(value, type)
         and issubclass(value, Exception)
         and value.__module__ == module.__name__
+        and value is not DocsimError
     ]
-    assert len(defined) > 25 and set(defined) == set(errors.OUTCOMES)
-    for error, outcome in errors.OUTCOMES.items():
-        assert STATUS.get(error) == outcome.status, error
+    assert len(defined) > 40
+    assert [e for e in defined if not issubclass(e, DocsimError)] == []
+    tabled = set(app_errors.STATUS) | app_errors.SERVER_FAULTS
+    assert [e for e in defined if e not in tabled] == []
+    assert set(app_errors.STATUS).isdisjoint(app_errors.SERVER_FAULTS)
 
 
 def test_every_import_names_the_one_installed_package() -> None:

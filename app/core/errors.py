@@ -1,4 +1,6 @@
-"""Domain errors raised inside docsim, mapped to HTTP status codes in one place."""
+"""The service's own errors, and `STATUS`: the one table that gives every error docsim raises for
+a caller (a `DocsimError` of any layer) its HTTP status; those in `SERVER_FAULTS` are left a
+500. `tests/test_layers.py` checks that each error is in exactly one of them."""
 
 from __future__ import annotations
 
@@ -15,67 +17,93 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from docsim.indexer.errors import OUTCOMES, DataDirBusyError
+import docsim.indexer.errors as indexer_errors
+import docsim.models.errors as model_errors
+import docsim.search.errors as search_errors
+from docsim.indexer.errors import DataDirBusyError
+from docsim.models.errors import DocsimError
 
 
-class IndexNotReadyError(RuntimeError):
+class IndexNotReadyError(DocsimError, RuntimeError):
     """No index version is loaded."""
 
 
-class CollectionEmptyError(RuntimeError):
+class CollectionEmptyError(DocsimError, RuntimeError):
     """A collection that has never published a version: nothing to search or change yet."""
 
 
-class DocumentTooLargeError(ValueError):
+class DocumentTooLargeError(DocsimError, ValueError):
     """A posted document exceeds the configured limits."""
 
 
-class LimitExceededError(ValueError):
+class LimitExceededError(DocsimError, ValueError):
     """A request that asks for more than a limit allows: a count (filter clauses, `top_k`,
     examples) over its setting, named in the message (422)."""
 
 
-class BodyTooLargeError(ValueError):
+class BodyTooLargeError(DocsimError, ValueError):
     """A request body over its byte limit, refused before it is read whole (413)."""
 
 
-class UnreadableFileError(ValueError):
+class UnreadableFileError(DocsimError, ValueError):
     """An uploaded file docsim cannot read (encrypted, scanned, corrupt, of no known format)."""
 
 
-class MissingPathError(ValueError):
+class MissingPathError(DocsimError, ValueError):
     """A path named in a request (a corpus, an encoder) that does not exist on the server."""
 
 
-class PathNotAllowedError(PermissionError):
+class PathNotAllowedError(DocsimError, PermissionError):
     """A corpus path outside the allowed roots."""
 
 
-class ApiKeyError(PermissionError):
+class ApiKeyError(DocsimError, PermissionError):
     """A mutating request without the configured API key."""
 
 
-class InvalidTextError(ValueError):
+class InvalidTextError(DocsimError, ValueError):
     """Text the service cannot take (a NUL character)."""
 
 
-class InvalidSettingError(ValueError):
+class InvalidSettingError(DocsimError, ValueError):
     """A collection's setting that does not exist or is not valid."""
 
 
-class SearchDeadlineError(RuntimeError):
+class SearchDeadlineError(DocsimError, RuntimeError):
     """A search or explanation past its deadline (503 and Retry-After)."""
 
 
-class SourceNotFoundError(LookupError):
+class SourceNotFoundError(DocsimError, LookupError):
     """An /explain source that is neither a live query_id nor an indexed document."""
 
 
 RETRY_AFTER_SECONDS = 5  # what a 503 (nothing served yet or now) asks clients to wait
 
-# the indexer's errors by `indexer.errors.OUTCOMES`, the service's own beside them
+# Every error for a caller, and its status. A class not here gets the status of its nearest
+# base that is (Starlette's handlers follow the class's MRO).
 STATUS: dict[type[Exception], int] = {
-    **{error: o.status for error, o in OUTCOMES.items() if o.status is not None},
+    # indexer
+    indexer_errors.EmptyDocumentError: 422,
+    indexer_errors.MetadataTypeError: 422,
+    indexer_errors.CollectionNameError: 422,
+    indexer_errors.CollectionNotFoundError: 404,
+    indexer_errors.CollectionConflictError: 409,
+    indexer_errors.BuildRunningError: 409,
+    indexer_errors.ChangesQueuedError: 429,
+    indexer_errors.CollectionDeletingError: 404,
+    indexer_errors.RowsPurgedError: 503,
+    indexer_errors.NoActiveIndexError: 503,
+    indexer_errors.DocumentNotFoundError: 404,
+    indexer_errors.BuildBusyError: 409,
+    indexer_errors.JobNotFoundError: 404,
+    indexer_errors.JobStateError: 409,
+    indexer_errors.IndexChangedError: 409,
+    # search
+    search_errors.QueryError: 422,
+    search_errors.FilterError: 422,
+    search_errors.PairTooLargeError: 413,
+    search_errors.ShardUnavailableError: 503,
+    # the service's own
     ApiKeyError: 401,
     PathNotAllowedError: 403,
     MissingPathError: 422,
@@ -95,6 +123,23 @@ STATUS: dict[type[Exception], int] = {
     # reconnects (pre-ping) once it is back, so the service recovers by itself
     OperationalError: 503,
 }
+
+# The errors that are the server's (its configuration, its files, its runtime): a 500.
+SERVER_FAULTS: frozenset[type[DocsimError]] = frozenset({
+    model_errors.EncoderNotFoundError,
+    model_errors.BackendUnavailableError,
+    model_errors.TrainingError,
+    indexer_errors.CorpusError,
+    indexer_errors.DatabaseError,
+    indexer_errors.DataDirBusyError,
+    indexer_errors.CorruptFileError,
+    indexer_errors.BackendError,
+    indexer_errors.EngineError,
+    indexer_errors.RaySessionError,
+    indexer_errors.IndexBuildError,
+    indexer_errors.AlreadyPublishedError,
+    search_errors.IndexMismatchError,
+})  # fmt: skip
 
 
 def json_safe(value: Any) -> Any:

@@ -8,8 +8,8 @@ from docsim.app.services.limits import check_search, posted_document, split_with
 from docsim.app.services.query_cache import CachedQuery
 from docsim.app.services.state import ServiceState
 from docsim.app.services.uploads import UploadedFile, read_upload, upload_limits
-from docsim.indexer.errors import QueryError
 from docsim.search.api import Query, SearchOptions, SearchResult, parse_filter
+from docsim.search.errors import QueryError
 
 NO_QUERY = "a query needs a `document`, a `document_id`, `like` or an uploaded file"
 

@@ -29,22 +29,21 @@ logger = logging.getLogger("docsim")
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 
 
-def user_errors() -> tuple[type[Exception], ...]:
-    """The errors a command answers with one line on stderr and its exit code (`fail_with`),
-    no traceback: those of `indexer.errors.OUTCOMES`, a leaf that loads neither torch nor the
-    pipeline (`docsim --help` imports neither)."""
-    from docsim.indexer.errors import OUTCOMES
+USAGE = 2  # a command's exit on a `DocsimError`: one line that says what to fix or wait for
 
-    return tuple(OUTCOMES)
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors a command answers with one line on stderr and exit `USAGE` (`fail_with`),
+    no traceback: every `DocsimError` (`models.errors`, a leaf that loads neither torch nor
+    the pipeline: `docsim --help` imports neither)."""
+    from docsim.models.errors import DocsimError
+
+    return (DocsimError,)
 
 
 def fail_with(error: BaseException) -> NoReturn:
-    """Fail the command with `error`'s message and its exit code in `indexer.errors.OUTCOMES`
-    (2, the user's to fix, for an error not in the table)."""
-    from docsim.indexer.errors import USAGE, outcome
-
-    found = outcome(error)
-    fail(str(error), code=found.exit_code if found is not None else USAGE)
+    """Fail the command with `error`'s message and exit `USAGE`."""
+    fail(str(error), code=USAGE)
 
 
 EncoderOption = Annotated[
@@ -87,7 +86,7 @@ BackendOption = Annotated[
 ]
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
+def fail(message: str, code: int = USAGE) -> NoReturn:
     typer.echo(f"docsim: error: {message}", err=True)
     raise typer.Exit(code)
 

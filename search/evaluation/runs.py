@@ -13,10 +13,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from docsim.indexer.errors import DocumentNotFoundError, EmptyDocumentError, QueryError
+from docsim.indexer.errors import DocumentNotFoundError, EmptyDocumentError
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.documents import SourceDocument
 from docsim.protocol.choices import Method
+from docsim.search.errors import QueryError
 from docsim.search.filters import Filter
 from docsim.search.searcher import Searcher
 from docsim.search.types import Query, SearchOptions

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import Engine
 
-from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.store.reader import document_paragraph_texts, document_texts
 from docsim.search.arrays import Positions
+from docsim.search.errors import IndexMismatchError
 from docsim.search.lexical.bm25 import BUILD_DOCUMENTS, Bm25Index
 from docsim.search.lexical.postings_file import load_postings, postings_file, save_postings
 from docsim.search.lexical.shingles import ShingleIndex, text_shingles

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from sqlalchemy import Connection, Engine, select
 
-from docsim.indexer.errors import CorruptFileError, IndexMismatchError
+from docsim.indexer.errors import CorruptFileError
 from docsim.indexer.store.db import snapshot
 from docsim.indexer.store.level_files import SCANNED_LEVELS, level_files, open_level_index
 from docsim.indexer.store.manifest import check_files
@@ -30,6 +30,7 @@ from docsim.indexer.store.versions import VersionRow
 from docsim.indexer.text.documents import LEVELS
 from docsim.models.scoring import RaggedCollection
 from docsim.search.arrays import concatenated_ranges
+from docsim.search.errors import IndexMismatchError
 from docsim.search.filters import FilterColumns
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.structure import StoredStructure, read_structure

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from cachetools import TTLCache
 
-from docsim.indexer.errors import ShardUnavailableError
 from docsim.models.alignment import (
     best_pair_scores,
     maxsim_scores,
@@ -44,6 +43,7 @@ from docsim.models.shard_moments import (
     scores_from_best,
 )
 from docsim.search.arrays import concatenated_ranges
+from docsim.search.errors import ShardUnavailableError
 from docsim.search.ranking import top_k
 from docsim.search.served.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.search.types import Query

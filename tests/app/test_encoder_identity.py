@@ -38,6 +38,7 @@ def _settings(tmp_path: Path) -> ServiceSettings:
     return ServiceSettings(data_dir=tmp_path / "data", jobs=JobSettings(embedded_worker=False))
 
 
+@pytest.mark.heavy_sql
 @pytest.mark.long
 def test_the_default_encoder_is_recorded_by_name_and_found_in_a_moved_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

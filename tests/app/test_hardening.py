@@ -233,7 +233,7 @@ def test_a_query_without_a_document_is_a_query_error(client: TestClient) -> None
     upload's options without the file, or a body naming no document."""
     from docsim.app.schemas.similar import SimilarRequest, SimilarUpload
     from docsim.app.services.similar import build_query
-    from docsim.indexer.errors import QueryError
+    from docsim.search.errors import QueryError
 
     state, settings = client.app.state.service, client.app.state.runtime.settings
     for options in (

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from docsim.indexer.errors import FilterError
+from docsim.search.errors import FilterError
 from docsim.search.filters import (
     All,
     AnyOf,

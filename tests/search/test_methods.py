@@ -10,10 +10,10 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from docsim.indexer.errors import QueryError
 from docsim.indexer.store.reader import document_units
 from docsim.indexer.text.corpus import json_document
 from docsim.protocol.choices import Granularity, Method
+from docsim.search.errors import QueryError
 from docsim.search.lexical.tokens import stemmer_for
 from docsim.search.scorers import top_mean_per_group
 from docsim.search.sdr_ranker import windowed

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from docsim.indexer.errors import IndexMismatchError
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.manifest import file_sha256
@@ -24,6 +23,7 @@ from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.store.versions import active_version
 from docsim.models.inference import native_openvino_backend
 from docsim.protocol.choices import Granularity, Method
+from docsim.search.errors import IndexMismatchError
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.types import SearchOptions
@@ -80,6 +80,7 @@ print(searcher.encoder.backend_record["name"], tuple(vectors.shape),
 """
 
 
+@pytest.mark.heavy_sql
 def test_a_version_on_its_int8_export_is_served_without_the_torch_model(
     tmp_path: Path,
     sample_corpus: Path,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from docsim.indexer.errors import ShardUnavailableError
+from docsim.search.errors import ShardUnavailableError
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape
 from docsim.search.shards.actors import (

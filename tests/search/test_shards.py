@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from docsim.indexer.errors import ShardUnavailableError
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.search.errors import ShardUnavailableError
 from docsim.search.scorers import QueryScratch
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape, SentenceScan

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from docsim.indexer.builder.backend import calibration_texts, resolve_backend
 from docsim.indexer.builder.pipeline import BuildResult
-from docsim.indexer.errors import BackendError, IndexBuildError, IndexMismatchError
+from docsim.indexer.errors import BackendError, IndexBuildError
 from docsim.indexer.settings import load_configured_encoder
 from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.text.chunking import add_chunks
@@ -34,6 +34,7 @@ from docsim.models.inference import (
     is_quantized,
 )
 from docsim.models.transformer import TransformerEncoder
+from docsim.search.errors import IndexMismatchError
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings

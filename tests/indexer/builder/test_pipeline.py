@@ -234,6 +234,7 @@ class DocumentCountingEncoder(Delegating):
         return self.inner.encode_documents(docs)
 
 
+@pytest.mark.heavy_sql
 def test_a_build_holds_a_few_blocks_of_documents_not_the_corpus(
     sample_corpus: Path,
     settings: QuerySettings,

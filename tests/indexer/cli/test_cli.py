@@ -369,6 +369,7 @@ def test_repeated_index_runs_retire_old_versions(
     assert folders == [Path(o["path"]).name for o in outputs[1:]]
 
 
+@pytest.mark.heavy_sql
 def test_a_first_run_prints_docsims_lines_not_its_libraries_noise(
     tmp_path: Path, tiny_encoder_dir: Path
 ) -> None:

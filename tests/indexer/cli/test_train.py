@@ -67,6 +67,7 @@ def run(kind, docs, out, cfg, **kw):  # noqa: ANN001, ANN201
     )
 
 
+@pytest.mark.heavy_sql
 @pytest.mark.long
 @pytest.mark.parametrize("kind", KINDS)
 def test_training_lowers_the_loss_and_the_saved_encoder_serves(
@@ -182,6 +183,7 @@ def test_eval_every_is_refused_where_it_does_not_apply(
         run("colde", docs, tmp_path / "c", config("colde", tiny_encoder_dir, 2, eval_every=1))
 
 
+@pytest.mark.heavy_sql
 def test_docsim_train_adapt_then_index(
     sample_corpus: Path, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:

@@ -36,6 +36,7 @@ from docsim.search.types import SearchOptions
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 
+@pytest.mark.heavy_sql
 @pytest.mark.long
 def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
     tmp_path: Path,
