@@ -3,7 +3,7 @@ ranks exactly as before: `docsim evaluate` (the API's code path) writes one run 
 and each run's SHA-256 is recorded; `--against` compares with an earlier record.
 
     python benchmarks/run_fingerprints.py --data-dir DIR [--collection NAME] \\
-        --queries Q --qrels R [--pools P] [--query-field F] --out before.json
+        --queries Q --qrels R [--pools P] [--query-field F] [--exclude-own RE] --out before.json
     ... the change ...
     python benchmarks/run_fingerprints.py ... --out after.json --against before.json
     python benchmarks/run_fingerprints.py ... --out after.json \\
@@ -28,7 +28,7 @@ from record import figures, save
 logger = logging.getLogger("benchmarks.run_fingerprints")
 METHODS = [
     "sdr", "sdr-raw", "sdr-window", "document", "document-prf", "maxsim", "best-sentence", "ot",
-    "bm25", "bm25-reduced", "bm25-rm3", "bm25-paragraph", "hybrid", "fused",
+    "bm25", "bm25-reduced", "bm25-rm3", "bm25-paragraph", "bm25-shingles", "hybrid", "fused",
 ]  # fmt: skip
 
 
@@ -42,6 +42,8 @@ def evaluate_command(args: argparse.Namespace, runs: Path, methods: list[str]) -
     command += ["--out", str(runs / "evaluation.json"), "--query-field", args.query_field]
     if args.pools:
         command += ["--pools", str(args.pools)]
+    if args.exclude_own:
+        command += ["--exclude-own", args.exclude_own]
     for method in methods:
         command += ["--method", method]
     return command
@@ -67,6 +69,7 @@ def main() -> None:
     parser.add_argument("--qrels", type=Path, required=True)
     parser.add_argument("--pools", type=Path, default=None)
     parser.add_argument("--query-field", default="text")
+    parser.add_argument("--exclude-own", default=None, help="as `docsim evaluate`'s (IL-PCR)")
     parser.add_argument("--method", action="append", help="default: every method")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--against", type=Path, default=None, help="a record to compare with")

@@ -14,20 +14,35 @@ import pytest
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
 ROOT = Path(__file__).resolve().parents[1]
+# Beside the layers, in `docsim/` itself: the wire's shapes, which the search layer, the app and
+# the client share; the client, which imports nothing of the server; and `docsim.local`, the
+# client on an in-process service. Each may import only these of ours.
+BESIDE_LAYERS = {
+    "protocol": {"protocol"},
+    "client": {"client", "protocol"},
+    "local": {"local", "client", "protocol", "app"},
+}
 
 
 def local(name: str) -> str:
     """A module's name in the repository's folders: `docsim.indexer.api` is `indexer.api` (the
-    installed distribution maps the folders under `docsim`; the client is `docsim.client`)."""
-    for folder in ("app", "search", "indexer", "models", "migrations"):
+    installed distribution maps the folders under `docsim`), and `docsim.client`, `docsim.local`
+    and `docsim.protocol` are `client`, `local` and `protocol` (folders of `docsim/` itself)."""
+    for folder in ("app", "search", "indexer", "models", "migrations", *BESIDE_LAYERS):
         if name == f"docsim.{folder}" or name.startswith(f"docsim.{folder}."):
             return name.removeprefix("docsim.")
     return name
 
 
 def imports(package: str) -> dict[str, set[str]]:
+    """`path -> the top-level folders it imports` for every module of `package` (a layer's
+    folder, or one of `BESIDE_LAYERS` under `docsim/`)."""
     found: dict[str, set[str]] = {}
-    for path in (ROOT / package).rglob("*.py"):
+    where = ROOT / "docsim" / package if package in BESIDE_LAYERS else ROOT / package
+    paths = (
+        [where.with_suffix(".py")] if where.with_suffix(".py").is_file() else where.rglob("*.py")
+    )
+    for path in paths:
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -62,6 +77,46 @@ def test_the_layer_check_finds_an_upward_import() -> None:
     assert layer_violations(found) == [
         "indexer/settings.py -> search",
         "models/scoring.py -> app",
+    ]
+
+
+OURS = {"app", "search", "indexer", "models", "migrations", *BESIDE_LAYERS}
+
+
+def beside_violations(found: dict[str, dict[str, set[str]]]) -> list[str]:
+    """Imports of ours that `BESIDE_LAYERS` does not allow; and a layer's import of the client
+    or `docsim.local` (the layers are the server), or of the protocol below the search layer."""
+    wrong = []
+    for package, paths in found.items():
+        allowed = BESIDE_LAYERS.get(package)
+        if allowed is None:  # a layer
+            allowed = (
+                OURS
+                - {"client", "local"}
+                - ({"protocol"} if package in {"models", "indexer"} else set())
+            )
+        for path, names in paths.items():
+            wrong += [f"{path} -> {name}" for name in sorted((names & OURS) - allowed)]
+    return sorted(wrong)
+
+
+def test_the_protocol_and_the_clients_import_only_what_they_may() -> None:
+    found = {package: imports(package) for package in (*LAYERS, *BESIDE_LAYERS)}
+    assert len(found["protocol"]) >= 3 and len(found["client"]) >= 3 and len(found["local"]) == 1
+    assert beside_violations(found) == []
+
+
+def test_the_check_beside_the_layers_can_fail() -> None:
+    found = {package: imports(package) for package in (*LAYERS, *BESIDE_LAYERS)}
+    found["protocol"]["docsim/protocol/answers.py"] |= {"search"}
+    found["client"]["docsim/client/calls.py"] |= {"app"}
+    found["indexer"]["indexer/settings.py"] |= {"protocol"}
+    found["search"]["search/searcher.py"] |= {"client"}
+    assert beside_violations(found) == [
+        "docsim/client/calls.py -> app",
+        "docsim/protocol/answers.py -> search",
+        "indexer/settings.py -> protocol",
+        "search/searcher.py -> client",
     ]
 
 
@@ -393,7 +448,9 @@ def test_every_surface_name_points_at_the_module_that_defines_it(surface: str) -
     (the entry would break when that module stops importing it)."""
     wrong = []
     for name, module in surface_imports(surface).items():
-        path = ROOT / Path(*local(module).split(".")).with_suffix(".py")
+        path = ROOT / Path(*module.removeprefix("docsim.").split(".")).with_suffix(".py")
+        if not path.is_file():  # `docsim.protocol.*`: a folder of `docsim/` itself
+            path = ROOT / Path(*module.split(".")).with_suffix(".py")
         if name not in defined_names(path):
             wrong.append(f"{name} is not defined in {module}")
     assert wrong == []
