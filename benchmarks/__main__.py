@@ -17,6 +17,8 @@ HERE = Path(__file__).resolve().parent
 HELPERS = {
     "served",
     "record",
+    "ranking_fusion",
+    "synthetic_scale",
     "__main__",
 }  # modules the benchmarks share, not benchmarks themselves
 

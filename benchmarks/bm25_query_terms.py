@@ -1,4 +1,4 @@
-"""What cutting a long query to its strongest BM25 terms (`bm25_query_terms`) saves and what it
+"""What cutting a long query to its strongest BM25 terms (`bm25.query_terms`) saves and what it
 changes, on indexed documents as queries (the long queries: a judgment by id).
 
     python -m benchmarks bm25_query_terms --data-dir DIR [--by-id 40] [--caps 64 128 256 512]
@@ -35,7 +35,7 @@ from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
 from docsim.search.types import Query, SearchOptions
 
-logger = logging.getLogger("benchmarks.bm25_query_terms")
+logger = logging.getLogger("benchmarks.bm25.query_terms")
 
 
 def with_cap(searcher: Searcher, cap: int) -> Searcher:
@@ -45,7 +45,7 @@ def with_cap(searcher: Searcher, cap: int) -> Searcher:
         searcher.encoder,
         searcher.splitter,
         searcher.engine,
-        searcher.settings.model_copy(update={"bm25_query_terms": cap}),
+        searcher.settings.replaced(bm25={"query_terms": cap}),
         scan=searcher.context.scan,
     )
     changed.context.postings = searcher.context.postings  # built once

@@ -6,7 +6,7 @@
 
 `docsim evaluate` runs three times over the whole collection (no pools), as three services
 would rank: `exhaustive` (every document scored; the reference), and candidate mode
-(`DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES=0`) with each candidate generator: `centroids`
+(`DOCSIM_SEARCH__EXHAUSTIVE__MAX_SENTENCES=0`) with each candidate generator: `centroids`
 (PLAID-style cells and residual codes), `compressed` (the compressed level's approximate
 `maxsim` over every document; `auto`'s choice up to a million sentences) and `neighbours`
 (the nearest sentences, paragraphs and documents, the generator before them). For each
@@ -39,16 +39,16 @@ logger = logging.getLogger("benchmarks.candidate_fidelity")
 CONFIGURATIONS = {
     "exhaustive": {},
     "centroids": {
-        "DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES": "0",
-        "DOCSIM_SEARCH__CANDIDATE_GENERATOR": "centroids",
+        "DOCSIM_SEARCH__EXHAUSTIVE__MAX_SENTENCES": "0",
+        "DOCSIM_SEARCH__CANDIDATES__GENERATOR": "centroids",
     },
     "compressed": {
-        "DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES": "0",
-        "DOCSIM_SEARCH__CANDIDATE_GENERATOR": "compressed",
+        "DOCSIM_SEARCH__EXHAUSTIVE__MAX_SENTENCES": "0",
+        "DOCSIM_SEARCH__CANDIDATES__GENERATOR": "compressed",
     },
     "neighbours": {
-        "DOCSIM_SEARCH__EXHAUSTIVE_MAX_SENTENCES": "0",
-        "DOCSIM_SEARCH__CANDIDATE_GENERATOR": "neighbours",
+        "DOCSIM_SEARCH__EXHAUSTIVE__MAX_SENTENCES": "0",
+        "DOCSIM_SEARCH__CANDIDATES__GENERATOR": "neighbours",
     },
 }
 

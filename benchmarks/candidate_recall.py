@@ -10,7 +10,7 @@ would paste a passage) and by id (the whole judgment, its own document left out)
 exhaustive `sdr`'s top 10, then the candidates of the cells and residual codes (the default
 generator, with the service's settings), of the nearest units in the FAISS levels
 (`neighbours`), and of the compressed level's approximate `maxsim` over every document (the
-best `candidate_max_documents`), each timed alone. Reported: mean and least recall, p50 ms.
+best `candidates.max_documents`), each timed alone. Reported: mean and least recall, p50 ms.
 """
 
 from __future__ import annotations
@@ -30,16 +30,21 @@ from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.alignment import maxsim_scores
 from docsim.protocol.choices import Method, ScoringMode
-from docsim.search.candidates.centroids import searched
+from docsim.search.candidates.centroids import CentroidCandidates, searched
 from docsim.search.candidates.neighbours import retrieve_candidates
+from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
-from docsim.search.settings import QuerySettings
+from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.types import Query, SearchOptions
 
 logger = logging.getLogger("benchmarks.candidate_recall")
 
 
-def main() -> None:
+CandidateGenerator = Callable[[Query, np.ndarray], np.ndarray]  # (query, allowed) -> positions
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line's options."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -50,27 +55,24 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/candidate_recall.json")
     )
-    args = parser.parse_args()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    settings = QuerySettings(data_dir=args.data_dir)
-    search = settings.search
-    searcher = open_searcher(settings, make_engine(settings.database_url))
-    started = time.perf_counter()
-    assert searcher.context.centroids is not None
-    cells = searcher.context.centroids.get()
-    fit_seconds = time.perf_counter() - started
+    return parser.parse_args()
+
+
+def first_passes(
+    searcher: Searcher, cells: CentroidCandidates, search: SearchSettings
+) -> dict[str, CandidateGenerator]:
+    """Each generator of candidates by name: the cells and residual codes, the nearest units
+    in the FAISS levels, and (when the compressed level is held) its approximate `maxsim`
+    over every allowed document, the best `candidates.max_documents` kept."""
     scan = searcher.context.scan
     index = searcher.index
-    every = np.arange(index.n_documents)
 
     def by_scan(query: Query, allowed: np.ndarray) -> np.ndarray:
         assert scan is not None
         scores = maxsim_scores(scan.best(query.sentence_vectors)).numpy()[allowed]
-        return allowed[np.argsort(-scores, kind="stable")[: search.candidate_max_documents]]
+        return allowed[np.argsort(-scores, kind="stable")[: search.candidates.max_documents]]
 
-    generators: dict[str, Callable[[Query, np.ndarray], np.ndarray]] = {
+    generators: dict[str, CandidateGenerator] = {
         "cells": lambda query, allowed: searched(cells, query.sentence_vectors, allowed, search),
         "neighbours": lambda query, allowed: retrieve_candidates(
             index, searcher.sdr_ranker.sentence_doc, query, allowed, search
@@ -78,21 +80,37 @@ def main() -> None:
     }
     if scan is not None:
         generators["compressed level, every document"] = by_scan
-    chosen = np.random.default_rng(args.seed).choice(
-        index.n_documents, size=args.documents, replace=False
-    )
+    return generators
+
+
+def judgment_queries(
+    searcher: Searcher, corpus: Path, position: int, every: np.ndarray
+) -> dict[str, tuple[Query, np.ndarray]]:
+    """The judgment at `position` as two queries, each with the documents it may find:
+    `posted` (300 words from the middle of its text, every document) and `by id` (the whole
+    judgment, its own document left out)."""
+    external = searcher.index.external_ids[position]
+    words = (corpus / f"{external}.txt").read_text().split()
+    middle = " ".join(words[len(words) // 3 : len(words) // 3 + 300])
+    return {
+        "posted": (
+            searcher.query_from_source(json_document({"id": "q", "text": middle})),
+            every,
+        ),
+        "by id": (searcher.query_from_index(external), every[every != position]),
+    }
+
+
+def measure_recall(
+    searcher: Searcher, generators: dict[str, CandidateGenerator], corpus: Path, chosen: np.ndarray
+) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """`{kind: {generator: [(recall, ms), ...]}}`: for each chosen judgment as each kind of
+    query, the share of exhaustive `sdr`'s top 10 among each generator's candidates, and the
+    generator's milliseconds."""
+    every = np.arange(searcher.index.n_documents)
     found: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for position in chosen:
-        external = index.external_ids[position]
-        words = (args.corpus / f"{external}.txt").read_text().split()
-        middle = " ".join(words[len(words) // 3 : len(words) // 3 + 300])
-        queries = {
-            "posted": (
-                searcher.query_from_source(json_document({"id": "q", "text": middle})),
-                every,
-            ),
-            "by id": (searcher.query_from_index(external), every[every != position]),
-        }
+        queries = judgment_queries(searcher, corpus, position, every)
         for kind, (query, allowed) in queries.items():
             options = SearchOptions(
                 top_k=10, method=Method.sdr, mode=ScoringMode.exhaustive, matches_per_result=0
@@ -107,6 +125,26 @@ def main() -> None:
                 found.setdefault(kind, {}).setdefault(name, []).append(
                     (len(top & candidates) / max(1, len(top)), elapsed)
                 )
+    return found
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = QuerySettings(data_dir=args.data_dir)
+    searcher = open_searcher(settings, make_engine(settings.database_url))
+    started = time.perf_counter()
+    assert searcher.context.centroids is not None
+    cells = searcher.context.centroids.get()
+    fit_seconds = time.perf_counter() - started
+    index = searcher.index
+    generators = first_passes(searcher, cells, settings.search)
+    chosen = np.random.default_rng(args.seed).choice(
+        index.n_documents, size=args.documents, replace=False
+    )
+    found = measure_recall(searcher, generators, args.corpus, chosen)
     result: dict = {
         "data_dir": str(args.data_dir),
         "documents": args.documents,

@@ -44,7 +44,7 @@ from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
 from docsim.models import colde
-from docsim.models.encoder import DocumentVectors
+from docsim.models.encoder import DocumentInput, DocumentVectors
 from docsim.models.loading import load_encoder, resolve_encoder_path
 from docsim.models.openvino_export import export_openvino
 from docsim.models.precision import autocast
@@ -87,79 +87,92 @@ def agreement(ours: list[DocumentVectors], reference: list[DocumentVectors]) -> 
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line's options."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--documents", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/document_encode.json"))
-    args = parser.parse_args()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    return parser.parse_args()
+
+
+def int8_encoders(
+    bf16: TransformerEncoder, calibration: list[str], workdir: Path
+) -> tuple[TransformerEncoder, TransformerEncoder, TransformerEncoder]:
+    """The int8 backend, exported to `workdir` and calibrated on `calibration`, loaded three
+    ways: chunk vectors encoded (two passes), pooled from the sentence pass (one pass), and
+    late chunking."""
+    batches = list(bf16.plan_batches(bf16.tokenize(calibration)))
+    export_openvino(bf16.model, batches, workdir / "ov")
+    two_pass: TransformerEncoder = load_encoder("minilm", backend_dir=workdir / "ov")  # type: ignore[assignment]
+    one_pass: TransformerEncoder = load_encoder(  # type: ignore[assignment]
+        "minilm", backend_dir=workdir / "ov", chunk_vectors="sentences"
     )
-    bf16: TransformerEncoder = load_encoder("minilm", precision="bf16")  # type: ignore[assignment]
-    docs, source = read_documents(2 * args.documents)
-    docs = add_chunks(docs, bf16, bf16.chunk_capacity)
-    measured, calibrating = docs[: args.documents], docs[args.documents :]
-    inputs = [doc.encoder_input() for doc in measured]
-    sentences = [s for doc in inputs for s in doc.sentences]
+    late: TransformerEncoder = load_encoder(  # type: ignore[assignment]
+        "minilm", backend_dir=workdir / "ov", chunk_vectors="late"
+    )
+    return two_pass, one_pass, late
+
+
+def colde_encoders(
+    bf16: TransformerEncoder, calibration: list[str], workdir: Path
+) -> tuple[colde.ColdeEncoder, colde.ColdeEncoder]:
+    """CoLDE built from MiniLM (untrained, seeded), its backbone on torch and on the int8
+    backend (exported to `workdir`, calibrated on `calibration`)."""
+    torch.manual_seed(0)
+    colde_encoder = colde.ColdeEncoder(
+        colde.from_base(resolve_encoder_path("minilm")[1]),
+        name="colde",
+        source_dir=workdir,
+        tokenizer=bf16.tokenizer,  # the temporary directory holds no tokenizer
+    )
+    colde_int8 = copy.deepcopy(colde_encoder)
+    colde_int8.export_openvino(calibration, workdir / "colde")
+    colde_int8.use_openvino(workdir / "colde")
+    return colde_encoder, colde_int8
+
+
+def timed_runs(
+    runs: dict[str, Callable[[], object]], repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[DocumentVectors]]]:
+    """Each run's seconds, `repeats` times interleaved, and the vectors of its last call (for
+    the runs that return vectors)."""
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    outputs: dict[str, list[DocumentVectors]] = {}
+    for repeat in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            got = run()  # the bare forward pass times itself (tokenising excluded)
+            seconds[name].append(got if isinstance(got, float) else time.perf_counter() - start)
+            if isinstance(got, list):
+                outputs[name] = got
+        logger.info("repeat %d: %s", repeat + 1, {k: round(v[-1], 2) for k, v in seconds.items()})
+    return seconds, outputs
+
+
+def report(
+    source: str,
+    measured: list[Document],
+    inputs: list[DocumentInput],
+    seconds: dict[str, list[float]],
+    outputs: dict[str, list[DocumentVectors]],
+) -> dict:
+    """The figures saved: the texts measured, each configuration's rates from its best time
+    and its speed against the bare forward pass and torch bf16, and the agreement of each
+    configuration's vectors with its reference's."""
+    sentences = sum(len(doc.sentences) for doc in inputs)
     characters = sum(len(doc.text) for doc in measured)
-
-    with tempfile.TemporaryDirectory() as workdir:
-        calibration = calibration_texts(calibrating, bf16, bf16.chunk_capacity, Settings())
-        batches = list(bf16.plan_batches(bf16.tokenize(calibration[0] + calibration[1])))
-        export_openvino(bf16.model, batches, Path(workdir) / "ov")
-        two_pass: TransformerEncoder = load_encoder("minilm", backend_dir=Path(workdir) / "ov")  # type: ignore[assignment]
-        one_pass: TransformerEncoder = load_encoder(  # type: ignore[assignment]
-            "minilm", backend_dir=Path(workdir) / "ov", chunk_vectors="sentences"
-        )
-        late: TransformerEncoder = load_encoder(  # type: ignore[assignment]
-            "minilm", backend_dir=Path(workdir) / "ov", chunk_vectors="late"
-        )
-        torch.manual_seed(0)
-        colde_encoder = colde.ColdeEncoder(
-            colde.from_base(resolve_encoder_path("minilm")[1]),
-            name="colde",
-            source_dir=Path(workdir),
-            tokenizer=bf16.tokenizer,  # the temporary directory holds no tokenizer
-        )
-        colde_int8 = copy.deepcopy(colde_encoder)
-        colde_int8.export_openvino(calibration[0] + calibration[1], Path(workdir) / "colde")
-        colde_int8.use_openvino(Path(workdir) / "colde")
-        runs: dict[str, Callable[[], object]] = {
-            "bare_forward_bf16_sentences": lambda: bare_forward_seconds(bf16, sentences),
-            "torch_bf16_two_pass": lambda: bf16.encode_documents(inputs),
-            "int8_two_pass": lambda: two_pass.encode_documents(inputs),
-            "int8_one_pass": lambda: one_pass.encode_documents(inputs),
-            "int8_late": lambda: late.encode_documents(inputs),
-            "colde_batched": lambda: colde_encoder.encode_documents(inputs),
-            "colde_batched_int8": lambda: colde_int8.encode_documents(inputs),
-        }
-        for encoder in (bf16, two_pass, one_pass, late, colde_encoder, colde_int8):  # warm-up
-            encoder.encode_documents(inputs[:1])
-        seconds: dict[str, list[float]] = {name: [] for name in runs}
-        outputs: dict[str, list[DocumentVectors]] = {}
-        for repeat in range(args.repeats):
-            for name, run in runs.items():
-                start = time.perf_counter()
-                got = run()  # the bare forward pass times itself (tokenising excluded)
-                seconds[name].append(got if isinstance(got, float) else time.perf_counter() - start)
-                if isinstance(got, list):
-                    outputs[name] = got
-            logger.info(
-                "repeat %d: %s", repeat + 1, {k: round(v[-1], 2) for k, v in seconds.items()}
-            )
-
     best = {name: min(v) for name, v in seconds.items()}
-    result = {
+    return {
         "source": source,
         "documents": len(measured),
-        "sentences": len(sentences),
+        "sentences": sentences,
         "chunks": sum(len(doc.chunks) for doc in inputs),
         "characters": characters,
         "threads": torch.get_num_threads(),
-        "sentences_per_second": {k: round(len(sentences) / v, 1) for k, v in best.items()},
+        "sentences_per_second": {k: round(sentences / v, 1) for k, v in best.items()},
         "characters_per_second": {k: round(characters / v) for k, v in best.items()},
         "speed_vs_bare_forward_bf16_sentences": {
             k: round(best["bare_forward_bf16_sentences"] / v, 3) for k, v in best.items()
@@ -180,6 +193,39 @@ def main() -> None:
         },
         "seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
     }
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    bf16: TransformerEncoder = load_encoder("minilm", precision="bf16")  # type: ignore[assignment]
+    docs, source = read_documents(2 * args.documents)
+    docs = add_chunks(docs, bf16, bf16.chunk_capacity)
+    measured, calibrating = docs[: args.documents], docs[args.documents :]
+    inputs = [doc.encoder_input() for doc in measured]
+    sentences = [s for doc in inputs for s in doc.sentences]
+
+    with tempfile.TemporaryDirectory() as workdir:
+        calibration = calibration_texts(calibrating, bf16, bf16.chunk_capacity, Settings())
+        texts = calibration[0] + calibration[1]
+        two_pass, one_pass, late = int8_encoders(bf16, texts, Path(workdir))
+        colde_encoder, colde_int8 = colde_encoders(bf16, texts, Path(workdir))
+        runs: dict[str, Callable[[], object]] = {
+            "bare_forward_bf16_sentences": lambda: bare_forward_seconds(bf16, sentences),
+            "torch_bf16_two_pass": lambda: bf16.encode_documents(inputs),
+            "int8_two_pass": lambda: two_pass.encode_documents(inputs),
+            "int8_one_pass": lambda: one_pass.encode_documents(inputs),
+            "int8_late": lambda: late.encode_documents(inputs),
+            "colde_batched": lambda: colde_encoder.encode_documents(inputs),
+            "colde_batched_int8": lambda: colde_int8.encode_documents(inputs),
+        }
+        for encoder in (bf16, two_pass, one_pass, late, colde_encoder, colde_int8):  # warm-up
+            encoder.encode_documents(inputs[:1])
+        seconds, outputs = timed_runs(runs, args.repeats)
+
+    result = report(source, measured, inputs, seconds, outputs)
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save(args.out, result)

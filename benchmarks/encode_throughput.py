@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -51,6 +52,9 @@ from docsim.indexer.text.split import split_document
 from docsim.models.loading import load_encoder, resolve_encoder_path
 from docsim.models.openvino_export import LastHiddenState, export_openvino
 from docsim.models.transformer import TransformerEncoder
+
+if TYPE_CHECKING:  # annotations only: `main` imports it when the benchmark runs
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger("benchmarks.encode_throughput")
 AILA = Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "casedocs"
@@ -163,7 +167,8 @@ def onnxruntime_dynamic_int8(
     return run
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line's options."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -173,23 +178,21 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/encode_throughput.json")
     )
-    args = parser.parse_args()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    from sentence_transformers import SentenceTransformer
+    return parser.parse_args()
 
-    fp32: TransformerEncoder = load_encoder("minilm", precision="fp32")  # type: ignore[assignment]
-    bf16: TransformerEncoder = load_encoder("minilm", precision="bf16")  # type: ignore[assignment]
-    docs, source = load_documents(fp32, 400)
-    sentences, chunks = texts_of(docs)
-    # measured texts from the first documents, calibration from the documents after them
+
+def measured_and_calibration(
+    docs: list[Document], n_sentences: int, n_chunks: int
+) -> tuple[list[str], list[str], list[str]]:
+    """The measured sentences and chunks, from the first documents (enough of them for
+    `n_sentences`), and the calibration texts: a seeded draw of the documents after them, as
+    many sentences and chunks as a build calibrates on."""
     n_docs = next(
-        (i for i in range(1, len(docs) + 1) if len(texts_of(docs[:i])[0]) >= args.sentences),
+        (i for i in range(1, len(docs) + 1) if len(texts_of(docs[:i])[0]) >= n_sentences),
         len(docs) // 2,
     )
     sentences, chunks = texts_of(docs[:n_docs])
-    sentences, chunks = sentences[: args.sentences], chunks[: args.chunks]
+    sentences, chunks = sentences[:n_sentences], chunks[:n_chunks]
     calibration_sentences, calibration_chunks = texts_of(docs[n_docs:])
     settings = Settings()
     rng = np.random.default_rng(0)
@@ -197,17 +200,15 @@ def main() -> None:
         *rng.choice(calibration_sentences, settings.encoder.calibration_sentences).tolist(),
         *rng.choice(calibration_chunks, settings.encoder.calibration_chunks).tolist(),
     ]
-    logger.info(
-        "%d sentences and %d chunks from %s; %d threads",
-        len(sentences),
-        len(chunks),
-        source,
-        torch.get_num_threads(),
-    )
-    st = SentenceTransformer(
-        str(resolve_encoder_path("minilm")[1]), device="cpu", local_files_only=True
-    )
-    st.max_seq_length = fp32.max_length
+    return sentences, chunks, calibration
+
+
+def sentence_transformers_path(
+    st: SentenceTransformer, max_length: int
+) -> Callable[[list[str]], torch.Tensor]:
+    """sentence-transformers' default PyTorch path over `st` (cut at `max_length` tokens):
+    bf16 autocast, batch size 32, normalised vectors."""
+    st.max_seq_length = max_length
 
     def st_encode(texts: list[str]) -> torch.Tensor:
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
@@ -215,41 +216,49 @@ def main() -> None:
                 texts, batch_size=32, convert_to_tensor=True, normalize_embeddings=True
             ).float()
 
-    with tempfile.TemporaryDirectory() as workdir:
-        paths: dict[str, Callable[[list[str]], torch.Tensor | None]] = {
-            "torch_fp32": fp32.encode,
-            "torch_bf16": bf16.encode,
-            "openvino_int8": openvino_int8(calibration, Path(workdir)).encode,
-            "sentence_transformers": st_encode,
-            "bare_forward_bf16": bare_forward(bf16),
-        }
-        ort = onnxruntime_dynamic_int8(fp32, Path(workdir))
-        if ort is not None:
-            paths["onnxruntime_dynamic_int8"] = ort
-        for run in paths.values():  # warm up: kernel selection, allocators
-            run(sentences[:256])
-            run(chunks[:16])
-        seconds: dict[str, dict[str, list[float]]] = {
-            name: {"sentences": [], "chunks": []} for name in paths
-        }
-        vectors: dict[str, dict[str, torch.Tensor]] = {name: {} for name in paths}
-        for repeat in range(args.repeats):
-            for name, run in paths.items():
-                for kind, texts in (("sentences", sentences), ("chunks", chunks)):
-                    start = time.perf_counter()
-                    out = run(texts)
-                    took = time.perf_counter() - start
-                    seconds[name][kind].append(getattr(run, "seconds", took))
-                    if out is not None:
-                        vectors[name][kind] = out
-            logger.info(
-                "repeat %d: %s",
-                repeat + 1,
-                {n: [round(v[-1], 2) for v in s.values()] for n, s in seconds.items()},
-            )
+    return st_encode
 
-    chars = {"sentences": sum(map(len, sentences)), "chunks": sum(map(len, chunks))}
-    counts = {"sentences": len(sentences), "chunks": len(chunks)}
+
+def timed_paths(
+    paths: dict[str, Callable[[list[str]], torch.Tensor | None]],
+    sentences: list[str],
+    chunks: list[str],
+    repeats: int,
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, torch.Tensor]]]:
+    """Each path's seconds on the sentences and on the chunks, after one warm-up, `repeats`
+    times interleaved, and the vectors of its last run (for the paths that return them)."""
+    for run in paths.values():  # warm up: kernel selection, allocators
+        run(sentences[:256])
+        run(chunks[:16])
+    seconds: dict[str, dict[str, list[float]]] = {
+        name: {"sentences": [], "chunks": []} for name in paths
+    }
+    vectors: dict[str, dict[str, torch.Tensor]] = {name: {} for name in paths}
+    for repeat in range(repeats):
+        for name, run in paths.items():
+            for kind, texts in (("sentences", sentences), ("chunks", chunks)):
+                start = time.perf_counter()
+                out = run(texts)
+                took = time.perf_counter() - start
+                seconds[name][kind].append(getattr(run, "seconds", took))
+                if out is not None:
+                    vectors[name][kind] = out
+        logger.info(
+            "repeat %d: %s",
+            repeat + 1,
+            {n: [round(v[-1], 2) for v in s.values()] for n, s in seconds.items()},
+        )
+    return seconds, vectors
+
+
+def path_figures(
+    seconds: dict[str, dict[str, list[float]]],
+    vectors: dict[str, dict[str, torch.Tensor]],
+    counts: dict[str, int],
+    chars: dict[str, int],
+) -> dict[str, dict]:
+    """Per path: its rates from its best times, its seconds, the agreement of its vectors with
+    torch fp32's, and its speed against torch fp32 and torch bf16."""
     paths_out: dict[str, dict] = {}
     for name, times in seconds.items():
         best = {kind: min(t) for kind, t in times.items()}
@@ -276,6 +285,48 @@ def main() -> None:
                 )
                 for kind in ("sentences", "chunks")
             }
+    return paths_out
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from sentence_transformers import SentenceTransformer
+
+    fp32: TransformerEncoder = load_encoder("minilm", precision="fp32")  # type: ignore[assignment]
+    bf16: TransformerEncoder = load_encoder("minilm", precision="bf16")  # type: ignore[assignment]
+    docs, source = load_documents(fp32, 400)
+    # measured texts from the first documents, calibration from the documents after them
+    sentences, chunks, calibration = measured_and_calibration(docs, args.sentences, args.chunks)
+    logger.info(
+        "%d sentences and %d chunks from %s; %d threads",
+        len(sentences),
+        len(chunks),
+        source,
+        torch.get_num_threads(),
+    )
+    st = SentenceTransformer(
+        str(resolve_encoder_path("minilm")[1]), device="cpu", local_files_only=True
+    )
+    st_encode = sentence_transformers_path(st, fp32.max_length)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        paths: dict[str, Callable[[list[str]], torch.Tensor | None]] = {
+            "torch_fp32": fp32.encode,
+            "torch_bf16": bf16.encode,
+            "openvino_int8": openvino_int8(calibration, Path(workdir)).encode,
+            "sentence_transformers": st_encode,
+            "bare_forward_bf16": bare_forward(bf16),
+        }
+        ort = onnxruntime_dynamic_int8(fp32, Path(workdir))
+        if ort is not None:
+            paths["onnxruntime_dynamic_int8"] = ort
+        seconds, vectors = timed_paths(paths, sentences, chunks, args.repeats)
+
+    chars = {"sentences": sum(map(len, sentences)), "chunks": sum(map(len, chunks))}
+    counts = {"sentences": len(sentences), "chunks": len(chunks)}
     result = {
         "source": source,
         "sentences": counts["sentences"],
@@ -284,7 +335,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "cpu": platform.processor() or platform.machine(),
         "batch_tokens": fp32.batch_tokens,
-        "paths": paths_out,
+        "paths": path_figures(seconds, vectors, counts, chars),
     }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)

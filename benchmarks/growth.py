@@ -22,7 +22,7 @@ memory is its own): it holds the level as the service does (`float32`: all of it
 scores `maxsim` over every document for each query (`compressed`: the approximate pass, then
 the service's `rescore_depth` documents exactly from the file, as `SentenceSets` does;
 `centroids`: candidate mode's cells, fitted as the service fits them, give
-`candidate_max_documents` documents by centroid interaction and residual codes, scored
+`candidates.max_documents` documents by centroid interaction and residual codes, scored
 exactly from the file). Reported per query set: p50 and p95, and each ranking's top-10
 overlap with the float32 one; per store: the resident set after loading and its peak, the
 bytes per sentence held (the cells' postings and codes for `centroids`) and the cells'
@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +129,111 @@ def status_bytes(field: str) -> int:
     return int(text.split(f"{field}:")[1].split()[0]) * 1024
 
 
+Rank = Callable[[torch.Tensor, int | None], np.ndarray]  # (query, excluded) -> (D,) scores
+
+
+@dataclass(frozen=True)
+class GrownLevel:
+    """The grown sentence level as served: its float16 rows mapped from the file, and where
+    each document's rows are."""
+
+    mapped: MappedRows  # (R, d) float16
+    lengths: torch.Tensor  # (D,) sentences per document
+    starts: np.ndarray  # (D + 1,) each document's first row, then R
+
+    def exactly(self, query: torch.Tensor, best: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """`scores` with documents `best` scored exactly from the file, the rest below them."""
+        starts, lengths = self.starts, self.lengths
+        rows = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in best])
+        exact_rows = self.mapped[torch.from_numpy(rows)]  # float16, cast per block as served
+        sub = RaggedCollection(exact_rows, lengths[best], torch.ones(len(best), dtype=torch.long))
+        exact = maxsim_scores(sentence_best(query, sub)).numpy()
+        scores = np.minimum(scores, np.nextafter(exact.min(), -np.inf))
+        scores[best] = exact
+        return scores
+
+
+def float32_ranking(level: GrownLevel) -> tuple[Rank, int]:
+    """`maxsim` over every document with the whole level read in as float32 (as a version's
+    Flat index holds it), and the bytes it holds."""
+    mapped, lengths = level.mapped, level.lengths
+    ones = torch.ones(len(lengths), dtype=torch.long)
+    rows = torch.cat(
+        [mapped[r : r + BLOCK].float() for r in range(0, len(mapped), BLOCK)]
+    )  # (R, d) read in, as a version's Flat index holds it
+    collection = RaggedCollection(rows, lengths, ones)  # one paragraph per document
+
+    def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
+        scores = maxsim_scores(sentence_best(query, collection)).numpy().astype(np.float64)
+        if excluded is not None:
+            scores[excluded] = -np.inf
+        return scores
+
+    return rank, rows.element_size() * rows.numel()
+
+
+def centroids_ranking(level: GrownLevel, search: SearchSettings) -> tuple[Rank, int, float]:
+    """Candidate mode's cells, fitted as the service fits them, giving the documents scored
+    exactly from the file; the bytes the cells hold and the seconds their fit took."""
+    every = np.arange(len(level.lengths))
+    started = time.perf_counter()
+    cells = CentroidCandidates(
+        fit_cells(level.mapped, level.starts, dimensions=search.scan.dimensions, seed=search.seed),
+        level.starts,
+    )
+    fit_seconds = time.perf_counter() - started
+
+    def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
+        allowed = every if excluded is None else every[every != excluded]
+        best = searched(cells, query, allowed, search)
+        return level.exactly(query, best, np.full(len(level.lengths), -np.inf))
+
+    return rank, cells.memory_bytes(), fit_seconds
+
+
+def compressed_ranking(level: GrownLevel, search: SearchSettings) -> tuple[Rank, int]:
+    """The compressed level's approximate `maxsim`, then the service's `rescore_depth`
+    documents scored exactly from the file (as `SentenceSets` does); the bytes it holds."""
+    mapped, lengths = level.mapped, level.lengths
+    basis = fit_basis(fit_sample(mapped, search.seed), search.scan.dimensions)
+    projected = torch.cat(
+        [project(mapped[r : r + BLOCK], basis) for r in range(0, len(mapped), BLOCK)]
+    )
+    group = search.scan.group or padding_group(lengths.numpy())
+    scan = compress(projected, lengths, basis, group)
+    del projected
+
+    def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
+        scores = maxsim_scores(approximate_best(query, scan)).numpy().astype(np.float64)
+        ranked = len(lengths)
+        if excluded is not None:
+            scores[excluded], ranked = -np.inf, ranked - 1
+        depth = search.scan.depth(ranked)
+        best = np.sort(np.argsort(-scores, kind="stable")[:depth])
+        scores = level.exactly(query, best, scores)
+        if excluded is not None:
+            scores[excluded] = -np.inf
+        return scores
+
+    return rank, scan.memory_bytes()
+
+
+def timed_queries(rank: Rank, queries: list[tuple[torch.Tensor, int | None]]) -> dict:
+    """p50, p95 and mean milliseconds of `rank` over `queries`, and each query's top 10."""
+    latencies, tops = [], []
+    for query, excluded in queries:
+        started = time.perf_counter()
+        scores = rank(query, excluded)
+        latencies.append((time.perf_counter() - started) * 1000)
+        tops.append(np.argsort(-scores, kind="stable")[:10].tolist())
+    return {
+        "p50_ms": float(np.percentile(latencies, 50)),
+        "p95_ms": float(np.percentile(latencies, 95)),
+        "mean_ms": statistics.mean(latencies),
+        "tops": tops,
+    }
+
+
 def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> dict:
     """One store at one factor, in this process (see the module docstring)."""
     torch.set_num_threads(2)
@@ -135,70 +241,13 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
     starts = np.concatenate([[0], np.cumsum(lengths.numpy())])
     before = rss()
     mapped = MappedRows.of_file(work / f"grown_{factor}.npy")  # (R, d) float16, as served
-    ones = torch.ones(len(lengths), dtype=torch.long)
-    every = np.arange(len(lengths))
-    Rank = Callable[[torch.Tensor, int | None], np.ndarray]  # (query, excluded) -> (D,) scores
-
-    def exactly(query: torch.Tensor, best: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        """`scores` with documents `best` scored exactly from the file, the rest below them."""
-        rows = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in best])
-        exact_rows = mapped[torch.from_numpy(rows)]  # float16, cast per block as served
-        sub = RaggedCollection(exact_rows, lengths[best], torch.ones(len(best), dtype=torch.long))
-        exact = maxsim_scores(sentence_best(query, sub)).numpy()
-        scores = np.minimum(scores, np.nextafter(exact.min(), -np.inf))
-        scores[best] = exact
-        return scores
-
-    rank: Rank
+    level = GrownLevel(mapped, lengths, starts)
     if store == "float32":
-        rows = torch.cat(
-            [mapped[r : r + BLOCK].float() for r in range(0, len(mapped), BLOCK)]
-        )  # (R, d) read in, as a version's Flat index holds it
-        collection = RaggedCollection(rows, lengths, ones)  # one paragraph per document
-        held = rows.element_size() * rows.numel()
-
-        def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
-            scores = maxsim_scores(sentence_best(query, collection)).numpy().astype(np.float64)
-            if excluded is not None:
-                scores[excluded] = -np.inf
-            return scores
-
+        rank, held = float32_ranking(level)
     elif store == "centroids":
-        started = time.perf_counter()
-        cells = CentroidCandidates(
-            fit_cells(mapped, starts, dimensions=search.scan_dimensions, seed=search.seed),
-            starts,
-        )
-        fit_seconds = time.perf_counter() - started
-        held = cells.memory_bytes()
-
-        def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
-            allowed = every if excluded is None else every[every != excluded]
-            best = searched(cells, query, allowed, search)
-            return exactly(query, best, np.full(len(lengths), -np.inf))
-
+        rank, held, fit_seconds = centroids_ranking(level, search)
     else:
-        basis = fit_basis(fit_sample(mapped, search.seed), search.scan_dimensions)
-        projected = torch.cat(
-            [project(mapped[r : r + BLOCK], basis) for r in range(0, len(mapped), BLOCK)]
-        )
-        group = search.scan_group or padding_group(lengths.numpy())
-        scan = compress(projected, lengths, basis, group)
-        del projected
-        held = scan.memory_bytes()
-
-        def rank(query: torch.Tensor, excluded: int | None) -> np.ndarray:
-            scores = maxsim_scores(approximate_best(query, scan)).numpy().astype(np.float64)
-            ranked = len(lengths)
-            if excluded is not None:
-                scores[excluded], ranked = -np.inf, ranked - 1
-            depth = search.rescore_depth(ranked)
-            best = np.sort(np.argsort(-scores, kind="stable")[:depth])
-            scores = exactly(query, best, scores)
-            if excluded is not None:
-                scores[excluded] = -np.inf
-            return scores
-
+        rank, held = compressed_ranking(level, search)
     loaded = rss()
     posted = [(query, None) for query in torch.load(work / "queries.pt")]
     by_id = [
@@ -206,20 +255,10 @@ def run_store(work: Path, factor: int, store: str, search: SearchSettings) -> di
         for d in np.load(work / "by_id.npy")
     ]
     rank(*posted[0])  # warm-up
-    out: dict = {}
-    for name, queries in (("posted", posted), ("by_id", by_id)):
-        latencies, tops = [], []
-        for query, excluded in queries:
-            started = time.perf_counter()
-            scores = rank(query, excluded)
-            latencies.append((time.perf_counter() - started) * 1000)
-            tops.append(np.argsort(-scores, kind="stable")[:10].tolist())
-        out[name] = {
-            "p50_ms": float(np.percentile(latencies, 50)),
-            "p95_ms": float(np.percentile(latencies, 95)),
-            "mean_ms": statistics.mean(latencies),
-            "tops": tops,
-        }
+    out = {
+        name: timed_queries(rank, queries)
+        for name, queries in (("posted", posted), ("by_id", by_id))
+    }
     return {
         **out,
         "held_bytes_per_sentence": held / len(mapped),
@@ -263,10 +302,10 @@ def main() -> None:
                 args.data_dir, args.queries, args.factors, args.noise, args.by_id, work
             ),
             "noise": args.noise,
-            "scan_dimensions": search.scan_dimensions,
-            "scan_rescore": search.scan_rescore,
-            "scan_rescore_share": search.scan_rescore_share,
-            "candidate_max_documents": search.candidate_max_documents,
+            "scan_dimensions": search.scan.dimensions,
+            "scan_rescore": search.scan.rescore,
+            "scan_rescore_share": search.scan.rescore_share,
+            "candidate_max_documents": search.candidates.max_documents,
             "factors": {},
         }
         for factor in args.factors:

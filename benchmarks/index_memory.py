@@ -69,7 +69,7 @@ def main() -> None:
     scans = {}
     if args.compressed:
         search = settings.search
-        shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+        shape = ScanShape(search.scan.dimensions, search.scan.group, search.seed)
         scans = {level: SentenceScan.of_index(index, shape, level) for level in COMPRESSED_SEARCHED}
     gc.collect()
     rss1, uss1 = memory()

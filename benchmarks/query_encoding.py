@@ -150,7 +150,8 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(values, 50)), "mean_ms": statistics.mean(values)}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line's options."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -158,7 +159,113 @@ def main() -> None:
     parser.add_argument("--queries", type=Path, default=AILA_QUERIES)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/query_encoding.json"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def batches_by_batching(
+    searcher: Searcher, texts: list[str], batchings: dict[str, float]
+) -> dict[str, list[Batches]]:
+    """Each batching's recorded batches per query, the encoder's `max_padding` set to each
+    batching's in turn (and left at the last)."""
+    encoder: Any = searcher.encoder
+    queries = {}
+    for name, max_padding in batchings.items():
+        encoder.max_padding = max_padding
+        queries[name] = recorded_batches(searcher, texts)
+    return queries
+
+
+def openvino_configs(threads: int) -> dict[str, dict[str, Any]]:
+    """The OpenVINO configurations compared, by name: the service's, its kernel cache at 256
+    entries and at OpenVINO's default, the latency hint, and f32 or bf16 for the operations
+    left unquantised."""
+    configs = {
+        name: {
+            "PERFORMANCE_HINT": "THROUGHPUT",
+            "NUM_STREAMS": 1,
+            "INFERENCE_NUM_THREADS": threads,
+            "CPU_RUNTIME_CACHE_CAPACITY": str(cache),
+        }
+        for name, cache in [
+            (SERVICE, SHAPE_CACHE_CAPACITY),
+            ("cache 256", 256),
+            ("cache 5000 (OpenVINO's default)", 5000),
+        ]
+    }
+    configs["latency hint"] = configs[SERVICE] | {"PERFORMANCE_HINT": "LATENCY"}
+    del configs["latency hint"]["NUM_STREAMS"]
+    configs["f32 for unquantised operations"] = configs[SERVICE] | {
+        "INFERENCE_PRECISION_HINT": "f32"
+    }
+    configs["bf16 for unquantised operations"] = configs[SERVICE] | {
+        "INFERENCE_PRECISION_HINT": "bf16"
+    }
+    return configs
+
+
+def alternated_times(
+    searcher: Searcher,
+    texts: list[str],
+    batchings: dict[str, float],
+    requests: dict[str, Any],
+    queries: dict[str, list[Batches]],
+    repeats: int,
+) -> dict[str, list[float]]:
+    """Milliseconds per query of the service's encoding and of each compiled configuration's
+    inference, under each batching: every shape prepared once first, then every measurement
+    alternated with every other, `repeats` times. Leaves `max_padding` at the last batching's."""
+    encoder: Any = searcher.encoder
+    for request in requests.values():  # warm: each shape prepared once
+        for batches in queries.values():
+            inference_ms(request, batches)
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    for _ in range(repeats):  # every measurement alternated with every other
+        for batching, max_padding in batchings.items():
+            encoder.max_padding = max_padding
+            times[f"service: encode_document, {batching}"] += service_ms(searcher, texts)
+            for name, request in requests.items():
+                times[f"inference: {name}, {batching}"] += inference_ms(request, queries[batching])
+    return times
+
+
+def token_figures(queries: dict[str, list[Batches]]) -> dict[str, Any]:
+    """Tokens per query (real, padded and the padding's share) and batches per query, under
+    each batching."""
+    padded = {b: [sum(x["attention_mask"].size for x in q) for q in queries[b]] for b in queries}
+    real = [sum(int(x["attention_mask"].sum()) for x in q) for q in queries["cut"]]
+    return {
+        "tokens_per_query": {
+            "real_mean": statistics.mean(real),
+            **{f"padded_mean_{b}": statistics.mean(padded[b]) for b in queries},
+            **{f"padding_share_{b}": 1 - sum(real) / sum(padded[b]) for b in queries},
+        },
+        **{f"batches_per_query_{b}": statistics.mean(len(q) for q in queries[b]) for b in queries},
+    }
+
+
+def product_rates(config: Any, cut: list[Batches], profiled: dict[str, float]) -> dict[str, Any]:
+    """The fully connected layers' share of the profiled time and their int8 GOP/s (on the
+    service's batches `cut`), and `torch._int_mm`'s GOP/s at their shapes and at 4,096 cubed."""
+    padded = [sum(x["attention_mask"].size for x in q) for q in cut]
+    fc_ms = sum(v for k, v in profiled.items() if k.startswith("FullyConnected"))
+    fc_ops = 2 * fully_connected_weights(config) * statistics.mean(padded)
+    hidden, inner = config.hidden_size, config.intermediate_size
+    tokens = int(np.percentile(padded, 50))
+    return {
+        "fully_connected": {
+            "share_of_profiled": fc_ms / sum(profiled.values()),
+            "int8_gops": fc_ops / (fc_ms / 1000) / 1e9,
+        },
+        "int_mm_gops": {
+            f"{tokens}x{hidden}x{inner}": int_mm_gops(tokens, hidden, inner),
+            f"{tokens}x{inner}x{hidden}": int_mm_gops(tokens, inner, hidden),
+            "4096x4096x4096": int_mm_gops(4096, 4096, 4096, repeats=3),
+        },
+    }
+
+
+def main() -> None:
+    args = parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -171,91 +278,33 @@ def main() -> None:
         encoder: Any = searcher.encoder
         cut_at = encoder.max_padding
         batchings = {"cut": cut_at, "whole": 1.0}  # the service's batches, then one a query
-        queries = {}
-        for name, max_padding in batchings.items():
-            encoder.max_padding = max_padding
-            queries[name] = recorded_batches(searcher, texts)
+        queries = batches_by_batching(searcher, texts, batchings)
         threads = torch.get_num_threads()
-        configs = {
-            name: {
-                "PERFORMANCE_HINT": "THROUGHPUT",
-                "NUM_STREAMS": 1,
-                "INFERENCE_NUM_THREADS": threads,
-                "CPU_RUNTIME_CACHE_CAPACITY": str(cache),
-            }
-            for name, cache in [
-                (SERVICE, SHAPE_CACHE_CAPACITY),
-                ("cache 256", 256),
-                ("cache 5000 (OpenVINO's default)", 5000),
-            ]
-        }
-        configs["latency hint"] = configs[SERVICE] | {"PERFORMANCE_HINT": "LATENCY"}
-        del configs["latency hint"]["NUM_STREAMS"]
-        configs["f32 for unquantised operations"] = configs[SERVICE] | {
-            "INFERENCE_PRECISION_HINT": "f32"
-        }
-        configs["bf16 for unquantised operations"] = configs[SERVICE] | {
-            "INFERENCE_PRECISION_HINT": "bf16"
-        }
+        configs = openvino_configs(threads)
         core = openvino.Core()
         model = core.read_model(encoder.backend.directory / "model.xml")
         requests = {
             name: core.compile_model(model, "CPU", config).create_infer_request()
             for name, config in configs.items()
         }
-        for request in requests.values():  # warm: each shape prepared once
-            for batches in queries.values():
-                inference_ms(request, batches)
-        times: dict[str, list[float]] = collections.defaultdict(list)
-        for _ in range(args.repeats):  # every measurement alternated with every other
-            for batching, max_padding in batchings.items():
-                encoder.max_padding = max_padding
-                times[f"service: encode_document, {batching}"] += service_ms(searcher, texts)
-                for name, request in requests.items():
-                    times[f"inference: {name}, {batching}"] += inference_ms(
-                        request, queries[batching]
-                    )
+        times = alternated_times(searcher, texts, batchings, requests, queries, args.repeats)
         encoder.max_padding = cut_at
         profiled = profile(
             core.compile_model(model, "CPU", configs[SERVICE] | {"PERF_COUNT": True}),
             queries["cut"],
         )
-        padded = {
-            b: [sum(x["attention_mask"].size for x in q) for q in queries[b]] for b in batchings
-        }
-        real = [sum(int(x["attention_mask"].sum()) for x in q) for q in queries["cut"]]
-        fc_ms = sum(v for k, v in profiled.items() if k.startswith("FullyConnected"))
-        fc_ops = 2 * fully_connected_weights(encoder.config) * statistics.mean(padded["cut"])
-        hidden, inner = encoder.config.hidden_size, encoder.config.intermediate_size
-        tokens = int(np.percentile(padded["cut"], 50))
         result = {
             "queries": len(texts),
             "threads": threads,
             "openvino": openvino.__version__,
             "max_padding": cut_at,
             "shape_cache_capacity": SHAPE_CACHE_CAPACITY,
-            "tokens_per_query": {
-                "real_mean": statistics.mean(real),
-                **{f"padded_mean_{b}": statistics.mean(padded[b]) for b in batchings},
-                **{f"padding_share_{b}": 1 - sum(real) / sum(padded[b]) for b in batchings},
-            },
-            **{
-                f"batches_per_query_{b}": statistics.mean(len(q) for q in queries[b])
-                for b in batchings
-            },
+            **token_figures(queries),
             "latency": {name: summary(values) for name, values in times.items()},
             "inference_share_of_service": statistics.mean(times[f"inference: {SERVICE}, cut"])
             / statistics.mean(times["service: encode_document, cut"]),
             "profile_ms_per_query": dict(list(profiled.items())[:12]),
-            "fully_connected": {
-                "share_of_profiled": fc_ms / sum(profiled.values()),
-                "int8_gops": fc_ops / (fc_ms / 1000) / 1e9,
-            },
-            "int_mm_gops": {
-                f"{tokens}x{hidden}x{inner}": int_mm_gops(tokens, hidden, inner),
-                f"{tokens}x{inner}x{hidden}": int_mm_gops(tokens, inner, hidden),
-                "4096x4096x4096": int_mm_gops(4096, 4096, 4096, repeats=3),
-            },
+            **product_rates(encoder.config, queries["cut"], profiled),
         }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,8 +20,8 @@ ratios and the top-10 overlap of its rankings with float32's.
 ratios against the same queries unfiltered (the filter's share of the collection reported).
 `--rankings FILE` saves each store's top-10 document ids per query set (JSON), for comparisons
 across runs (`benchmarks/served_growth.py` runs one store a process).
-`--scale-sentences N` adds the older synthetic run (random vectors, candidate mode):
-`benchmarks/growth.py` measures growth on real vectors.
+`--scale-sentences N` adds the older synthetic run (random vectors, candidate mode;
+`synthetic_scale.py`): `benchmarks/growth.py` measures growth on real vectors.
 """
 
 from __future__ import annotations
@@ -38,18 +38,14 @@ import numpy as np
 import torch
 from fastapi.testclient import TestClient
 from record import save
+from synthetic_scale import synthetic_scale  # benchmarks/synthetic_scale.py
 
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.indexer.store.vector_index import FaissIndex, choose_factory
-from docsim.models.pooling import segment_mean
-from docsim.models.scoring import RaggedCollection, sdr_scores
-from docsim.protocol.choices import ScoringMode
+from docsim.models.scoring import sdr_scores
 from docsim.search.filters import parse_filter
 from docsim.search.searcher import Searcher
-from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import SearchSettings
-from docsim.search.types import Query, SearchOptions
 
 logger = logging.getLogger("benchmarks.query_latency")
 AILA_QUERIES = (
@@ -123,100 +119,6 @@ def scoring_vs_matmul(searcher: Searcher, texts: list[str]) -> dict:
         "matmul_p50_ms": percentile(matmul_ms, 50),
         "ratio_p50": percentile(ratios, 50),
         "ratio_max": max(ratios),
-    }
-
-
-def synthetic_scale(n_sentences: int, dim: int, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    paragraph_lengths = rng.integers(1, 8, size=n_sentences // 3)
-    paragraph_lengths = paragraph_lengths[np.cumsum(paragraph_lengths) <= n_sentences]
-    n_sentences = int(paragraph_lengths.sum())
-    document_lengths = rng.integers(10, 60, size=len(paragraph_lengths))
-    document_lengths = document_lengths[np.cumsum(document_lengths) <= len(paragraph_lengths)]
-    document_lengths[-1] += len(paragraph_lengths) - int(document_lengths.sum())
-    vectors = rng.standard_normal((n_sentences, dim), dtype=np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    n_docs = len(document_lengths)
-    doc_vectors = rng.standard_normal((n_docs, dim), dtype=np.float32)
-    doc_vectors /= np.linalg.norm(doc_vectors, axis=1, keepdims=True)
-    sentence_ids = np.arange(n_sentences, dtype=np.int64)
-    started = time.perf_counter()
-    factory = choose_factory(n_sentences, 1_000_000, "IVF{nlist},Flat")
-    sentence_index = FaissIndex.build(vectors, sentence_ids, factory, nprobe=16)
-    segments = torch.repeat_interleave(
-        torch.arange(len(paragraph_lengths)), torch.from_numpy(paragraph_lengths)
-    )
-    paragraph_vectors = segment_mean(
-        torch.from_numpy(vectors), segments, len(paragraph_lengths)
-    ).numpy()
-    paragraph_factory = choose_factory(len(paragraph_vectors), 250_000, "IVF{nlist},Flat")
-    paragraph_index = FaissIndex.build(
-        paragraph_vectors,
-        np.arange(len(paragraph_vectors), dtype=np.int64),
-        paragraph_factory,
-        nprobe=16,
-    )
-    build_s = time.perf_counter() - started
-    doc_ids = np.arange(n_docs, dtype=np.int64)
-    paragraph_ids = np.arange(len(paragraph_lengths), dtype=np.int64)
-    doc_paragraph_start = np.concatenate([[0], np.cumsum(document_lengths)])  # (D + 1,)
-    sentence_start = np.concatenate([[0], np.cumsum(paragraph_lengths)])  # (J + 1,)
-    index = LoadedIndex(
-        version_id=0,
-        path=Path("."),
-        manifest={"chunk_tokens": 254},
-        indices={
-            "sentence": sentence_index,
-            "paragraph": paragraph_index,
-            "document": FaissIndex.build(doc_vectors, doc_ids),
-        },
-        vectors={"sentence": torch.from_numpy(vectors), "document": torch.from_numpy(doc_vectors)},
-        ids={"sentence": sentence_ids, "document": doc_ids, "paragraph": paragraph_ids},
-        collection=RaggedCollection(
-            torch.from_numpy(vectors),
-            torch.from_numpy(paragraph_lengths),
-            torch.from_numpy(document_lengths),
-        ),
-        doc_ids=doc_ids,
-        external_ids=[f"d{i}" for i in range(n_docs)],
-        titles=[""] * n_docs,
-        paragraph_ids=paragraph_ids,
-        doc_paragraph_start=doc_paragraph_start,
-        paragraph_sentence_start=sentence_start,
-        doc_unit_start={
-            "paragraph": doc_paragraph_start,
-            "sentence": sentence_start[doc_paragraph_start],
-        },
-    )
-    searcher = Searcher(index, encoder=None, splitter=None, engine=None, settings=SearchSettings())  # type: ignore[arg-type]
-    latencies = []
-    for q in range(20):
-        n = int(rng.integers(20, 80))
-        source = torch.from_numpy(vectors[rng.choice(n_sentences, n, replace=False)])
-        source = torch.nn.functional.normalize(
-            source + 0.3 * torch.randn(n, dim, generator=torch.Generator().manual_seed(q)), dim=-1
-        )
-        query = Query(
-            text="",
-            paragraphs=[(0, 0)] * n,
-            sentence_vectors=source,
-            paragraph_lengths=torch.ones(n, dtype=torch.long),
-            level_vectors={"document": source.mean(0, keepdim=True)},
-            level_spans={},
-        )
-        started = time.perf_counter()
-        searcher.similar(
-            query, SearchOptions(top_k=10, mode=ScoringMode.candidate, matches_per_result=0)
-        )
-        latencies.append((time.perf_counter() - started) * 1000)
-    return {
-        "sentences": n_sentences,
-        "documents": n_docs,
-        "sentence_factory": factory,
-        "index_build_s": round(build_s, 1),
-        "candidate_p50_ms": percentile(latencies, 50),
-        "candidate_p95_ms": percentile(latencies, 95),
-        "max_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
 
 

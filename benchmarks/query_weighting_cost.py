@@ -95,7 +95,7 @@ def main() -> None:
                     times[method.value][name].append(timed_ms(searcher, query, method))
             start = time.perf_counter()
             collection_rarity(
-                uniform.index, query.sentence_vectors, base.search.rprs_sentences, None
+                uniform.index, query.sentence_vectors, base.search.rprs.sentences, None
             )
             step.append((time.perf_counter() - start) * 1000)
     figures: dict = {

@@ -84,7 +84,8 @@ class Prober:
         return [r["ms"] for r in self.records if r["phase"] == phase and r["status"] == 200]
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line's options."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -98,7 +99,89 @@ def main() -> None:
         "--interval", type=float, default=2.0, help="Seconds between queries during the job."
     )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/reindex.json"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def query_until_finished(
+    client: httpx.Client,
+    prober: Prober,
+    job_id: int,
+    submitted: float,
+    poll: float,
+    interval: float,
+) -> list[dict]:
+    """Queries every `interval` seconds while job `job_id` runs, polling it every `poll`
+    seconds until it has succeeded, failed or been cancelled; returns the polls' progress
+    (`at`: seconds since `submitted`)."""
+    polls = []
+    last_poll = 0.0
+    while True:
+        prober.one("during")
+        time.sleep(interval)
+        if time.monotonic() - last_poll >= poll:
+            last_poll = time.monotonic()
+            job = client.get(f"/jobs/{job_id}").json()
+            polls.append(
+                {"at": time.time() - submitted, **job["progress"], "status": job["status"]}
+            )
+            logger.info(
+                "job %d %s: %s / %s %s, %s/s, ETA %s s",
+                job_id,
+                job["status"],
+                job["progress"]["done"],
+                job["progress"]["total"],
+                job["progress"]["unit"],
+                job["progress"]["rate"],
+                job["progress"]["eta_seconds"],
+            )
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                return polls
+
+
+def report(
+    prober: Prober,
+    finished: dict,
+    job_id: int,
+    before_version: int,
+    submitted: float,
+    polls: list[dict],
+) -> dict:
+    """The figures saved: the finished job, the versions before and after, the requests (all,
+    failed, and whether the versions they saw only moved forward), the latency of each phase
+    and the progress polls."""
+    versions = [r["version"] for r in prober.records if r["version"] is not None]
+    failed = [r for r in prober.records if r["status"] != 200]
+    result = {
+        "job": {
+            "job_id": job_id,
+            "status": finished["status"],
+            "error": finished["error"],
+            "index_version": finished["index_version"],
+            "created_at": finished["created_at"],
+            "started_at": finished["started_at"],
+            "finished_at": finished["finished_at"],
+            "wall_seconds": round(time.time() - submitted, 1),
+            "sentences": finished["progress"]["total"],
+        },
+        "versions": {"before": before_version, "after": finished["index_version"]},
+        "requests": len(prober.records),
+        "failed_requests": len(failed),
+        "versions_only_move_forward": all(
+            a <= b for a, b in zip(versions, versions[1:], strict=False)
+        ),
+        "latency": {
+            phase: summary(prober.latencies(phase)) for phase in ("before", "during", "after")
+        },
+        "progress_polls": polls,
+    }
+    result["latency"]["during_over_before_p50"] = round(
+        result["latency"]["during"]["p50_ms"] / result["latency"]["before"]["p50_ms"], 2
+    )
+    return result
+
+
+def main() -> None:
+    args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
@@ -122,29 +205,9 @@ def main() -> None:
                 "/jobs/reindex", json={"source": str(args.source.resolve())}
             ).json()["job_id"]
             submitted = time.time()
-            polls = []
-            last_poll = 0.0
-            while True:
-                prober.one("during")
-                time.sleep(args.interval)
-                if time.monotonic() - last_poll >= args.poll:
-                    last_poll = time.monotonic()
-                    job = client.get(f"/jobs/{job_id}").json()
-                    polls.append(
-                        {"at": time.time() - submitted, **job["progress"], "status": job["status"]}
-                    )
-                    logger.info(
-                        "job %d %s: %s / %s %s, %s/s, ETA %s s",
-                        job_id,
-                        job["status"],
-                        job["progress"]["done"],
-                        job["progress"]["total"],
-                        job["progress"]["unit"],
-                        job["progress"]["rate"],
-                        job["progress"]["eta_seconds"],
-                    )
-                    if job["status"] in ("succeeded", "failed", "cancelled"):
-                        break
+            polls = query_until_finished(
+                client, prober, job_id, submitted, args.poll, args.interval
+            )
             finished = client.get(f"/jobs/{job_id}").json()
             new_version = finished["index_version"]
             swap_deadline = time.monotonic() + 300
@@ -153,34 +216,7 @@ def main() -> None:
             for _ in range(args.baseline):
                 prober.one("after")
 
-    versions = [r["version"] for r in prober.records if r["version"] is not None]
-    failed = [r for r in prober.records if r["status"] != 200]
-    result = {
-        "job": {
-            "job_id": job_id,
-            "status": finished["status"],
-            "error": finished["error"],
-            "index_version": new_version,
-            "created_at": finished["created_at"],
-            "started_at": finished["started_at"],
-            "finished_at": finished["finished_at"],
-            "wall_seconds": round(time.time() - submitted, 1),
-            "sentences": finished["progress"]["total"],
-        },
-        "versions": {"before": before_version, "after": new_version},
-        "requests": len(prober.records),
-        "failed_requests": len(failed),
-        "versions_only_move_forward": all(
-            a <= b for a, b in zip(versions, versions[1:], strict=False)
-        ),
-        "latency": {
-            phase: summary(prober.latencies(phase)) for phase in ("before", "during", "after")
-        },
-        "progress_polls": polls,
-    }
-    result["latency"]["during_over_before_p50"] = round(
-        result["latency"]["during"]["p50_ms"] / result["latency"]["before"]["p50_ms"], 2
-    )
+    result = report(prober, finished, job_id, before_version, submitted, polls)
     print(json.dumps({k: v for k, v in result.items() if k != "progress_polls"}, indent=2))
     save(args.out, result)
 

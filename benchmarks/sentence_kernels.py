@@ -175,8 +175,8 @@ def maxsim_pass(
         sentences, document_lengths, torch.ones(len(document_lengths), dtype=torch.long)
     )
     sample = sentences[:: max(1, len(sentences) // 65536)]
-    basis = fit_basis(sample, search.scan_dimensions)
-    group = search.scan_group or padding_group(document_lengths.numpy())
+    basis = fit_basis(sample, search.scan.dimensions)
+    group = search.scan.group or padding_group(document_lengths.numpy())
     scan = compress(project(sentences, basis), document_lengths, basis, group)
     float32_ms, exact = timed(lambda q, ql: sentence_best(q, collection))
     scan_ms, approximate = timed(lambda q, ql: approximate_best(q, scan))

@@ -74,7 +74,7 @@ def main() -> None:
     exact = open_searcher(settings, engine)
     search = settings.search
     sharded = Searcher(exact.index, exact.encoder, exact.splitter, engine, search)
-    shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+    shape = ScanShape(search.scan.dimensions, search.scan.group, search.seed)
     started = time.perf_counter()
     shards = shards_of(exact.index, sharded.tiebreak, args.shards, shape)
     logger.info("%d shards compressed in %.1f s", args.shards, time.perf_counter() - started)

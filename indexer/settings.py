@@ -337,6 +337,15 @@ def collection_settings(base: AnySettings, row: CollectionRow) -> AnySettings:
     return with_groups(base, row.name, row.settings)
 
 
+def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` over it, a nested group's fields merged over the group's own."""
+    out = dict(base)
+    for key, value in changes.items():
+        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merged(out[key], value) if nested else value
+    return out
+
+
 def with_groups(base: AnySettings, name: str, groups: dict[str, dict[str, Any]]) -> AnySettings:
     """`base` for the collection `name`, with the fields of `groups` over its own. A group
     `base` does not hold (the search group, for the indexer's own commands) is left to the
@@ -346,5 +355,5 @@ def with_groups(base: AnySettings, name: str, groups: dict[str, dict[str, Any]])
         if group not in type(base).model_fields:
             continue
         current = getattr(base, group)
-        update_[group] = type(current).model_validate({**current.model_dump(), **fields})
+        update_[group] = type(current).model_validate(merged(current.model_dump(), fields))
     return base.model_copy(update=update_)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
 from docsim.search.explanations import Explanation, Side, explain_pair
 from docsim.search.filters import Filter, FilterColumns, parse_filter
+from docsim.search.scorer_settings import regrouped
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher, serve_on_shards
 from docsim.search.settings import QuerySettings, SearchSettings
@@ -49,6 +50,7 @@ __all__ = [
     "SearchOptions",
     "SearchResult",
     "SearchSettings",
+    "regrouped",
     "Searcher",
     "Side",
     "UnitHit",

@@ -22,7 +22,7 @@ from docsim.search.types import Query
 
 @register(Method.rprs)
 class ProportionalEvidence(Scorer):
-    """RPRS over the documents `docs`: each query sentence finds its `rprs_sentences` nearest
+    """RPRS over the documents `docs`: each query sentence finds its `rprs.sentences` nearest
     sentences among theirs (all of the collection's when `docs` is every document; a
     filter's or a fusion's candidates otherwise, the pool the paper re-ranks), exactly, from
     the stored sentence vectors."""
@@ -36,7 +36,7 @@ class ProportionalEvidence(Scorer):
         if not len(docs) or not len(query.sentence_vectors):
             return out
         sdr, settings = self.context.sdr, self.context.settings
-        n = settings.rprs_sentences
+        n = settings.rprs.sentences
         if 2 * len(docs) >= n_documents:  # most of the collection: one pass, the rest masked
             lengths = document_sentence_lengths(sdr.collection)  # (D,)
             allowed = torch.zeros(n_documents, dtype=torch.bool)
@@ -59,5 +59,5 @@ class ProportionalEvidence(Scorer):
         settings = self.context.settings
         weights = rarity_weights(nearest.cosines) if settings.query_weighting == "rarity" else None
         return proportional_scores(
-            nearest.positions, lengths, k1=settings.rprs_k1, b=settings.rprs_b, weights=weights
+            nearest.positions, lengths, k1=settings.rprs.k1, b=settings.rprs.b, weights=weights
         )

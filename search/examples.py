@@ -203,15 +203,15 @@ def scoring_mode(
 ) -> ScoringMode:
     """`options.mode`, with `auto` resolved by cost: exhaustive over a pool, or over a
     collection (or the documents a filter keeps) of `n_sentences` sentences, at most
-    `exhaustive_max_sentences`, whose products with the query's `query_sentences` are at most
-    `exhaustive_max_products`; else candidate."""
+    `exhaustive.max_sentences`, whose products with the query's `query_sentences` are at most
+    `exhaustive.max_products`; else candidate."""
     if options.mode is not ScoringMode.auto:
         return options.mode
     if options.candidates is not None:
         return ScoringMode.exhaustive
     if (
-        n_sentences <= settings.exhaustive_max_sentences
-        and n_sentences * query_sentences <= settings.exhaustive_max_products
+        n_sentences <= settings.exhaustive.max_sentences
+        and n_sentences * query_sentences <= settings.exhaustive.max_products
     ):
         return ScoringMode.exhaustive
     return ScoringMode.candidate

@@ -1,6 +1,6 @@
 """How much each query sentence counts in `sdr` and `maxsim` (`query_weighting`).
 
-`uniform`: the same. `rarity`: one minus the mean cosine of the sentence's `rprs_sentences`
+`uniform`: the same. `rarity`: one minus the mean cosine of the sentence's `rprs.sentences`
 nearest sentences among every other document of the collection (the sentence level's own
 search: exact on a Flat index and on shards, as close as its search on an IVF level or the
 compressed scan), scaled to mean 1 over the query (`models.proportional.rarity_weights`), as
@@ -29,7 +29,7 @@ KEPT_POSTED = 64  # posted queries' weights, by the identity of their sentence v
 
 def rarity_neighbours(settings: SearchSettings) -> int | None:
     """The nearest sentences a query sentence's rarity is taken from (None: `uniform`)."""
-    return settings.rprs_sentences if settings.query_weighting == "rarity" else None
+    return settings.rprs.sentences if settings.query_weighting == "rarity" else None
 
 
 class SentenceWeights:

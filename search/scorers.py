@@ -10,7 +10,7 @@ works everywhere (`docs/adding-a-method.md`, in the README's developer section).
 
 - `document`: cosine of the document vectors; `document-prf`: the same after dense
   pseudo-relevance feedback (Rocchio): the query vector moved toward the mean of its top
-  `prf_documents` documents' vectors.
+  `prf.documents` documents' vectors.
 - `maxsim`, `best-sentence`, `ot`: sentence-set matching without paragraphs
   (`search.sentence_sets`); `rprs`: proportional sentence evidence (`search.evidence`).
 - `bm25`: Okapi BM25 over the document texts (`search.lexical.bm25`); `bm25-reduced`: the
@@ -150,8 +150,8 @@ def scorers_for(context: ScoringContext) -> dict[Method, Scorer]:
 @register(Method.document, Method.document_prf)
 class DocumentCosine(Scorer):
     """Cosine of the document vectors; for `document-prf`, of the query's vector after
-    Rocchio feedback from its top `prf_documents` among `docs`, as RM3 does for BM25:
-    `w q + (1 - w) mean(top)`, renormalised, with `w` = `prf_query_weight`."""
+    Rocchio feedback from its top `prf.documents` among `docs`, as RM3 does for BM25:
+    `w q + (1 - w) mean(top)`, renormalised, with `w` = `prf.query_weight`."""
 
     def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
         document = self.context.level_vectors(query, "document")[0]  # (d,)
@@ -162,11 +162,11 @@ class DocumentCosine(Scorer):
         settings = self.context.settings
         if self.method is Method.document:
             return first
-        top = self.context.top(first, docs, settings.prf_documents)
+        top = self.context.top(first, docs, settings.prf.documents)
         if len(top) == 0:
             return first
         feedback = vectors[torch.from_numpy(top)].mean(dim=0)  # (d,)
-        weight = settings.prf_query_weight
+        weight = settings.prf.query_weight
         moved = F.normalize(weight * document + (1 - weight) * feedback, dim=0)  # (d,)
         return (vectors @ moved).numpy().astype(np.float64)
 
@@ -174,7 +174,7 @@ class DocumentCosine(Scorer):
 @register(Method.bm25, Method.bm25_reduced, Method.bm25_rm3)
 class Bm25(Scorer):
     """BM25 of the query's text, of its highest-IDF terms, or with RM3 feedback from its top
-    `rm3_documents` among `docs`. Each document's score is computed, whatever `docs`: the
+    `rm3.documents` among `docs`. Each document's score is computed, whatever `docs`: the
     scores are computed once a query (`scratch`), RM3's feedback taken from the `docs` of the
     first call (a fusion's first call gives every allowed document, to widen its pool)."""
 
@@ -188,30 +188,30 @@ class Bm25(Scorer):
 
     def _scores(self, query: Query, docs: Positions) -> Scores:
         bm25, settings = self.context.postings.documents(), self.context.settings
-        tokens, idf = kept_terms(bm25, query.bm25_text, settings.bm25_query_terms)
+        tokens, idf = kept_terms(bm25, query.bm25_text, settings.bm25.query_terms)
         if self.method is Method.bm25_reduced:
-            return bm25.weighted_scores(reduced_query(tokens, idf, settings.bm25_reduced_keep))
+            return bm25.weighted_scores(reduced_query(tokens, idf, settings.bm25.reduced_keep))
         first = kept_scores(bm25, tokens, idf)
         if self.method is Method.bm25:
             return first
-        top = self.context.top(first, docs, settings.rm3_documents)
+        top = self.context.top(first, docs, settings.rm3.documents)
         doc_ids = self.context.index.doc_ids
         feedback = [bm25.term_counts(int(doc_ids[d])) for d in top]
         expansion = rm3_expansion(
             tokens,
             feedback,
             first[top].tolist(),
-            terms=settings.rm3_terms,
-            query_weight=settings.rm3_query_weight,
+            terms=settings.rm3.terms,
+            query_weight=settings.rm3.query_weight,
         )
         # `rm3_weights`' scores, reading again only the expansion's postings
-        expanded: Scores = settings.rm3_query_weight * first + bm25.weighted_scores(expansion)
+        expanded: Scores = settings.rm3.query_weight * first + bm25.weighted_scores(expansion)
         return expanded
 
 
 @register(Method.bm25_paragraph)
 class ParagraphBm25(Scorer):
-    """The mean of each document's `bm25_paragraph_top` best paragraphs' BM25."""
+    """The mean of each document's `bm25.paragraph_top` best paragraphs' BM25."""
 
     widens_pool = True
 
@@ -219,12 +219,12 @@ class ParagraphBm25(Scorer):
         found = scratch.lexical.get(self.method)
         if found is None:
             paragraphs, doc_of = self.context.postings.paragraphs()
-            most = self.context.settings.bm25_query_terms
+            most = self.context.settings.bm25.query_terms
             found = scratch.lexical[self.method] = top_mean_per_group(
                 kept_scores(paragraphs, *kept_terms(paragraphs, query.bm25_text, most)),
                 doc_of,
                 self.context.index.n_documents,
-                self.context.settings.bm25_paragraph_top,
+                self.context.settings.bm25.paragraph_top,
             )
         return found
 

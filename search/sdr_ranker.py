@@ -133,7 +133,7 @@ class SdrRanker:
                 if w
             }
             scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates, allowed)
-            best = context.top(scores, pool, settings.rescore_depth(len(pool)))  # refined
+            best = context.top(scores, pool, settings.scan.depth(len(pool)))  # refined
             for m in components:
                 if m is not Method.sdr:
                     components[m] = self.scorers[m].refine(query, best, components[m], scratch)
@@ -158,7 +158,7 @@ class SdrRanker:
         generator = first_pass(settings, context.scan is not None, len(self.sentence_doc))
         if generator == "compressed" and context.scan is not None:
             return context.scan.candidates(
-                query.sentence_vectors, allowed, settings.candidate_max_documents
+                query.sentence_vectors, allowed, settings.candidates.max_documents
             )
         if generator == "centroids" and context.centroids is not None:
             return searched(context.centroids.get(), query.sentence_vectors, allowed, settings)
@@ -236,13 +236,13 @@ class SdrRanker:
 
 
 def first_pass(settings: SearchSettings, compressed: bool, n_sentences: int) -> str:
-    """The candidate generator candidate mode runs (`SearchSettings.candidate_generator`,
+    """The candidate generator candidate mode runs (`SearchSettings.candidates.generator`,
     with `auto` resolved): `compressed` where the compressed level is served (`compressed`)
-    and the collection holds at most `candidate_scan_max_sentences` sentences, else
+    and the collection holds at most `candidates.scan_max_sentences` sentences, else
     `centroids`; `compressed` asked for without that level falls back to `centroids`."""
-    generator = settings.candidate_generator
+    generator = settings.candidates.generator
     if generator == "auto":
-        small = n_sentences <= settings.candidate_scan_max_sentences
+        small = n_sentences <= settings.candidates.scan_max_sentences
         return "compressed" if compressed and small else "centroids"
     if generator == "compressed" and not compressed:
         return "centroids"

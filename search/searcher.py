@@ -285,14 +285,14 @@ def scoring_context(
         settings=settings,
         tiebreak=tiebreak,
         postings=postings
-        or Postings(index, engine, settings.bm25_stemmer, settings.verbatim.shingle_words),
+        or Postings(index, engine, settings.bm25.stemmer, settings.verbatim.shingle_words),
         sdr=sdr,
         level_vectors=level_vectors,
         scan=scan,
         centroids=centroids
         or LazyCentroids(
             index,
-            dimensions=settings.scan_dimensions,
+            dimensions=settings.scan.dimensions,
             seed=settings.seed,
             basis=scan.scan.basis if scan is not None else None,
         ),
@@ -311,10 +311,10 @@ def warm_defaults(context: ScoringContext, sdr_ranker: SdrRanker) -> None:
     if Method.bm25_shingles in methods:
         context.postings.shingles()
     # candidate mode's cells, where a default query may need them: in a collection above
-    # `exhaustive_max_sentences` (every query), or when the default computes SDR exactly
+    # `exhaustive.max_sentences` (every query), or when the default computes SDR exactly
     # (a long query); otherwise the first candidate query fits them
     n_sentences = len(context.index.ids["sentence"])
-    large = n_sentences > settings.exhaustive_max_sentences
+    large = n_sentences > settings.exhaustive.max_sentences
     default = settings.default_method
     exact_sdr = default in SDR_RANKED and sdr_ranker.scores_sdr(default)
     cells = first_pass(settings, context.scan is not None, n_sentences)

@@ -31,7 +31,7 @@ class SentenceSets(Scorer):
         docs = np.sort(docs)
         if not len(docs):
             return out
-        scan, rescored = self.context.scan, self.context.settings.rescore_depth(len(docs))
+        scan, rescored = self.context.scan, self.context.settings.scan.depth(len(docs))
         if scan is not None and self.method is not Method.ot and len(docs) > rescored:
             return self._two_passes(query, docs, scan, scratch)
         sdr = self.context.sdr
@@ -43,8 +43,8 @@ class SentenceSets(Scorer):
             found = ot_scores(
                 query.sentence_vectors,
                 collection,
-                reg=settings.ot_reg,
-                iterations=settings.ot_iterations,
+                reg=settings.ot.reg,
+                iterations=settings.ot.iterations,
             )
         else:
             best, best_docs = scratch.best_matches, scratch.best_docs
@@ -74,7 +74,7 @@ class SentenceSets(Scorer):
 
     def _rescored(self, estimates: Scores, docs: Positions) -> Positions:
         """The `rescore_depth` best of `docs` by `estimates` (ascending)."""
-        depth = self.context.settings.rescore_depth(len(docs))
+        depth = self.context.settings.scan.depth(len(docs))
         return np.sort(self.context.top(estimates, docs, depth))
 
     def refine(
@@ -121,7 +121,7 @@ class ShardedSentenceSets(SentenceSets):
         docs = np.sort(docs)
         if not len(docs):
             return np.full(n_documents, -np.inf)
-        depth = self.context.settings.rescore_depth(len(docs))
+        depth = self.context.settings.scan.depth(len(docs))
         if not shards.compressed or self.method is Method.ot or len(docs) <= depth:
             return self._on_shards(shards, query, docs)
         on_shards = query_on_shards(query, docs, n_documents, self._weights(query))
@@ -154,8 +154,8 @@ class ShardedSentenceSets(SentenceSets):
         return shards.sentence_scores(
             query_on_shards(query, docs, self.context.index.n_documents, self._weights(query)),
             self.method.value,
-            ot_reg=settings.ot_reg,
-            ot_iterations=settings.ot_iterations,
+            ot_reg=settings.ot.reg,
+            ot_iterations=settings.ot.iterations,
         )
 
 

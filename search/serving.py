@@ -72,13 +72,13 @@ def open_searcher(settings: QuerySettings, engine: Engine, *, sharded: bool = Fa
     if splitter.sha256 != index.manifest["splitter"]["params_sha256"]:
         logger.warning("The sentence splitter differs from the one the index was built with")
     search = settings.search
-    shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
-    # above `exhaustive_max_sentences` every default query takes its candidates from the
+    shape = ScanShape(search.scan.dimensions, search.scan.group, search.seed)
+    # above `exhaustive.max_sentences` every default query takes its candidates from the
     # cells or the compressed sentence level, not the paragraphs (unless the `neighbours`
     # generator is chosen): the other compressed levels wait for a search of their own
     n_sentences = len(index.ids["sentence"])
     deferred = (
-        n_sentences > search.exhaustive_max_sentences
+        n_sentences > search.exhaustive.max_sentences
         and first_pass(search, compressed, n_sentences) != "neighbours"
     )
     sentence_scan = SentenceScan.of_index(index, shape) if compressed else None
@@ -119,7 +119,7 @@ def shards_scan(settings: QuerySettings) -> ScanShape | None:
     search = settings.search
     store = search.sentence_store
     if store == "compressed" or (store == "auto" and not settings.shards.gpus):
-        return ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+        return ScanShape(search.scan.dimensions, search.scan.group, search.seed)
     return None
 
 

@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_valida
 
 from docsim.app.schemas.common import RequestModel, given, left_out
 from docsim.indexer.api import COLLECTION_NAME_PATTERN
-from docsim.search.api import SearchSettings
+from docsim.search.api import SearchSettings, regrouped
 
 KEY_RULE = (
     "visible ASCII characters (letters, digits, punctuation; spaces only between them), as "
@@ -85,8 +85,11 @@ class CollectionRequest(RequestModel):
         """The search settings named, each of its type as the rest of the body is read
         (strictly: `true` is no number, `"5"` or `5.0` no integer), as the OpenAPI description
         says; a name that is not a setting is left to the service, which names it (422)."""
+        if search is None:
+            return None
+        search = regrouped(search)  # the flat names of before issue 70, with a warning
         fields = SearchSettings.model_fields
-        known = {name: value for name, value in (search or {}).items() if name in fields}
+        known = {name: value for name, value in search.items() if name in fields}
         try:
             SearchSettings.model_validate_json(json.dumps(known), strict=True)
         except ValidationError as error:

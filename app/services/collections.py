@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import Engine
 
 from docsim.app.core.errors import InvalidSettingError
@@ -231,6 +231,19 @@ def _ignore(_state: ServiceState | None) -> None:
     """The publish hook of a collection other than `default`: nothing to mirror."""
 
 
+def unknown_search_names(model: type[BaseModel], search: dict[str, Any]) -> list[str]:
+    """The names of `search` that are no setting of `model`, a group's as `group.name`."""
+    unknown = []
+    for name, value in search.items():
+        field = model.model_fields.get(name)
+        group = field.annotation if field is not None else None
+        if field is None:
+            unknown.append(name)
+        elif isinstance(value, dict) and isinstance(group, type) and issubclass(group, BaseModel):
+            unknown += [f"{name}.{inner}" for inner in unknown_search_names(group, value)]
+    return sorted(unknown)
+
+
 def requested_groups(
     request: CollectionRequest, settings: ServiceSettings
 ) -> dict[str, dict[str, Any]]:
@@ -250,8 +263,7 @@ def requested_groups(
     if encoder:
         groups["encoder"] = encoder
     if request.search:
-        known = set(type(settings.search).model_fields)
-        unknown = sorted(set(request.search) - known)
+        unknown = unknown_search_names(type(settings.search), request.search)
         if unknown:
             raise InvalidSettingError(f"search: no search setting is named {', '.join(unknown)}")
         try:

@@ -3,13 +3,13 @@ cells (`models.centroids`), then the best of those by their sentences' residual 
 (`models.residuals`), fitted once per loaded version in the projection `models.scan` uses.
 
 The cells are fitted on the same fixed sample of runs of sentences as the compressed level's
-basis (`sentence_scan.fit_sample`), in its space (`scan_dimensions` leading directions), with
+basis (`sentence_scan.fit_sample`), in its space (`scan.dimensions` leading directions), with
 FAISS's k-means; every sentence is then assigned to its cell, and its offset from the cell's
 centre coded in 2 bits a dimension. A document change codes only the added documents'
 sentences and keeps the cells. A query reads no sentence vector: it costs the products of
 its sentences with the centroids, a pass over the probed cells' postings, and the decoding
-of the sentences of `candidate_refine` documents that lie in the cells probed
-`candidate_refine_probe` deep.
+of the sentences of `candidates.refine` documents that lie in the cells probed
+`candidates.refine_probe` deep.
 """
 
 from __future__ import annotations
@@ -192,11 +192,11 @@ def searched(
     return cells.candidates(
         query,
         allowed,
-        n_probe=probe_depth(len(query), settings.candidate_probe, settings.candidate_probe_cells),
-        wide=settings.candidate_refine,
-        refine_probe=settings.candidate_refine_probe,
-        most=settings.candidate_max_documents,
-        refine_products=settings.candidate_refine_products,
+        n_probe=probe_depth(len(query), settings.candidates.probe, settings.candidates.probe_cells),
+        wide=settings.candidates.refine,
+        refine_probe=settings.candidates.refine_probe,
+        most=settings.candidates.max_documents,
+        refine_products=settings.candidates.refine_products,
     )
 
 

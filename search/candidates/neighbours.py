@@ -21,7 +21,7 @@ def retrieve_candidates(
 ) -> np.ndarray:
     """Positions (ascending) of the documents holding the nearest sentences of each query
     sentence, the nearest paragraphs of each query paragraph, and the nearest documents, at
-    most `candidate_max_documents` of them (those whose best hit is strongest), within
+    most `candidates.max_documents` of them (those whose best hit is strongest), within
     `allowed` (searched within it when it leaves out more than the query's source).
     `sentence_doc` `(n,)` is the document position of each sentence row.
 
@@ -39,7 +39,7 @@ def retrieve_candidates(
 
     sentences = query.sentence_vectors  # (n, d)
     for hits in index.indices["sentence"].search(
-        sentences.numpy(), settings.candidate_sentence_k, within=within("sentence")
+        sentences.numpy(), settings.candidates.sentence_k, within=within("sentence")
     ):
         docs.append(sentence_doc[np.searchsorted(index.ids["sentence"], hits.ids)])
         scores.append(hits.scores)
@@ -47,14 +47,14 @@ def retrieve_candidates(
     segments = torch.repeat_interleave(torch.arange(n_paragraphs), query.paragraph_lengths)
     probes = segment_mean(sentences, segments, n_paragraphs)  # (I, d)
     for hits in index.indices["paragraph"].search(
-        probes.numpy(), settings.candidate_paragraph_k, within=within("paragraph")
+        probes.numpy(), settings.candidates.paragraph_k, within=within("paragraph")
     ):
         rows = np.searchsorted(index.ids["paragraph"], hits.ids)
         docs.append(np.searchsorted(index.doc_paragraph_start, rows, side="right") - 1)
         scores.append(hits.scores)
     centroid = F.normalize(sentences.mean(0, keepdim=True), dim=-1)  # (1, d)
     for hits in index.indices["document"].search(
-        centroid.numpy(), settings.candidate_document_k, within=within("document")
+        centroid.numpy(), settings.candidates.document_k, within=within("document")
     ):
         docs.append(np.searchsorted(index.doc_ids, hits.ids))
         scores.append(hits.scores)
@@ -66,6 +66,6 @@ def retrieve_candidates(
     mask[allowed] = True
     best[~mask] = -np.inf
     found = np.flatnonzero(np.isfinite(best))
-    if len(found) > settings.candidate_max_documents:
-        found = found[np.argsort(-best[found], kind="stable")[: settings.candidate_max_documents]]
+    if len(found) > settings.candidates.max_documents:
+        found = found[np.argsort(-best[found], kind="stable")[: settings.candidates.max_documents]]
     return np.sort(found)

@@ -12,6 +12,7 @@ from docsim.app.main import create_app
 from docsim.indexer.text.corpus import json_document
 from docsim.models.scoring import RaggedCollection, sdr_scores
 from docsim.protocol.choices import Granularity, Method, ScoringMode
+from docsim.search.scorer_settings import CandidateSettings
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
 from docsim.search.types import Query, SearchOptions
@@ -164,7 +165,7 @@ def test_no_active_index_is_503(tmp_path: Path) -> None:
 def test_candidate_mode_equals_exhaustive_when_it_sees_everything(app) -> None:
     base: Searcher = app.state.service.searcher
     everything = SearchSettings(
-        candidate_sentence_k=1000, candidate_document_k=1000, stats_sample_documents=1000
+        candidates=CandidateSettings(sentence_k=1000, document_k=1000), stats_sample_documents=1000
     )
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, everything)
     query: Query = searcher.query_from_index("databases-03")

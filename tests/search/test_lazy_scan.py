@@ -97,12 +97,12 @@ def test_a_change_keeps_an_unbuilt_level_unbuilt_and_changes_a_built_one(
     ("search", "deferred"),
     [
         (SearchSettings(sentence_store="compressed"), False),  # a small collection: built
-        (SearchSettings(sentence_store="compressed", exhaustive_max_sentences=10), True),
+        (SearchSettings(sentence_store="compressed", exhaustive={"max_sentences": 10}), True),
         (  # every query above the limit, but candidates from the paragraph neighbours
             SearchSettings(
                 sentence_store="compressed",
-                exhaustive_max_sentences=10,
-                candidate_generator="neighbours",
+                exhaustive={"max_sentences": 10},
+                candidates={"generator": "neighbours"},
             ),
             False,
         ),

@@ -23,8 +23,8 @@ from docsim.search.types import WHOLE_DOCUMENT_ONLY, SearchOptions
 from tests.models.test_proportional import rprs_reference
 from tests.search.test_search import query_of, stored_texts
 
-# the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
-STEMMER = stemmer_for(SearchSettings().bm25_stemmer)
+# the service's BM25 stems (DOCSIM_SEARCH__BM25__STEMMER); the references stem the same way
+STEMMER = stemmer_for(SearchSettings().bm25.stemmer)
 
 
 def with_config(searcher: Searcher, **values) -> Searcher:  # noqa: ANN003
@@ -157,7 +157,7 @@ def test_bm25_reduced_is_bm25s_on_the_highest_idf_half(searcher: Searcher) -> No
 
 
 def test_a_long_query_is_cut_to_its_strongest_terms(searcher: Searcher) -> None:
-    """Above `bm25_query_terms` distinct terms, BM25 scores only the query's occurrences of
+    """Above `bm25.query_terms` distinct terms, BM25 scores only the query's occurrences of
     the terms of the highest count times idf (found by hand here), as bm25s scores that
     query; RM3 then takes its feedback from it. A cap above the query's terms changes
     nothing."""
@@ -173,15 +173,15 @@ def test_a_long_query_is_cut_to_its_strongest_terms(searcher: Searcher) -> None:
     by_strength = sorted(df, key=lambda t: (-tokens.count(t) * idf[t], first[t]))
     cap = len(by_strength) // 3
     kept = set(by_strength[:cap])
-    capped = with_config(searcher, bm25_query_terms=cap)
+    capped = with_config(searcher, bm25={"query_terms": cap})
     found = all_scores(capped, query, Method.bm25)
     expected = bm25s_scores([texts[e] for e in external_ids], [t for t in tokens if t in kept])
     for e, score in zip(external_ids, expected, strict=True):
         if e in found:  # the query's own document is not ranked
             assert found[e] == pytest.approx(float(score), rel=1e-5, abs=1e-6), e
-    whole = all_scores(with_config(searcher, bm25_query_terms=100_000), query, Method.bm25_rm3)
+    whole = all_scores(with_config(searcher, bm25={"query_terms": 100_000}), query, Method.bm25_rm3)
     assert all_scores(capped, query, Method.bm25_rm3) != pytest.approx(whole)
-    roomy = with_config(searcher, bm25_query_terms=len(by_strength))
+    roomy = with_config(searcher, bm25={"query_terms": len(by_strength)})
     assert all_scores(roomy, query, Method.bm25_rm3) == whole
 
 
@@ -316,9 +316,9 @@ def test_a_fused_query_with_matches_off_returns_none(searcher: Searcher) -> None
 
 
 def test_stemming_is_turned_off_by_none_and_a_wrong_language_is_named() -> None:
-    assert SearchSettings(bm25_stemmer="none").bm25_stemmer is None
+    assert SearchSettings(bm25={"stemmer": "none"}).bm25.stemmer is None
     with pytest.raises(ValueError, match="no Snowball stemmer for 'klingon'"):
-        SearchSettings(bm25_stemmer="klingon")
+        SearchSettings(bm25={"stemmer": "klingon"})
 
 
 def test_every_method_has_a_scorer_or_an_sdr_ranking() -> None:
@@ -360,7 +360,7 @@ def test_document_prf_is_rocchio_on_the_document_vectors_by_hand(
     for external, score in expected.items():
         assert found[external] == pytest.approx(score, abs=1e-5), external
     # with the query's whole weight, the feedback changes nothing but the query's norm
-    alone = all_scores(with_config(searcher, prf_query_weight=1.0), query, Method.document_prf)
+    alone = all_scores(with_config(searcher, prf={"query_weight": 1.0}), query, Method.document_prf)
     cosines = all_scores(searcher, query, Method.document)
     norm = float(np.linalg.norm(own))
     assert alone == pytest.approx({e: s / norm for e, s in cosines.items()}, abs=1e-6)
@@ -382,8 +382,8 @@ def test_rprs_equals_its_definition_on_the_stored_sentences(
     rows = torch.cat([sentences[e] for e in pool]).float()  # (S', d)
     full = query.sentence_vectors.float() @ rows.T  # (k, S')
     ranked = torch.sort(full, dim=1, descending=True, stable=True)
-    nearest = ranked.indices[:, : settings.rprs_sentences].tolist()
-    rarity = [1 - sum(r) / len(r) for r in ranked.values[:, : settings.rprs_sentences].tolist()]
+    nearest = ranked.indices[:, : settings.rprs.sentences].tolist()
+    rarity = [1 - sum(r) / len(r) for r in ranked.values[:, : settings.rprs.sentences].tolist()]
     weights = [r * len(rarity) / sum(rarity) for r in rarity] if weighting == "rarity" else None
     lengths = [len(sentences[e]) for e in pool]
     if source is not None:  # the source's sentences are masked, not dropped: its length counts
@@ -393,7 +393,7 @@ def test_rprs_equals_its_definition_on_the_stored_sentences(
         nearest = [[s + len(sentences[source]) * (s >= start) for s in r] for r in nearest]
     want = dict(
         zip(searcher.index.external_ids, rprs_reference(
-            nearest, lengths, settings.rprs_k1, settings.rprs_b, weights), strict=True)
+            nearest, lengths, settings.rprs.k1, settings.rprs.b, weights), strict=True)
     )  # fmt: skip
     found = all_scores(searcher, query, Method.rprs)
     assert set(found) == set(pool)

@@ -28,9 +28,9 @@ KINDS = ["posted", "coffee-02"]
 
 
 def reference_weights(searcher: Searcher, query: Query, source: str | None) -> torch.Tensor:
-    """Each query sentence's one minus the mean cosine of its `rprs_sentences` nearest among
+    """Each query sentence's one minus the mean cosine of its `rprs.sentences` nearest among
     every other document's stored sentences, scaled to mean 1."""
-    m = searcher.settings.rprs_sentences
+    m = searcher.settings.rprs.sentences
     others = [v for e, v in document_sentences(searcher).items() if e != source]
     cosines = query.sentence_vectors.float() @ torch.cat(others).float().T  # (n, S')
     rarity = 1 - torch.topk(cosines, m, dim=1).values.double().mean(dim=1)  # (n,)
@@ -42,7 +42,7 @@ def reference_weights(searcher: Searcher, query: Query, source: str | None) -> t
 def test_weights_are_each_sentences_rarity_among_the_other_documents(
     searcher: Searcher, kind: str, nearest: int
 ) -> None:
-    weighted = with_config(searcher, query_weighting="rarity", rprs_sentences=nearest)
+    weighted = with_config(searcher, query_weighting="rarity", rprs={"sentences": nearest})
     query, source = query_of(weighted, kind)
     got = weighted.sentence_weights(query)
     assert got is not None

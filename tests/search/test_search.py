@@ -21,6 +21,7 @@ from docsim.search.candidates.centroids import CentroidCandidates, probe_depth, 
 from docsim.search.examples import scoring_mode
 from docsim.search.lexical.query_terms import rm3_weights
 from docsim.search.lexical.tokens import stemmer_for
+from docsim.search.scorer_settings import CandidateSettings, ExhaustiveSettings
 from docsim.search.sdr_ranker import first_pass
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
@@ -46,8 +47,8 @@ POSTED = {
     ],
 }
 
-# the service's BM25 stems (DOCSIM_SEARCH__BM25_STEMMER); the references stem the same way
-STEMMER = stemmer_for(SearchSettings().bm25_stemmer)
+# the service's BM25 stems (DOCSIM_SEARCH__BM25__STEMMER); the references stem the same way
+STEMMER = stemmer_for(SearchSettings().bm25.stemmer)
 
 
 def test_ranges_equals_concatenated_aranges() -> None:
@@ -111,7 +112,7 @@ def query_of(searcher: Searcher, kind: str) -> tuple[Query, str | None]:
 def whole_queries(searcher: Searcher) -> Searcher:
     """`searcher` with a BM25 term cap above any query here: a whole query is scored (the
     cap itself: `test_methods.test_a_long_query_is_cut_to_its_strongest_terms`)."""
-    settings = searcher.settings.model_copy(update={"bm25_query_terms": 10**6})
+    settings = searcher.settings.replaced(bm25={"query_terms": 100_000})  # every term
     return Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings)
 
 
@@ -170,14 +171,14 @@ def test_bm25_rm3_equals_rm3_over_bm25s(searcher: Searcher, kind: str) -> None:
     first = retriever.get_scores([t for t in tokens if t in retriever.vocab_dict])  # (N,)
     settings = searcher.settings
     allowed = [i for i, e in enumerate(external_ids) if e != source]
-    top = sorted(allowed, key=lambda i: -first[i])[: settings.rm3_documents]
+    top = sorted(allowed, key=lambda i: -first[i])[: settings.rm3.documents]
     assert len({float(first[i]) for i in top}) == len(top)  # a top set without ties
     weights = rm3_weights(
         tokens,
         [Counter(corpus_tokens[i]) for i in top],
         [float(first[i]) for i in top],
-        terms=settings.rm3_terms,
-        query_weight=settings.rm3_query_weight,
+        terms=settings.rm3.terms,
+        query_weight=settings.rm3.query_weight,
     )
     expected = np.zeros(len(corpus))
     for token, weight in weights.items():
@@ -344,11 +345,9 @@ def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
     """Every document as the query: candidate mode scores at most 10 documents of 47, and its
     top 10 still holds a share of exhaustive mode's top 10."""
     small = SearchSettings(
-        candidate_generator=generator,
-        candidate_sentence_k=2,
-        candidate_paragraph_k=2,
-        candidate_document_k=2,
-        candidate_max_documents=10,
+        candidates=CandidateSettings(
+            generator=generator, sentence_k=2, paragraph_k=2, document_k=2, max_documents=10
+        ),
         stats_sample_documents=16,
     )
     candidate_searcher = Searcher(
@@ -402,8 +401,8 @@ def test_warm_builds_the_postings_the_default_methods_read(
 
 def test_auto_mode_weighs_the_query_against_the_collection() -> None:
     """`auto` scores exhaustively while the query's sentence products with the collection's
-    stay within budget, and in a collection of at most `exhaustive_max_sentences`."""
-    budget = SearchSettings(exhaustive_max_sentences=1_000, exhaustive_max_products=10_000)
+    stay within budget, and in a collection of at most `exhaustive.max_sentences`."""
+    budget = SearchSettings(exhaustive=ExhaustiveSettings(max_sentences=1_000, max_products=10_000))
     auto = SearchOptions()
     assert scoring_mode(auto, 1_000, budget, 10) is ScoringMode.exhaustive
     assert scoring_mode(auto, 1_000, budget, 11) is ScoringMode.candidate
@@ -419,8 +418,11 @@ def test_auto_mode_weighs_the_query_against_the_collection() -> None:
 
 def test_a_long_query_retrieves_candidates_through_the_cells(searcher: Searcher) -> None:
     """With a budget below a query's products, `auto` ranks `sdr` by candidate mode: the cells
-    are fitted on that first query, and the ranking scores at most `candidate_max_documents`."""
-    budget = SearchSettings(exhaustive_max_products=1, candidate_max_documents=12)
+    are fitted on that first query, and the ranking scores at most `candidates.max_documents`."""
+    budget = SearchSettings(
+        exhaustive=ExhaustiveSettings(max_products=1),
+        candidates=CandidateSettings(max_documents=12),
+    )
     ranker = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine, budget)
     assert ranker.context.centroids is not None and not ranker.context.centroids.fitted
     query = ranker.query_from_index(searcher.index.external_ids[0])
@@ -462,8 +464,13 @@ def test_centroid_candidates_are_the_best_by_residual_codes_of_the_best_by_cells
     [
         (SearchSettings(), False),  # the default fusion never needs candidates here
         (SearchSettings(default_method=Method.sdr), True),  # a long query would
-        (SearchSettings(exhaustive_max_sentences=10), True),  # every query does
-        (SearchSettings(default_method=Method.sdr, candidate_generator="neighbours"), False),
+        (SearchSettings(exhaustive=ExhaustiveSettings(max_sentences=10)), True),  # every query does
+        (
+            SearchSettings(
+                default_method=Method.sdr, candidates=CandidateSettings(generator="neighbours")
+            ),
+            False,
+        ),
     ],
 )
 def test_warming_fits_the_cells_where_a_default_query_may_need_them(
@@ -478,8 +485,8 @@ def test_warming_fits_the_cells_where_a_default_query_may_need_them(
 
 
 def test_a_long_query_probes_within_its_budget_of_cells(searcher: Searcher) -> None:
-    """Each sentence probes `candidate_probe` cells while the query's sentences times that
-    fit `candidate_probe_cells`, fewer (one at least) beyond; the candidates are those of
+    """Each sentence probes `candidates.probe` cells while the query's sentences times that
+    fit `candidates.probe_cells`, fewer (one at least) beyond; the candidates are those of
     that depth."""
     assert probe_depth(10, 32, 1024) == 32
     assert probe_depth(117, 32, 1024) == 8
@@ -488,27 +495,31 @@ def test_a_long_query_probes_within_its_budget_of_cells(searcher: Searcher) -> N
     cells = CentroidCandidates.of_index(searcher.index, dimensions=16, seed=0)
     query = searcher.query_from_index(searcher.index.external_ids[0]).sentence_vectors
     allowed = np.arange(1, searcher.index.n_documents)
-    tight = SearchSettings(candidate_probe_cells=len(query) * 2, candidate_max_documents=10)
+    tight = SearchSettings(
+        candidates=CandidateSettings(probe_cells=len(query) * 2, max_documents=10)
+    )
     expected = cells.candidates(
         query,
         allowed,
         n_probe=2,
-        wide=tight.candidate_refine,
-        refine_probe=tight.candidate_refine_probe,
+        wide=tight.candidates.refine,
+        refine_probe=tight.candidates.refine_probe,
         most=10,
-        refine_products=tight.candidate_refine_products,
+        refine_products=tight.candidates.refine_products,
     )
     assert np.array_equal(searched(cells, query, allowed, tight), expected)
 
 
 def test_the_first_pass_of_candidate_mode() -> None:
-    auto = SearchSettings(candidate_scan_max_sentences=100)
+    auto = SearchSettings(candidates=CandidateSettings(scan_max_sentences=100))
     assert first_pass(auto, True, 100) == "compressed"
     assert first_pass(auto, True, 101) == "centroids"
     assert first_pass(auto, False, 100) == "centroids"
-    assert first_pass(SearchSettings(candidate_generator="compressed"), False, 1) == "centroids"
+    assert (
+        first_pass(SearchSettings(candidates={"generator": "compressed"}), False, 1) == "centroids"
+    )
     for generator in ("centroids", "neighbours"):
-        assert first_pass(SearchSettings(candidate_generator=generator), True, 1) == generator
+        assert first_pass(SearchSettings(candidates={"generator": generator}), True, 1) == generator
 
 
 def test_many_clients_at_once_fit_the_cells_once_and_rank_alike(
@@ -531,7 +542,7 @@ def test_many_clients_at_once_fit_the_cells_once_and_rank_alike(
         searcher.encoder,
         searcher.splitter,
         searcher.engine,
-        SearchSettings(candidate_generator="centroids", candidate_max_documents=12),
+        SearchSettings(candidates=CandidateSettings(generator="centroids", max_documents=12)),
     )
     query = fresh.query_from_index(searcher.index.external_ids[3])
     options = SearchOptions(top_k=5, method=Method.sdr, mode=ScoringMode.candidate)

@@ -38,7 +38,7 @@ def settings_of(data_dir: Path, postgres, store: str) -> QuerySettings:  # noqa:
     return QuerySettings(
         data_dir=data_dir,
         db=database,
-        search=SearchSettings(sentence_store=store, scan_rescore=RESCORED, scan_dimensions=16),
+        search=SearchSettings(sentence_store=store, scan={"rescore": RESCORED, "dimensions": 16}),
     )
 
 
@@ -98,12 +98,12 @@ def test_rescored_documents_score_as_float32_does(
 def test_a_share_of_the_ranked_documents_is_rescored(
     both: tuple[Searcher, Searcher],
 ) -> None:
-    """`scan_rescore_share` of the 47 ranked documents (the query's own is not ranked) are
-    rescored where that exceeds `scan_rescore`: their scores are float32's, and the next
+    """`scan.rescore_share` of the 47 ranked documents (the query's own is not ranked) are
+    rescored where that exceeds `scan.rescore`: their scores are float32's, and the next
     document's is not."""
     exact, compressed = both
-    settings = compressed.settings.model_copy(update={"scan_rescore": 2, "scan_rescore_share": 0.5})
-    assert settings.rescore_depth(47) == 24 and settings.rescore_depth(3) == 2
+    settings = compressed.settings.replaced(scan={"rescore": 2, "rescore_share": 0.5})
+    assert settings.scan.depth(47) == 24 and settings.scan.depth(3) == 2
     shared = compressed.index.indices["sentence"]
     assert isinstance(shared, SentenceScan)
     wider = Searcher(
@@ -264,7 +264,7 @@ def test_candidate_mode_takes_its_first_pass_from_the_compressed_level(
     expected = np.sort(allowed[np.argsort(-approximate[allowed], kind="stable")[:7]])
     assert np.array_equal(scan.candidates(query.sentence_vectors, allowed, 7), expected)
     assert np.array_equal(scan.candidates(query.sentence_vectors, allowed[:5], 7), allowed[:5])
-    settings = replace_settings(compressed, candidate_max_documents=7)
+    settings = replace_settings(compressed, candidates={"max_documents": 7})
     found = settings.similar(query, SearchOptions(method=Method.sdr, mode=ScoringMode.candidate))
     assert found.mode == "candidate" and found.scored_documents == 7
     assert {settings.position(h.document_id) for h in found.results} <= set(expected)
@@ -280,7 +280,10 @@ def test_a_candidate_fusion_reads_its_candidates_rows_and_bm25_once(
     whole pass."""
     _, compressed = both
     searcher = replace_settings(  # BM25's whole query: one pass of bm25s' arithmetic
-        compressed, candidate_max_documents=7, scan_rescore=2, bm25_query_terms=10**6
+        compressed,
+        candidates={"max_documents": 7},
+        scan={"rescore": 2},
+        bm25={"query_terms": 100_000},
     )
     query = searcher.query_from_index(searcher.index.external_ids[3])
     options = SearchOptions(top_k=20, mode=ScoringMode.candidate, matches_per_result=0)
@@ -308,6 +311,6 @@ def replace_settings(searcher: Searcher, **changes: object) -> Searcher:
         searcher.encoder,
         searcher.splitter,
         searcher.engine,
-        searcher.settings.model_copy(update=changes),
+        searcher.settings.replaced(**changes),
         scan=searcher.context.scan,
     )

@@ -118,7 +118,7 @@ def test_the_sentence_store_is_compressed_where_its_scores_run() -> None:
     for store in ("auto", "compressed", "float32"):
         assert not sentences_compressed(settings(store), sharded=True)
     search = SearchSettings()
-    shape = ScanShape(search.scan_dimensions, search.scan_group, search.seed)
+    shape = ScanShape(search.scan.dimensions, search.scan.group, search.seed)
     assert shards_scan(settings("auto")) == shape
     assert shards_scan(settings("auto", gpus=1)) is None
     assert shards_scan(settings("compressed", gpus=1)) == shape

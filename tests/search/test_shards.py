@@ -127,8 +127,8 @@ def test_sentence_methods_on_shards_equal_in_process(
         shard_query(searcher, query, "s", pool),
         method.value,
         48,
-        ot_reg=config.ot_reg,
-        ot_iterations=config.ot_iterations,
+        ot_reg=config.ot.reg,
+        ot_iterations=config.ot.iterations,
     )
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
     assert np.array_equal(np.isfinite(got), np.isfinite(expected))
@@ -166,8 +166,7 @@ COMPRESSED = ScanShape(dimensions=16, group=0, seed=0)  # half the tiny encoder'
 def compressed_pair(searcher: Searcher, rescored: int) -> tuple[Searcher, Searcher]:
     """A searcher in one process and one on three compressed shards (in this process), both
     rescoring `rescored` documents exactly after the compressed pass."""
-    update = {"scan_rescore": rescored, "scan_rescore_share": 0.0}
-    settings = searcher.settings.model_copy(update=update)
+    settings = searcher.settings.replaced(scan={"rescore": rescored, "rescore_share": 0.0})
     parts = (searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings)
     one, sharded = Searcher(*parts), Searcher(*parts)
     shards = shards_of(searcher.index, sharded.tiebreak, 3, COMPRESSED)
@@ -222,7 +221,7 @@ def test_a_fusion_refines_its_best_exactly_on_compressed_shards(searcher: Search
     """On compressed shards `refine` asks them for exact scores of the documents given, and
     the default fusion's top 3 agree with float32's over every document as the query
     (4 documents rescored per shard and refined: measured 0.924; bound 0.85)."""
-    settings = searcher.settings.model_copy(update={"scan_rescore": 4, "scan_rescore_share": 0.0})
+    settings = searcher.settings.replaced(scan={"rescore": 4, "rescore_share": 0.0})
     parts = (searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings)
     exact, sharded = Searcher(*parts), Searcher(*parts)
     shards = shards_of(searcher.index, sharded.tiebreak, 3, COMPRESSED)
