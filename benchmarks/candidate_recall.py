@@ -28,7 +28,7 @@ from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
-from docsim.models.alignment import maxsim_scores
+from docsim.models.kernels.alignment import maxsim_scores
 from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.candidates.centroids import CentroidCandidates, searched
 from docsim.search.candidates.neighbours import retrieve_candidates

@@ -8,7 +8,7 @@ over the same sentences in the same run (issue 68: indexing must pay on AVX2-onl
 
 Under these caps torch's and OpenVINO's oneDNN, torch's own kernels and MKL's matrix products
 (the bare pass's) run AVX2 code only, and docsim follows (no bf16 anywhere, no int8 export:
-`models.precision`): the closest emulation of an AVX2-only CPU on an AVX-512 one. A few of
+`models.inference.precision`): the closest emulation of an AVX2-only CPU on an AVX-512 one. A few of
 OpenVINO's own kernels outside oneDNN are not capped; the record says which CPU flags the
 machine has and the caps in force.
 
@@ -43,10 +43,15 @@ from device_build import bare_forward, split_corpus
 from record import save
 
 from docsim.indexer.text.chunking import add_chunks
-from docsim.models.loading import load_encoder
-from docsim.models.openvino_export import export_openvino
-from docsim.models.precision import bf16_supported, cpu_flags, int8_native, openvino_precision
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.loading import load_encoder
+from docsim.models.encoders.transformer import TransformerEncoder
+from docsim.models.inference.openvino_export import export_openvino
+from docsim.models.inference.precision import (
+    bf16_supported,
+    cpu_flags,
+    int8_native,
+    openvino_precision,
+)
 
 logger = logging.getLogger("benchmarks.cpu_build")
 CAPS = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")

@@ -36,9 +36,9 @@ from docsim.indexer.builder.split_workers import default_workers, split_all
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import Skipped, read_corpus
 from docsim.indexer.text.sentences import load_splitter
-from docsim.models.loading import load_encoder
-from docsim.models.precision import autocast
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.loading import load_encoder
+from docsim.models.encoders.transformer import TransformerEncoder
+from docsim.models.inference.precision import autocast
 
 logger = logging.getLogger("benchmarks.device_build")
 

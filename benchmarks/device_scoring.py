@@ -35,8 +35,8 @@ from growth import query_texts  # benchmarks/growth.py: scripts run as `python b
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
-from docsim.models.alignment import maxsim_scores, sentence_best
-from docsim.models.scoring import RaggedCollection, sdr_scores
+from docsim.models.kernels.alignment import maxsim_scores, sentence_best
+from docsim.models.kernels.scoring import RaggedCollection, sdr_scores
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
 

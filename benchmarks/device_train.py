@@ -45,7 +45,7 @@ def prep(corpus: Path, out: Path, base_out: Path | None) -> None:
     from docsim.indexer.settings import get_settings
     from docsim.indexer.text.sentences import load_splitter
     from docsim.indexer.train import training_documents
-    from docsim.models.backbone import base_directory
+    from docsim.models.encoders.backbone import base_directory
 
     splitter = load_splitter(get_settings().punkt_params)
     docs = training_documents(corpus, CorpusFormat.auto, splitter, None)
@@ -72,9 +72,9 @@ def restore(base16: Path, out: Path) -> None:
 
 def train(args: argparse.Namespace) -> None:
     from docsim.indexer.train import run_training
-    from docsim.models.precision import resolve_device
-    from docsim.models.training import TrainConfig
-    from docsim.models.training_data import TrainingDocument
+    from docsim.models.inference.precision import resolve_device
+    from docsim.models.training.data import TrainingDocument
+    from docsim.models.training.loop import TrainConfig
 
     with lzma.open(args.docs, "rt") as f:
         docs = [TrainingDocument(d["doc_id"], d["sections"]) for d in json.load(f)]
@@ -213,7 +213,7 @@ def main() -> None:
     elif args.step == "pack":
         pack(args.trained, args.base, args.out, args.name)
     else:
-        from docsim.models.backbone import base_directory
+        from docsim.models.encoders.backbone import base_directory
 
         unpack(args.packed, args.name, base_directory(args.base), args.out)
 

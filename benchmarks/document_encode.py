@@ -43,12 +43,12 @@ from docsim.indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
 from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
-from docsim.models import colde
-from docsim.models.encoder import DocumentInput, DocumentVectors
-from docsim.models.loading import load_encoder, resolve_encoder_path
-from docsim.models.openvino_export import export_openvino
-from docsim.models.precision import autocast
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders import colde
+from docsim.models.encoders.encoder import DocumentInput, DocumentVectors
+from docsim.models.encoders.loading import load_encoder, resolve_encoder_path
+from docsim.models.encoders.transformer import TransformerEncoder
+from docsim.models.inference.openvino_export import export_openvino
+from docsim.models.inference.precision import autocast
 
 logger = logging.getLogger("benchmarks.document_encode")
 AILA = Path(__file__).resolve().parents[2] / "shared" / "data" / "aila2019" / "casedocs"

@@ -49,9 +49,9 @@ from docsim.indexer.text.corpus import SAMPLE_CORPUS, Skipped, read_corpus
 from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
-from docsim.models.loading import load_encoder, resolve_encoder_path
-from docsim.models.openvino_export import LastHiddenState, export_openvino
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.loading import load_encoder, resolve_encoder_path
+from docsim.models.encoders.transformer import TransformerEncoder
+from docsim.models.inference.openvino_export import LastHiddenState, export_openvino
 
 if TYPE_CHECKING:  # annotations only: `main` imports it when the benchmark runs
     from sentence_transformers import SentenceTransformer

@@ -49,7 +49,7 @@ from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS, Document, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter, load_splitter
 from docsim.indexer.text.split import split_document
-from docsim.models.encoder import DocumentVectors, Encoder
+from docsim.models.encoders.encoder import DocumentVectors, Encoder
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
 

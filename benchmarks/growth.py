@@ -50,9 +50,9 @@ from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
-from docsim.models.alignment import maxsim_scores, sentence_best
-from docsim.models.scan import approximate_best, compress, fit_basis, project
-from docsim.models.scoring import RaggedCollection
+from docsim.models.kernels.alignment import maxsim_scores, sentence_best
+from docsim.models.kernels.scan import approximate_best, compress, fit_basis, project
+from docsim.models.kernels.scoring import RaggedCollection
 from docsim.search.candidates.centroids import CentroidCandidates, fit_cells, searched
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import fit_sample, padding_group

@@ -48,7 +48,7 @@ from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.documents import SourceDocument
-from docsim.models.inference import SHAPE_CACHE_CAPACITY
+from docsim.models.inference.backends import SHAPE_CACHE_CAPACITY
 from docsim.search.searcher import Searcher
 
 logger = logging.getLogger("benchmarks.query_encoding")

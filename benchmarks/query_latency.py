@@ -42,7 +42,7 @@ from synthetic_scale import synthetic_scale  # benchmarks/synthetic_scale.py
 
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
-from docsim.models.scoring import sdr_scores
+from docsim.models.kernels.scoring import sdr_scores
 from docsim.search.filters import parse_filter
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings

@@ -3,7 +3,7 @@
     python benchmarks/sentence_kernels.py --data-dir DIR [--queries 8] [--threads 2]
         [--out benchmarks/results/sentence_kernels.json]
 
-The pass is stage one of SDR (`models.scoring.paragraph_similarity`): every query sentence
+The pass is stage one of SDR (`models.kernels.scoring.paragraph_similarity`): every query sentence
 against every collection sentence, the best per collection paragraph, averaged per query
 paragraph. It reads each stored sentence once, so its floor is the bytes of the level divided by
 the memory bandwidth. This measures, on the version's real sentence vectors:
@@ -41,9 +41,9 @@ from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
-from docsim.models.alignment import sentence_best
-from docsim.models.scan import approximate_best, compress, fit_basis, project
-from docsim.models.scoring import RaggedCollection, averaging_matrix, paragraph_similarity
+from docsim.models.kernels.alignment import sentence_best
+from docsim.models.kernels.scan import approximate_best, compress, fit_basis, project
+from docsim.models.kernels.scoring import RaggedCollection, averaging_matrix, paragraph_similarity
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.sentence_scan import padding_group
 from docsim.search.settings import QuerySettings, SearchSettings
@@ -168,7 +168,7 @@ def maxsim_pass(
 ) -> dict:
     """The default method's sentence pass (each query sentence's best match in each
     document): float32 `sentence_best` (before issue 28) against the compressed level's
-    `approximate_best` (`models.scan`, with the service's default settings), each against
+    `approximate_best` (`models.kernels.scan`, with the service's default settings), each against
     its read floor; the compressed pass's mean and largest absolute error in `B`."""
     search = SearchSettings()
     collection = RaggedCollection(

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from docsim.indexer.store.vector_index import FaissIndex, choose_factory
-from docsim.models.pooling import segment_mean
-from docsim.models.scoring import RaggedCollection
+from docsim.models.encoders.pooling import segment_mean
+from docsim.models.kernels.scoring import RaggedCollection
 from docsim.protocol.choices import ScoringMode
 from docsim.search.searcher import Searcher
 from docsim.search.served.loaded_index import LoadedIndex

@@ -41,7 +41,7 @@ from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.documents import SourceDocument
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
-from docsim.models.encoder import Encoder
+from docsim.models.encoders.encoder import Encoder
 from docsim.search.settings import QuerySettings
 
 logger = logging.getLogger("benchmarks.unpunctuated_cost")

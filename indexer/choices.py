@@ -24,7 +24,7 @@ class EngineName(str, Enum):
 
 class BackendChoice(str, Enum):
     """What runs the encoder (`indexer.builder.backend`; the values are
-    `models.inference`'s backend names)."""
+    `models.inference.backends`'s backend names)."""
 
     auto = "auto"
     torch = "torch"

@@ -20,7 +20,7 @@ from docsim.indexer.store.stored_rows import RowFormat
 
 if TYPE_CHECKING:  # the encoders are imported when one is loaded
     from docsim.indexer.store.collections import CollectionRow
-    from docsim.models.encoder import Encoder
+    from docsim.models.encoders.encoder import Encoder
 
 
 class DatabaseSettings(BaseModel):
@@ -303,8 +303,8 @@ def load_configured_encoder(
     `chunk_vectors` (default: the configured one) when not `encode`. `shared`: one loaded
     copy per process for every caller that asks for the same (`load_shared_encoder`), for
     serving, which never changes its encoder."""
-    from docsim.models.loading import load_encoder, load_shared_encoder
-    from docsim.models.precision import resolve_device
+    from docsim.models.encoders.loading import load_encoder, load_shared_encoder
+    from docsim.models.inference.precision import resolve_device
 
     options: dict[str, Any] = {}
     if backend_dir is not None:

@@ -19,12 +19,13 @@ from docsim.indexer.text.corpus import Skipped, read_corpus
 from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models import adapt, bregman, colde, graph, sdr
-from docsim.models.backbone import base_directory, load_tokenizer
-from docsim.models.early_stopping import Evaluation
-from docsim.models.held_out import HeldOutPairs, held_out_pair_documents
-from docsim.models.tokens import TextTokenizer
-from docsim.models.training import (
+from docsim.models.encoders import adapt, bregman, colde, graph, sdr
+from docsim.models.encoders.backbone import base_directory, load_tokenizer
+from docsim.models.inference.tokens import TextTokenizer
+from docsim.models.training.data import TrainingDocument, held_out_split
+from docsim.models.training.early_stopping import Evaluation
+from docsim.models.training.held_out import HeldOutPairs, held_out_pair_documents
+from docsim.models.training.loop import (
     BatchT,
     ModelT,
     TrainConfig,
@@ -33,7 +34,6 @@ from docsim.models.training import (
     check_output,
     train,
 )
-from docsim.models.training_data import TrainingDocument, held_out_split
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def run_training(
     show_progress: bool = True,
     max_seconds: float | None = None,
 ) -> TrainResult:
-    """Build the model and sampler of `kind` and train it (see `models.training.train`, which
+    """Build the model and sampler of `kind` and train it (see `models.training.loop.train`, which
     `max_seconds` bounds).
 
     With `config.eval_every`, a seeded share of the documents is held out of training, and
@@ -131,7 +131,7 @@ def run_training(
 @dataclass(frozen=True)
 class _TrainingJob:
     """What every recipe shares: the base encoder and its tokenizer, the configuration, the
-    details saved with the encoder, and how `models.training.train` runs (the held-out
+    details saved with the encoder, and how `models.training.loop.train` runs (the held-out
     evaluation goes to the kinds in `EVALUATED` only)."""
 
     base: Path
@@ -157,7 +157,7 @@ class _TrainingJob:
         save: Callable[[ModelT, Path], None],
         evaluate: Callable[[ModelT], Evaluation] | None = None,
     ) -> TrainResult:
-        """`models.training.train` on `model`, drawing batches from `sampler`."""
+        """`models.training.loop.train` on `model`, drawing batches from `sampler`."""
         return train(
             model,
             self.config,

@@ -1,14 +1,14 @@
 """`rprs`: documents ranked by the share of the query's sentences that find them among their
 nearest sentences of the collection, and the share of their own sentences found
-(`models.proportional`). Importing this module registers the scorer."""
+(`models.kernels.proportional`). Importing this module registers the scorer."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from docsim.models.alignment import document_sentence_lengths
-from docsim.models.proportional import (
+from docsim.models.kernels.alignment import document_sentence_lengths
+from docsim.models.kernels.proportional import (
     Nearest,
     nearest_sentences,
     proportional_scores,

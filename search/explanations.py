@@ -5,7 +5,7 @@ documents) into an `Explanation`: the SDR document score with the statistics the
 the CoLDE-style section and chunk cosine maps, SDR's paragraph matrix (raw and normalised),
 each source paragraph's best target paragraph with its sentence alignments, the top pairs
 with their text, and the passages the two texts share word for word (`lexical.passages`).
-The maps themselves are pure tensor code in `models.explain`.
+The maps themselves are pure tensor code in `models.kernels.explain`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from docsim.models.encoder import DocumentInput
-from docsim.models.explain import PairAlignment, align_pair, cosine_matrix
+from docsim.models.encoders.encoder import DocumentInput
+from docsim.models.kernels.explain import PairAlignment, align_pair, cosine_matrix
 from docsim.search.errors import PairTooLargeError
 from docsim.search.lexical.passages import SharedPassage, shared_passages
 from docsim.search.searcher import Searcher

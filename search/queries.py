@@ -16,7 +16,7 @@ from docsim.indexer.store.reader import (
 )
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import Document, Paragraph, page_at
-from docsim.models.encoder import Encoder
+from docsim.models.encoders.encoder import Encoder
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.types import Query
 

@@ -3,7 +3,7 @@
 `uniform`: the same. `rarity`: one minus the mean cosine of the sentence's `rprs.sentences`
 nearest sentences among every other document of the collection (the sentence level's own
 search: exact on a Flat index and on shards, as close as its search on an IVF level or the
-compressed scan), scaled to mean 1 over the query (`models.proportional.rarity_weights`), as
+compressed scan), scaled to mean 1 over the query (`models.kernels.proportional.rarity_weights`), as
 IDF weights a rare term: a sentence close to many (a court's formula, a date line) counts for
 little. `rprs` weighs the same way from its own nearest sentences, among the documents it
 ranks. The weights of an indexed source are kept per version, a posted query's while it is
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from cachetools import LRUCache
 
-from docsim.models.proportional import rarity_weights
+from docsim.models.kernels.proportional import rarity_weights
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import SearchSettings
 from docsim.search.types import Query

@@ -1,4 +1,4 @@
-"""SDR's hierarchical scoring over a loaded version (`models.scoring` holds the maths).
+"""SDR's hierarchical scoring over a loaded version (`models.kernels.scoring` holds the maths).
 
 Exhaustive mode scores the given documents and normalises over them (the reference). Candidate
 mode takes the z-score statistics from a fixed random sample of the collection instead, so that
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from cachetools import LRUCache
 
-from docsim.models.scoring import (
+from docsim.models.kernels.scoring import (
     RaggedCollection,
     document_scores,
     normalize_rows,
@@ -97,11 +97,11 @@ class SdrScorer:
         return collection, np.concatenate([[0], np.cumsum(lengths)[:-1]])
 
     def paragraphs(self, query: Query, collection: RaggedCollection) -> torch.Tensor:
-        """`P` `(I, J)` of `query` over `collection` (`models.scoring.paragraph_similarity`).
-        Float16 rows read from the version's file are cast per block: blocks of
-        `MAPPED_BLOCK_SENTENCES` rows keep the cast's buffers in the allocator's reused memory
-        (a 65,536-row block is a fresh mapping each time, whose page faults doubled the
-        pass)."""
+        """`P` `(I, J)` of `query` over `collection`
+        (`models.kernels.scoring.paragraph_similarity`). Float16 rows read from the version's file
+        are cast per block: blocks of `MAPPED_BLOCK_SENTENCES` rows keep the cast's buffers in the
+        allocator's reused memory (a 65,536-row block is a fresh mapping each time, whose page
+        faults doubled the pass)."""
         mapped = collection.sentences.dtype != query.sentence_vectors.dtype
         return paragraph_similarity(
             query.sentence_vectors,

@@ -22,8 +22,8 @@ from docsim.indexer.errors import DocumentNotFoundError
 from docsim.indexer.text.documents import Document, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.encoder import Encoder
-from docsim.models.precision import resolve_device
+from docsim.models.encoders.encoder import Encoder
+from docsim.models.inference.precision import resolve_device
 from docsim.protocol.choices import Method, Population, ScoringMode
 from docsim.search.arrays import Positions
 from docsim.search.candidates.centroids import LazyCentroids

@@ -1,6 +1,6 @@
 """The sentence-set methods, `maxsim`, `best-sentence` and `ot`: the query's sentences
-matched with each document's, paragraphs ignored (`models.alignment`): the mean best match of
-the query's sentences, the single best pair, and the optimal-transport alignment of the two
+matched with each document's, paragraphs ignored (`models.kernels.alignment`): the mean best match
+of the query's sentences, the single best pair, and the optimal-transport alignment of the two
 sentence sets. On the compressed sentence level, in two passes: every document estimated from
 the compressed rows, the best of them scored again exactly. Importing this module registers
 the scorers, the one-process ones and the sharded ones."""
@@ -10,7 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from docsim.models.alignment import best_pair_scores, maxsim_scores, ot_scores, sentence_best
+from docsim.models.kernels.alignment import (
+    best_pair_scores,
+    maxsim_scores,
+    ot_scores,
+    sentence_best,
+)
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
 from docsim.search.scorers import QueryScratch, Scorer, register

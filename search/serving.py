@@ -21,8 +21,8 @@ from docsim.indexer.store.vector_index import FaissIndex, gpu_count
 from docsim.indexer.store.versions import active_version
 from docsim.indexer.text.sentences import load_splitter
 from docsim.models.errors import BackendUnavailableError
-from docsim.models.inference import TORCH
-from docsim.models.precision import resolve_device
+from docsim.models.inference.backends import TORCH
+from docsim.models.inference.precision import resolve_device
 from docsim.search.errors import IndexMismatchError
 from docsim.search.sdr_ranker import first_pass
 from docsim.search.searcher import Searcher

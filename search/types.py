@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # only annotations: the command line reads the enums without 
     import torch
 
     from docsim.indexer.text.documents import Document
-    from docsim.models.scoring import RowStats
+    from docsim.models.kernels.scoring import RowStats
     from docsim.search.filters import Filter
     from docsim.search.lexical.passages import SharedPassage
 

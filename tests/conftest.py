@@ -20,7 +20,7 @@ from tests.utils.postgres import PostgresServer, running_server
 # the cores its workers start on.
 if TYPE_CHECKING:
     from docsim.indexer.text.sentences import SentenceSplitter
-    from docsim.models.transformer import TransformerEncoder
+    from docsim.models.encoders.transformer import TransformerEncoder
     from docsim.search.settings import QuerySettings
     from tests.utils.indexes import PublishedCopies
 
@@ -197,7 +197,7 @@ def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def _tiny_encoder(tiny_encoder_dir: Path) -> TransformerEncoder:
-    from docsim.models.loading import load_encoder
+    from docsim.models.encoders.loading import load_encoder
 
     return load_encoder(tiny_encoder_dir, precision="fp32")  # type: ignore[return-value]
 
@@ -209,7 +209,7 @@ def tiny_encoder(_tiny_encoder: TransformerEncoder) -> TransformerEncoder:
 
 @pytest.fixture(scope="session")
 def minilm() -> TransformerEncoder:
-    from docsim.models.loading import load_encoder
+    from docsim.models.encoders.loading import load_encoder
 
     return load_encoder("minilm", precision="fp32")  # type: ignore[return-value]
 

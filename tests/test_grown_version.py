@@ -21,7 +21,7 @@ from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import LEVELS
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.transformer import TransformerEncoder
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
 from tests.utils.indexes import PublishedCopies

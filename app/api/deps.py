@@ -23,7 +23,7 @@ from docsim.app.services.fairness import FairSlots, Ticket
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
 from docsim.indexer.api import DEFAULT_COLLECTION, CollectionRow, check_collection_name
-from docsim.models.pacing import paced
+from docsim.models.inference.pacing import paced
 
 
 def get_settings(request: Request) -> ServiceSettings:

@@ -40,7 +40,7 @@ from docsim.app.api.deps import (
 from docsim.app.core.errors import effective_routes
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.schemas.common import PRINTABLE
-from docsim.models.registry import BUILTIN_ENCODERS
+from docsim.models.encoders.registry import BUILTIN_ENCODERS
 from docsim.protocol.answers import ErrorAnswer, InvalidAnswer
 from docsim.search.api import SearchSettings
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from docsim.models.explain import Grid, display_grid
+from docsim.models.kernels.explain import Grid, display_grid
 from docsim.search.api import Explanation
 
 

@@ -4,8 +4,8 @@
 them, long work yields to short, as in a multilevel feedback queue: a request is *young*
 until it has been working for `fair_share_seconds` (from its first batch of work: a posted
 AILA judgment takes 0.05 s to encode alone), and *old* after. Before each batch of work
-(`models.pacing`: each encoder batch, each block of a sentence or paragraph pass, every few
-thousand BM25 query tokens), an old request that sees young requests running or waiting, or
+(`models.inference.pacing`: each encoder batch, each block of a sentence or paragraph pass, every
+few thousand BM25 query tokens), an old request that sees young requests running or waiting, or
 saw some within the last `IDLE_SECONDS`, gives its slot back and waits until the young have
 left the slots idle that long, then takes a slot again. (Without the idle time, it would slip
 a batch into every gap between the requests of clients that query in a loop.) So a caller

@@ -11,7 +11,7 @@ from docsim.app.core.errors import InvalidSettingError, MissingPathError, PathNo
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.schemas.jobs import ReindexRequest
 from docsim.indexer.api import CURRENT, SAMPLE_CORPUS, JobRow, ReindexParameters, create_job
-from docsim.models.registry import BUILTIN_ENCODERS
+from docsim.models.encoders.registry import BUILTIN_ENCODERS
 
 
 def allowed_roots(settings: ServiceSettings) -> list[Path]:

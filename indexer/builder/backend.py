@@ -2,8 +2,8 @@
 
 `auto` is OpenVINO for a transformer or CoLDE encoder on the CPU when OpenVINO and NNCF are
 installed, else `torch` (the graph encoder, and GPUs): `openvino-int8` where the CPU
-multiplies int8 natively (`models.precision.int8_native`: VNNI or AMX), `openvino-fp32` where
-it does not (AVX2 alone). A build exports the encoder once per checkpoint and backend (cached,
+multiplies int8 natively (`models.inference.precision.int8_native`: VNNI or AMX), `openvino-fp32`
+where it does not (AVX2 alone). A build exports the encoder once per checkpoint and backend (cached,
 `indexer.store.exported`), an int8 export calibrated on a seeded sample of the corpus's own
 sentences and token chunks, then keeps a copy of the export in the version's folder: queries
 against that version are encoded by the same model.
@@ -29,9 +29,9 @@ from docsim.indexer.store.exported import (
 from docsim.indexer.store.manifest import BackendEntry
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import Document
-from docsim.models.encoder import Encoder, OpenVinoExportable
+from docsim.models.encoders.encoder import Encoder, OpenVinoExportable
 from docsim.models.errors import BackendUnavailableError
-from docsim.models.inference import (
+from docsim.models.inference.backends import (
     BUILD_SHAPE_CACHE_CAPACITY,
     OPENVINO_BACKENDS,
     OPENVINO_INT8,

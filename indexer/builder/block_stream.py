@@ -26,7 +26,7 @@ from docsim.indexer.errors import IndexBuildError
 from docsim.indexer.store.kept_vectors import KeptDocument
 from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.documents import Document
-from docsim.models.encoder import DocumentVectors, Encoder
+from docsim.models.encoders.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
 

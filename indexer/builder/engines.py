@@ -31,8 +31,8 @@ from docsim.indexer.errors import EngineError, RaySessionError
 from docsim.indexer.ray_session import connect_ray
 from docsim.indexer.settings import Settings
 from docsim.indexer.text.documents import Document
-from docsim.models.encoder import DocumentVectors, Encoder
-from docsim.models.pacing import current_hook, paced
+from docsim.models.encoders.encoder import DocumentVectors, Encoder
+from docsim.models.inference.pacing import current_hook, paced
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class _Stopped(Exception):
 def one_ahead(items: Iterator[Any]) -> Generator[Any, None, None]:
     """`items`, produced by a thread one item ahead of the consumer. The producer's error is
     raised in the consumer. A consumer that stops (or fails, or is interrupted: SIGTERM) waits
-    for the batch being made (an encoder's forward pass, through `models.pacing`), and the
+    for the batch being made (an encoder's forward pass, through `models.inference.pacing`), and the
     item it belonged to is dropped: no thread is left running native code while the process
     winds down, and a block of one huge document no longer holds an interrupted build until
     it is encoded whole. The consumer's own hook (a write's deadline and fair share) runs
@@ -222,7 +222,7 @@ class EncodeActor:
     def __init__(self, source: str, device: str, options: dict[str, Any], threads: int) -> None:
         import torch
 
-        from docsim.models.loading import load_encoder
+        from docsim.models.encoders.loading import load_encoder
 
         torch.set_num_threads(threads)
         self.encoder = load_encoder(source, device=torch.device(device), **options)

@@ -21,7 +21,7 @@ from docsim.indexer.store.manifest import (
 from docsim.indexer.store.vector_index import METRIC
 from docsim.indexer.text.documents import Skipped
 from docsim.indexer.text.sentences import SentenceSplitter
-from docsim.models.encoder import Encoder
+from docsim.models.encoders.encoder import Encoder
 
 SKIPPED_EXAMPLES = 20  # skipped inputs named in the manifest; the rest are counted
 

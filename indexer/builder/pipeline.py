@@ -60,7 +60,7 @@ from docsim.indexer.store.versions import VersionRow, active_version, recover_ab
 from docsim.indexer.text.corpus import Skipped
 from docsim.indexer.text.documents import Document, SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
-from docsim.models.encoder import Encoder
+from docsim.models.encoders.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from docsim.indexer.store.kept_vectors import KeptVectors
 from docsim.indexer.store.manifest import BackendEntry
 from docsim.indexer.store.stored_rows import RowFormat
 from docsim.indexer.store.versions import VersionRow, active_version
-from docsim.models.encoder import Encoder, OpenVinoExportable
+from docsim.models.encoders.encoder import Encoder, OpenVinoExportable
 from docsim.models.errors import BackendUnavailableError
-from docsim.models.inference import BUILD_SHAPE_CACHE_CAPACITY, OPENVINO_BACKENDS, TORCH
+from docsim.models.inference.backends import BUILD_SHAPE_CACHE_CAPACITY, OPENVINO_BACKENDS, TORCH
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from docsim.indexer.store.units import UnitCounter, count_units, insert_document
 from docsim.indexer.store.vector_index import FLAT, FaissIndex, choose_factory, gpu_count
 from docsim.indexer.store.versions import set_build_state
 from docsim.indexer.text.documents import LEVELS, Document
-from docsim.models.encoder import Encoder
+from docsim.models.encoders.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from docsim.indexer.cli.common import FormatOption, cli, fail
 from docsim.indexer.settings import get_settings
 
 if TYPE_CHECKING:  # training code is imported when the command runs
-    from docsim.models.training import TrainConfig, TrainResult
+    from docsim.models.training.loop import TrainConfig, TrainResult
 
 # adapt nudges a good encoder towards the corpus: a low rate, a warmup, early stopping
 DEFAULTS = {"learning_rate": 2e-5, "warmup": 0.0, "eval_every": 0}
@@ -123,7 +123,7 @@ def train(
     progress: ProgressBarOption = True,
 ) -> None:
     """Train an encoder on a corpus; `docsim index --encoder OUT` uses it."""
-    from docsim.models.training import TrainConfig
+    from docsim.models.training.loop import TrainConfig
 
     settings = get_settings()
     per_kind: dict[str, dict[str, Any]] = {
@@ -183,7 +183,7 @@ def train_on_corpus(
     from docsim.indexer.text.sentences import load_splitter
     from docsim.indexer.train import run_training, training_documents
     from docsim.models.errors import TrainingError
-    from docsim.models.precision import resolve_device
+    from docsim.models.inference.precision import resolve_device
 
     settings = get_settings()
     try:

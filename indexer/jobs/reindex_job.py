@@ -20,7 +20,7 @@ from docsim.indexer.store.reader import stored_documents
 from docsim.indexer.store.tables import VersionStatus
 from docsim.indexer.store.versions import active_version, version_row
 from docsim.indexer.text.sentences import load_splitter
-from docsim.models.encoder import Encoder
+from docsim.models.encoders.encoder import Encoder
 
 
 @dataclass(frozen=True)

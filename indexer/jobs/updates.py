@@ -40,7 +40,7 @@ from docsim.indexer.text.documents import LEVELS, Document, SourceDocument
 from docsim.indexer.text.field_types import FieldType, check_metadata
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.encoder import DocumentVectors, Encoder
+from docsim.models.encoders.encoder import DocumentVectors, Encoder
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from docsim.indexer.text.documents import Chunk, Document
 
 if TYPE_CHECKING:
-    from docsim.models.encoder import Encoder
+    from docsim.models.encoders.encoder import Encoder
 
 TokenSpans = Sequence[tuple[int, int]]
 

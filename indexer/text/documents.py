@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from docsim.models.encoder import DocumentInput
+from docsim.models.encoders.encoder import DocumentInput
 
 LEVELS: tuple[str, ...] = ("document", "section", "paragraph", "sentence", "chunk")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from docsim.models.centroids import CellPostings
-from docsim.models.residuals import Residuals
+from docsim.models.kernels.centroid_interaction import CellPostings
+from docsim.models.kernels.residuals import Residuals
 from docsim.search.served.loaded_index import LoadedIndex
 
 logger = logging.getLogger(__name__)

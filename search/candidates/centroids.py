@@ -1,6 +1,7 @@
 """Candidate mode's documents, PLAID-style: centroid interaction over the sentence level's
-cells (`models.centroids`), then the best of those by their sentences' residual codes
-(`models.residuals`), fitted once per loaded version in the projection `models.scan` uses.
+cells (`models.kernels.centroid_interaction`), then the best of those by their sentences' residual
+codes (`models.kernels.residuals`), fitted once per loaded version in the projection
+`models.kernels.scan` uses.
 
 The cells are fitted on the same fixed sample of runs of sentences as the compressed level's
 basis (`sentence_scan.fit_sample`), in its space (`scan.dimensions` leading directions), with
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 from docsim.indexer.store.vector_index import NearestCentroid, kmeans
-from docsim.models.centroids import (
+from docsim.models.kernels.centroid_interaction import (
     CellPostings,
     Probe,
     cell_count,
@@ -31,8 +32,8 @@ from docsim.models.centroids import (
     postings,
     probe,
 )
-from docsim.models.residuals import Residuals, encode, fit_buckets, refine
-from docsim.models.scan import fit_basis, project
+from docsim.models.kernels.residuals import Residuals, encode, fit_buckets, refine
+from docsim.models.kernels.scan import fit_basis, project
 from docsim.search.arrays import Positions
 from docsim.search.candidates.cells_file import cells_file, load_cells, save_cells
 from docsim.search.ranking import top_k

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from docsim.models.pooling import segment_mean
+from docsim.models.encoders.pooling import segment_mean
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import SearchSettings
 from docsim.search.types import Query

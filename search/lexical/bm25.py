@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from docsim.models.pacing import before_batch
+from docsim.models.inference.pacing import before_batch
 from docsim.search.lexical.posting_lists import (
     Posting,
     Vocabulary,
@@ -39,7 +39,7 @@ K1 = 1.5
 B = 0.75
 # documents tokenised and counted at a time by `Bm25Index.build`
 BUILD_DOCUMENTS = 1024
-# query tokens scored between two calls of the request's pacing hook (`models.pacing`)
+# query tokens scored between two calls of the request's pacing hook (`models.inference.pacing`)
 PACED_TOKENS = 4096
 # a table maps postings' id offsets to rows where the ids span at most this many offsets a
 # document (4 bytes each; ids freed by deletions leave holes), plus the slack

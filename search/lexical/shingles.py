@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from docsim.models.pacing import before_batch
+from docsim.models.inference.pacing import before_batch
 from docsim.search.lexical.posting_lists import compact
 from docsim.search.lexical.tokens import stemmer_for
 

@@ -28,7 +28,7 @@ from docsim.indexer.store.units import level_ids, stored_additions
 from docsim.indexer.store.vector_index import FaissIndex, VectorIndex
 from docsim.indexer.store.versions import VersionRow
 from docsim.indexer.text.documents import LEVELS
-from docsim.models.scoring import RaggedCollection
+from docsim.models.kernels.scoring import RaggedCollection
 from docsim.search.arrays import concatenated_ranges
 from docsim.search.errors import IndexMismatchError
 from docsim.search.filters import FilterColumns

@@ -1,4 +1,4 @@
-"""The served sentence level, compressed: `models.scan`'s projected bfloat16 rows in memory
+"""The served sentence level, compressed: `models.kernels.scan`'s projected bfloat16 rows in memory
 for the first pass, the version's float16 file (memory-mapped) for exact scores.
 
 With `SearchSettings.sentence_store` `compressed`, a version's sentence vectors are not read
@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from docsim.indexer.store.vector_index import Hits
-from docsim.models.alignment import maxsim_scores
-from docsim.models.scan import (
+from docsim.models.kernels.alignment import maxsim_scores
+from docsim.models.kernels.scan import (
     ScanRows,
     approximate_best,
     approximate_best_of,

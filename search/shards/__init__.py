@@ -1,2 +1,2 @@
 """Exact scoring spread over shards: a shard's side (`shard`), the coordinator's (`coordinator`),
-and shards as Ray actors (`actors`); `models.shard_moments` holds the maths."""
+and shards as Ray actors (`actors`); `models.kernels.shard_moments` holds the maths."""

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from docsim.indexer.store.stored_rows import open_stored, row_format
-from docsim.models.scoring import RaggedCollection
+from docsim.models.kernels.scoring import RaggedCollection
 from docsim.search.errors import ShardUnavailableError
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import ScanShape, scan_basis

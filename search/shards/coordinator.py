@@ -5,8 +5,8 @@
 paragraph matrix, combined here into the collection's mean and std; round two returns each
 shard's top k, merged here. Only the query's sentence vectors go out, and a few numbers per
 source paragraph and k hits per shard come back; the result equals `SdrScorer`'s exhaustive
-scoring (`models.shard_moments` holds the maths). `ShardedLevel` searches a unit level over the
-shards, exactly. Both reach the shards through a `ShardCall`: in this process
+scoring (`models.kernels.shard_moments` holds the maths). `ShardedLevel` searches a unit level over
+the shards, exactly. Both reach the shards through a `ShardCall`: in this process
 (`shards.in_process`) or on Ray actors (`search.shards.actors`).
 """
 
@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from docsim.indexer.store.vector_index import Hits
-from docsim.models.scoring import RowStats
-from docsim.models.shard_moments import combine_moments, moments_stats
+from docsim.models.kernels.scoring import RowStats
+from docsim.models.kernels.shard_moments import combine_moments, moments_stats
 from docsim.search.ranking import top_k
 from docsim.search.shards.shard import ShardCall, ShardHits, ShardMoments, ShardQuery
 

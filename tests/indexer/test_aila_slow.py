@@ -14,7 +14,7 @@ from docsim.indexer.store.level_files import open_level_index
 from docsim.indexer.store.tables import documents, sentences
 from docsim.indexer.store.units import count_units, level_ids
 from docsim.indexer.text.sentences import SentenceSplitter
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.transformer import TransformerEncoder
 from docsim.search.settings import QuerySettings
 from tests.utils.corpora import AILA_DIR
 

@@ -324,9 +324,9 @@ def test_the_postings_leave_the_garbage_collectors_walk() -> None:
 
 
 def test_a_long_query_paces_every_few_thousand_tokens(monkeypatch) -> None:
-    """Scoring calls the request's pacing hook (`models.pacing`) every `PACED_TOKENS`
+    """Scoring calls the request's pacing hook (`models.inference.pacing`) every `PACED_TOKENS`
     tokens, so that a query of two million characters yields and meets its deadline."""
-    from docsim.models.pacing import paced
+    from docsim.models.inference.pacing import paced
     from docsim.search.lexical import bm25 as lexical
 
     index = Bm25Index.build([1, 2], ["bread and butter", "stone and mortar"])

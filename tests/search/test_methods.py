@@ -20,7 +20,7 @@ from docsim.search.sdr_ranker import windowed
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings, VerbatimSettings
 from docsim.search.types import WHOLE_DOCUMENT_ONLY, SearchOptions
-from tests.models.test_proportional import rprs_reference
+from tests.models.kernels.test_proportional import rprs_reference
 from tests.search.test_search import query_of, stored_texts
 
 # the service's BM25 stems (DOCSIM_SEARCH__BM25__STEMMER); the references stem the same way

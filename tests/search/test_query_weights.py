@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from docsim.models.scoring import sdr_scores
+from docsim.models.kernels.scoring import sdr_scores
 from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.explanations import explain_pair
 from docsim.search.searcher import Searcher
@@ -55,7 +55,7 @@ def test_weights_are_each_sentences_rarity_among_the_other_documents(
 @pytest.mark.parametrize("kind", KINDS)
 def test_weighted_sdr_is_sdr_with_those_weights(searcher: Searcher, kind: str) -> None:
     """Exhaustive `sdr` of every other document, its paragraphs' P weighted means and its
-    document scores weighted by the paragraphs' mean weights (`models.scoring`)."""
+    document scores weighted by the paragraphs' mean weights (`models.kernels.scoring`)."""
     weighted = with_config(searcher, query_weighting="rarity")
     query, source = query_of(weighted, kind)
     external = weighted.index.external_ids

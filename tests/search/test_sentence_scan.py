@@ -17,9 +17,9 @@ from docsim.indexer.jobs.updates import apply_change
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.documents import SourceDocument
-from docsim.models import scan as scan_kernels
-from docsim.models.alignment import maxsim_scores
-from docsim.models.scan import GATHERED_SHARE
+from docsim.models.kernels import scan as scan_kernels
+from docsim.models.kernels.alignment import maxsim_scores
+from docsim.models.kernels.scan import GATHERED_SHARE
 from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.candidates.centroids import recoded
 from docsim.search.searcher import Searcher

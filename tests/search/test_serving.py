@@ -21,7 +21,7 @@ from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.store.versions import active_version
-from docsim.models.inference import native_openvino_backend
+from docsim.models.inference.backends import native_openvino_backend
 from docsim.protocol.choices import Granularity, Method
 from docsim.search.errors import IndexMismatchError
 from docsim.search.serving import open_searcher

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from docsim.models.training_data import TrainingDocument
+from docsim.models.training.data import TrainingDocument
 
 AILA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "aila2019" / "casedocs"
 

@@ -14,7 +14,7 @@ from docsim.indexer.settings import DatabaseSettings, Settings, load_configured_
 from docsim.indexer.store.db import make_engine, upgrade
 from docsim.indexer.store.tables import index_versions
 from docsim.indexer.text.sentences import load_splitter
-from docsim.models.encoder import Encoder
+from docsim.models.encoders.encoder import Encoder
 from tests.utils.postgres import PostgresServer
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from docsim.models.registry import _minilm_path
+from docsim.models.encoders.registry import _minilm_path
 
 
 def write_tiny_encoder(

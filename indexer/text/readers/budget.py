@@ -4,7 +4,8 @@ inflate to (`FileLimits.max_inflated_bytes`), and the characters of text taken f
 from its `ReadBudget`, which raises `OverBudgetError` (its message naming the setting) as soon
 as a count passes its limit: a compression bomb is stopped after the limit's bytes, never
 inflated whole. Between pages and archive members a reader calls `checkpoint`, where the
-request it works for may be stopped at its deadline (`models.pacing`: a search slot's hook)."""
+request it works for may be stopped at its deadline (`models.inference.pacing`: a search slot's
+hook)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from docsim.indexer.text.readers.registry import INFLATED_SETTING, FileLimits
-from docsim.models.pacing import before_batch
+from docsim.models.inference.pacing import before_batch
 
 CHUNK = 1 << 16  # inflated at a time, then counted
 CHECKPOINT_BYTES = 4 << 20  # inflated between two checkpoints (`ReadBudget.checkpoint`)
@@ -87,7 +88,7 @@ class ReadBudget:
     @staticmethod
     def checkpoint() -> None:
         """Between pages or members: the request reading the file may stop here (its
-        deadline passed) or yield its slot to others (`models.pacing`)."""
+        deadline passed) or yield its slot to others (`models.inference.pacing`)."""
         before_batch(0)
 
     def inflate(self, data: bytes) -> bytes:

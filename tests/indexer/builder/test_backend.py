@@ -20,11 +20,12 @@ from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.colde import ColdeEncoder
-from docsim.models.colde import from_base as from_colde_base
-from docsim.models.graph import GraphEncoder
-from docsim.models.graph import from_base as from_graph_base
-from docsim.models.inference import (
+from docsim.models.encoders.colde import ColdeEncoder
+from docsim.models.encoders.colde import from_base as from_colde_base
+from docsim.models.encoders.graph import GraphEncoder
+from docsim.models.encoders.graph import from_base as from_graph_base
+from docsim.models.encoders.transformer import TransformerEncoder
+from docsim.models.inference.backends import (
     BUILD_SHAPE_CACHE_CAPACITY,
     OPENVINO_FP32,
     OPENVINO_INT8,
@@ -33,7 +34,6 @@ from docsim.models.inference import (
     files_sha256,
     is_quantized,
 )
-from docsim.models.transformer import TransformerEncoder
 from docsim.search.errors import IndexMismatchError
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
@@ -60,7 +60,7 @@ def test_auto_is_openvino_for_transformers_and_colde_on_the_cpu(
     expected: str,
 ) -> None:
     """int8 where the CPU multiplies int8 natively, float32 where it does not."""
-    monkeypatch.setattr("docsim.models.inference.int8_native", lambda: native)
+    monkeypatch.setattr("docsim.models.inference.backends.int8_native", lambda: native)
     colde = ColdeEncoder(from_colde_base(tiny_encoder_dir), name="c", source_dir=tiny_encoder_dir)
     graph = GraphEncoder(from_graph_base(tiny_encoder_dir), name="g", source_dir=tiny_encoder_dir)
     assert resolve_backend(settings, tiny_encoder) == expected
@@ -290,9 +290,9 @@ def test_a_late_chunked_index_gives_a_posted_copy_its_stored_sentence_vectors(
 
 def test_the_backend_choices_are_the_runtimes_names() -> None:
     """`indexer.choices` spells the backends out so that the command line need not import
-    the runtimes; they must stay `models.inference`'s names."""
+    the runtimes; they must stay `models.inference.backends`'s names."""
     from docsim.indexer.choices import BackendChoice
-    from docsim.models.inference import OPENVINO_FP32, OPENVINO_INT8, TORCH
+    from docsim.models.inference.backends import OPENVINO_FP32, OPENVINO_INT8, TORCH
 
     assert {c.value for c in BackendChoice} == {"auto", TORCH, OPENVINO_INT8, OPENVINO_FP32}
 

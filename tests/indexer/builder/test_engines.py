@@ -17,8 +17,8 @@ from docsim.indexer.errors import EngineError
 from docsim.indexer.settings import RaySettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.versions import active_version
-from docsim.models.encoder import Encoder
-from docsim.models.pacing import before_batch, paced
+from docsim.models.encoders.encoder import Encoder
+from docsim.models.inference.pacing import before_batch, paced
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import QuerySettings
 from tests.utils.corpora import synthetic_markdown, write_text_corpus

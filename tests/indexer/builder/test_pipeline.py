@@ -23,7 +23,7 @@ from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.documents import Document
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.transformer import TransformerEncoder
 from docsim.search.settings import QuerySettings
 from tests.utils.corpora import write_text_corpus
 

@@ -21,8 +21,8 @@ from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.documents import LEVELS
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.inference import native_openvino_backend
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.transformer import TransformerEncoder
+from docsim.models.inference.backends import native_openvino_backend
 from docsim.search.settings import QuerySettings
 from tests.indexer.builder.test_pipeline import build
 from tests.utils.corpora import synthetic_markdown, write_jsonl, write_text_corpus

@@ -13,7 +13,7 @@ from docsim.indexer.text.corpus import Skipped, read_corpus
 from docsim.indexer.text.documents import SourceDocument
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.transformer import TransformerEncoder
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

@@ -19,9 +19,9 @@ from docsim.indexer.cli.main import cli
 from docsim.indexer.settings import JobSettings
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.train import EVALUATED, KINDS, run_training, training_documents
-from docsim.models.loading import load_encoder
-from docsim.models.training import TrainConfig, TrainingError
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.loading import load_encoder
+from docsim.models.encoders.transformer import TransformerEncoder
+from docsim.models.training.loop import TrainConfig, TrainingError
 from tests.utils.indexes import publish
 
 OPTIONS = {

@@ -27,8 +27,8 @@ from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.inference import native_openvino_backend
-from docsim.models.loading import load_encoder
+from docsim.models.encoders.loading import load_encoder
+from docsim.models.inference.backends import native_openvino_backend
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings

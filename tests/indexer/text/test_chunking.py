@@ -9,7 +9,7 @@ from docsim.indexer.text.corpus import read_corpus
 from docsim.indexer.text.readers.text import text_document
 from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
-from docsim.models.transformer import TransformerEncoder
+from docsim.models.encoders.transformer import TransformerEncoder
 
 
 @pytest.mark.parametrize("capacity", [8, 40, 126])

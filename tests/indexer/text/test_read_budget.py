@@ -140,9 +140,9 @@ def test_the_text_of_word_and_html_files_is_counted_as_it_is_read() -> None:
 
 def test_every_reader_stops_where_the_request_reading_it_is_stopped() -> None:
     """Between pages, members and blocks a reader gives the request its checkpoint
-    (`models.pacing`: the search slot's hook raises past the deadline); what it raises goes
-    through, never read as a corrupt file."""
-    from docsim.models.pacing import paced
+    (`models.inference.pacing`: the search slot's hook raises past the deadline); what it raises
+    goes through, never read as a corrupt file."""
+    from docsim.models.inference.pacing import paced
 
     class Stopped(RuntimeError):
         pass
