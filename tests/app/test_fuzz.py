@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from docsim.app.main import create_app
 
 
-@pytest.mark.heavy_sql
+@pytest.mark.slow  # `make test` has the same check over every operation (the conformance test)
 def test_no_input_gives_a_server_error(fresh_settings) -> None:
     """On its own index (the fuzzer may queue jobs and change documents)."""
     app = create_app(fresh_settings(embedded_worker=False))

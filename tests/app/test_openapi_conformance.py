@@ -101,7 +101,14 @@ def test_the_schema_refuses_what_the_service_refuses(
 
 @pytest.mark.long
 @pytest.mark.heavy_sql
-@pytest.mark.parametrize("with_key", [True, False], ids=["with-the-key", "without"])
+@pytest.mark.parametrize(
+    "with_key",
+    [
+        pytest.param(True, id="with-the-key"),
+        # refusals only (401): the keyed run meets them too; `make test-slow` runs it
+        pytest.param(False, id="without", marks=pytest.mark.slow),
+    ],
+)
 def test_every_answer_is_as_the_description_says(
     fresh_settings, tiny_encoder_dir: Path, with_key: bool
 ) -> None:
