@@ -121,6 +121,7 @@ def test_collections_hold_their_own_documents_versions_and_jobs(
         assert ranked(client.post("/similar", json={"document_id": "coffee-01"})) == before
 
 
+@pytest.mark.heavy_sql
 def test_a_key_of_one_collection_opens_nothing_in_another(fresh_settings) -> None:
     with TestClient(create_app(fresh_settings(api_key=SERVER))) as client:
         body = {"name": "a", "write_key": A_KEY, "read_key": A_READ}

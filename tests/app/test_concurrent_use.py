@@ -293,7 +293,11 @@ def _settings(fresh_settings: Callable[..., ServiceSettings]) -> ServiceSettings
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("weighting", ["uniform", "rarity"])
+@pytest.mark.parametrize(
+    "weighting",
+    # rarity changes the ranking, not the SQL: its PostgreSQL run is in `make test-slow`
+    ["uniform", pytest.param("rarity", marks=pytest.mark.heavy_sql)],
+)
 def test_concurrent_readers_and_writers_see_one_snapshot_each(
     fresh_settings: Callable[..., ServiceSettings], weighting: str
 ) -> None:
