@@ -1,6 +1,6 @@
 """`rprs`: documents ranked by the share of the query's sentences that find them among their
 nearest sentences of the collection, and the share of their own sentences found
-(`models.kernels.proportional`). Importing this module registers the scorer."""
+(`models.kernels.proportional`)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ from docsim.models.kernels.proportional import (
     proportional_scores,
     rarity_weights,
 )
-from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
-from docsim.search.scorers import QueryScratch, Scorer, register
+from docsim.search.scorers import QueryScratch, Scorer
 from docsim.search.types import Query
 
 
-@register(Method.rprs)
 class ProportionalEvidence(Scorer):
     """RPRS over the documents `docs`: each query sentence finds its `rprs.sentences` nearest
     sentences among theirs (all of the collection's when `docs` is every document; a

@@ -1,12 +1,11 @@
 """The methods that give each document a score of its own, behind one interface.
 
 A `Scorer` turns a query and the document positions it may score into one score per document
-of the collection `(D,)`. `register` files a scorer class under the methods it implements;
-`scorers_for` builds one of each for a served version. A sharded service builds the sharded
-implementation where one is registered (`on_shards=True`), as FAISS's `IndexShards` is an
-`Index`: callers never know where a method ran. `Searcher.similar` ranks by a scorer, `fused`
-sums scorers, and `docsim evaluate` runs through `Searcher.similar`, so a registered scorer
-works everywhere (`docs/adding-a-method.md`, in the README's developer section).
+of the collection `(D,)`. `search.scorer_table.SCORERS`, one explicit table, names each
+method's scorer class (and its sharded class, which a sharded service uses instead, as FAISS's
+`IndexShards` is an `Index`: callers never know where a method ran). `Searcher.similar` ranks
+by a scorer, `fused` sums scorers, and `docsim evaluate` runs through `Searcher.similar`, so a
+scorer in the table works everywhere (`docs/adding-a-method.md`).
 
 - `document`: cosine of the document vectors; `document-prf`: the same after dense
   pseudo-relevance feedback (Rocchio): the query vector moved toward the mean of its top
@@ -113,41 +112,8 @@ class Scorer(ABC):
 
 
 ScorerClass = type[Scorer]
-REGISTRY: dict[Method, ScorerClass] = {}
-ON_SHARDS: dict[Method, ScorerClass] = {}
 
 
-def register(*methods: Method, on_shards: bool = False) -> Callable[[ScorerClass], ScorerClass]:
-    """File the decorated scorer class under `methods` (`on_shards`: as their sharded
-    implementation, used instead of the in-process one on a sharded service).
-
-    Raises:
-        ValueError: a method already has a scorer of that kind.
-    """
-
-    def add(cls: ScorerClass) -> ScorerClass:
-        table = ON_SHARDS if on_shards else REGISTRY
-        for method in methods:
-            if method in table:
-                raise ValueError(f"{method.value!r} already scored by {table[method].__name__}")
-            table[method] = cls
-        return cls
-
-    return add
-
-
-def scorers_for(context: ScoringContext) -> dict[Method, Scorer]:
-    """One scorer of each registered method over `context`: the sharded one where the
-    service is sharded and one is registered."""
-    out = {}
-    for method, cls in REGISTRY.items():
-        if context.shards is not None:
-            cls = ON_SHARDS.get(method, cls)
-        out[method] = cls(context, method)
-    return out
-
-
-@register(Method.document, Method.document_prf)
 class DocumentCosine(Scorer):
     """Cosine of the document vectors; for `document-prf`, of the query's vector after
     Rocchio feedback from its top `prf.documents` among `docs`, as RM3 does for BM25:
@@ -171,7 +137,6 @@ class DocumentCosine(Scorer):
         return (vectors @ moved).numpy().astype(np.float64)
 
 
-@register(Method.bm25, Method.bm25_reduced, Method.bm25_rm3)
 class Bm25(Scorer):
     """BM25 of the query's text, of its highest-IDF terms, or with RM3 feedback from its top
     `rm3.documents` among `docs`. Each document's score is computed, whatever `docs`: the
@@ -209,7 +174,6 @@ class Bm25(Scorer):
         return expanded
 
 
-@register(Method.bm25_paragraph)
 class ParagraphBm25(Scorer):
     """The mean of each document's `bm25.paragraph_top` best paragraphs' BM25."""
 
@@ -229,7 +193,6 @@ class ParagraphBm25(Scorer):
         return found
 
 
-@register(Method.bm25_shingles)
 class ShingleBm25(Scorer):
     """BM25 of the query's shingles over the documents' (every shingle of the query: most
     occur in few documents, and those carry the match)."""

@@ -1,8 +1,8 @@
 """Ranking a collection against a query document.
 
 `Searcher.similar` is the one code path behind `POST /similar` and `docsim evaluate`; a request
-without a method gets `SearchSettings.default_method`. Each method is a registered scorer
-(`search.scorers`) or one of SDR's rankings (`search.sdr_ranker`), applied by
+without a method gets `SearchSettings.default_method`. Each method is a scorer of the one table
+(`search.scorer_table`) or one of SDR's rankings (`search.sdr_ranker`), applied by
 `search.examples`; other granularities rank sections, paragraphs or sentences
 (`search.units`), with `sdr` or `document` (both then mean the unit vectors' cosine).
 Ties are broken by a fixed random order of the documents, never by id or file order.
@@ -27,16 +27,15 @@ from docsim.models.inference.precision import resolve_device
 from docsim.protocol.choices import Method, Population, ScoringMode
 from docsim.search.arrays import Positions
 from docsim.search.candidates.centroids import LazyCentroids
-from docsim.search.evidence import ProportionalEvidence  # noqa: F401 (registers `rprs`)
 from docsim.search.examples import ExampleRanker, scoring_mode
 from docsim.search.filters import Filter
 from docsim.search.lexical.postings import Postings
 from docsim.search.queries import encode_document, encode_levels, indexed_query
 from docsim.search.query_weights import SentenceWeights, rarity_neighbours
-from docsim.search.scorers import Scorer, ScoringContext, scorers_for
+from docsim.search.scorer_table import scorers_for
+from docsim.search.scorers import Scorer, ScoringContext
 from docsim.search.sdr_ranker import SDR_RANKED, SdrRanker, first_pass
 from docsim.search.sdr_scorer import SdrScorer, ShardedSdrScorer, carry_rows
-from docsim.search.sentence_sets import SentenceSets  # noqa: F401 (registers `maxsim`, ...)
 from docsim.search.served.lazy_scan import LazyScan
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.sentence_scan import SentenceScan

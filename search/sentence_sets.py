@@ -2,8 +2,8 @@
 matched with each document's, paragraphs ignored (`models.kernels.alignment`): the mean best match
 of the query's sentences, the single best pair, and the optimal-transport alignment of the two
 sentence sets. On the compressed sentence level, in two passes: every document estimated from
-the compressed rows, the best of them scored again exactly. Importing this module registers
-the scorers, the one-process ones and the sharded ones."""
+the compressed rows, the best of them scored again exactly. The one-process scorer, and the
+sharded one (`ShardedSentenceSets`) that asks each shard actor for its documents' scores."""
 
 from __future__ import annotations
 
@@ -18,14 +18,13 @@ from docsim.models.kernels.alignment import (
 )
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
-from docsim.search.scorers import QueryScratch, Scorer, register
+from docsim.search.scorers import QueryScratch, Scorer
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.shard import query_on_shards
 from docsim.search.types import Query
 
 
-@register(Method.maxsim, Method.best_sentence, Method.ot)
 class SentenceSets(Scorer):
     """The query's sentences matched with each document's, paragraphs ignored, here."""
 
@@ -111,7 +110,6 @@ class SentenceSets(Scorer):
         return torch.stack([scratch.exact[d] for d in docs.tolist()])
 
 
-@register(Method.maxsim, Method.best_sentence, Method.ot, on_shards=True)
 class ShardedSentenceSets(SentenceSets):
     """`SentenceSets` where each shard scores its own documents' sentences, weighted as in one
     process."""

@@ -13,13 +13,14 @@ from pydantic import ValidationError
 from docsim.indexer.store.reader import document_units
 from docsim.indexer.text.corpus import json_document
 from docsim.protocol.choices import Granularity, Method
+from docsim.search.arrays import Positions, Scores
 from docsim.search.errors import QueryError
 from docsim.search.lexical.tokens import stemmer_for
-from docsim.search.scorers import top_mean_per_group
+from docsim.search.scorers import QueryScratch, Scorer, top_mean_per_group
 from docsim.search.sdr_ranker import windowed
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings, VerbatimSettings
-from docsim.search.types import WHOLE_DOCUMENT_ONLY, SearchOptions
+from docsim.search.types import WHOLE_DOCUMENT_ONLY, Query, SearchOptions
 from tests.models.kernels.test_proportional import rprs_reference
 from tests.search.test_search import query_of, stored_texts
 
@@ -322,21 +323,41 @@ def test_stemming_is_turned_off_by_none_and_a_wrong_language_is_named() -> None:
 
 
 def test_every_method_has_a_scorer_or_an_sdr_ranking() -> None:
-    """A method is ranked by its registered scorer, or by one of SDR's rankings; a sharded
-    scorer is a second implementation of a registered method, never the only one."""
-    from docsim.search.scorers import ON_SHARDS, REGISTRY
+    """A method is ranked by its row of the scorer table, or by one of SDR's rankings, never
+    both; nothing else files a scorer (no module registers one by being imported)."""
+    from docsim.search.scorer_table import SCORERS
     from docsim.search.sdr_ranker import SDR_RANKED
 
-    assert set(REGISTRY) | SDR_RANKED == set(Method)
-    assert not set(REGISTRY) & SDR_RANKED
-    assert set(ON_SHARDS) <= set(REGISTRY)
+    assert set(SCORERS) | SDR_RANKED == set(Method)
+    assert not set(SCORERS) & SDR_RANKED
 
 
-def test_a_scorer_registered_twice_is_refused() -> None:
-    from docsim.search.scorers import REGISTRY, register
+def test_a_method_is_one_class_and_one_row(searcher: Searcher) -> None:
+    """What `docs/adding-a-method.md` says: a scorer class and a row in a table of
+    `scorers_for` are all a method needs to rank through `Searcher.similar`, in-process and on
+    shards. Here `bm25`'s row is given to a new class that scores by document length."""
+    from docsim.search.scorer_table import SCORERS, ScorerRow, scorers_for
 
-    with pytest.raises(ValueError, match="'bm25' already scored by Bm25"):
-        register(Method.bm25)(REGISTRY[Method.document])
+    class LongestFirst(Scorer):
+        def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
+            starts = self.context.sdr.doc_sentence_start  # (D + 1,)
+            return np.diff(starts).astype(np.float64)  # (D,) each document's sentences
+
+    table = {**SCORERS, Method.bm25: ScorerRow(LongestFirst, sharded=LongestFirst)}
+    searcher.scorers.update(scorers_for(searcher.context, table))
+    try:
+        query, _ = query_of(searcher, "astronomy-02")
+        found = searcher.similar(query, SearchOptions(method=Method.bm25, top_k=5)).results
+        lengths = np.diff(searcher.context.sdr.doc_sentence_start)
+        others = [
+            p for p in range(searcher.index.n_documents) if p != searcher.position("astronomy-02")
+        ]
+        expected = sorted(others, key=lambda p: (-lengths[p], searcher.tiebreak[p]))[:5]
+        ids = searcher.index.external_ids
+        assert [h.document_id for h in found] == [ids[p] for p in expected]
+        assert [h.score for h in found] == [float(lengths[p]) for p in expected]
+    finally:
+        searcher.scorers.update(scorers_for(searcher.context))
 
 
 @pytest.mark.parametrize("kind", ["posted", "astronomy-02"])
