@@ -30,6 +30,7 @@ from docsim.app.core.settings import ServiceSettings, get_service_settings
 from docsim.app.services.collections import Collections
 from docsim.app.services.fairness import FairSlots
 from docsim.app.services.metrics import Metrics
+from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
 from docsim.indexer.api import DEFAULT_COLLECTION, make_engine, upgrade
 
@@ -52,6 +53,20 @@ async def security_headers(
     return response
 
 
+def served_runtime(app: FastAPI, collection: str = DEFAULT_COLLECTION) -> Runtime:
+    """What a started `app` runs for `collection` (loading it on first use): its settings, its
+    engine, the state it serves now; for tools that drive an app in this process
+    (benchmarks, tests)."""
+    runtime: Runtime = app.state.collections.runtime(collection)
+    return runtime
+
+
+def served_state(app: FastAPI, collection: str = DEFAULT_COLLECTION) -> ServiceState | None:
+    """The state a started `app` serves for `collection` now (its searcher, shards and
+    version; None: nothing is served)."""
+    return served_runtime(app, collection).state
+
+
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     settings = settings or get_service_settings()
 
@@ -61,14 +76,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             upgrade(settings.database_url)
         engine = make_engine(settings.database_url)
         app.state.engine = engine
-
-        def publish(state: ServiceState | None) -> None:
-            app.state.service = state
-
-        served = Collections(settings, engine, publish_default=publish)
+        served = Collections(settings, engine)
         served.start()
         app.state.collections = served
-        app.state.runtime = served.runtime(DEFAULT_COLLECTION)  # for tools and tests
         yield
         served.stop()
         app.state.collections = None
@@ -88,7 +98,6 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         fair_share_seconds=settings.api.fair_share_seconds,
         deadline_seconds=settings.api.search_deadline_seconds,
     )
-    app.state.service = None
     app.state.engine = None
     app.state.metrics = Metrics(
         lambda: app.state.collections.states() if app.state.collections else {},

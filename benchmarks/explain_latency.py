@@ -28,7 +28,7 @@ from record import save
 from tqdm import tqdm
 
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 
 logger = logging.getLogger("benchmarks.explain_latency")
 AILA_QUERIES = (
@@ -92,7 +92,7 @@ def main() -> None:
 
     settings = ServiceSettings(data_dir=args.data_dir)
     with TestClient(create_app(settings)) as client:
-        searcher = client.app.state.service.searcher
+        searcher = served_state(client.app).searcher
         index = searcher.index
         sentence_start = index.paragraph_sentence_start[index.doc_paragraph_start]
         sentences = np.diff(sentence_start)

@@ -26,7 +26,7 @@ from query_latency import AILA_QUERIES, timed_requests
 from record import save
 
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 from docsim.search.settings import SearchSettings
 
 logger = logging.getLogger("benchmarks.fusion_latency")
@@ -54,7 +54,7 @@ def main() -> None:
     for client in clients.values():
         client.__enter__()
     try:
-        ids = sorted(clients["today"].app.state.service.searcher.index.external_ids)  # type: ignore[attr-defined]
+        ids = sorted(served_state(clients["today"].app).searcher.index.external_ids)  # type: ignore[attr-defined]
         chosen = random.Random(0).sample(ids, min(args.by_id, len(ids)))
         bodies = {
             "posted": [{"document": {"text": t}, "top_k": 10} for t in texts],

@@ -45,7 +45,7 @@ from growth import AILA_QUERIES, query_texts  # benchmarks/growth.py (run as scr
 from record import save
 
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.documents import SourceDocument
 from docsim.models.inference.backends import SHAPE_CACHE_CAPACITY
@@ -274,7 +274,7 @@ def main() -> None:
 
     app = create_app(ServiceSettings(data_dir=args.data_dir))
     with TestClient(app):
-        searcher: Searcher = app.state.service.searcher
+        searcher: Searcher = served_state(app).searcher
         encoder: Any = searcher.encoder
         cut_at = encoder.max_padding
         batchings = {"cut": cut_at, "whole": 1.0}  # the service's batches, then one a query

@@ -41,7 +41,7 @@ from record import save
 from synthetic_scale import synthetic_scale  # benchmarks/synthetic_scale.py
 
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 from docsim.models.kernels.scoring import sdr_scores
 from docsim.search.filters import parse_filter
 from docsim.search.searcher import Searcher
@@ -158,7 +158,7 @@ def filtered_latency(  # noqa: ANN201
 ):
     """The default method with `filter`, posted and by id: p50/p95, and the share of the
     collection it keeps."""
-    searcher: Searcher = client.app.state.service.searcher  # type: ignore[attr-defined]
+    searcher: Searcher = served_state(client.app).searcher  # type: ignore[attr-defined]
     kept = float(searcher.filter_mask(parse_filter(filter)).mean())
     body = {"top_k": 10, "filter": filter}
     posted, _ = timed_requests(client, [{"document": {"text": t}, **body} for t in texts], repeats)
@@ -187,7 +187,7 @@ def measure_store(  # noqa: ANN201
     started = time.perf_counter()
     with TestClient(app) as client:
         out["startup_seconds"] = time.perf_counter() - started  # loaded and warmed
-        searcher: Searcher = app.state.service.searcher
+        searcher: Searcher = served_state(app).searcher
         out["index"] = {
             "documents": searcher.index.n_documents,
             "sentences": len(searcher.index.ids["sentence"]),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -27,7 +27,6 @@ from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
 from docsim.app.services.watcher import ActiveVersions
 from docsim.indexer.api import (
-    DEFAULT_COLLECTION,
     CollectionRow,
     FieldType,
     Worker,
@@ -47,15 +46,9 @@ DELETE_WAITS_FOR_CHANGES_SECONDS = 30.0
 
 
 class Collections:
-    def __init__(
-        self,
-        settings: ServiceSettings,
-        engine: Engine,
-        publish_default: Callable[[ServiceState | None], None] = lambda _state: None,
-    ) -> None:
+    def __init__(self, settings: ServiceSettings, engine: Engine) -> None:
         self.settings = settings  # the server's; each runtime has its collection's
         self.engine = engine
-        self._publish_default = publish_default  # `app.state.service`: the default's state
         self._runtimes: dict[str, tuple[CollectionRow, Runtime]] = {}
         self._lock = threading.Lock()  # guards `_runtimes` and `_starting`, held briefly
         self._starting: dict[str, threading.Lock] = {}  # one start at a time per collection
@@ -185,8 +178,7 @@ class Collections:
     # --- threads -------------------------------------------------------------------------
     def _start(self, row: CollectionRow) -> Runtime:
         settings = collection_settings(self.settings, row)
-        publish = self._publish_default if row.name == DEFAULT_COLLECTION else _ignore
-        runtime = Runtime(settings, self.engine, publish=publish, versions=self._versions)
+        runtime = Runtime(settings, self.engine, versions=self._versions)
         runtime.start()
         return runtime
 
@@ -226,9 +218,6 @@ def _newer(held: tuple[CollectionRow, Runtime], row: CollectionRow) -> bool:
     before its collection was deleted and the name taken again."""
     return held[0].created_at > row.created_at
 
-
-def _ignore(_state: ServiceState | None) -> None:
-    """The publish hook of a collection other than `default`: nothing to mirror."""
 
 
 def unknown_search_names(model: type[BaseModel], search: dict[str, Any]) -> list[str]:

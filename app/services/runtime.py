@@ -43,13 +43,11 @@ class Runtime:
         self,
         settings: ServiceSettings,
         engine: Engine,
-        publish: Callable[[ServiceState | None], None] = lambda _state: None,
         versions: ActiveVersions | None = None,
     ) -> None:
         self.settings = settings  # the collection's (`collection_settings`)
         self.collection = settings.collection
         self.engine = engine
-        self._publish = publish
         # what SQL's active slots hold, shared by the collections of a process
         self._versions = versions if versions is not None else ActiveVersions(engine)
         self.state: ServiceState | None = None
@@ -89,7 +87,6 @@ class Runtime:
         """Serve `state` from now on (requests already running keep the one they took; its
         predecessor's shard actors close after the retire grace)."""
         previous, self.state = self.state, state
-        self._publish(state)
         if previous is not None and previous is not state and previous.shards is not None:
             self._retiring.retire(previous.shards, self.settings.jobs.retire_grace_seconds)
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from docsim.app.core.settings import ApiSettings, ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 from docsim.indexer.builder.pipeline import prepare_data_dir
 from docsim.indexer.jobs.updates import change_documents
 from docsim.indexer.settings import DatabaseSettings
@@ -122,7 +122,7 @@ class DocumentChanges(RuleBasedStateMachine):
             time.sleep(0.05)
 
     def _served(self) -> tuple[int, int]:
-        state = self.client.app.state.service
+        state = served_state(self.client.app)
         return (state.version_id, state.revision) if state is not None else (-1, -1)
 
     # --- rules -----------------------------------------------------------------------------
@@ -177,7 +177,7 @@ class DocumentChanges(RuleBasedStateMachine):
         update (`dies`: the service restarts); SQL holds it either way."""
         if text is None and doc_id not in self.expected:
             return
-        state = self.client.app.state.service
+        state = served_state(self.client.app)
         searcher = state.searcher
         change = change_documents(
             searcher.engine,

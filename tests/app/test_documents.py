@@ -10,7 +10,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_runtime, served_state
 from docsim.indexer.builder.pipeline import build_lock, prepare_data_dir
 from docsim.indexer.jobs.updates import change_documents
 from docsim.indexer.store.units import level_ids
@@ -58,8 +58,8 @@ def as_tensor(vectors: torch.Tensor | MappedRows) -> torch.Tensor:
 
 def assert_consistent(client: TestClient) -> None:
     """The served index equals what a fresh load from SQL gives, and SQL and FAISS agree."""
-    served = client.app.state.service.searcher.index
-    engine = client.app.state.runtime.engine
+    served = served_state(client.app).searcher.index
+    engine = served_runtime(client.app).engine
     version = active_version(engine)
     assert served.revision == version.revision
     reloaded = LoadedIndex.load(engine, version, map_sentences=served.sentences_mapped)
@@ -138,10 +138,10 @@ def test_a_restart_serves_the_same_index(client: TestClient, fresh_settings) -> 
 def test_a_crash_after_the_sql_commit_loses_nothing(client: TestClient) -> None:
     """The process dies between committing the change and updating its in-memory index: SQL
     holds the change, and the next start serves it."""
-    state = client.app.state.service
+    state = served_state(client.app)
     searcher = state.searcher
     change_documents(
-        client.app.state.runtime.engine,
+        served_runtime(client.app).engine,
         prepare_data_dir(client.app.state.settings.indexes_dir),
         version_id=state.version_id,
         revision=state.revision,
@@ -186,7 +186,7 @@ def test_a_crash_inside_the_transaction_changes_nothing(fresh_settings, monkeypa
         assert client.get("/ready").json()["documents"] == 48
         assert client.get("/documents/zeppelin-01").status_code == 404
         assert client.get("/documents/baking-01").json()["title"] != "Glaciers"
-        assert active_version(client.app.state.runtime.engine).revision == 0
+        assert active_version(served_runtime(client.app).engine).revision == 0
         assert_consistent(client)
         monkeypatch.undo()
         assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
@@ -330,8 +330,8 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
     loads again at once when SQL moved meanwhile: it serves the newer revision."""
     import docsim.search.served.loaded_index
 
-    runtime = client.app.state.runtime
-    state = client.app.state.service
+    runtime = served_runtime(client.app)
+    state = served_state(client.app)
     searcher = state.searcher
     engine = runtime.engine
     plain = docsim.search.served.loaded_index.stored_additions
@@ -357,7 +357,7 @@ def test_a_change_committed_during_a_load_is_loaded_again_not_503(
 
     assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
     monkeypatch.setattr(docsim.search.served.loaded_index, "stored_additions", commit_midway)
-    runtime._load_and_swap_again_if_moved(client.app.state.service)
+    runtime._load_and_swap_again_if_moved(served_state(client.app))
     assert committed and runtime.failure is None
     assert client.get("/ready").json()["documents"] == 50  # 48 + zeppelin + midway
     assert_consistent(client)
@@ -371,7 +371,7 @@ def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> No
     from docsim.search.searcher import Searcher
 
     assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25
-    served = client.app.state.service.searcher
+    served = served_state(client.app).searcher
     before = served.context.postings.built_documents
     assert before is not None
     for change in (
@@ -379,7 +379,7 @@ def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> No
         lambda: client.delete("/documents/baking-02"),
     ):
         assert change().status_code == 200
-        changed = client.app.state.service.searcher
+        changed = served_state(client.app).searcher
         carried = changed.context.postings.built_documents
         assert changed is not served and carried is not None
         shared = [t for t, p in before._postings.items() if carried._postings.get(t) is p]
@@ -407,7 +407,7 @@ def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> No
 def test_unit_ids_are_never_given_twice(client: TestClient) -> None:
     """Replacing or deleting the newest document frees no id for the next one: a cache keyed
     by id (BM25's postings) must never take a new document for an old one."""
-    engine = client.app.state.runtime.engine
+    engine = served_runtime(client.app).engine
 
     def newest_document_id() -> int:
         return max(level_ids(engine, active_version(engine).version_id, "document"))
@@ -434,8 +434,8 @@ def test_a_load_reads_one_snapshot_of_sql(client: TestClient, monkeypatch) -> No
     import docsim.search.served.loaded_index
 
     assert client.post("/documents", json={"documents": [NEW]}).status_code == 200
-    engine = client.app.state.runtime.engine
-    searcher = client.app.state.service.searcher
+    engine = served_runtime(client.app).engine
+    searcher = served_state(client.app).searcher
     plain = docsim.search.served.loaded_index.stored_additions
 
     def commit_midway(bind, version_id):  # noqa: ANN001, ANN202
@@ -468,4 +468,4 @@ def test_a_loaded_version_is_warm_before_it_serves(fresh_settings) -> None:
     """The default method's BM25 postings are built while the version loads, not by the
     first request (seconds on a real collection)."""
     with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
-        assert client.app.state.service.searcher.context.postings.built_documents is not None
+        assert served_state(client.app).searcher.context.postings.built_documents is not None

@@ -17,7 +17,7 @@ from PIL import Image
 from sqlalchemy import select
 
 from docsim.app.core.settings import ApiSettings, ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 from docsim.indexer.store.stored_rows import read_float16
 from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.chunking import add_chunks
@@ -148,7 +148,7 @@ def check_explanation(
 
 def test_posted_query_explained_from_its_query_id(app: FastAPI, client: TestClient) -> None:
     ranked = client.post("/similar", json={"document": POSTED, "top_k": 3, "method": "sdr"}).json()
-    searcher: Searcher = app.state.service.searcher
+    searcher: Searcher = served_state(app).searcher
     # the source's vectors, encoded again here exactly as the indexer encodes a document
     posted = dict(POSTED, id="query")
     document = split_document(json_document(posted, ""), searcher.splitter)
@@ -172,7 +172,7 @@ def test_indexed_source_uses_the_statistics_of_its_ranking(app: FastAPI, client:
     ranked = client.post(
         "/similar", json={"document_id": source, "top_k": 2, "method": "sdr"}
     ).json()
-    searcher: Searcher = app.state.service.searcher
+    searcher: Searcher = served_state(app).searcher
     levels = {lv: stored(searcher, source, lv) for lv in ("section", "chunk", "sentence")}
     for hit in ranked["results"]:
         for ref in (source, ranked["query_id"]):  # by document id, or by the query's id
@@ -181,7 +181,7 @@ def test_indexed_source_uses_the_statistics_of_its_ranking(app: FastAPI, client:
 
 
 def test_a_document_against_itself_has_a_maximal_diagonal(app: FastAPI, client: TestClient) -> None:
-    searcher: Searcher = app.state.service.searcher
+    searcher: Searcher = served_state(app).searcher
     body = client.get("/explain", params={"source": "oceans-04", "target": "oceans-04"}).json()
     # each diagonal entry is a stored row against itself: its squared norm, 1 up to the
     # rounding of the stored format (int8 rows move it by a few thousandths at d = 32)
@@ -360,7 +360,7 @@ def test_search_page_is_served(client: TestClient) -> None:
 
 def test_indexed_vectors_are_read_from_files(app: FastAPI, tmp_path: Path) -> None:
     """The helper above reads the files, not the loaded tensors: both must agree."""
-    searcher: Searcher = app.state.service.searcher
+    searcher: Searcher = served_state(app).searcher
     query = searcher.query_from_index("baking-03")
     assert torch.allclose(stored(searcher, "baking-03", "chunk"), query.level_vectors["chunk"])
 
@@ -368,7 +368,7 @@ def test_indexed_vectors_are_read_from_files(app: FastAPI, tmp_path: Path) -> No
 def test_only_the_default_rankings_statistics_are_remembered(app: FastAPI) -> None:
     """A candidate-mode or pooled /similar must not change what /explain of an indexed source
     normalises with: that is always the default ranking's (here, the whole collection)."""
-    base: Searcher = app.state.service.searcher
+    base: Searcher = served_state(app).searcher
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     query = searcher.query_from_index("running-01")
     sdr = Method.sdr

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 
 from docsim.app.core.settings import ApiSettings, ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_runtime
 from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.tables import documents, sentences
 from docsim.indexer.store.versions import version_row
@@ -49,7 +49,7 @@ def test_a_database_outage_is_a_503_and_the_service_recovers(
             assert client.post("/similar", json=QUERY).status_code == 200
             # the test server runs without fsync or synchronous commits (speed), so that an
             # immediate stop would lose the last commits, which no production server does
-            with client.app.state.runtime.engine.connect() as conn:
+            with served_runtime(client.app).engine.connect() as conn:
                 conn.execute(text("CHECKPOINT"))
             server.stop()  # under traffic: immediate shutdown, connections dropped
             for response in (
@@ -142,7 +142,7 @@ def test_a_full_disk_fails_the_build_cleanly(
             # SQLite's log keeps the rows of a build that failed after writing them
             kept_rows = 0 if reencode else _sqlite_bytes(disk) - sqlite_before
             assert _used(disk) <= used + kept_rows + 256 * 1024, (used, kept_rows, _used(disk))
-            failed = version_row(client.app.state.runtime.engine, 2)
+            failed = version_row(served_runtime(client.app).engine, 2)
             assert failed is not None
             # `building` where SQLite had no room to record the failure: the next build's
             # `recover_abandoned` removes it then
@@ -168,7 +168,7 @@ def test_retired_rows_serve_older_readers_and_are_purged_after(fresh_settings) -
     """A request holding revision r reads the texts of r although a change deleted one of its
     documents meanwhile; once no request holds r, the retired rows are purged."""
     with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
-        runtime = client.app.state.runtime
+        runtime = served_runtime(client.app)
         engine = runtime.engine
         with runtime.pinned() as old:  # a request in flight on revision 0
             assert client.delete("/documents/coffee-01").status_code == 200
@@ -206,7 +206,7 @@ def test_an_old_state_is_released_when_its_last_reader_ends(fresh_settings) -> N
     """Memory stays bounded under changes: a superseded state lives while a request holds it,
     and not after."""
     with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
-        runtime = client.app.state.runtime
+        runtime = served_runtime(client.app)
         with runtime.pinned() as old:
             held = weakref.ref(old)
             for i in range(3):

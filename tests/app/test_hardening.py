@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from docsim.app.core.errors import UnreadableFileError
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_runtime, served_state
 from docsim.app.schemas.jobs import without_server_paths
 from docsim.app.services.uploads import UploadedFile, read_upload
 from docsim.indexer.store.data_lock import hold_data_dir
@@ -136,7 +136,7 @@ def test_two_changes_at_once_both_succeed(client: TestClient) -> None:
 def test_a_change_behind_a_long_one_is_a_429_that_names_no_build(fresh_settings) -> None:
     settings = fresh_settings(embedded_worker=False, change_wait_seconds=0.2)
     with TestClient(create_app(settings)) as client:
-        indexes = client.app.state.runtime.indexes_dir
+        indexes = served_runtime(client.app).indexes_dir
         with hold_data_dir(indexes, "change", 0):  # another change, holding on
             queued = client.post("/documents", json={"documents": [DOC]})
         assert queued.status_code == 429, queued.text
@@ -235,7 +235,7 @@ def test_a_query_without_a_document_is_a_query_error(client: TestClient) -> None
     from docsim.app.services.similar import build_query
     from docsim.search.errors import QueryError
 
-    state, settings = client.app.state.service, client.app.state.runtime.settings
+    state, settings = served_state(client.app), served_runtime(client.app).settings
     for options in (
         SimilarUpload.model_construct(top_k=3),
         SimilarRequest.model_construct(document=None, document_id=None),

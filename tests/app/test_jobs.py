@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_runtime
 from docsim.indexer.jobs.queue import claim_job, create_job, finish_job, set_job_version
 from docsim.indexer.jobs.worker import Worker
 from docsim.indexer.store.tables import JobStatus
@@ -138,7 +138,7 @@ def test_a_second_reindex_waits_in_the_queue(
     assert [j["job_id"] for j in listed[:2]] == [second, first]
     # retention (just after the job finished): the active version and one before it are
     # kept, older ones retired
-    engine = served.app.state.runtime.engine
+    engine = served_runtime(served.app).engine
     first_folder = Path(served.app.state.settings.data_dir) / "indexes" / "000001"
     deadline = time.monotonic() + 30
     while True:
@@ -237,7 +237,7 @@ def test_the_engine_is_checked_recorded_and_its_failure_leaves_the_index(
 
 def test_only_a_job_that_published_reports_an_index_version(fresh_settings) -> None:
     with TestClient(create_app(fresh_settings(embedded_worker=False))) as client:
-        engine = client.app.state.runtime.engine
+        engine = served_runtime(client.app).engine
         built = {}
         for status in (JobStatus.cancelled, JobStatus.failed, JobStatus.succeeded):
             job_id = create_job(engine, "reindex", {"source": "current"}).job_id
@@ -286,13 +286,13 @@ def test_served_tells_when_a_separate_workers_version_is_live(
         job_id = client.post(
             "/jobs/reindex", json={"source": "current", "encoder": str(tiny_encoder_dir)}
         ).json()["job_id"]
-        engine = client.app.state.runtime.engine
+        engine = served_runtime(client.app).engine
         assert Worker(settings, engine, name="elsewhere").run_once().job_id == job_id
         job = client.get(f"/jobs/{job_id}").json()
         assert job["status"] == JobStatus.succeeded and job["index_version"] == 2
         assert job["served"] is False  # published, but this process still serves version 1
         assert client.get("/ready").json()["index_version"] == 1
-        client.app.state.runtime.wake()  # the watcher's next poll
+        served_runtime(client.app).wake()  # the watcher's next poll
         deadline = time.monotonic() + 30
         while not (job := client.get(f"/jobs/{job_id}").json())["served"]:
             assert time.monotonic() < deadline, job
@@ -320,7 +320,7 @@ def test_a_jobs_answer_reads_the_served_version_after_the_jobs_row(
     def served_version() -> object:
         def now() -> int:
             order.append("served")
-            return served.app.state.runtime.state.version_id
+            return served_runtime(served.app).state.version_id
 
         return now
 
@@ -336,7 +336,7 @@ def test_a_jobs_answer_reads_the_served_version_after_the_jobs_row(
 def test_a_reindex_of_the_current_version_reuses_its_vectors_unless_told_to_reencode(
     served: TestClient,
 ) -> None:
-    engine = served.app.state.runtime.engine
+    engine = served_runtime(served.app).engine
     sentences = None
     for body in ({"source": "current"}, {"source": "current", "reencode": True}):
         accepted = served.post("/jobs/reindex", json=body)

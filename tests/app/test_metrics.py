@@ -8,7 +8,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_runtime, served_state
 from docsim.indexer.store.units import count_units
 from docsim.indexer.store.versions import active_version
 from tests.app.test_jobs import wait_for, wait_for_version
@@ -59,14 +59,14 @@ def test_metrics_count_requests_index_sizes_and_jobs(
         assert requests_seen(seen, "GET", "/jobs/{job_id}", 404) == 1  # the template, not the id
         assert requests_seen(seen, "GET", "unmatched", 404, collection="") == 1
 
-        engine = client.app.state.runtime.engine
+        engine = served_runtime(client.app).engine
         version = active_version(engine)
         counts = count_units(engine, version.version_id)
         assert seen[("docsim_index_version", DEFAULT)] == version.version_id
         assert seen[("docsim_index_documents", DEFAULT)] == counts["document"] == 48
         for level in ("document", "section", "paragraph", "sentence", "chunk"):
             assert seen[("docsim_index_vectors", (*DEFAULT, ("level", level)))] == counts[level]
-        searcher = client.app.state.service.searcher
+        searcher = served_state(client.app).searcher
         scan = searcher.context.scan  # the service's default: the compressed sentence level
         held = seen[("docsim_index_vector_bytes", (*DEFAULT, ("level", "sentence")))]
         assert scan is not None and held == scan.memory_bytes()

@@ -19,7 +19,7 @@ def run(app, **options):  # uvicorn's place: report instead of serving
     frozen = gc.get_freeze_count()
     class Node: pass
     node = Node(); node.self = node; del node  # a cycle made after the freeze
-    print(frozen, app.state.service is None, gc.collect())
+    print(frozen, app.state.collections is None, gc.collect())  # nothing started
 
 uvicorn.run = run
 sys.argv = ["docsim", "serve", "--data-dir", sys.argv[1]]

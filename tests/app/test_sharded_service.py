@@ -14,7 +14,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 from docsim.indexer.settings import ShardSettings
 from docsim.indexer.text.corpus import SAMPLE_CORPUS
 from docsim.search.settings import SearchSettings
@@ -54,7 +54,7 @@ def pair(ray_cluster: None, fresh_settings) -> Iterator[tuple[TestClient, TestCl
     settings = settings.model_copy(update={"search": SearchSettings(sentence_store="float32")})
     sharded = settings.model_copy(update={"shards": SHARDS})
     with TestClient(create_app(settings)) as local, TestClient(create_app(sharded)) as remote:
-        assert remote.app.state.service.shards is not None
+        assert served_state(remote.app).shards is not None
         yield local, remote
 
 
@@ -136,7 +136,7 @@ def test_sharded_answers_equal_in_process(pair: tuple[TestClient, TestClient]) -
         assert_same(ranking(local, request), ranking(remote, request))
     # unit granularities: searched on the shards (the coordinator maps the unit levels and
     # holds no index of them)
-    index = remote.app.state.service.searcher.index
+    index = served_state(remote.app).searcher.index
     assert set(index.mapped_levels) == {"section", "paragraph", "sentence", "chunk"}
     assert {type(index.indices[level]).__name__ for level in SEARCHED_ON_SHARDS} == {"ShardedLevel"}
     assert "chunk" not in index.indices and type(index.indices["document"]).__name__ == "FaissIndex"
@@ -183,7 +183,7 @@ def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestCli
     local, remote = pair
     body = {"document": QUERY, "method": "sdr"}
     expected = ranking(local, body)
-    actors = remote.app.state.service.shards.actors
+    actors = served_state(remote.app).shards.actors
     ray.kill(actors[0], no_restart=False)  # Ray restarts it from its spec
     deadline, statuses = time.monotonic() + 90, []
     while time.monotonic() < deadline:
@@ -219,10 +219,10 @@ def test_a_change_without_room_for_two_versions_swaps_with_a_gap(
     settings: ServiceSettings = fresh_settings(embedded_worker=False)
     whole = settings.model_copy(update={"shards": ShardSettings(count=2, cpus=1.0)})
     with TestClient(create_app(whole)) as client:
-        before = client.app.state.service.shards
+        before = served_state(client.app).shards
         added = client.post("/documents", json={"documents": [NEW]})
         assert added.status_code == 200, added.text
-        after = client.app.state.service.shards
+        after = served_state(client.app).shards
         assert after is not None and after is not before
         assert "closing the serving shards first" in caplog.text
         for actor in before.actors:
@@ -238,10 +238,10 @@ def test_a_change_without_room_for_two_versions_swaps_with_a_gap(
 
 def test_document_changes_reach_the_shards(pair: tuple[TestClient, TestClient]) -> None:
     local, remote = pair
-    before = remote.app.state.service.shards
+    before = served_state(remote.app).shards
     added = remote.post("/documents", json={"documents": [NEW]})
     assert added.status_code == 200, added.text
-    after = remote.app.state.service
+    after = served_state(remote.app)
     assert after.shards is not None and after.shards is not before  # new actors, new range
     deadline = time.monotonic() + 30
     while local.get("/ready").json()["documents"] != 49:  # the other app follows SQL

@@ -8,7 +8,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.main import create_app
+from docsim.app.main import create_app, served_state
 from docsim.indexer.text.corpus import json_document
 from docsim.models.kernels.scoring import RaggedCollection, sdr_scores
 from docsim.protocol.choices import Granularity, Method, ScoringMode
@@ -163,7 +163,7 @@ def test_no_active_index_is_503(tmp_path: Path) -> None:
 
 
 def test_candidate_mode_equals_exhaustive_when_it_sees_everything(app) -> None:
-    base: Searcher = app.state.service.searcher
+    base: Searcher = served_state(app).searcher
     everything = SearchSettings(
         candidates=CandidateSettings(sentence_k=1000, document_k=1000), stats_sample_documents=1000
     )
@@ -181,7 +181,7 @@ def test_candidate_mode_equals_exhaustive_when_it_sees_everything(app) -> None:
 def test_exhaustive_sdr_equals_direct_scoring(app) -> None:
     """The service's scores equal the scorer run by hand on the stored vectors, with every
     document but the source (excluded from its own ranking) as a candidate."""
-    searcher: Searcher = app.state.service.searcher
+    searcher: Searcher = served_state(app).searcher
     index = searcher.index
     query = searcher.query_from_index("medieval-02")
     result = searcher.similar(
@@ -229,7 +229,7 @@ def test_a_query_without_indexed_words_ranks_by_the_tie_break(
     assert len(results) == 7
     if method == "bm25":
         assert [r["score"] for r in results] == [0.0] * 7
-    searcher: Searcher = client.app.state.service.searcher
+    searcher: Searcher = served_state(client.app).searcher
     query = searcher.query_from_source(json_document({"id": "q", "text": text}, ""))
     scores = searcher.similar(query, SearchOptions(top_k=48, method=Method.bm25)).results
     assert len(scores) == 48 and all(hit.score == 0.0 for hit in scores)
@@ -264,7 +264,7 @@ def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
     """bm25s cannot index a collection in which no document has a word: every score is 0."""
     import docsim.search.lexical.postings
 
-    base: Searcher = app.state.service.searcher
+    base: Searcher = served_state(app).searcher
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     monkeypatch.setattr(
         docsim.search.lexical.postings,  # where the BM25 postings read the texts
@@ -321,7 +321,7 @@ def test_a_posted_document_is_encoded_once_per_level(app) -> None:  # noqa: ANN0
     from docsim.indexer.text.chunking import add_chunks
     from docsim.indexer.text.split import split_document
 
-    base: Searcher = app.state.service.searcher
+    base: Searcher = served_state(app).searcher
     encoder = copy.deepcopy(base.encoder)
     encoded: list[tuple[int, ...]] = []  # the token ids of every input the model ran on
     forward = encoder.backend.hidden_states
