@@ -567,3 +567,21 @@ def test_every_json_answer_of_the_service_is_a_protocol_model() -> None:
         "docsim.protocol.answers",
         "docsim.protocol.explanations",
     }
+
+
+def test_the_tests_mirror_the_code_folders() -> None:
+    """Every folder of tests under a layer names a folder of that layer's code
+    (`tests/search/lexical/` tests `search/lexical/`), and the nested rooms of the search layer
+    and the models have theirs."""
+    strays = [
+        str(folder.relative_to(ROOT))
+        for layer in LAYERS
+        for folder in (ROOT / "tests" / layer).rglob("*")
+        if folder.is_dir()
+        and folder.name != "__pycache__"
+        and not (ROOT / folder.relative_to(ROOT / "tests")).is_dir()
+    ]
+    assert strays == []
+    rooms = ["search/lexical", "search/served", "search/shards", "search/evaluation"]
+    rooms += ["models/encoders", "models/inference", "models/training", "models/kernels"]
+    assert [room for room in rooms if not list((ROOT / "tests" / room).glob("test_*.py"))] == []

@@ -50,7 +50,7 @@ def pair(ray_cluster: None, fresh_settings) -> Iterator[tuple[TestClient, TestCl
     settings: ServiceSettings = fresh_settings(embedded_worker=False)
     # exact sentences on both sides, so that the answers are equal: the shards score the
     # float16 file, the process its float32 copy (compressed shards are compared with
-    # float32 in tests/search/test_shards.py and test_shard_actors.py)
+    # float32 in tests/search/shards/test_shards.py and test_shard_actors.py)
     settings = settings.model_copy(update={"search": SearchSettings(sentence_store="float32")})
     sharded = settings.model_copy(update={"shards": SHARDS})
     with TestClient(create_app(settings)) as local, TestClient(create_app(sharded)) as remote:

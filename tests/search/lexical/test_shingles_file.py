@@ -21,8 +21,8 @@ from docsim.search.lexical.shingles_file import (
     write_shingles,
 )
 from docsim.search.searcher import Searcher
-from tests.search.test_postings_file import is_mapped
-from tests.search.test_shingles import random_texts
+from tests.search.lexical.test_postings_file import is_mapped
+from tests.search.lexical.test_shingles import random_texts
 
 
 def assert_same(read: ShingleIndex, built: ShingleIndex, queries: list[str]) -> None:

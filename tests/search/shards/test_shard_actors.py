@@ -24,8 +24,8 @@ from docsim.search.shards.actors import (
 from docsim.search.shards.coordinator import ShardedSdr, sentence_method_scores
 from docsim.search.shards.cuts import shards_of
 from docsim.search.shards.shard import SEARCHED_ON_SHARDS, in_process
+from tests.search.shards.test_shards import POOL, shard_query
 from tests.search.test_search import posted_query
-from tests.search.test_shards import POOL, shard_query
 from tests.utils.ray_local import local_ray as start_local_ray
 
 
