@@ -48,25 +48,25 @@ class SearchSettings(BaseModel):
     query_window: int = Field(
         default=3, ge=1, le=1000, description="`sdr-window`: sentences per window."
     )
-    bm25: Bm25Settings = Field(default_factory=lambda: Bm25Settings(), description="BM25.")
-    rm3: Rm3Settings = Field(default_factory=lambda: Rm3Settings(), description="`bm25-rm3`.")
-    prf: PrfSettings = Field(default_factory=lambda: PrfSettings(), description="`document-prf`.")
-    rprs: RprsSettings = Field(default_factory=lambda: RprsSettings(), description="`rprs`.")
-    ot: OtSettings = Field(default_factory=lambda: OtSettings(), description="`ot`.")
+    bm25: Bm25Settings = Field(default_factory=Bm25Settings, description="BM25.")
+    rm3: Rm3Settings = Field(default_factory=Rm3Settings, description="`bm25-rm3`.")
+    prf: PrfSettings = Field(default_factory=PrfSettings, description="`document-prf`.")
+    rprs: RprsSettings = Field(default_factory=RprsSettings, description="`rprs`.")
+    ot: OtSettings = Field(default_factory=OtSettings, description="`ot`.")
     verbatim: VerbatimSettings = Field(
-        default_factory=lambda: VerbatimSettings(),
+        default_factory=VerbatimSettings,
         description="Verbatim reuse: `bm25-shingles` and the passages shared word for word.",
     )
     exhaustive: ExhaustiveSettings = Field(
-        default_factory=lambda: ExhaustiveSettings(),
+        default_factory=ExhaustiveSettings,
         description="`auto` mode: up to where every document is scored.",
     )
     candidates: CandidateSettings = Field(
-        default_factory=lambda: CandidateSettings(),
+        default_factory=CandidateSettings,
         description="Candidate mode's first pass.",
     )
     scan: ScanSettings = Field(
-        default_factory=lambda: ScanSettings(),
+        default_factory=ScanSettings,
         description="The compressed sentence level.",
     )
     query_weighting: Literal["uniform", "rarity"] = Field(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_layers import defined_names
+
 pytestmark = pytest.mark.no_sql
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,19 +28,15 @@ def pages() -> list[Path]:
     )
 
 
-def defined_names(path: Path) -> set[str]:
-    """What a module defines or imports at its top level."""
-    names: set[str] = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return names
+def top_level_names(path: Path) -> set[str]:
+    """What a module defines (`tests.test_layers.defined_names`) or imports at its top level."""
+    imported = {
+        (alias.asname or alias.name).split(".")[0]
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    return defined_names(path) | imported
 
 
 def module_problem(dotted: str) -> str | None:
@@ -49,7 +47,7 @@ def module_problem(dotted: str) -> str | None:
         base = ROOT / Path(*parts[:cut])
         path = base / "__init__.py" if (base / "__init__.py").is_file() else base.with_suffix(".py")
         if path.is_file():
-            if cut == len(parts) or parts[cut] in defined_names(path):
+            if cut == len(parts) or parts[cut] in top_level_names(path):
                 return None
             return f"{parts[cut]!r} is not defined in {path.relative_to(ROOT)}"
     return "no such module"
