@@ -75,7 +75,7 @@ def first_passes(
     generators: dict[str, CandidateGenerator] = {
         "cells": lambda query, allowed: searched(cells, query.sentence_vectors, allowed, search),
         "neighbours": lambda query, allowed: retrieve_candidates(
-            index, searcher.sdr_ranker.sentence_doc, query, allowed, search
+            index, searcher.context.sentence_doc, query, allowed, search
         ),
     }
     if scan is not None:

@@ -14,7 +14,7 @@ judgments come from ../shared/data (development sets only).
    `fused` and `hybrid`, and a variant `METHOD+SETTING` against its plain `METHOD`.
 2. Fusion: every weight vector of the grid (weights {0, 1, 2} per component, z-score or min-max
    normalisation, stemmed or plain BM25) fuses the components' per-query normalised scores with
-   `search.fusion.fuse`, the `fused` method's own function. Per-query AP, NDCG and
+   `search.ranking.fusion.fuse`, the `fused` method's own function. Per-query AP, NDCG and
    friends of each weight vector are computed here from the ranks of the judged documents
    (checked against ir_measures on the single levers).
 3. Leave-one-query-out: for each query of either set, the weight vector that maximises the

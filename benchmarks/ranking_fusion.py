@@ -18,7 +18,7 @@ import numpy as np
 from docsim.search.evaluation.metrics import mean_intervals, mean_metrics, paired_tests
 from docsim.search.evaluation.runs import read_pools
 from docsim.search.evaluation.selection import Family, choose, nested
-from docsim.search.fusion import NORMALISERS, normalise
+from docsim.search.ranking.fusion import NORMALISERS, normalise
 from docsim.search.settings import SearchSettings
 
 logger = logging.getLogger("benchmarks.ranking_fusion")

@@ -49,7 +49,7 @@ from record import save
 from docsim.search.evaluation.metrics import mean_intervals, mean_metrics, paired_tests, score_runs
 from docsim.search.evaluation.runs import read_pools
 from docsim.search.evaluation.selection import Family, leave_one_out, nested
-from docsim.search.fusion import normalise
+from docsim.search.ranking.fusion import normalise
 
 logger = logging.getLogger("benchmarks.verbatim_cv")
 SHINGLE_LEVERS = ("bm25-shingles+n1", "bm25-shingles", *(f"bm25-shingles+n{n}" for n in (3, 4, 5)))

@@ -1,9 +1,10 @@
 """Ranking a collection against a query document.
 
 `Searcher.similar` is the one code path behind `POST /similar` and `docsim evaluate`; a request
-without a method gets `SearchSettings.default_method`. Each method is a scorer of the one table
-(`search.scorer_table`) or one of SDR's rankings (`search.sdr_ranker`), applied by
-`search.examples`; other granularities rank sections, paragraphs or sentences
+without a method gets `SearchSettings.default_method`. The searcher is a façade: it loads what
+the methods read (`ScoringContext`), builds one object of each row of the method table
+(`search.ranking.table`) and hands each request to the ranking pipeline
+(`search.ranking.pipeline`); other granularities rank sections, paragraphs or sentences
 (`search.units`), with `sdr` or `document` (both then mean the unit vectors' cosine).
 Ties are broken by a fixed random order of the documents, never by id or file order.
 """
@@ -27,14 +28,14 @@ from docsim.models.inference.precision import resolve_device
 from docsim.protocol.choices import Method, Population, ScoringMode
 from docsim.search.arrays import Positions
 from docsim.search.candidates.centroids import LazyCentroids
-from docsim.search.examples import ExampleRanker, scoring_mode
 from docsim.search.filters import Filter
 from docsim.search.lexical.postings import Postings
 from docsim.search.queries import encode_document, encode_levels, indexed_query
 from docsim.search.query_weights import SentenceWeights, rarity_neighbours
-from docsim.search.scorer_table import scorers_for
-from docsim.search.scorers import Scorer, ScoringContext
-from docsim.search.sdr_ranker import SDR_RANKED, SdrRanker, first_pass
+from docsim.search.ranking.pipeline import RankingPipeline
+from docsim.search.ranking.pool import first_pass, scoring_mode
+from docsim.search.ranking.scorer import Scorer, ScoringContext
+from docsim.search.ranking.table import scorers_for
 from docsim.search.sdr_scorer import SdrScorer, ShardedSdrScorer, carry_rows
 from docsim.search.served.lazy_scan import LazyScan
 from docsim.search.served.loaded_index import LoadedIndex
@@ -94,21 +95,13 @@ class Searcher:
     def _score_with(self, context: ScoringContext) -> None:
         self.context = context
         self.scorers: dict[Method, Scorer] = scorers_for(context)
-        n_sentences = len(self.index.ids["sentence"])
-        sentence_doc = (
-            np.searchsorted(context.sdr.doc_sentence_start, np.arange(n_sentences), side="right")
-            - 1
-        )  # (n,) the document position of each sentence row
-        self.sdr_ranker = SdrRanker(context, self.scorers, self.engine, sentence_doc)
-        self.ranker = ExampleRanker(
-            context, self.scorers, self.sdr_ranker, self.engine, self._position
-        )
+        self.pipeline = RankingPipeline(context, self.scorers, self.engine, self._position)
 
     def warm(self) -> None:
         """Build now what the default methods would build on their first request (the BM25
         postings over documents or paragraphs: seconds for a few thousand long documents),
         so that no request waits for it; the service warms a version before it serves it."""
-        warm_defaults(self.context, self.sdr_ranker)
+        warm_defaults(self.context, self.scorers)
 
     def use_shards(
         self, shards: ShardedSdr | None, levels: Mapping[str, ShardedLevel] | None = None
@@ -208,8 +201,8 @@ class Searcher:
         one query's ranked pool (candidate mode) counts that pool's lowest score. One `like`
         and no `unlike` is `similar` of that query. Units are those nearest to any unit of any
         `like`. The hits' paragraph pairs are with the first `like`; every indexed example is
-        left out of the ranking (`search.examples`)."""
-        return self.ranker.similar_to_examples(likes, unlikes, options)
+        left out of the ranking (`search.ranking.examples`)."""
+        return self.pipeline.similar_to_examples(likes, unlikes, options)
 
     def sentence_weights(self, query: Query) -> torch.Tensor | None:
         """`(n,)` how much each of `query`'s sentences counts in `sdr` and `maxsim`
@@ -236,7 +229,7 @@ class Searcher:
             DocumentNotFoundError: a candidate of the pool is not in this version.
             QueryError: the population holds no document.
         """
-        return self.ranker.population_stats(query, population, candidates, filter)
+        return self.pipeline.population_stats(query, population, candidates, filter)
 
     def filter_mask(self, filter: Filter) -> np.ndarray:
         """`(D,)` the documents of this version that `filter` keeps.
@@ -298,7 +291,7 @@ def scoring_context(
     )
 
 
-def warm_defaults(context: ScoringContext, sdr_ranker: SdrRanker) -> None:
+def warm_defaults(context: ScoringContext, scorers: Mapping[Method, Scorer]) -> None:
     """`Searcher.warm`: the BM25 postings and candidate mode's cells that the default methods
     (`SearchSettings.default_methods`) would build on their first request."""
     settings = context.settings
@@ -315,7 +308,7 @@ def warm_defaults(context: ScoringContext, sdr_ranker: SdrRanker) -> None:
     n_sentences = len(context.index.ids["sentence"])
     large = n_sentences > settings.exhaustive.max_sentences
     default = settings.default_method
-    exact_sdr = default in SDR_RANKED and sdr_ranker.scores_sdr(default)
+    exact_sdr = scorers[default].computes_sdr
     cells = first_pass(settings, context.scan is not None, n_sentences)
     if context.centroids and cells == "centroids" and (large or exact_sdr):
         context.centroids.get()

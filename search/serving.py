@@ -24,7 +24,7 @@ from docsim.models.errors import BackendUnavailableError
 from docsim.models.inference.backends import TORCH
 from docsim.models.inference.precision import resolve_device
 from docsim.search.errors import IndexMismatchError
-from docsim.search.sdr_ranker import first_pass
+from docsim.search.ranking.pool import first_pass
 from docsim.search.searcher import Searcher
 from docsim.search.served.lazy_scan import LazyScan
 from docsim.search.served.loaded_index import COMPRESSED_SEARCHED, LoadedIndex

@@ -4,6 +4,7 @@ is the indexer's settings object with the group added, what opening a searcher r
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -11,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from docsim.indexer.settings import Settings, merged
 from docsim.protocol.choices import Method
-from docsim.search.fusion import parse_weights
 from docsim.search.scorer_settings import (
     Bm25Settings,
     CandidateSettings,
@@ -29,7 +29,7 @@ from docsim.search.types import FUSIONS
 
 class SearchSettings(BaseModel):
     """How `/similar` and `docsim evaluate` rank by default, and the knobs of each method
-    (`search.scorers` describes the methods)."""
+    (`search.ranking.methods.scorers` describes the methods)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -131,6 +131,29 @@ class SearchSettings(BaseModel):
         if self.default_method is Method.hybrid:  # reciprocal-rank fusion of BM25 and SDR
             return {Method.bm25, Method.sdr}
         return {self.default_method}
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """`"bm25:1,sdr:0.5"` -> `{"bm25": 1.0, "sdr": 0.5}`.
+
+    Raises:
+        ValueError: a part is not `name:number`, or a name repeats.
+    """
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition(":")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = None
+        if not sep or weight is None or not math.isfinite(weight):
+            raise ValueError(f"fusion weight {part!r} is not 'method:number'")
+        if name.strip() in out:
+            raise ValueError(f"method {name.strip()!r} is weighted twice")
+        out[name.strip()] = weight
+    if not out:
+        raise ValueError("fusion weights name no method")
+    return out
 
 
 def fusion_weights(text: str) -> tuple[tuple[Method, float], ...]:

@@ -219,7 +219,6 @@ def _newer(held: tuple[CollectionRow, Runtime], row: CollectionRow) -> bool:
     return held[0].created_at > row.created_at
 
 
-
 def unknown_search_names(model: type[BaseModel], search: dict[str, Any]) -> list[str]:
     """The names of `search` that are no setting of `model`, a group's as `group.name`."""
     unknown = []

@@ -1,6 +1,6 @@
 """The choices a request names, as the service and the client both spell them: ranking
 methods, result granularities, SDR's scoring modes and statistics populations. The search
-layer keys its scorers on `Method` (`search.scorers`)."""
+layer keys its method table on `Method` (`search.ranking.table`)."""
 
 from __future__ import annotations
 

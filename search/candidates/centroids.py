@@ -36,7 +36,7 @@ from docsim.models.kernels.residuals import Residuals, encode, fit_buckets, refi
 from docsim.models.kernels.scan import fit_basis, project
 from docsim.search.arrays import Positions
 from docsim.search.candidates.cells_file import cells_file, load_cells, save_cells
-from docsim.search.ranking import top_k
+from docsim.search.order import top_k
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import BLOCK_ROWS, ScanShape, fit_sample, scan_basis

@@ -8,7 +8,7 @@ stands in for both:
 - the sentence-set methods (`maxsim`, `best-sentence`) take the approximate best matches of
   the documents they score from `best_of` (only those documents' rows are read), then score
   the best documents exactly from the file (100, or 1% of them where more:
-  `SearchSettings.rescore_depth`; `search.sentence_sets.SentenceSets`);
+  `SearchSettings.rescore_depth`; `search.ranking.methods.sentence_sets.SentenceSets`);
 - it answers the sentence level's searches (`search`: the `VectorIndex` protocol), for
   candidate mode and sentence-granularity results, approximate first and exact at the end.
 

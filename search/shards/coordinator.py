@@ -18,7 +18,7 @@ import torch
 from docsim.indexer.store.vector_index import Hits
 from docsim.models.kernels.scoring import RowStats
 from docsim.models.kernels.shard_moments import combine_moments, moments_stats
-from docsim.search.ranking import top_k
+from docsim.search.order import top_k
 from docsim.search.shards.shard import ShardCall, ShardHits, ShardMoments, ShardQuery
 
 

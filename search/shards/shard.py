@@ -44,7 +44,7 @@ from docsim.models.kernels.shard_moments import (
 )
 from docsim.search.arrays import concatenated_ranges
 from docsim.search.errors import ShardUnavailableError
-from docsim.search.ranking import top_k
+from docsim.search.order import top_k
 from docsim.search.served.mapped_rows import MAPPED_BLOCK_SENTENCES
 from docsim.search.types import Query
 

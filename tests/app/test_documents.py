@@ -367,7 +367,7 @@ def test_a_change_updates_the_served_searcher_in_place(client: TestClient) -> No
     """POST and DELETE carry the served BM25 postings over, changed for the changed documents
     only (untouched postings are the same objects), and score as a BM25 built afresh."""
     from docsim.protocol.choices import Method
-    from docsim.search.scorers import QueryScratch
+    from docsim.search.ranking.scorer import QueryScratch
     from docsim.search.searcher import Searcher
 
     assert ranked(client, {"document_id": "baking-01"}, method="bm25")  # builds BM25

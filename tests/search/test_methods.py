@@ -16,8 +16,9 @@ from docsim.protocol.choices import Granularity, Method
 from docsim.search.arrays import Positions, Scores
 from docsim.search.errors import QueryError
 from docsim.search.lexical.tokens import stemmer_for
-from docsim.search.scorers import QueryScratch, Scorer, top_mean_per_group
-from docsim.search.sdr_ranker import windowed
+from docsim.search.ranking.methods.scorers import top_mean_per_group
+from docsim.search.ranking.methods.sdr_rankings import windowed
+from docsim.search.ranking.scorer import QueryScratch, Scorer
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings, VerbatimSettings
 from docsim.search.types import WHOLE_DOCUMENT_ONLY, Query, SearchOptions
@@ -322,21 +323,23 @@ def test_stemming_is_turned_off_by_none_and_a_wrong_language_is_named() -> None:
         SearchSettings(bm25={"stemmer": "klingon"})
 
 
-def test_every_method_has_a_scorer_or_an_sdr_ranking() -> None:
-    """A method is ranked by its row of the scorer table, or by one of SDR's rankings, never
-    both; nothing else files a scorer (no module registers one by being imported)."""
-    from docsim.search.scorer_table import SCORERS
-    from docsim.search.sdr_ranker import SDR_RANKED
+def test_every_method_is_a_row_of_the_one_table() -> None:
+    """Every method, SDR's and the fusions included, is ranked by its row of the method
+    table; nothing else files a scorer (no module registers one by being imported)."""
+    from docsim.search.ranking.methods.sdr_rankings import SdrRanking
+    from docsim.search.ranking.table import SCORERS
 
-    assert set(SCORERS) | SDR_RANKED == set(Method)
-    assert not set(SCORERS) & SDR_RANKED
+    assert set(SCORERS) == set(Method)
+    explained = {m for m, row in SCORERS.items() if issubclass(row.local, SdrRanking)}
+    assert explained == {Method.sdr, Method.sdr_window, Method.hybrid, Method.fused}
 
 
 def test_a_method_is_one_class_and_one_row(searcher: Searcher) -> None:
     """What `docs/adding-a-method.md` says: a scorer class and a row in a table of
     `scorers_for` are all a method needs to rank through `Searcher.similar`, in-process and on
-    shards. Here `bm25`'s row is given to a new class that scores by document length."""
-    from docsim.search.scorer_table import SCORERS, ScorerRow, scorers_for
+    shards, and inside `fused`, which calls the rows of the same table. Here `bm25`'s row is
+    given to a new class that scores by document length."""
+    from docsim.search.ranking.table import SCORERS, ScorerRow, scorers_for
 
     class LongestFirst(Scorer):
         def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
@@ -344,7 +347,9 @@ def test_a_method_is_one_class_and_one_row(searcher: Searcher) -> None:
             return np.diff(starts).astype(np.float64)  # (D,) each document's sentences
 
     table = {**SCORERS, Method.bm25: ScorerRow(LongestFirst, sharded=LongestFirst)}
-    searcher.scorers.update(scorers_for(searcher.context, table))
+    fusing = with_config(searcher, fusion="bm25:1", fusion_normaliser="minmax")
+    for ranking in (searcher, fusing):
+        ranking.scorers.update(scorers_for(ranking.context, table))
     try:
         query, _ = query_of(searcher, "astronomy-02")
         found = searcher.similar(query, SearchOptions(method=Method.bm25, top_k=5)).results
@@ -356,6 +361,11 @@ def test_a_method_is_one_class_and_one_row(searcher: Searcher) -> None:
         ids = searcher.index.external_ids
         assert [h.document_id for h in found] == [ids[p] for p in expected]
         assert [h.score for h in found] == [float(lengths[p]) for p in expected]
+        fused = fusing.similar(query, SearchOptions(method=Method.fused, top_k=5)).results
+        assert [h.document_id for h in fused] == [ids[p] for p in expected]
+        low, high = lengths[others].min(), lengths[others].max()
+        minmax = [(lengths[p] - low) / (high - low) for p in expected]
+        assert [h.score for h in fused] == pytest.approx(minmax)
     finally:
         searcher.scorers.update(scorers_for(searcher.context))
 

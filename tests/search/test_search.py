@@ -18,11 +18,10 @@ from docsim.indexer.text.corpus import json_document
 from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.search.arrays import concatenated_ranges
 from docsim.search.candidates.centroids import CentroidCandidates, probe_depth, searched
-from docsim.search.examples import scoring_mode
 from docsim.search.lexical.query_terms import rm3_weights
 from docsim.search.lexical.tokens import stemmer_for
+from docsim.search.ranking.pool import first_pass, scoring_mode
 from docsim.search.scorer_settings import CandidateSettings, ExhaustiveSettings
-from docsim.search.sdr_ranker import first_pass
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
 from docsim.search.types import Query, SearchOptions, UnitHit

@@ -8,7 +8,7 @@ import pytest
 
 from docsim.protocol.choices import Method, ScoringMode
 from docsim.search.errors import ShardUnavailableError
-from docsim.search.scorers import QueryScratch
+from docsim.search.ranking.scorer import QueryScratch
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
@@ -73,7 +73,7 @@ def test_sharded_sdr_equals_in_process(
 def test_every_score_comes_back_for_the_fusions(searcher: Searcher, normalize: bool) -> None:
     """`hybrid` and `fused` fuse SDR's scores of every document: k None returns them all,
     equal to the in-process scorer's, including a `sdr-window` query's regrouped paragraphs."""
-    from docsim.search.sdr_ranker import windowed
+    from docsim.search.ranking.methods.sdr_rankings import windowed
 
     tiebreak = searcher.tiebreak
     sharded = ShardedSdr(in_process(shards_of(searcher.index, tiebreak, 3)), 3, tiebreak)
@@ -118,7 +118,9 @@ def test_sentence_methods_on_shards_equal_in_process(
 
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
     tiebreak = searcher.tiebreak
-    allowed = searcher.ranker.allowed(query, pool)  # what the searcher scores
+    allowed = searcher.pipeline.allowed(
+        query, SearchOptions(candidates=pool)
+    )  # what the searcher scores
     expected = searcher.scorers[method].scores(query, allowed, QueryScratch())
     config = searcher.settings
     got = sentence_method_scores(
@@ -188,7 +190,7 @@ def test_compressed_shards_score_as_one_compressed_process(
     within 1e-5. Every score exact where `rescored` covers the documents."""
     one, sharded = compressed_pair(searcher, rescored)
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
-    docs = np.sort(one.ranker.allowed(query, pool))
+    docs = np.sort(one.pipeline.allowed(query, SearchOptions(candidates=pool)))
     scorer = one.scorers[method]
     exact = scorer.scores(query, docs, QueryScratch())  # no scan in `one`: every one exact
     scan = SentenceScan.of_index(searcher.index, COMPRESSED)  # the whole collection's
@@ -210,7 +212,7 @@ def test_compressed_shards_and_one_process_rank_every_query_alike(searcher: Sear
     scan = SentenceScan.of_index(searcher.index, COMPRESSED)
     for document_id in searcher.index.external_ids:
         query = searcher.query_from_index(document_id)
-        docs = np.sort(one.ranker.allowed(query, None))
+        docs = np.sort(one.pipeline.allowed(query, SearchOptions()))
         expected = one.scorers[Method.maxsim]._two_passes(query, docs, scan, QueryScratch())
         got = sharded.scorers[Method.maxsim].scores(query, docs, QueryScratch())
         ranked = one.context.top(expected, docs, len(docs))

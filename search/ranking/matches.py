@@ -1,5 +1,5 @@
-"""Ranked documents as hits, each with the paragraph pairs that matched best and the passages
-it shares with the query word for word."""
+"""The pipeline's last stage: ranked documents as hits, each with the paragraph pairs that
+matched best (for SDR's rankings) and the passages it shares with the query word for word."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.store.reader import document_texts, paragraph_offsets
+from docsim.protocol.choices import Method
 from docsim.search.lexical.passages import shared_passages
+from docsim.search.ranking.scorer import RankedScores, ScoringContext
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.types import DocumentHit, ParagraphMatch, Query
 
@@ -71,6 +73,39 @@ def document_hits(
                 )
             )
     return hits
+
+
+def paragraph_hits(
+    context: ScoringContext,
+    engine: Engine,
+    query: Query,
+    ranking: RankedScores,
+    ranked: np.ndarray,
+    scores: np.ndarray,
+    matches_per_result: int,
+) -> list[DocumentHit]:
+    """The `ranked` documents with `scores`, each with its best paragraph pairs with `query`
+    as `ranking`, the query's own ranking by one of SDR's rankings, found them."""
+    sdr_scorer, sdr = context.sdr, ranking.sdr
+    shown = np.sort(ranked) if matches_per_result > 0 else ranked[:0]
+    if sdr is None or ranking.method is Method.sdr_window:  # pairs of real paragraphs: raw P
+        explaining = sdr_scorer.explain_columns(query, shown, None)
+    elif sdr.pmatrix is None or (sdr.first_column[shown] < 0).any():
+        # scored on shards, or ranked without SDR scoring it (a lexical method's pool, or
+        # another example's candidates): the ranked documents' columns here
+        explaining = sdr_scorer.explain_columns(query, shown, sdr.stats)
+    else:
+        explaining = sdr
+    return document_hits(
+        context.index,
+        engine,
+        query,
+        ranked,
+        scores,
+        explaining.pmatrix,
+        explaining.first_column,
+        matches_per_result,
+    )
 
 
 def add_shared_passages(

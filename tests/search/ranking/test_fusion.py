@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from docsim.search.fusion import fuse, normalise, outliers_only, parse_weights
+from docsim.search.ranking.fusion import fuse, normalise, outliers_only
+from docsim.search.settings import parse_weights
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 

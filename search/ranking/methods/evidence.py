@@ -15,7 +15,7 @@ from docsim.models.kernels.proportional import (
     rarity_weights,
 )
 from docsim.search.arrays import Positions, Scores
-from docsim.search.scorers import QueryScratch, Scorer
+from docsim.search.ranking.scorer import QueryScratch, Scorer
 from docsim.search.types import Query
 
 

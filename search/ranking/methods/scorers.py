@@ -1,34 +1,30 @@
-"""The methods that give each document a score of its own, behind one interface.
+"""The methods that give each document a score of its own.
 
-A `Scorer` turns a query and the document positions it may score into one score per document
-of the collection `(D,)`. `search.scorer_table.SCORERS`, one explicit table, names each
-method's scorer class (and its sharded class, which a sharded service uses instead, as FAISS's
-`IndexShards` is an `Index`: callers never know where a method ran). `Searcher.similar` ranks
-by a scorer, `fused` sums scorers, and `docsim evaluate` runs through `Searcher.similar`, so a
-scorer in the table works everywhere (`docs/adding-a-method.md`).
+A `Scorer` (`search.ranking.scorer`) turns a query and the document positions it may score
+into one score per document of the collection `(D,)`. `search.ranking.table.SCORERS`, one
+explicit table, names each method's class (and its sharded class, which a sharded service uses
+instead, as FAISS's `IndexShards` is an `Index`: callers never know where a method ran).
+`Searcher.similar` ranks by a row, `fused` sums rows, and `docsim evaluate` runs through
+`Searcher.similar`, so a scorer in the table works everywhere (`docs/adding-a-method.md`).
 
 - `document`: cosine of the document vectors; `document-prf`: the same after dense
   pseudo-relevance feedback (Rocchio): the query vector moved toward the mean of its top
   `prf.documents` documents' vectors.
 - `maxsim`, `best-sentence`, `ot`: sentence-set matching without paragraphs
-  (`search.sentence_sets`); `rprs`: proportional sentence evidence (`search.evidence`).
+  (`sentence_sets`); `rprs`: proportional sentence evidence (`evidence`).
 - `bm25`: Okapi BM25 over the document texts (`search.lexical.bm25`); `bm25-reduced`: the
   query cut to its highest-IDF terms; `bm25-rm3`: with RM3 pseudo-relevance feedback;
   `bm25-paragraph`: the mean of a document's best paragraphs' BM25; `bm25-shingles`: BM25
   over runs of `shingle_words` consecutive words (`search.lexical.shingles`), which finds
   the passages one document quotes from another.
 
-The methods built on SDR's paragraph matrix (`sdr`, `sdr-window`, `hybrid`, `fused`) rank in
-`search.sdr_ranker`.
+The methods built on SDR's paragraph matrix (`sdr`, `sdr-window`, `hybrid`, `fused`) are
+rankings of their own (`search.ranking.methods.sdr_rankings`).
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -36,82 +32,10 @@ import torch.nn.functional as F
 
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
-from docsim.search.candidates.centroids import LazyCentroids
 from docsim.search.lexical.bm25 import Bm25Index
-from docsim.search.lexical.postings import Postings
 from docsim.search.lexical.query_terms import reduced_query, rm3_expansion, strongest_terms
-from docsim.search.ranking import top_k
-from docsim.search.sdr_scorer import SdrScorer
-from docsim.search.served.loaded_index import LoadedIndex
-from docsim.search.served.sentence_scan import SentenceScan
-from docsim.search.settings import SearchSettings
-from docsim.search.shards.coordinator import ShardedSdr
+from docsim.search.ranking.scorer import QueryScratch, Scorer
 from docsim.search.types import Query
-
-
-@dataclass
-class QueryScratch:
-    """What the scorers of one query reuse between methods (`fused` runs several)."""
-
-    best_docs: Positions | None = None  # (k,) the documents `best_matches` covers
-    best_matches: torch.Tensor | None = None  # (k, n) each query sentence's best match in each
-    approximate_docs: Positions | None = None  # (a,) the documents `approximate` covers
-    approximate: torch.Tensor | None = None  # (a, n) the same by the compressed level, in each
-    exact: dict[int, torch.Tensor] = field(default_factory=dict)  # document -> (n,) exact ones
-    lexical: dict[Method, Scores] = field(default_factory=dict)  # a lexical method's (D,) scores
-
-
-@dataclass
-class ScoringContext:
-    """What a scorer may read of the served version."""
-
-    index: LoadedIndex
-    settings: SearchSettings
-    tiebreak: Positions  # (D,) the fixed random order that breaks ties
-    postings: Postings  # BM25, built on first use
-    sdr: SdrScorer  # the collection's sentences, and sub-collections of them
-    level_vectors: Callable[[Query, str], torch.Tensor]  # a query's (m, d) vectors at a level
-    shards: ShardedSdr | None = None  # the shard actors, on a sharded service
-    scan: SentenceScan | None = None  # the compressed sentence level, when it is compressed
-    centroids: LazyCentroids | None = None  # candidate mode's cells, fitted on first use
-
-    def top(self, scores: Scores, allowed: Positions, k: int) -> Positions:
-        return top_k(scores, allowed, k, self.tiebreak)
-
-
-class Scorer(ABC):
-    """One method's scores of each document on its own.
-
-    Attributes:
-        widens_pool: in candidate mode, the fusions add this method's top 1,000 documents to
-            SDR's candidates (a lexical method finds documents the vectors miss).
-        given_only: scores only the `docs` it is given, at a cost that grows with them; the
-            fusions give it only the documents SDR scored. The others score every document
-            as cheaply (-inf outside `docs` is the caller's to impose).
-    """
-
-    widens_pool: ClassVar[bool] = False
-    given_only: ClassVar[bool] = False
-
-    def __init__(self, context: ScoringContext, method: Method) -> None:
-        self.context = context
-        self.method = method
-
-    @abstractmethod
-    def scores(self, query: Query, docs: Positions, scratch: QueryScratch) -> Scores:
-        """`(D,)` the score of each document; the positions `docs` must be scored."""
-
-    def refine(
-        self, query: Query, docs: Positions, scores: Scores, scratch: QueryScratch
-    ) -> Scores:
-        """`scores` (from `scores`) with the documents `docs` scored exactly, for a method
-        that estimates most documents' scores (the compressed sentence level): the fusions
-        refine their own best documents this way before ranking them. Exact methods return
-        `scores` as they are."""
-        return scores
-
-
-ScorerClass = type[Scorer]
 
 
 class DocumentCosine(Scorer):

@@ -18,7 +18,7 @@ from docsim.models.kernels.alignment import (
 )
 from docsim.protocol.choices import Method
 from docsim.search.arrays import Positions, Scores
-from docsim.search.scorers import QueryScratch, Scorer
+from docsim.search.ranking.scorer import QueryScratch, Scorer
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.shard import query_on_shards

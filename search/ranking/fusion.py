@@ -9,7 +9,7 @@ method's lowest normalised score. A method fused by its outliers only (`outliers
 `max(z - t, 0) / (max z - t)` with z its z-scores: 0 for every document when none is more than
 t standard deviations above the mean (a query or collection without the signal keeps the
 others' ranking), up to 1 for the strongest outlier (issue 69: verbatim reuse).
-Reciprocal-rank fusion (`search.ranking`) uses only ranks; this keeps how far apart the scores
+Reciprocal-rank fusion (`search.order`) uses only ranks; this keeps how far apart the scores
 are, which is what lets a strong signal outvote weak ones.
 """
 
@@ -84,27 +84,4 @@ def fuse(
             out += weight * outliers_only(scores[name], ranked, gates[name], population)
         elif weight:
             out += weight * normalise(scores[name], ranked, how)
-    return out
-
-
-def parse_weights(text: str) -> dict[str, float]:
-    """`"bm25:1,sdr:0.5"` -> `{"bm25": 1.0, "sdr": 0.5}`.
-
-    Raises:
-        ValueError: a part is not `name:number`, or a name repeats.
-    """
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = part.partition(":")
-        try:
-            weight = float(value)
-        except ValueError:
-            weight = None
-        if not sep or weight is None or not np.isfinite(weight):
-            raise ValueError(f"fusion weight {part!r} is not 'method:number'")
-        if name.strip() in out:
-            raise ValueError(f"method {name.strip()!r} is weighted twice")
-        out[name.strip()] = weight
-    if not out:
-        raise ValueError("fusion weights name no method")
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from docsim.search.ranking import top_k
+from docsim.search.order import top_k
 
 pytestmark = pytest.mark.no_sql  # never opens a database (tests/conftest.py checks)
 
