@@ -29,11 +29,12 @@ from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.protocol.choices import Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.lexical.query_terms import strongest_terms
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 logger = logging.getLogger("benchmarks.bm25.query_terms")
 
@@ -54,7 +55,7 @@ def with_cap(searcher: Searcher, cap: int) -> Searcher:
 
 
 def ranked(searcher: Searcher, query: Query, method: Method | None, k: int) -> list[str]:
-    options = SearchOptions(top_k=k, method=method, matches_per_result=0)
+    options = SimilarOptions(top_k=k, method=method, matches_per_result=0)
     return [h.document_id for h in searcher.similar(query, options).results]
 
 

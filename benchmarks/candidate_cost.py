@@ -29,10 +29,11 @@ from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 logger = logging.getLogger("benchmarks.candidate_cost")
 
@@ -66,13 +67,13 @@ def query_row(searcher: Searcher, query: Query, method: Method, n_sentences: int
     }
     tops = {}
     for mode in (ScoringMode.exhaustive, ScoringMode.candidate):
-        options = SearchOptions(top_k=10, method=method, mode=mode, matches_per_result=0)
+        options = SimilarOptions(top_k=10, method=method, mode=mode, matches_per_result=0)
         searcher.similar(query, options)  # warm: SDR's statistics of the source
         started = time.perf_counter()
         found = searcher.similar(query, options)
         row[f"{mode.value}_ms"] = (time.perf_counter() - started) * 1000
         tops[mode] = [h.document_id for h in found.results]
-    options = SearchOptions(top_k=10, method=method, matches_per_result=0)
+    options = SimilarOptions(top_k=10, method=method, matches_per_result=0)
     started = time.perf_counter()
     row["auto_mode"] = searcher.similar(query, options).mode
     row["auto_ms"] = (time.perf_counter() - started) * 1000

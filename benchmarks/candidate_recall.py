@@ -30,12 +30,13 @@ from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.models.kernels.alignment import maxsim_scores
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.candidates.centroids import CentroidCandidates, searched
 from docsim.search.candidates.neighbours import retrieve_candidates
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 logger = logging.getLogger("benchmarks.candidate_recall")
 
@@ -112,7 +113,7 @@ def measure_recall(
     for position in chosen:
         queries = judgment_queries(searcher, corpus, position, every)
         for kind, (query, allowed) in queries.items():
-            options = SearchOptions(
+            options = SimilarOptions(
                 top_k=10, method=Method.sdr, mode=ScoringMode.exhaustive, matches_per_result=0
             )
             top = {

@@ -19,9 +19,10 @@ from record import save
 
 from docsim.indexer.store.db import make_engine
 from docsim.protocol.choices import Granularity, Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
-from docsim.search.types import SearchOptions, UnitHit
+from docsim.search.types import UnitHit
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
         )
         searcher = open_searcher(settings, make_engine(settings.database_url))
         ids = searcher.index.external_ids[::150][:20]
-        options = SearchOptions(top_k=10, method=Method.sdr, granularity=Granularity.paragraph)
+        options = SimilarOptions(top_k=10, method=Method.sdr, granularity=Granularity.paragraph)
         searcher.similar(searcher.query_from_index(ids[0]), options)  # warm-up
         times, tops[store] = [], []
         for document_id in ids:

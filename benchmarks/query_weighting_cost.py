@@ -28,12 +28,13 @@ from record import save
 from docsim.indexer.cli.common import in_collection
 from docsim.indexer.store.db import make_engine
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.evaluation.runs import build_query, read_queries
 from docsim.search.query_weights import collection_rarity
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 logger = logging.getLogger("benchmarks.query_weighting_cost")
 AILA_QUERIES = (
@@ -48,7 +49,7 @@ def fresh(query: Query) -> Query:
 
 
 def timed_ms(searcher: Searcher, query: Query, method: Method) -> float:
-    options = SearchOptions(
+    options = SimilarOptions(
         top_k=10, method=method, mode=ScoringMode.exhaustive, matches_per_result=0
     )
     start = time.perf_counter()

@@ -32,6 +32,7 @@ from record import save
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import json_document
 from docsim.protocol.choices import Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape
 from docsim.search.serving import open_searcher
@@ -39,14 +40,14 @@ from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.cuts import shards_of
 from docsim.search.shards.shard import in_process
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 logger = logging.getLogger("benchmarks.sharded_fidelity")
 
 
 def ranked(searcher: Searcher, query: Query, method: Method) -> tuple[list[str], float]:
     started = time.perf_counter()
-    options = SearchOptions(top_k=10, method=method, matches_per_result=0)
+    options = SimilarOptions(top_k=10, method=method, matches_per_result=0)
     found = searcher.similar(query, options).results
     return [h.document_id for h in found], (time.perf_counter() - started) * 1000
 

@@ -26,11 +26,12 @@ import numpy as np
 from record import save
 
 from docsim.indexer.store.db import make_engine
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.evaluation.runs import build_query, read_queries
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 PAIRS = {  # name -> (ranking, ranking)
     "int8_vs_float16": ("int8", "float16"),
@@ -45,7 +46,7 @@ def searcher_of(data_dir: Path, **search: Any) -> Searcher:
 
 
 def top10(searcher: Searcher, query: Query) -> list[str]:
-    options = SearchOptions(top_k=10, matches_per_result=0)  # the default method
+    options = SimilarOptions(top_k=10, matches_per_result=0)  # the default method
     return [hit.document_id for hit in searcher.similar(query, options).results]
 
 

@@ -16,10 +16,11 @@ from docsim.indexer.store.vector_index import FaissIndex, choose_factory
 from docsim.models.encoders.pooling import segment_mean
 from docsim.models.kernels.scoring import RaggedCollection
 from docsim.protocol.choices import ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.searcher import Searcher
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import SearchSettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 
 def synthetic_lengths(n_sentences: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -133,7 +134,7 @@ def candidate_latencies(
         )
         started = time.perf_counter()
         searcher.similar(
-            query, SearchOptions(top_k=10, mode=ScoringMode.candidate, matches_per_result=0)
+            query, SimilarOptions(top_k=10, mode=ScoringMode.candidate, matches_per_result=0)
         )
         latencies.append((time.perf_counter() - started) * 1000)
     return latencies

@@ -31,9 +31,9 @@ from docsim.indexer.text.corpus import json_document, read_corpus
 from docsim.indexer.text.sentences import load_splitter
 from docsim.indexer.text.split import split_document
 from docsim.protocol.choices import Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import SearchOptions
 
 logger = logging.getLogger("benchmarks.unpunctuated")
 METHODS = (Method.maxsim, Method.sdr, Method.document)
@@ -85,7 +85,7 @@ def main() -> None:
         query = searcher.query_from_source(query_doc)  # type: ignore[arg-type]
         ranks = {}
         for method in METHODS:
-            hits = searcher.similar(query, SearchOptions(top_k=50, method=method)).results
+            hits = searcher.similar(query, SimilarOptions(top_k=50, method=method)).results
             found = [h.document_id for h in hits]
             ranks[method.value] = found.index(source.doc_id) + 1 if source.doc_id in found else None
         row = {

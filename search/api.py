@@ -7,10 +7,9 @@ is public, and changes to it are changes of interface.
 - **Opening the served version**: `open_searcher` (load a version with its encoder, checked to
   be the one it was built with), `serve_on_shards` (score on Ray actors);
   `Searcher.with_changes` follows document changes.
-- **Search and explain**: `Searcher` with its options, query and result types (and the
-  methods that rank whole documents only, `WHOLE_DOCUMENT_ONLY`); metadata
-  filters (`parse_filter`, `Filter`, and `FilterColumns` for the fields and their types);
-  `explain_pair` and `Explanation`.
+- **Search and explain**: `Searcher` with its query and result types (a request's options are
+  the protocol's `SimilarOptions`); metadata filters (`FilterColumns`, the fields and
+  their types; a filter's tree is the protocol's); `explain_pair` and `Explanation`.
 
 Plain imports, each from the module that defines the name (`tests/test_layers.py` checks it).
 """
@@ -19,26 +18,22 @@ from __future__ import annotations
 
 from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
 from docsim.search.explanations import Explanation, Side, explain_pair
-from docsim.search.filters import Filter, FilterColumns, parse_filter
+from docsim.search.filters import FilterColumns
 from docsim.search.scorer_settings import regrouped
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher, serve_on_shards
 from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.types import (
-    WHOLE_DOCUMENT_ONLY,
     DocumentHit,
     ParagraphStats,
     Query,
-    SearchOptions,
     SearchResult,
     UnitHit,
 )
 
 __all__ = [
-    "WHOLE_DOCUMENT_ONLY",
     "DocumentHit",
     "Explanation",
-    "Filter",
     "FilterColumns",
     "Granularity",
     "Method",
@@ -47,7 +42,6 @@ __all__ = [
     "Query",
     "QuerySettings",
     "ScoringMode",
-    "SearchOptions",
     "SearchResult",
     "SearchSettings",
     "regrouped",
@@ -56,6 +50,5 @@ __all__ = [
     "UnitHit",
     "explain_pair",
     "open_searcher",
-    "parse_filter",
     "serve_on_shards",
 ]

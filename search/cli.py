@@ -132,15 +132,17 @@ def _open_judged(
     score, or the command's failure with the reason."""
     queries, qrels, pools, exclude_own = files
     from docsim.indexer.store.db import make_engine, upgrade
+    from docsim.protocol.requests import FilterIn
     from docsim.search.evaluation.report import read_judged
     from docsim.search.evaluation.runs import MethodSpec, warn_unmatched_judgments
-    from docsim.search.filters import parse_filter
     from docsim.search.serving import open_searcher
 
     try:
         for name in methods or []:
             MethodSpec.parse(name)  # a typo fails before the index loads
-        wanted = parse_filter(json.loads(filter)) if filter is not None else None
+        wanted = FilterIn.model_validate(json.loads(filter)) if filter is not None else None
+        if wanted is not None:
+            wanted.tree()  # its grammar, checked before the index loads
         judged = read_judged(queries, qrels, pools, query_field, wanted, exclude_own)
         if settings.db.auto_migrate:  # a database from an older docsim gets its new tables
             upgrade(settings.database_url)

@@ -1,21 +1,14 @@
 """Metadata filters: which documents a query may rank, told by their metadata.
 
-A filter is a tree. Its leaves are conditions on one metadata field (`Equals`, `OneOf`,
-`Range`, `Exists`); its inner nodes combine them (`All`, `AnyOf`, `Not`). `parse_filter` reads
-the JSON form the API takes:
-
-    {"and": [{"field": "court", "eq": "Supreme Court of India"},
-             {"field": "date", "gte": "1990-01-01"},
-             {"not": {"field": "bench", "in": ["Division", "Full"]}}]}
-
-Fields are the scalar values of a document's metadata, nested objects named by dotted paths
-(`header.court`); a list of scalars is a field with several values, which a condition matches
-when any value does. A field's type is inferred from the collection's documents
-(`FieldType`): booleans, numbers, dates (ISO 8601 strings such as `1990-01-01`), keywords
-(other strings, whose ranges compare them in code point order, so that `"2004"` lies between
-`"2000"` and `"2010"`), or `mixed` where documents disagree, which takes `eq`, `in` and
-`exists` only.
-A document without the field matches no condition on it, so `not` matches it.
+A filter is a tree (`docsim.protocol.filters`: its grammar, its nodes and `parse_filter`,
+which every request's filter goes through when its body is validated). Fields are the scalar
+values of a document's metadata, nested objects named by dotted paths (`header.court`); a list
+of scalars is a field with several values, which a condition matches when any value does. A
+field's type is inferred from the collection's documents (`FieldType`): booleans, numbers,
+dates (ISO 8601 strings such as `1990-01-01`), keywords (other strings, whose ranges compare
+them in code point order, so that `"2004"` lies between `"2000"` and `"2010"`), or `mixed`
+where documents disagree, which takes `eq`, `in` and `exists` only. A document without the
+field matches no condition on it, so `not` matches it.
 
 `FilterColumns` holds each field's values column-wise for one served version, and `mask`
 evaluates a filter over them with numpy: a boolean per document, before any scoring.
@@ -23,7 +16,7 @@ evaluates a filter over them with numpy: a boolean per document, before any scor
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,159 +27,21 @@ from docsim.indexer.text.field_types import (
     Scalar,
     accepts,
     field_type,
-    is_scalar,
     metadata_values,
     parse_date,
     value_type,
 )
+from docsim.protocol.filters import (
+    All,
+    AnyOf,
+    Equals,
+    Exists,
+    Filter,
+    Not,
+    OneOf,
+    shown,
+)
 from docsim.search.errors import FilterError
-
-RANGE_BOUNDS = ("gt", "gte", "lt", "lte")
-MAX_DEPTH = 32  # nesting of and / or / not
-
-
-# --- the filter tree ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class Equals:
-    field: str
-    value: Scalar
-
-
-@dataclass(frozen=True)
-class OneOf:
-    field: str
-    values: tuple[Scalar, ...]
-
-
-@dataclass(frozen=True)
-class Range:
-    field: str
-    gt: Scalar | None = None
-    gte: Scalar | None = None
-    lt: Scalar | None = None
-    lte: Scalar | None = None
-
-    def bounds(self) -> Iterator[tuple[str, Scalar]]:
-        for name in RANGE_BOUNDS:
-            value = getattr(self, name)
-            if value is not None:
-                yield name, value
-
-
-@dataclass(frozen=True)
-class Exists:
-    field: str
-    exists: bool = True
-
-
-@dataclass(frozen=True)
-class All:
-    filters: tuple[Filter, ...]
-
-
-@dataclass(frozen=True)
-class AnyOf:
-    filters: tuple[Filter, ...]
-
-
-@dataclass(frozen=True)
-class Not:
-    filter: Filter
-
-
-Condition = Equals | OneOf | Range | Exists
-Filter = Equals | OneOf | Range | Exists | All | AnyOf | Not
-
-
-def parse_filter(data: Any, depth: int = 0) -> Filter:
-    """The filter tree of its JSON form (see the module's docstring).
-
-    Raises:
-        FilterError: `data` is not a filter; the message says where and why.
-    """
-    if depth > MAX_DEPTH:
-        raise FilterError(f"a filter nests at most {MAX_DEPTH} levels of and / or / not")
-    if not isinstance(data, Mapping) or not data:
-        raise FilterError(f"a filter is a non-empty JSON object, got {_show(data)}")
-    keys = set(data)
-    for combinator in ("and", "or"):
-        if combinator in keys:
-            if keys != {combinator}:
-                raise FilterError(
-                    f"an {combinator!r} node holds only {combinator!r}: {_show(data)}"
-                )
-            children = data[combinator]
-            if not isinstance(children, list) or not children:
-                raise FilterError(f"{combinator!r} takes a non-empty list of filters")
-            parsed = tuple(parse_filter(child, depth + 1) for child in children)
-            return All(parsed) if combinator == "and" else AnyOf(parsed)
-    if "not" in keys:
-        if keys != {"not"}:
-            raise FilterError(f"a 'not' node holds only 'not': {_show(data)}")
-        return Not(parse_filter(data["not"], depth + 1))
-    return _condition(data)
-
-
-def _condition(data: Mapping[str, Any]) -> Condition:
-    name = data.get("field")
-    if not isinstance(name, str) or not name:
-        raise FilterError(
-            f"a condition names its metadata 'field' (a string), or is an 'and' / 'or' / "
-            f"'not' node: {_show(data)}"
-        )
-    ops = set(data) - {"field"}
-    unknown = ops - {"eq", "in", "exists", *RANGE_BOUNDS}
-    if unknown:
-        raise FilterError(
-            f"unknown filter operator(s) {sorted(unknown)} on field {name!r}; operators: "
-            "eq, in, gt, gte, lt, lte, exists"
-        )
-    kinds = {"range" if op in RANGE_BOUNDS else op for op in ops}
-    if len(kinds) != 1:
-        raise FilterError(
-            f"a condition on field {name!r} takes one of eq, in, exists, or range bounds "
-            f"(gt / gte / lt / lte), got {sorted(ops) or 'none'}"
-        )
-    kind = kinds.pop()
-    if kind == "eq":
-        return Equals(name, _scalar(data["eq"], name, "eq"))
-    if kind == "in":
-        values = data["in"]
-        if not isinstance(values, list) or not values:
-            raise FilterError(f"'in' on field {name!r} takes a non-empty list of values")
-        return OneOf(name, tuple(_scalar(v, name, "in") for v in values))
-    if kind == "exists":
-        if not isinstance(data["exists"], bool):
-            raise FilterError(f"'exists' on field {name!r} takes true or false")
-        return Exists(name, data["exists"])
-    bounds = {op: _scalar(data[op], name, op) for op in ops}
-    if "gt" in bounds and "gte" in bounds or "lt" in bounds and "lte" in bounds:
-        raise FilterError(f"field {name!r}: give at most one lower and one upper bound")
-    return Range(name, **bounds)
-
-
-def _scalar(value: Any, name: str, op: str) -> Scalar:
-    if is_scalar(value):
-        return value  # type: ignore[no-any-return]
-    raise FilterError(
-        f"{op!r} on field {name!r} takes a string, boolean or finite number, got {_show(value)}"
-    )
-
-
-def _show(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def fields_of(filter: Filter) -> Iterator[str]:
-    """Every field a filter names."""
-    if isinstance(filter, (All, AnyOf)):
-        for child in filter.filters:
-            yield from fields_of(child)
-    elif isinstance(filter, Not):
-        yield from fields_of(filter.filter)
-    else:
-        yield filter.field
 
 
 @dataclass(frozen=True)
@@ -328,7 +183,7 @@ class FilterColumns:
             if parsed is None:
                 raise FilterError(
                     f"field {name!r} holds dates: {op!r} takes an ISO 8601 date such as "
-                    f"'1990-01-31' or '1990-01-31T12:00:00Z', got {_show(value)}"
+                    f"'1990-01-31' or '1990-01-31T12:00:00Z', got {shown(value)}"
                 )
             return parsed
         ok = (
@@ -341,7 +196,7 @@ class FilterColumns:
         if not ok:
             raise FilterError(
                 f"field {name!r} holds {kind.value} values: {op!r} takes a "
-                f"{_NAMES[kind]}, got {_show(value)}"
+                f"{_NAMES[kind]}, got {shown(value)}"
             )
         return float(value) if kind is FieldType.number else value
 

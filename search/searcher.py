@@ -26,9 +26,10 @@ from docsim.indexer.text.split import split_document
 from docsim.models.encoders.encoder import Encoder
 from docsim.models.inference.precision import resolve_device
 from docsim.protocol.choices import Method, Population, ScoringMode
+from docsim.protocol.filters import Filter
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import Positions
 from docsim.search.candidates.centroids import LazyCentroids
-from docsim.search.filters import Filter
 from docsim.search.lexical.postings import Postings
 from docsim.search.queries import encode_document, encode_levels, indexed_query
 from docsim.search.query_weights import SentenceWeights, rarity_neighbours
@@ -42,7 +43,7 @@ from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.settings import SearchSettings
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
-from docsim.search.types import ParagraphStats, Query, SearchOptions, SearchResult
+from docsim.search.types import ParagraphStats, Query, SearchResult
 
 logger = logging.getLogger(__name__)
 
@@ -188,11 +189,13 @@ class Searcher:
         return query.level_vectors[level]
 
     # --- ranking ----------------------------------------------------------------------------
-    def similar(self, query: Query, options: SearchOptions) -> SearchResult:
+    def similar(self, query: Query, options: SimilarOptions) -> SearchResult:
+        """The collection ranked against `query` as `options` ask: its best
+        `options.offset + options.top_k` documents or units (the caller cuts the page)."""
         return self.similar_to_examples([query], [], options)
 
     def similar_to_examples(
-        self, likes: Sequence[Query], unlikes: Sequence[Query], options: SearchOptions
+        self, likes: Sequence[Query], unlikes: Sequence[Query], options: SimilarOptions
     ) -> SearchResult:
         """Documents like the queries of `likes` and unlike those of `unlikes` (Elasticsearch's
         `more_like_this`, Qdrant's recommendations). A document's score is the mean of its
@@ -263,7 +266,7 @@ def scoring_context(
         replace=False,
     )
     n_sentences = len(index.ids["sentence"])
-    candidate = scoring_mode(SearchOptions(), n_sentences, settings) is ScoringMode.candidate
+    candidate = scoring_mode(SimilarOptions(), n_sentences, settings) is ScoringMode.candidate
     sdr = SdrScorer(
         index,
         resolve_device(device),

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from docsim.indexer.settings import Settings, merged
-from docsim.protocol.choices import Method
+from docsim.protocol.choices import FUSIONS, Method
 from docsim.search.scorer_settings import (
     Bm25Settings,
     CandidateSettings,
@@ -24,7 +24,6 @@ from docsim.search.scorer_settings import (
     VerbatimSettings,
     regrouped,
 )
-from docsim.search.types import FUSIONS
 
 
 class SearchSettings(BaseModel):

@@ -1,41 +1,19 @@
-"""What a search takes and returns: options, the query document, hits and results (the
-methods and the other choices a request names are the wire's, `docsim.protocol.choices`)."""
+"""What a search takes and returns: the query document, hits and results (the request's
+options and choices are the wire's: `docsim.protocol.requests.SimilarOptions`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
+from docsim.protocol.choices import Method, Population, ScoringMode
 
 if TYPE_CHECKING:  # only annotations: the command line reads the enums without torch
     import torch
 
     from docsim.indexer.text.documents import Document
     from docsim.models.kernels.scoring import RowStats
-    from docsim.search.filters import Filter
     from docsim.search.lexical.passages import SharedPassage
-
-
-FUSIONS = frozenset({Method.hybrid, Method.fused})  # methods that combine others
-WHOLE_DOCUMENT_ONLY = frozenset(Method) - {Method.sdr, Method.document}
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    top_k: int = 10
-    granularity: Granularity = Granularity.document
-    method: Method | None = None  # None: the default (`SearchSettings.default_method`)
-    normalize: bool = True
-    mode: ScoringMode = ScoringMode.auto
-    candidates: Sequence[str] | None = None
-    matches_per_result: int = 3
-    filter: Filter | None = None  # over document metadata (`search.filters`)
-    group_by: Literal["document"] | None = None  # units: top_k documents, group_size each
-    group_size: int = 1
-    shared_passages: int = 0  # per document hit, passages shared word for word with the query
-    exclude: Sequence[str] = ()  # documents left out of the ranking (unknown ids: ignored)
 
 
 @dataclass

@@ -297,7 +297,9 @@ def test_the_surface_exports_what_it_imports(surface: str) -> None:
     and `__all__` lists exactly them."""
     api = importlib.import_module(f"docsim.{surface}")
     imported = surface_imports(surface)
-    assert len(imported) > 20
+    # the walk found the surface's imports (search.api has 19 since the request's options and
+    # the filter's tree moved to `docsim.protocol`, which the app imports directly)
+    assert len(imported) >= 15
     assert sorted(api.__all__) == sorted(imported)
 
 

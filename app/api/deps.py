@@ -18,12 +18,12 @@ from docsim.app.core.errors import (
     InvalidTextError,
 )
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.schemas.common import has_control_characters
 from docsim.app.services.fairness import FairSlots, Ticket
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
 from docsim.indexer.api import DEFAULT_COLLECTION, CollectionRow, check_collection_name
 from docsim.models.inference.pacing import paced
+from docsim.protocol.bodies import has_control_characters
 
 
 def get_settings(request: Request) -> ServiceSettings:
@@ -114,7 +114,7 @@ def get_state(request: Request) -> Iterator[ServiceState]:
 
 def reject_nul_in_url(request: Request) -> None:
     """Path and query values with a control character (`%00`, `%0A`, `%1B`, ...) are a 422
-    for every route, as ids and NULs in request bodies are (`app.schemas.common`)."""
+    for every route, as ids and NULs in request bodies are (`docsim.protocol.bodies`)."""
     values = [*request.path_params.values(), *request.query_params.values()]
     if any(isinstance(v, str) and has_control_characters(v) for v in values):
         raise InvalidTextError(

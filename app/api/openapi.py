@@ -10,7 +10,7 @@ the URL (every route) are added here to each operation, so that a route mounted 
 Every path and query value that has no pattern of its own gets one without control
 characters, which the service refuses (`app.api.deps.reject_nul_in_url`), and the bounds that
 settings give a request body (`max_top_k`, the encoders it may name, ...) are written into
-its schema, as the request models say the rest (`app.schemas.common`).
+its schema, as the request models say the rest (`docsim.protocol.bodies`).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from docsim.app.api.deps import (
 )
 from docsim.app.core.errors import effective_routes
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.schemas.common import PRINTABLE
 from docsim.models.encoders.registry import BUILTIN_ENCODERS
 from docsim.protocol.answers import ErrorAnswer, InvalidAnswer
+from docsim.protocol.bodies import PRINTABLE
 from docsim.search.api import SearchSettings
 
 WHY: dict[int, str] = {  # short: the reference page lists them on every route

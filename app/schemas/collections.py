@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from docsim.app.schemas.common import RequestModel, given, left_out
 from docsim.indexer.api import COLLECTION_NAME_PATTERN
+from docsim.protocol.bodies import RequestModel, given, left_out
 from docsim.search.api import SearchSettings, regrouped
 
 KEY_RULE = (

@@ -6,15 +6,10 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from docsim.app.schemas.common import (
-    DocumentIdText,
-    DocumentIn,
-    RequestModel,
-    as_form,
-    took_ms,
-)
+from docsim.app.schemas.common import took_ms
 from docsim.indexer.api import DocumentChange, SourceDocument
 from docsim.protocol.answers import DocumentsChanged, SectionText, StoredDocument
+from docsim.protocol.bodies import DocumentIdText, DocumentIn, RequestModel, as_form
 
 
 class IndexedDocumentIn(DocumentIn):

@@ -7,9 +7,9 @@ from datetime import datetime
 
 from pydantic import Field
 
-from docsim.app.schemas.common import RequestModel
 from docsim.indexer.api import CorpusFormat, EngineName, JobRow
 from docsim.protocol.answers import JobOut
+from docsim.protocol.bodies import RequestModel
 
 # an absolute path at the start of a text or after a space, quote, bracket or '='
 _SERVER_PATH = re.compile(r"""(?:(?<=^)|(?<=[\s'"(\[=]))/[^\s'"()\[\],;]+""")

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from cachetools import TTLCache
 
-from docsim.search.api import Filter, ParagraphStats, Population, Query
+from docsim.protocol.filters import Filter
+from docsim.search.api import ParagraphStats, Population, Query
 
 logger = logging.getLogger(__name__)
 

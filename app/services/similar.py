@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.schemas.similar import Example, SimilarOptions, SimilarRequest
 from docsim.app.services.limits import check_search, posted_document, split_within_limits
 from docsim.app.services.query_cache import CachedQuery
 from docsim.app.services.state import ServiceState
 from docsim.app.services.uploads import UploadedFile, read_upload, upload_limits
-from docsim.search.api import Query, SearchOptions, SearchResult, parse_filter
+from docsim.protocol.requests import Example, SimilarOptions, SimilarRequest
+from docsim.search.api import Query, SearchResult
 from docsim.search.errors import QueryError
 
 NO_QUERY = "a query needs a `document`, a `document_id`, `like` or an uploaded file"
@@ -80,20 +80,8 @@ def similar(
         ]
         document_id = examples[0].document_id
     query = likes[0]  # /explain pairs a target with the first example
-    options = SearchOptions(
-        top_k=request.offset + request.top_k,  # the page is cut from the whole ranking
-        granularity=request.granularity,
-        method=request.method,
-        normalize=request.normalize,
-        mode=request.mode,
-        candidates=request.candidates,
-        filter=parse_filter(request.filter.data()) if request.filter is not None else None,
-        group_by=request.group_by,
-        group_size=request.group_size,
-        shared_passages=request.shared_passages,
-        exclude=tuple(request.exclude or ()),
-    )
-    result = state.searcher.similar_to_examples(likes, unlikes, options)
+    # ranked to `offset + top_k`: the page is cut from the whole ranking
+    result = state.searcher.similar_to_examples(likes, unlikes, request)
     query_id = state.queries.put(
         CachedQuery(
             query=query if document_id is None else None,
@@ -102,7 +90,7 @@ def similar(
             document_id=document_id,
             population=result.stats.population if result.stats is not None else None,
             candidates=tuple(request.candidates) if request.candidates is not None else None,
-            filter=options.filter,
+            filter=request.filter_tree(),
         )
     )
     return result, query_id

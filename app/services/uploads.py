@@ -8,8 +8,8 @@ from pathlib import PurePosixPath
 
 from docsim.app.core.errors import DocumentTooLargeError, UnreadableFileError
 from docsim.app.core.settings import ServiceSettings
-from docsim.app.schemas.common import DOT_SEGMENTS, has_control_characters
 from docsim.indexer.api import FileLimits, SourceDocument, read_document
+from docsim.protocol.bodies import DOT_SEGMENTS, has_control_characters
 
 MAX_ID_CHARACTERS = 512  # as for ids posted in JSON
 

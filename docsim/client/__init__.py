@@ -44,7 +44,7 @@ from docsim.client.answers import (
     JobAccepted,
     JobFailedError,
     Results,
-    SimilarOptions,
+    SimilarKeywords,
     StoredDocument,
     UnitHit,
 )
@@ -63,7 +63,7 @@ __all__ = [
     "JobAccepted",
     "JobFailedError",
     "Results",
-    "SimilarOptions",
+    "SimilarKeywords",
     "StoredDocument",
     "UnitHit",
 ]
@@ -121,12 +121,12 @@ class Client:
         document: Document | None = None,
         *,
         document_id: str | None = None,
-        **options: Unpack[SimilarOptions],
+        **options: Unpack[SimilarKeywords],
     ) -> Results:
         """The collection ranked against `document` (text, a JSON document, or a file as a
         `pathlib.Path`: a string is always text) or the indexed `document_id`, or like the
         documents of `like` and unlike those of `unlike` (each an indexed id, a text or a
-        JSON document); the options (`SimilarOptions`) are `POST /similar`'s."""
+        JSON document); the options (`SimilarKeywords`) are `POST /similar`'s."""
         return self._run(calls.similar(document, document_id, options))
 
     def explain(self, source: str, target: str) -> Explanation:
@@ -271,7 +271,7 @@ class AsyncClient:
         document: Document | None = None,
         *,
         document_id: str | None = None,
-        **options: Unpack[SimilarOptions],
+        **options: Unpack[SimilarKeywords],
     ) -> Results:
         return await self._run(calls.similar(document, document_id, options))
 

@@ -1,5 +1,5 @@
-"""What the service answers, typed, its errors, and what a search may ask (`SimilarOptions`),
-shared by `Client` and `AsyncClient`. The answers are the wire's own models
+"""What the service answers, typed, its errors, and the keyword arguments of a search
+(`SimilarKeywords`), shared by `Client` and `AsyncClient`. The answers are the wire's own models
 (`docsim.protocol`, the ones the service declares its responses with), under the client's
 names: `Hit` is `DocumentResult`, `UnitHit` `UnitResult`, `Changed` `DocumentsChanged`,
 `Collection` `CollectionOut`, `Explanation` `ExplainResponse`; `Results` and `Job` add
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import httpx
 from pydantic import ConfigDict
@@ -25,6 +25,7 @@ from docsim.protocol.answers import (
 )
 from docsim.protocol.answers import JobAccepted as JobAccepted  # the client's names too
 from docsim.protocol.answers import StoredDocument as StoredDocument
+from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.protocol.explanations import ExplainResponse
 
 Hit = DocumentResult  # a ranked document, with its best paragraph pairs (`matches`)
@@ -37,20 +38,25 @@ FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 Document = str | Mapping[str, Any] | Path
 
 
-class SimilarOptions(TypedDict, total=False):
-    """`POST /similar`'s options, as `Client.similar` and `AsyncClient.similar` take them
-    (none given: the server's default)."""
+class SimilarKeywords(TypedDict, total=False):
+    """The keyword arguments of `Client.similar` and `AsyncClient.similar` (none given: the
+    server's default): the fields of the one request model, `docsim.protocol.requests`'s
+    `SimilarOptions` and `SimilarRequest`, with the same names and choices (a choice as its
+    enum member or its value), and `like` / `unlike` as the client takes documents. The
+    server validates them (a newer server may take choices this client does not list);
+    `tests/docsim/test_client.py` checks the names against the model's."""
 
     top_k: int
-    method: str
-    granularity: str
+    method: Method | str
+    granularity: Granularity | str
     filter: Mapping[str, Any]
     candidates: Sequence[str]
     exclude: Sequence[str]
-    group_by: str
+    group_by: Literal["document"]
     group_size: int
+    matches_per_result: int
     shared_passages: int
-    mode: str
+    mode: ScoringMode | str
     normalize: bool
     offset: int
     like: Sequence[Document]

@@ -22,7 +22,7 @@ from docsim.client.answers import (
     JobAccepted,
     JobFailedError,
     Results,
-    SimilarOptions,
+    SimilarKeywords,
     StoredDocument,
 )
 
@@ -106,7 +106,10 @@ def _similar_request(
 
 def _form_value(value: Any) -> Any:
     import json
+    from enum import Enum
 
+    if isinstance(value, Enum):
+        return str(value.value)
     if isinstance(value, (dict, list)) and not (
         isinstance(value, list) and all(isinstance(v, str) for v in value)
     ):
@@ -196,9 +199,9 @@ def _as_is(data: Any) -> Any:
 
 
 def similar(
-    document: Document | None, document_id: str | None, options: SimilarOptions
+    document: Document | None, document_id: str | None, options: SimilarKeywords
 ) -> Call[Results]:
-    unknown = set(options) - set(SimilarOptions.__annotations__)
+    unknown = set(options) - set(SimilarKeywords.__annotations__)
     if unknown:
         raise TypeError(f"similar() got unexpected options {sorted(unknown)}")
     return Call(_similar_request(document, document_id, dict(options)), Results.model_validate)

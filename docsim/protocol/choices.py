@@ -27,6 +27,11 @@ class Method(str, Enum):
     fused = "fused"
 
 
+FUSIONS = frozenset({Method.hybrid, Method.fused})  # methods that combine others
+# what ranks only whole documents: all but the unit vectors' cosine (`sdr`, `document`)
+WHOLE_DOCUMENT_ONLY = frozenset(Method) - {Method.sdr, Method.document}
+
+
 class Granularity(str, Enum):
     document = "document"
     section = "section"

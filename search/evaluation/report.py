@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from docsim.protocol.requests import FilterIn
 from docsim.search.evaluation.metrics import (
     mean_intervals,
     mean_metrics,
@@ -25,7 +26,6 @@ from docsim.search.evaluation.runs import (
     read_queries,
     run_queries,
 )
-from docsim.search.filters import Filter
 from docsim.search.searcher import Searcher
 
 BASELINES = ("bm25", "hybrid")  # the methods every other one is tested against, when run
@@ -41,7 +41,7 @@ class Judged:
     queries: list[EvalQuery]
     judgments: list[Any]
     pools: dict[str, list[str]] | None
-    filter: Filter | None = None  # rank only the documents it keeps
+    filter: FilterIn | None = None  # rank only the documents it keeps
 
     def relevant_counts(self, min_rel: int) -> dict[str, int]:
         """Each query's documents judged relevant (grade `min_rel` or more)."""
@@ -56,7 +56,7 @@ class Judged:
         leaves out could never be found, and counts for no method."""
         if self.filter is None:
             return self
-        mask = searcher.filter_mask(self.filter)
+        mask = searcher.filter_mask(self.filter.tree())
         kept = {d for d, keep in zip(searcher.index.external_ids, mask, strict=True) if keep}
         return replace(self, judgments=[j for j in self.judgments if j.doc_id in kept])
 
@@ -66,7 +66,7 @@ def read_judged(
     qrels: Path,
     pools: Path | None,
     query_field: str,
-    filter: Filter | None = None,
+    filter: FilterIn | None = None,
     exclude_own: str | None = None,
 ) -> Judged:
     """Read the queries (AILA lines or JSONL, the text in `query_field`), the TREC qrels and

@@ -17,10 +17,10 @@ from docsim.indexer.errors import DocumentNotFoundError, EmptyDocumentError
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.documents import SourceDocument
 from docsim.protocol.choices import Method
+from docsim.protocol.requests import FilterIn, SimilarOptions
 from docsim.search.errors import QueryError
-from docsim.search.filters import Filter
 from docsim.search.searcher import Searcher
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ def run_queries(
     spec: MethodSpec,
     pools: dict[str, list[str]] | None,
     depth: int,
-    filter: Filter | None = None,
+    filter: FilterIn | None = None,
 ) -> dict[str, list[tuple[str, float]]]:
     """`{qid: [(doc_id, score), ...]}` best first, through the API's code path (the
     documents `filter` keeps only, when given)."""
@@ -218,16 +218,16 @@ def run_queries(
         left_out = {*query.exclude, *([query.document_id] if query.document_id else [])}
         if candidates is not None:
             candidates = [c for c in candidates if c not in left_out]
-        options = SearchOptions(
-            top_k=depth,
-            exclude=tuple(query.exclude),  # out of the population, not only of the list
-            method=spec.method,
-            normalize=spec.normalize,
-            candidates=candidates,
-            matches_per_result=0,
-            filter=filter,
-        )
         try:
+            options = SimilarOptions(
+                top_k=depth,
+                exclude=list(query.exclude),  # out of the population, not only of the list
+                method=spec.method,
+                normalize=spec.normalize,
+                candidates=candidates,
+                filter=filter,
+                matches_per_result=0,
+            )
             result = searcher.similar(build_query(searcher, query), options)
         except (EmptyDocumentError, DocumentNotFoundError, QueryError, ValueError) as error:
             logger.warning(

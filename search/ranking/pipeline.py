@@ -10,21 +10,16 @@ import numpy as np
 import torch
 from sqlalchemy import Engine
 
-from docsim.protocol.choices import Granularity, Method, Population
+from docsim.protocol.choices import WHOLE_DOCUMENT_ONLY, Granularity, Method, Population
+from docsim.protocol.filters import Filter
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import Positions
 from docsim.search.errors import QueryError
-from docsim.search.filters import Filter
 from docsim.search.ranking.examples import combined
 from docsim.search.ranking.matches import add_shared_passages, document_hits, paragraph_hits
 from docsim.search.ranking.pool import allowed
 from docsim.search.ranking.scorer import Scorer, ScoringContext
-from docsim.search.types import (
-    WHOLE_DOCUMENT_ONLY,
-    ParagraphStats,
-    Query,
-    SearchOptions,
-    SearchResult,
-)
+from docsim.search.types import ParagraphStats, Query, SearchResult
 from docsim.search.units import similar_units
 
 
@@ -45,12 +40,13 @@ class RankingPipeline:
         self.position = position
 
     def similar_to_examples(
-        self, likes: Sequence[Query], unlikes: Sequence[Query], options: SearchOptions
+        self, likes: Sequence[Query], unlikes: Sequence[Query], options: SimilarOptions
     ) -> SearchResult:
         """`Searcher.similar_to_examples`: the request checked, each example ranked alone
-        (its own source left out), the runs combined, the top `top_k` and their evidence."""
+        (its own source left out), the runs combined, the top `offset + top_k` and their
+        evidence."""
         method = self.method(options)
-        options = replace(options, method=method)
+        options = options.model_copy(update={"method": method})
         checked(likes, unlikes, options, method)
         if options.granularity is not Granularity.document:
             return replace(self.similar_units(likes, options), method=method)
@@ -63,7 +59,7 @@ class RankingPipeline:
             sources = [q.source_index for q in examples if q.source_index is not None]
             scores, pool = combined(runs, len(likes))
             pool = pool[~np.isin(pool, sources)]
-        ranked = self.context.top(scores, pool, options.top_k)
+        ranked = self.context.top(scores, pool, options.depth())
         if scorer.explains_with_pairs:
             hits = paragraph_hits(
                 self.context, self.engine, likes[0], first, ranked, scores,
@@ -79,7 +75,7 @@ class RankingPipeline:
             hits, mode=first.mode, scored_documents=len(pool), stats=first.stats, method=method
         )
 
-    def method(self, options: SearchOptions) -> Method:
+    def method(self, options: SimilarOptions) -> Method:
         """The request's method: its own, else the default (units: their vectors' cosine)."""
         if options.method is not None:
             return options.method
@@ -87,15 +83,15 @@ class RankingPipeline:
             return self.context.settings.default_method
         return Method.sdr  # units are ranked by their vectors' cosine, whatever the default
 
-    def allowed(self, query: Query, options: SearchOptions) -> Positions:
+    def allowed(self, query: Query, options: SimilarOptions) -> Positions:
         """The positions `query` may rank under `options` (`search.ranking.pool.allowed`)."""
         return allowed(
             self.context.index,
             self.position,
             query,
             options.candidates,
-            options.filter,
-            options.exclude,
+            options.filter_tree(),
+            options.exclude or (),
         )
 
     def population_stats(
@@ -112,14 +108,14 @@ class RankingPipeline:
         if population is Population.pool:
             if candidates is None and filter is None:
                 raise QueryError("a pool population needs its candidates or filter")
-            docs = self.allowed(query, SearchOptions(candidates=candidates, filter=filter))
+            docs = allowed(self.context.index, self.position, query, candidates, filter)
         else:
-            docs = self.allowed(query, SearchOptions())
+            docs = allowed(self.context.index, self.position, query, None)
         if not len(docs):
             raise QueryError("the population holds no document to normalise over")
         return sdr.stats_over(query, docs, population)
 
-    def similar_units(self, likes: Sequence[Query], options: SearchOptions) -> SearchResult:
+    def similar_units(self, likes: Sequence[Query], options: SimilarOptions) -> SearchResult:
         """The sections, paragraphs or sentences nearest to any unit of any `like`, grouped by
         document when `options.group_by` asks."""
         level = options.granularity.value
@@ -135,14 +131,14 @@ class RankingPipeline:
             vectors,  # (m, d) every like's units
             excluded=sources,
             allowed=kept,
-            top_k=options.top_k,
+            top_k=options.depth(),
             seed=self.context.settings.seed,
             group_size=options.group_size if options.group_by == "document" else None,
         )
 
 
 def checked(
-    likes: Sequence[Query], unlikes: Sequence[Query], options: SearchOptions, method: Method
+    likes: Sequence[Query], unlikes: Sequence[Query], options: SimilarOptions, method: Method
 ) -> None:
     """Raises `QueryError` for a request the pipeline cannot rank: no `like`, a whole-document
     method or an `unlike` at a unit granularity, or `group_by` of whole documents."""

@@ -9,14 +9,15 @@ import numpy as np
 
 from docsim.indexer.errors import DocumentNotFoundError
 from docsim.protocol.choices import ScoringMode
+from docsim.protocol.filters import Filter
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import Positions
 from docsim.search.candidates.centroids import searched
 from docsim.search.candidates.neighbours import retrieve_candidates
-from docsim.search.filters import Filter
 from docsim.search.ranking.scorer import ScoringContext
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.settings import SearchSettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 
 def allowed_positions(
@@ -71,7 +72,7 @@ def sentences_of(index: LoadedIndex, docs: Positions) -> int:
 
 
 def scoring_mode(
-    options: SearchOptions, n_sentences: int, settings: SearchSettings, query_sentences: int = 0
+    options: SimilarOptions, n_sentences: int, settings: SearchSettings, query_sentences: int = 0
 ) -> ScoringMode:
     """`options.mode`, with `auto` resolved by cost: exhaustive over a pool, or over a
     collection (or the documents a filter keeps) of `n_sentences` sentences, at most

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import Positions, Scores
 from docsim.search.candidates.centroids import LazyCentroids
 from docsim.search.lexical.postings import Postings
@@ -23,7 +24,7 @@ from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.sentence_scan import SentenceScan
 from docsim.search.settings import SearchSettings
 from docsim.search.shards.coordinator import ShardedSdr
-from docsim.search.types import ParagraphStats, Query, SearchOptions
+from docsim.search.types import ParagraphStats, Query
 
 
 @dataclass
@@ -112,7 +113,7 @@ class Scorer(ABC):
         `scores` as they are."""
         return scores
 
-    def rank(self, query: Query, options: SearchOptions, allowed: Positions) -> RankedScores:
+    def rank(self, query: Query, options: SimilarOptions, allowed: Positions) -> RankedScores:
         """`query`'s ranking of the `allowed` documents: every one scored, exhaustively."""
         scores = self.scores(query, allowed, QueryScratch())
         return RankedScores(scores, allowed, ScoringMode.exhaustive, self.method)

@@ -24,9 +24,9 @@ from docsim.indexer.text.chunking import add_chunks
 from docsim.indexer.text.corpus import json_document
 from docsim.indexer.text.split import split_document
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.searcher import Searcher
 from docsim.search.settings import VerbatimSettings
-from docsim.search.types import SearchOptions
 
 POSTED = {
     "title": "Bread at home",
@@ -372,16 +372,16 @@ def test_only_the_default_rankings_statistics_are_remembered(app: FastAPI) -> No
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
     query = searcher.query_from_index("running-01")
     sdr = Method.sdr
-    sample = searcher.similar(query, SearchOptions(method=sdr, mode=ScoringMode.candidate)).stats
+    sample = searcher.similar(query, SimilarOptions(method=sdr, mode=ScoringMode.candidate)).stats
     pooled = searcher.similar(
-        query, SearchOptions(method=sdr, candidates=["running-02", "baking-01"])
+        query, SimilarOptions(method=sdr, candidates=["running-02", "baking-01"])
     ).stats
     assert (sample.population, pooled.population) == ("sample", "pool")
     assert pooled.documents == 2
     stats = searcher.ranking_stats(query)
     assert stats.population == "collection" and stats.documents == base.index.n_documents - 1
     fresh = Searcher(base.index, base.encoder, base.splitter, base.engine, base.settings)
-    expected = fresh.similar(fresh.query_from_index("running-01"), SearchOptions(method=sdr)).stats
+    expected = fresh.similar(fresh.query_from_index("running-01"), SimilarOptions(method=sdr)).stats
     assert torch.allclose(stats.stats.mean, expected.stats.mean, atol=1e-6)
     assert torch.allclose(stats.stats.std, expected.stats.std, atol=1e-6)
 

@@ -22,7 +22,7 @@ from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.tables import documents, sentences
 from docsim.indexer.store.versions import version_row
 from docsim.indexer.text.documents import SourceDocument
-from docsim.search.types import SearchOptions
+from docsim.protocol.requests import SimilarOptions
 from tests.app.conftest import FAST_JOBS
 from tests.utils.indexes import publish
 from tests.utils.postgres import running_server
@@ -176,7 +176,7 @@ def test_retired_rows_serve_older_readers_and_are_purged_after(fresh_settings) -
             query = old.searcher.query_from_source(
                 SourceDocument(doc_id="q", title="", text=QUERY["document"]["text"])
             )
-            result = old.searcher.similar(query, SearchOptions(top_k=48))
+            result = old.searcher.similar(query, SimilarOptions(top_k=48))
             hits = {h.document_id: h for h in result.results}
             assert "coffee-01" in hits and hits["coffee-01"].matches  # texts of revision 0
             assert "failures-01" not in hits

@@ -231,8 +231,9 @@ def test_a_server_file_gone_missing_is_a_503_naming_no_server_path(tmp_path: Pat
 def test_a_query_without_a_document_is_a_query_error(client: TestClient) -> None:
     """What the request schema guarantees is still checked, as an error, not an assert: an
     upload's options without the file, or a body naming no document."""
-    from docsim.app.schemas.similar import SimilarRequest, SimilarUpload
+    from docsim.app.schemas.similar import SimilarUpload
     from docsim.app.services.similar import build_query
+    from docsim.protocol.requests import SimilarRequest
     from docsim.search.errors import QueryError
 
     state, settings = served_state(client.app), served_runtime(client.app).settings

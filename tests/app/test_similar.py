@@ -12,10 +12,11 @@ from docsim.app.main import create_app, served_state
 from docsim.indexer.text.corpus import json_document
 from docsim.models.kernels.scoring import RaggedCollection, sdr_scores
 from docsim.protocol.choices import Granularity, Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.scorer_settings import CandidateSettings
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 POSTED = {
     "title": "Yeast and dough",
@@ -169,8 +170,8 @@ def test_candidate_mode_equals_exhaustive_when_it_sees_everything(app) -> None:
     )
     searcher = Searcher(base.index, base.encoder, base.splitter, base.engine, everything)
     query: Query = searcher.query_from_index("databases-03")
-    exhaustive = searcher.similar(query, SearchOptions(top_k=47, mode=ScoringMode.exhaustive))
-    candidate = searcher.similar(query, SearchOptions(top_k=47, mode=ScoringMode.candidate))
+    exhaustive = searcher.similar(query, SimilarOptions(top_k=47, mode=ScoringMode.exhaustive))
+    candidate = searcher.similar(query, SimilarOptions(top_k=47, mode=ScoringMode.candidate))
     assert candidate.mode == "candidate"
     assert [h.document_id for h in candidate.results] == [h.document_id for h in exhaustive.results]
     np.testing.assert_allclose(
@@ -185,7 +186,7 @@ def test_exhaustive_sdr_equals_direct_scoring(app) -> None:
     index = searcher.index
     query = searcher.query_from_index("medieval-02")
     result = searcher.similar(
-        query, SearchOptions(top_k=47, granularity=Granularity.document, method=Method.sdr)
+        query, SimilarOptions(top_k=47, granularity=Granularity.document, method=Method.sdr)
     )
     others = [d for d in range(index.n_documents) if d != query.source_index]
     sentence_start = index.paragraph_sentence_start[index.doc_paragraph_start]
@@ -231,7 +232,7 @@ def test_a_query_without_indexed_words_ranks_by_the_tie_break(
         assert [r["score"] for r in results] == [0.0] * 7
     searcher: Searcher = served_state(client.app).searcher
     query = searcher.query_from_source(json_document({"id": "q", "text": text}, ""))
-    scores = searcher.similar(query, SearchOptions(top_k=48, method=Method.bm25)).results
+    scores = searcher.similar(query, SimilarOptions(top_k=48, method=Method.bm25)).results
     assert len(scores) == 48 and all(hit.score == 0.0 for hit in scores)
 
 
@@ -276,7 +277,7 @@ def test_bm25_over_a_collection_without_indexed_words(app, monkeypatch) -> None:
     monkeypatch.setattr(docsim.search.lexical.postings, "load_postings", lambda *a: None)
     monkeypatch.setattr(docsim.search.lexical.postings, "save_postings", lambda *a: False)
     query = searcher.query_from_index("baking-01")
-    result = searcher.similar(query, SearchOptions(top_k=47, method=Method.bm25))
+    result = searcher.similar(query, SimilarOptions(top_k=47, method=Method.bm25))
     assert len(result.results) == 47 and all(hit.score == 0.0 for hit in result.results)
 
 

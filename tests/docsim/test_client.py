@@ -5,6 +5,7 @@ the raw JSON, and errors raised with the server's message."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -196,10 +197,29 @@ def test_the_clients_work_in_a_collection_of_their_own(
 
 
 def test_the_clients_search_options_are_the_services() -> None:
-    """`SimilarOptions` types the client's keyword arguments; the service's request model
-    defines the options: the same names, every one (the query itself aside)."""
-    from docsim.app.schemas.similar import SimilarRequest
-    from docsim.client.answers import SimilarOptions
+    """`SimilarKeywords` types the client's keyword arguments; the one request model defines
+    the options: the same names, every one (the query itself aside)."""
+    from docsim.client.answers import SimilarKeywords
+    from docsim.protocol.requests import SimilarRequest
 
     served = set(SimilarRequest.model_fields) - {"document", "document_id"}
-    assert set(SimilarOptions.__annotations__) == served
+    assert set(SimilarKeywords.__annotations__) == served
+
+
+def test_a_choice_is_sent_as_its_value_in_json_and_in_a_form(tmp_path: Path) -> None:
+    """The client takes a choice as its enum member or its value: both reach the wire as the
+    value, in a JSON body and in an upload's form fields."""
+    from docsim.client import calls
+    from docsim.protocol.choices import Granularity, Method
+
+    as_json = calls.similar(None, "a", {"method": Method.bm25_rm3}).request
+    assert json.loads(json.dumps(as_json.options["json"]))["method"] == "bm25-rm3"
+    query = tmp_path / "q.txt"
+    query.write_text("A query.")
+    options = {"method": Method.sdr, "granularity": Granularity.paragraph, "top_k": 3}
+    upload = calls.similar(query, None, options).request  # type: ignore[arg-type]
+    try:
+        assert upload.options["data"] == {"method": "sdr", "granularity": "paragraph", "top_k": "3"}
+    finally:
+        for handle in upload.opened:
+            handle.close()

@@ -16,10 +16,10 @@ from docsim.indexer.settings import EncoderSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.text.corpus import aila_document
 from docsim.indexer.text.readers.text import text_document
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import SearchOptions
 from tests.utils.corpora import AILA_DIR
 from tests.utils.indexes import publish
 from tests.utils.pdfs import write_document_pdf
@@ -87,7 +87,9 @@ def test_judgments_as_pdfs_index_and_rank_as_their_text(tmp_path: Path, minilm) 
             top = [
                 {
                     h.document_id
-                    for h in s.similar(s.query_from_source(source), SearchOptions(top_k=10)).results
+                    for h in s.similar(
+                        s.query_from_source(source), SimilarOptions(top_k=10)
+                    ).results
                 }
                 for s in (from_txt, from_pdf)
             ]

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from docsim.indexer.store.reader import document_units
 from docsim.indexer.text.corpus import json_document
-from docsim.protocol.choices import Granularity, Method
+from docsim.protocol.choices import WHOLE_DOCUMENT_ONLY, Granularity, Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import Positions, Scores
 from docsim.search.errors import QueryError
 from docsim.search.lexical.tokens import stemmer_for
@@ -21,7 +22,7 @@ from docsim.search.ranking.methods.sdr_rankings import windowed
 from docsim.search.ranking.scorer import QueryScratch, Scorer
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings, VerbatimSettings
-from docsim.search.types import WHOLE_DOCUMENT_ONLY, Query, SearchOptions
+from docsim.search.types import Query
 from tests.models.kernels.test_proportional import rprs_reference
 from tests.search.test_search import query_of, stored_texts
 
@@ -45,7 +46,7 @@ def as_setting(weights: tuple[tuple[Method, float], ...]) -> str:
 
 
 def all_scores(searcher: Searcher, query, method: Method) -> dict[str, float]:  # noqa: ANN001
-    options = SearchOptions(top_k=48, method=method, matches_per_result=0)
+    options = SimilarOptions(top_k=48, method=method, matches_per_result=0)
     return {h.document_id: h.score for h in searcher.similar(query, options).results}
 
 
@@ -64,7 +65,7 @@ def document_sentences(searcher: Searcher) -> dict[str, torch.Tensor]:
 def test_every_method_ranks_every_other_document_best_first(searcher: Searcher, kind: str) -> None:
     query, source = query_of(searcher, kind)
     for method in Method:
-        hits = searcher.similar(query, SearchOptions(top_k=48, method=method)).results
+        hits = searcher.similar(query, SimilarOptions(top_k=48, method=method)).results
         assert len(hits) == (48 if source is None else 47), method
         assert source not in {h.document_id for h in hits}
         scores = [h.score for h in hits]
@@ -89,7 +90,7 @@ def test_ot_rewards_the_document_itself_most(searcher: Searcher) -> None:
     texts = stored_texts(searcher)
     posted = json_document({"id": "copy", "text": texts["medieval-02"]}, "")
     query = searcher.query_from_source(posted)  # type: ignore[arg-type]
-    hits = searcher.similar(query, SearchOptions(top_k=3, method=Method.ot)).results
+    hits = searcher.similar(query, SimilarOptions(top_k=3, method=Method.ot)).results
     assert hits[0].document_id == "medieval-02"
 
 
@@ -242,7 +243,7 @@ def test_fused_equals_normalised_scores_summed_by_hand(
         else:
             total += weight * (values - values.min()) / (values.max() - values.min())
     expected = dict(zip(ids, total, strict=True))
-    hits = fused.similar(query, SearchOptions(top_k=48, method=Method.fused)).results
+    hits = fused.similar(query, SimilarOptions(top_k=48, method=Method.fused)).results
     assert [h.document_id for h in hits][:5] == sorted(ids, key=lambda i: -expected[i])[:5]
     for hit in hits:
         assert hit.score == pytest.approx(expected[hit.document_id], abs=1e-5)
@@ -275,7 +276,7 @@ def test_fused_counts_the_shingle_channel_by_its_outliers(searcher: Searcher, ga
         else:
             total += weight * (values - values.min()) / (values.max() - values.min())
     expected = dict(zip(ids, total, strict=True))
-    hits = fused.similar(query, SearchOptions(top_k=48, method=Method.fused)).results
+    hits = fused.similar(query, SimilarOptions(top_k=48, method=Method.fused)).results
     assert hits[0].document_id == "coffee-02"
     for hit in hits:
         assert hit.score == pytest.approx(expected[hit.document_id], abs=1e-5)
@@ -284,9 +285,9 @@ def test_fused_counts_the_shingle_channel_by_its_outliers(searcher: Searcher, ga
 def test_no_method_means_the_configured_default(searcher: Searcher) -> None:
     query, _ = query_of(searcher, "posted")
     default = with_config(searcher, default_method=Method.maxsim)
-    result = default.similar(query, SearchOptions(top_k=5))
+    result = default.similar(query, SimilarOptions(top_k=5))
     assert result.method is Method.maxsim
-    same = default.similar(query, SearchOptions(top_k=5, method=Method.maxsim))
+    same = default.similar(query, SimilarOptions(top_k=5, method=Method.maxsim))
     assert [h.document_id for h in result.results] == [h.document_id for h in same.results]
 
 
@@ -294,7 +295,9 @@ def test_whole_document_methods_refuse_other_granularities(searcher: Searcher) -
     query, _ = query_of(searcher, "posted")
     for method in WHOLE_DOCUMENT_ONLY:
         with pytest.raises(QueryError, match="ranks whole documents"):
-            searcher.similar(query, SearchOptions(method=method, granularity=Granularity.paragraph))
+            searcher.similar(
+                query, SimilarOptions(method=method, granularity=Granularity.paragraph)
+            )
 
 
 def test_bad_search_settings_are_named() -> None:
@@ -312,7 +315,7 @@ def test_bad_search_settings_are_named() -> None:
 
 def test_a_fused_query_with_matches_off_returns_none(searcher: Searcher) -> None:
     query, _ = query_of(searcher, "posted")
-    options = SearchOptions(top_k=3, method=Method.fused, matches_per_result=0)
+    options = SimilarOptions(top_k=3, method=Method.fused, matches_per_result=0)
     fused = with_config(searcher, fusion="bm25:1")
     assert all(not h.matches for h in fused.similar(query, options).results)
 
@@ -352,7 +355,7 @@ def test_a_method_is_one_class_and_one_row(searcher: Searcher) -> None:
         ranking.scorers.update(scorers_for(ranking.context, table))
     try:
         query, _ = query_of(searcher, "astronomy-02")
-        found = searcher.similar(query, SearchOptions(method=Method.bm25, top_k=5)).results
+        found = searcher.similar(query, SimilarOptions(method=Method.bm25, top_k=5)).results
         lengths = np.diff(searcher.context.sdr.doc_sentence_start)
         others = [
             p for p in range(searcher.index.n_documents) if p != searcher.position("astronomy-02")
@@ -361,7 +364,7 @@ def test_a_method_is_one_class_and_one_row(searcher: Searcher) -> None:
         ids = searcher.index.external_ids
         assert [h.document_id for h in found] == [ids[p] for p in expected]
         assert [h.score for h in found] == [float(lengths[p]) for p in expected]
-        fused = fusing.similar(query, SearchOptions(method=Method.fused, top_k=5)).results
+        fused = fusing.similar(query, SimilarOptions(method=Method.fused, top_k=5)).results
         assert [h.document_id for h in fused] == [ids[p] for p in expected]
         low, high = lengths[others].min(), lengths[others].max()
         minmax = [(lengths[p] - low) / (high - low) for p in expected]

@@ -12,13 +12,14 @@ import torch
 
 from docsim.models.kernels.scoring import sdr_scores
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.explanations import explain_pair
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
 from docsim.search.shards.cuts import shards_of
 from docsim.search.shards.shard import in_process
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 from tests.search.test_methods import all_scores, document_sentences, with_config
 from tests.search.test_search import query_of
 
@@ -112,7 +113,7 @@ def test_shards_weigh_as_one_process(searcher: Searcher, method: Method, kind: s
     one = with_config(searcher, query_weighting="rarity")
     sharded = sharded_twin(searcher, settings)
     query, _ = query_of(one, kind)
-    options = SearchOptions(
+    options = SimilarOptions(
         top_k=48, method=method, mode=ScoringMode.exhaustive, matches_per_result=0
     )
     expected = one.similar(query, options).results
@@ -133,7 +134,7 @@ def test_shards_weigh_as_one_process(searcher: Searcher, method: Method, kind: s
 def test_explain_scores_a_pair_as_the_weighted_ranking_did(searcher: Searcher, kind: str) -> None:
     weighted = with_config(searcher, query_weighting="rarity")
     query, _ = query_of(weighted, kind)
-    options = SearchOptions(top_k=5, method=Method.sdr, matches_per_result=0)
+    options = SimilarOptions(top_k=5, method=Method.sdr, matches_per_result=0)
     stats = weighted.ranking_stats(query)
     for hit in weighted.similar(query, options).results:
         explained = explain_pair(weighted, query, "q", "query", hit.document_id, stats)

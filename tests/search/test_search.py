@@ -16,6 +16,7 @@ from sqlalchemy import select
 from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.corpus import json_document
 from docsim.protocol.choices import Granularity, Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import concatenated_ranges
 from docsim.search.candidates.centroids import CentroidCandidates, probe_depth, searched
 from docsim.search.lexical.query_terms import rm3_weights
@@ -24,7 +25,7 @@ from docsim.search.ranking.pool import first_pass, scoring_mode
 from docsim.search.scorer_settings import CandidateSettings, ExhaustiveSettings
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
-from docsim.search.types import Query, SearchOptions, UnitHit
+from docsim.search.types import Query, UnitHit
 
 RRF_K = 60  # reciprocal-rank fusion's constant, as documented for `hybrid`
 UNIT_LEVELS = ("section", "paragraph", "sentence")
@@ -93,7 +94,7 @@ def tie_break_order(searcher: Searcher) -> dict[str, int]:
     """Each document's place in the searcher's fixed random tie-break order: a query of stop
     words scores every document 0 under BM25, so its ranking is that order alone."""
     query = searcher.query_from_source(json_document({"id": "q", "text": "The of and."}, ""))
-    hits = searcher.similar(query, SearchOptions(top_k=48, method=Method.bm25)).results
+    hits = searcher.similar(query, SimilarOptions(top_k=48, method=Method.bm25)).results
     assert len(hits) == 48 and {h.score for h in hits} == {0.0}
     return {h.document_id: i for i, h in enumerate(hits)}
 
@@ -138,7 +139,7 @@ def test_bm25_equals_bm25s_run_directly(searcher: Searcher, kind: str) -> None:
     ]  # best first
     expected = dict(reference)
 
-    hits = searcher.similar(query, SearchOptions(top_k=48, method=Method.bm25)).results
+    hits = searcher.similar(query, SimilarOptions(top_k=48, method=Method.bm25)).results
     assert len(hits) == len(expected) == (48 if source is None else 47)
     assert {h.document_id for h in hits} == set(expected)
     for hit in hits:
@@ -184,7 +185,7 @@ def test_bm25_rm3_equals_rm3_over_bm25s(searcher: Searcher, kind: str) -> None:
         if token in retriever.vocab_dict:
             expected += weight * retriever.get_scores([token]).astype(np.float64)
 
-    hits = searcher.similar(query, SearchOptions(top_k=10, method=Method.bm25_rm3)).results
+    hits = searcher.similar(query, SimilarOptions(top_k=10, method=Method.bm25_rm3)).results
     assert len(hits) == 10
     for hit in hits:
         assert hit.score == pytest.approx(expected[external_ids.index(hit.document_id)], rel=1e-5)
@@ -204,7 +205,7 @@ def test_hybrid_equals_reciprocal_rank_fusion_by_hand(searcher: Searcher, kind: 
     n = 48 if source is None else 47
 
     def ranks(method: Method) -> dict[str, int]:
-        options = SearchOptions(top_k=n, method=method, matches_per_result=0)
+        options = SimilarOptions(top_k=n, method=method, matches_per_result=0)
         hits = searcher.similar(query, options).results
         assert len(hits) == n
         return {h.document_id: position for position, h in enumerate(hits, start=1)}
@@ -214,12 +215,12 @@ def test_hybrid_equals_reciprocal_rank_fusion_by_hand(searcher: Searcher, kind: 
     tie_break = tie_break_order(searcher)
     expected = sorted(fused, key=lambda d: (-fused[d], tie_break[d]))
 
-    options = SearchOptions(top_k=n, method=Method.hybrid, matches_per_result=0)
+    options = SimilarOptions(top_k=n, method=Method.hybrid, matches_per_result=0)
     hits = searcher.similar(query, options).results
     assert [h.document_id for h in hits] == expected
     for hit in hits:
         assert hit.score == pytest.approx(fused[hit.document_id], abs=1e-9), hit.document_id
-    top = searcher.similar(query, SearchOptions(top_k=5, method=Method.hybrid)).results
+    top = searcher.similar(query, SimilarOptions(top_k=5, method=Method.hybrid)).results
     assert [h.document_id for h in top] == expected[:5]
 
 
@@ -284,7 +285,7 @@ def test_unit_search_equals_brute_force_over_the_faiss_vectors(
     top_k = 5
     held = torch.from_numpy(searcher.index.indices[level].reconstruct(searcher.index.ids[level]))
     reference = brute_force_units(searcher, query, level, held, source)
-    options = SearchOptions(top_k=top_k, granularity=Granularity(level))
+    options = SimilarOptions(top_k=top_k, granularity=Granularity(level))
     result = searcher.similar(query, options)
     assert result.mode == "exhaustive"
     assert unit_mismatches(result.results, reference, top_k) == []  # type: ignore[arg-type]
@@ -300,7 +301,7 @@ def test_unit_search_equals_brute_force_over_the_stored_vectors(searcher: Search
     problems = {}
     for level in UNIT_LEVELS:
         reference = brute_force_units(searcher, query, level, searcher.index.vectors[level], None)
-        options = SearchOptions(top_k=top_k, granularity=Granularity(level))
+        options = SimilarOptions(top_k=top_k, granularity=Granularity(level))
         hits = searcher.similar(query, options).results
         problems[level] = unit_mismatches(hits, reference, top_k)  # type: ignore[arg-type]
     assert problems == dict.fromkeys(UNIT_LEVELS, [])
@@ -323,7 +324,7 @@ def test_unit_search_in_a_pool_equals_brute_force(searcher: Searcher) -> None:
     for level in UNIT_LEVELS:
         reference = brute_force_units(searcher, query, level, held[level], None, set(pool))
         assert len(reference) > top_k  # the pool has enough units to fill the ranking
-        options = SearchOptions(top_k=top_k, granularity=Granularity(level), candidates=pool)
+        options = SimilarOptions(top_k=top_k, granularity=Granularity(level), candidates=pool)
         hits = searcher.similar(query, options).results
         problems[level] = unit_mismatches(hits, reference, top_k)  # type: ignore[arg-type]
     assert problems == dict.fromkeys(UNIT_LEVELS, [])
@@ -357,7 +358,7 @@ def test_candidate_mode_overlaps_exhaustive_mode_where_it_sees_few_documents(
         query = candidate_searcher.query_from_index(external_id)
 
         def top10(mode: ScoringMode, query: Query = query):  # noqa: ANN202
-            options = SearchOptions(top_k=10, method=Method.sdr, mode=mode, matches_per_result=0)
+            options = SimilarOptions(top_k=10, method=Method.sdr, mode=mode, matches_per_result=0)
             return candidate_searcher.similar(query, options)
 
         exhaustive, candidate = top10(ScoringMode.exhaustive), top10(ScoringMode.candidate)
@@ -392,7 +393,7 @@ def test_warm_builds_the_postings_the_default_methods_read(
         searcher.index, searcher.encoder, searcher.splitter, searcher.engine, settings
     )
     warmed.warm()
-    fresh.similar(fresh.query_from_index("baking-01"), SearchOptions())
+    fresh.similar(fresh.query_from_index("baking-01"), SimilarOptions())
     for built in (warmed, fresh):
         assert (built.context.postings.built_documents is not None) is documents
         assert (built.context.postings.built_paragraphs is not None) is paragraphs
@@ -402,15 +403,15 @@ def test_auto_mode_weighs_the_query_against_the_collection() -> None:
     """`auto` scores exhaustively while the query's sentence products with the collection's
     stay within budget, and in a collection of at most `exhaustive.max_sentences`."""
     budget = SearchSettings(exhaustive=ExhaustiveSettings(max_sentences=1_000, max_products=10_000))
-    auto = SearchOptions()
+    auto = SimilarOptions()
     assert scoring_mode(auto, 1_000, budget, 10) is ScoringMode.exhaustive
     assert scoring_mode(auto, 1_000, budget, 11) is ScoringMode.candidate
     assert scoring_mode(auto, 100, budget, 100) is ScoringMode.exhaustive
     assert scoring_mode(auto, 1_001, budget, 1) is ScoringMode.candidate
-    assert scoring_mode(SearchOptions(candidates=["a"]), 10**9, budget, 10**3) is (
+    assert scoring_mode(SimilarOptions(candidates=["a"]), 10**9, budget, 10**3) is (
         ScoringMode.exhaustive  # a pool is always scored whole
     )
-    assert scoring_mode(SearchOptions(mode=ScoringMode.candidate), 1, budget, 1) is (
+    assert scoring_mode(SimilarOptions(mode=ScoringMode.candidate), 1, budget, 1) is (
         ScoringMode.candidate
     )
 
@@ -425,14 +426,14 @@ def test_a_long_query_retrieves_candidates_through_the_cells(searcher: Searcher)
     ranker = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine, budget)
     assert ranker.context.centroids is not None and not ranker.context.centroids.fitted
     query = ranker.query_from_index(searcher.index.external_ids[0])
-    found = ranker.similar(query, SearchOptions(top_k=5, method=Method.sdr))
+    found = ranker.similar(query, SimilarOptions(top_k=5, method=Method.sdr))
     assert found.mode == "candidate" and found.scored_documents == 12
     assert ranker.context.centroids.fitted
     # the default fusion does not weigh `sdr`: no exact pass whose cost grows with the query
-    default = ranker.similar(query, SearchOptions(top_k=5, method=Method.fused))
+    default = ranker.similar(query, SimilarOptions(top_k=5, method=Method.fused))
     assert default.mode == "exhaustive"
     wide = Searcher(searcher.index, searcher.encoder, searcher.splitter, searcher.engine)
-    assert wide.similar(query, SearchOptions(top_k=5, method=Method.sdr)).mode == "exhaustive"
+    assert wide.similar(query, SimilarOptions(top_k=5, method=Method.sdr)).mode == "exhaustive"
 
 
 def test_centroid_candidates_are_the_best_by_residual_codes_of_the_best_by_cells(
@@ -544,7 +545,7 @@ def test_many_clients_at_once_fit_the_cells_once_and_rank_alike(
         SearchSettings(candidates=CandidateSettings(generator="centroids", max_documents=12)),
     )
     query = fresh.query_from_index(searcher.index.external_ids[3])
-    options = SearchOptions(top_k=5, method=Method.sdr, mode=ScoringMode.candidate)
+    options = SimilarOptions(top_k=5, method=Method.sdr, mode=ScoringMode.candidate)
 
     def rank(_: int) -> list[tuple[str, float]]:
         return [(h.document_id, h.score) for h in fresh.similar(query, options).results]

@@ -23,10 +23,10 @@ from docsim.indexer.store.vector_index import FaissIndex
 from docsim.indexer.store.versions import active_version
 from docsim.models.inference.backends import native_openvino_backend
 from docsim.protocol.choices import Granularity, Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.errors import IndexMismatchError
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
-from docsim.search.types import SearchOptions
 from tests.utils.indexes import publish
 
 
@@ -136,7 +136,7 @@ def test_a_version_with_the_flat_index_files_of_earlier_builds_still_serves(
     _, settings = published(tmp_path, sample_corpus, tiny_encoder_dir, _postgres, 6)
     settings = settings.model_copy(update={"search": SearchSettings(sentence_store="float32")})
     engine = make_engine(settings.database_url)
-    asked = [SearchOptions(top_k=5, method=Method.sdr), SearchOptions(
+    asked = [SimilarOptions(top_k=5, method=Method.sdr), SimilarOptions(
         top_k=5, granularity=Granularity.sentence)]  # fmt: skip
 
     def rankings() -> list[list[tuple[str, float]]]:
@@ -208,7 +208,7 @@ def test_a_version_of_ivf_levels_serves_as_the_flat_one(
             searcher = open_searcher(ivf, engine)
             manifests.append(active_version(engine).manifest["levels"])
             query = searcher.query_from_index(searcher.index.external_ids[0])
-            options = SearchOptions(top_k=8, granularity=Granularity.sentence)
+            options = SimilarOptions(top_k=8, granularity=Granularity.sentence)
             hits = searcher.similar(query, options).results
             rankings.append([(h.document_id, h.start, round(h.score, 5)) for h in hits])
         finally:

@@ -14,9 +14,9 @@ from docsim.indexer.settings import DatabaseSettings
 from docsim.indexer.store.db import make_engine
 from docsim.indexer.store.tables import documents, index_versions, metadata
 from docsim.protocol.choices import Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import SearchOptions
 from tests.utils.indexes import PublishedCopies, publish
 from tests.utils.postgres import PostgresServer
 
@@ -105,7 +105,7 @@ def test_a_copy_is_the_build_it_copies(
                     [
                         (h.document_id, h.score)
                         for h in searcher.similar(
-                            query, SearchOptions(top_k=48, method=method)
+                            query, SimilarOptions(top_k=48, method=method)
                         ).results
                     ]
                     for method in (Method.sdr, Method.bm25, Method.maxsim)

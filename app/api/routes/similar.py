@@ -16,16 +16,12 @@ from docsim.app.api.bodies import (
 from docsim.app.api.deps import SearchSlot, SettingsDep, StateDep, paced_by
 from docsim.app.api.json_reader import JsonBounds, JsonError, read_json
 from docsim.app.core.settings import ApiSettings
-from docsim.app.schemas.similar import (
-    SimilarOptions,
-    SimilarRequest,
-    SimilarUpload,
-    similar_response,
-)
+from docsim.app.schemas.similar import SimilarUpload, similar_response
 from docsim.app.services import similar as service
 from docsim.app.services.limits import check_filter_size
 from docsim.app.services.uploads import UploadedFile
 from docsim.protocol.answers import SimilarResponse
+from docsim.protocol.requests import SimilarOptions, SimilarRequest
 
 router = APIRouter(tags=["search"])
 

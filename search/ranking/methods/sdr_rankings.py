@@ -14,12 +14,13 @@ rows of the method table that rank a pool of their own in a scoring mode of thei
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import Positions, Scores
 from docsim.search.errors import QueryError
 from docsim.search.order import reciprocal_rank_fusion
@@ -27,9 +28,21 @@ from docsim.search.ranking.fusion import fuse
 from docsim.search.ranking.pool import candidates, scoring_mode, sentences_of
 from docsim.search.ranking.scorer import QueryScratch, RankedScores, Scorer, ScoringContext
 from docsim.search.sdr_scorer import SdrScores
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 
 POOL_WIDENING_DEPTH = 1000  # a lexical method's documents added to SDR's candidates
+
+
+@dataclass(frozen=True)
+class SdrPass:
+    """SDR's pass over one query: the documents it may rank (`allowed`), those SDR scored in
+    `mode` (`scored`: all of them in exhaustive mode, the candidates otherwise) and its
+    scores (None where the method does not weigh SDR)."""
+
+    allowed: Positions
+    scored: Positions
+    sdr: SdrScores | None
+    mode: ScoringMode
 
 
 class SdrRanking(Scorer):
@@ -51,7 +64,7 @@ class SdrRanking(Scorer):
     def computes_sdr(self) -> bool:
         return True
 
-    def rank(self, query: Query, options: SearchOptions, allowed: Positions) -> RankedScores:
+    def rank(self, query: Query, options: SimilarOptions, allowed: Positions) -> RankedScores:
         """The scores of `allowed` (`-inf` outside the pool ranked), SDR scoring in the mode
         `options` asks for or the cost calls for."""
         mode = self.mode(query, options, allowed)
@@ -59,21 +72,15 @@ class SdrRanking(Scorer):
             allowed if mode is ScoringMode.exhaustive else candidates(self.context, query, allowed)
         )
         sdr = self.sdr_scores(query, options, scored, mode) if self.computes_sdr else None
-        return self.combine(query, allowed, scored, sdr, mode)
+        return self.combine(query, SdrPass(allowed, scored, sdr, mode))
 
-    def combine(
-        self,
-        query: Query,
-        allowed: Positions,
-        scored: Positions,
-        sdr: SdrScores | None,
-        mode: ScoringMode,
-    ) -> RankedScores:
-        """`sdr`'s ranking of the documents SDR `scored`; the fusions combine others'."""
+    def combine(self, query: Query, sdr_pass: SdrPass) -> RankedScores:
+        """SDR's ranking of the documents it scored; the fusions combine others'."""
+        sdr, mode = sdr_pass.sdr, sdr_pass.mode
         stats = sdr.stats if sdr is not None and self.method is not Method.sdr_window else None
-        return RankedScores(sdr_only(sdr), scored, mode, self.method, sdr, stats)
+        return RankedScores(sdr_only(sdr), sdr_pass.scored, mode, self.method, sdr, stats)
 
-    def mode(self, query: Query, options: SearchOptions, allowed: Positions) -> ScoringMode:
+    def mode(self, query: Query, options: SimilarOptions, allowed: Positions) -> ScoringMode:
         """Exact SDR costs the query's sentences times the collection's (a filter's few
         documents are scored exhaustively); the fusions without it score sentences through
         the compressed level or in candidate mode at a cost that does not favour candidate
@@ -86,7 +93,7 @@ class SdrRanking(Scorer):
         return scoring_mode(options, sentences, self.context.settings, products_of)
 
     def sdr_scores(
-        self, query: Query, options: SearchOptions, scored: Positions, mode: ScoringMode
+        self, query: Query, options: SimilarOptions, scored: Positions, mode: ScoringMode
     ) -> SdrScores:
         """SDR's scores of the documents `scored`: a filter normalises over the whole
         collection (each document scores as it would unfiltered) or over what it keeps
@@ -108,17 +115,12 @@ class SdrRanking(Scorer):
         )
 
     def widened(
-        self,
-        query: Query,
-        methods: Iterable[Method],
-        scored: Positions,
-        allowed: Positions,
-        mode: ScoringMode,
-        scratch: QueryScratch,
+        self, query: Query, methods: Iterable[Method], sdr_pass: SdrPass, scratch: QueryScratch
     ) -> Positions:
         """The documents a fusion ranks: those SDR scored and, in candidate mode, the top
         documents of each pool-widening (lexical) row of `methods` (its scores kept in
         `scratch` for the fusion)."""
+        allowed, scored, mode = sdr_pass.allowed, sdr_pass.scored, sdr_pass.mode
         if mode is ScoringMode.exhaustive:
             return scored
         pool = scored
@@ -133,22 +135,17 @@ class SdrRanking(Scorer):
 class Hybrid(SdrRanking):
     """Reciprocal-rank fusion of the `bm25` row's ranking and SDR's."""
 
-    def combine(
-        self,
-        query: Query,
-        allowed: Positions,
-        scored: Positions,
-        sdr: SdrScores | None,
-        mode: ScoringMode,
-    ) -> RankedScores:
+    def combine(self, query: Query, sdr_pass: SdrPass) -> RankedScores:
         context, scratch = self.context, QueryScratch()
-        pool = self.widened(query, [Method.bm25], scored, allowed, mode, scratch)
-        bm25 = self.methods[Method.bm25].scores(query, allowed, scratch)
+        scored, sdr = sdr_pass.scored, sdr_pass.sdr
+        pool = self.widened(query, [Method.bm25], sdr_pass, scratch)
+        bm25 = self.methods[Method.bm25].scores(query, sdr_pass.allowed, scratch)
         scores = reciprocal_rank_fusion(
             [context.top(bm25, pool, len(pool)), context.top(sdr_only(sdr), scored, len(scored))],
             context.index.n_documents,
         )
-        return RankedScores(scores, pool, mode, self.method, sdr, sdr.stats if sdr else None)
+        stats = sdr.stats if sdr else None
+        return RankedScores(scores, pool, sdr_pass.mode, self.method, sdr, stats)
 
 
 class Fused(SdrRanking):
@@ -159,17 +156,11 @@ class Fused(SdrRanking):
     def computes_sdr(self) -> bool:
         return bool(dict(self.context.settings.fusion_weights).get(Method.sdr))
 
-    def combine(
-        self,
-        query: Query,
-        allowed: Positions,
-        scored: Positions,
-        sdr: SdrScores | None,
-        mode: ScoringMode,
-    ) -> RankedScores:
+    def combine(self, query: Query, sdr_pass: SdrPass) -> RankedScores:
         context, settings, scratch = self.context, self.context.settings, QueryScratch()
+        allowed, scored, sdr = sdr_pass.allowed, sdr_pass.scored, sdr_pass.sdr
         fusion = dict(settings.fusion_weights)
-        pool = self.widened(query, fusion, scored, allowed, mode, scratch)
+        pool = self.widened(query, fusion, sdr_pass, scratch)
         gates = settings.verbatim.fusion_gates  # methods counted by their outliers only
         components = {  # sentence matching only where SDR scored (candidate mode)
             m: sdr_only(sdr) if m is Method.sdr else self.component(m, query, scored, pool, scratch)
@@ -182,7 +173,8 @@ class Fused(SdrRanking):
             if m is not Method.sdr:
                 components[m] = self.methods[m].refine(query, best, components[m], scratch)
         scores = fuse(components, fusion, pool, settings.fusion_normaliser, gates, allowed)
-        return RankedScores(scores, pool, mode, self.method, sdr, sdr.stats if sdr else None)
+        stats = sdr.stats if sdr else None
+        return RankedScores(scores, pool, sdr_pass.mode, self.method, sdr, stats)
 
     def component(
         self,

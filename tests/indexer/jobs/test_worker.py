@@ -29,10 +29,10 @@ from docsim.indexer.text.sentences import SentenceSplitter
 from docsim.indexer.text.split import split_document
 from docsim.models.encoders.loading import load_encoder
 from docsim.models.inference.backends import native_openvino_backend
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import SearchOptions
 from tests.utils.corpora import synthetic_markdown, write_text_corpus
 
 
@@ -104,7 +104,7 @@ def test_a_killed_worker_fails_its_job_and_a_retry_resumes_it(
     # the old version still serves
     assert active_version(engine).version_id == before
     searcher = open_searcher(settings, engine)
-    hits = searcher.similar(searcher.query_from_index("baking-01"), SearchOptions(top_k=3))
+    hits = searcher.similar(searcher.query_from_index("baking-01"), SimilarOptions(top_k=3))
     assert len(hits.results) == 3
 
     # the next worker notices the silence: the job fails, its build is kept to resume

@@ -12,9 +12,9 @@ from docsim.indexer.store.collections import create_collection, list_collections
 from docsim.indexer.store.db import downgrade, make_engine, upgrade
 from docsim.indexer.store.tables import jobs, metadata
 from docsim.indexer.store.versions import active_version, create_version, publish_version
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import SearchOptions
 
 TABLES = {
     "index_versions",
@@ -67,7 +67,7 @@ def test_an_existing_data_directory_comes_in_as_the_default_collection(
             )
         )
     searcher = open_searcher(settings, engine)
-    before = searcher.similar(searcher.query_from_index("coffee-01"), SearchOptions(top_k=5))
+    before = searcher.similar(searcher.query_from_index("coffee-01"), SimilarOptions(top_k=5))
     downgrade(url, "0006")
     columns = {c["name"] for c in inspect(engine).get_columns("index_versions")}
     assert "collection" not in columns and "collections" not in inspect(engine).get_table_names()
@@ -81,7 +81,7 @@ def test_an_existing_data_directory_comes_in_as_the_default_collection(
     assert [job.collection for job in list_jobs(engine)] == ["default"]
     assert sorted(p.relative_to(settings.data_dir) for p in settings.data_dir.rglob("*")) == files
     served = open_searcher(settings, engine)
-    after = served.similar(served.query_from_index("coffee-01"), SearchOptions(top_k=5))
+    after = served.similar(served.query_from_index("coffee-01"), SimilarOptions(top_k=5))
     assert [(h.document_id, h.score) for h in after.results] == [
         (h.document_id, h.score) for h in before.results
     ]

@@ -12,9 +12,9 @@ from docsim.indexer.store.tables import documents, paragraphs
 from docsim.indexer.text.corpus import SAMPLE_CORPUS, read_file
 from docsim.indexer.text.documents import page_at
 from docsim.protocol.choices import Method
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings
-from docsim.search.types import SearchOptions
 from tests.utils.indexes import publish
 from tests.utils.pdfs import Block, write_pdf
 
@@ -62,7 +62,8 @@ def test_an_indexed_pdf_keeps_each_paragraphs_page(tmp_path: Path, tiny_encoder_
     searcher = open_searcher(settings, engine)
     query = searcher.query_from_index("baking-01")
     hits = searcher.similar(
-        query, SearchOptions(top_k=1, method=Method.sdr, candidates=["fairs"], matches_per_result=3)
+        query,
+        SimilarOptions(top_k=1, method=Method.sdr, candidates=["fairs"], matches_per_result=3),
     ).results
     assert hits[0].document_id == "fairs" and hits[0].matches
     by_start = dict(pdf)

@@ -21,13 +21,13 @@ from docsim.models.kernels import scan as scan_kernels
 from docsim.models.kernels.alignment import maxsim_scores
 from docsim.models.kernels.scan import GATHERED_SHARE
 from docsim.protocol.choices import Granularity, Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.candidates.centroids import recoded
 from docsim.search.searcher import Searcher
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
-from docsim.search.types import SearchOptions
 from tests.utils.indexes import publish
 
 RESCORED = 12  # of the 48 documents: most are scored from the compressed rows only
@@ -62,7 +62,7 @@ def both(
 
 
 def ranking(searcher: Searcher, document_id: str, method: Method, top_k: int = 48) -> dict:
-    options = SearchOptions(top_k=top_k, method=method, matches_per_result=0)
+    options = SimilarOptions(top_k=top_k, method=method, matches_per_result=0)
     query = searcher.query_from_index(document_id)
     return {h.document_id: h.score for h in searcher.similar(query, options).results}
 
@@ -167,7 +167,7 @@ def test_unit_search_equals_brute_force(both: tuple[Searcher, Searcher], level: 
 def test_paragraph_results_equal_float32s(both: tuple[Searcher, Searcher]) -> None:
     """`granularity=paragraph` over the compressed paragraph level: float32's hits."""
     exact, compressed = both
-    options = SearchOptions(top_k=5, method=Method.sdr, granularity=Granularity.paragraph)
+    options = SimilarOptions(top_k=5, method=Method.sdr, granularity=Granularity.paragraph)
     for document_id in exact.index.external_ids[::8]:
         reference = exact.similar(exact.query_from_index(document_id), options).results
         found = compressed.similar(compressed.query_from_index(document_id), options).results
@@ -265,7 +265,7 @@ def test_candidate_mode_takes_its_first_pass_from_the_compressed_level(
     assert np.array_equal(scan.candidates(query.sentence_vectors, allowed, 7), expected)
     assert np.array_equal(scan.candidates(query.sentence_vectors, allowed[:5], 7), allowed[:5])
     settings = replace_settings(compressed, candidates={"max_documents": 7})
-    found = settings.similar(query, SearchOptions(method=Method.sdr, mode=ScoringMode.candidate))
+    found = settings.similar(query, SimilarOptions(method=Method.sdr, mode=ScoringMode.candidate))
     assert found.mode == "candidate" and found.scored_documents == 7
     assert {settings.position(h.document_id) for h in found.results} <= set(expected)
     assert settings.context.centroids is not None and not settings.context.centroids.fitted
@@ -286,7 +286,7 @@ def test_a_candidate_fusion_reads_its_candidates_rows_and_bm25_once(
         bm25={"query_terms": 100_000},
     )
     query = searcher.query_from_index(searcher.index.external_ids[3])
-    options = SearchOptions(top_k=20, mode=ScoringMode.candidate, matches_per_result=0)
+    options = SimilarOptions(top_k=20, mode=ScoringMode.candidate, matches_per_result=0)
     monkeypatch.setattr(scan_kernels, "GATHERED_SHARE", 0.0)  # the whole pass, as before
     whole = {h.document_id: h.score for h in searcher.similar(query, options).results}
     monkeypatch.setattr(scan_kernels, "GATHERED_SHARE", GATHERED_SHARE)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from docsim.protocol.choices import Method, ScoringMode
+from docsim.protocol.requests import SimilarOptions
 from docsim.search.errors import ShardUnavailableError
 from docsim.search.ranking.scorer import QueryScratch
 from docsim.search.searcher import Searcher
@@ -14,7 +15,7 @@ from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
 from docsim.search.shards.cuts import shard_ranges, shards_of
 from docsim.search.shards.shard import SEARCHED_ON_SHARDS, ShardQuery, in_process
-from docsim.search.types import Query, SearchOptions
+from docsim.search.types import Query
 from tests.search.test_search import posted_query
 
 POOL = ["coffee-01", "coffee-02", "baking-01", "oceans-03", "medieval-01", "running-04"]
@@ -38,7 +39,7 @@ def test_sharded_sdr_equals_in_process(
     searcher: Searcher, n_shards: int, source: str, normalize: bool, pool: list[str] | None
 ) -> None:
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
-    options = SearchOptions(
+    options = SimilarOptions(
         top_k=48,
         method=Method.sdr,
         normalize=normalize,
@@ -119,7 +120,7 @@ def test_sentence_methods_on_shards_equal_in_process(
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
     tiebreak = searcher.tiebreak
     allowed = searcher.pipeline.allowed(
-        query, SearchOptions(candidates=pool)
+        query, SimilarOptions(candidates=pool)
     )  # what the searcher scores
     expected = searcher.scorers[method].scores(query, allowed, QueryScratch())
     config = searcher.settings
@@ -190,7 +191,7 @@ def test_compressed_shards_score_as_one_compressed_process(
     within 1e-5. Every score exact where `rescored` covers the documents."""
     one, sharded = compressed_pair(searcher, rescored)
     query = posted_query(searcher) if source == "posted" else searcher.query_from_index(source)
-    docs = np.sort(one.pipeline.allowed(query, SearchOptions(candidates=pool)))
+    docs = np.sort(one.pipeline.allowed(query, SimilarOptions(candidates=pool)))
     scorer = one.scorers[method]
     exact = scorer.scores(query, docs, QueryScratch())  # no scan in `one`: every one exact
     scan = SentenceScan.of_index(searcher.index, COMPRESSED)  # the whole collection's
@@ -212,7 +213,7 @@ def test_compressed_shards_and_one_process_rank_every_query_alike(searcher: Sear
     scan = SentenceScan.of_index(searcher.index, COMPRESSED)
     for document_id in searcher.index.external_ids:
         query = searcher.query_from_index(document_id)
-        docs = np.sort(one.pipeline.allowed(query, SearchOptions()))
+        docs = np.sort(one.pipeline.allowed(query, SimilarOptions()))
         expected = one.scorers[Method.maxsim]._two_passes(query, docs, scan, QueryScratch())
         got = sharded.scorers[Method.maxsim].scores(query, docs, QueryScratch())
         ranked = one.context.top(expected, docs, len(docs))
@@ -240,7 +241,7 @@ def test_a_fusion_refines_its_best_exactly_on_compressed_shards(searcher: Search
     others = np.setdiff1d(everything, chosen)
     assert np.array_equal(refined[others], first[others])
     overlaps = []
-    options = SearchOptions(top_k=3, method=Method.fused, matches_per_result=0)
+    options = SimilarOptions(top_k=3, method=Method.fused, matches_per_result=0)
     for document_id in searcher.index.external_ids:
         ref = {
             h.document_id
