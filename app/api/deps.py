@@ -1,4 +1,6 @@
-"""Shared dependencies of the routes."""
+"""Shared dependencies of the routes. A request's collection is found once
+(`get_collection`: its name checked, its row read, its runtime started) and handed to the
+routes as a `Collection` value (`CollectionDep`); the key checks read the same value."""
 
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ from docsim.app.core.errors import (
     InvalidTextError,
 )
 from docsim.app.core.settings import ServiceSettings
+from docsim.app.services.collections import Collection
 from docsim.app.services.fairness import FairSlots, Ticket
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
-from docsim.indexer.api import DEFAULT_COLLECTION, CollectionRow, check_collection_name
+from docsim.indexer.api import DEFAULT_COLLECTION, check_collection_name
 from docsim.models.inference.pacing import paced
 from docsim.protocol.bodies import has_control_characters
 
@@ -36,8 +39,8 @@ def collection_name(request: Request) -> str:
     return request.path_params.get("collection", DEFAULT_COLLECTION)
 
 
-def get_collection(request: Request) -> tuple[CollectionRow, Runtime]:
-    """The request's collection as SQL has it now, and its runtime; read once per request.
+def get_collection(request: Request) -> Collection:
+    """The request's collection as SQL has it now, with its runtime; found once per request.
 
     Raises:
         CollectionNameError: not a collection name (422).
@@ -56,7 +59,7 @@ def get_collection(request: Request) -> tuple[CollectionRow, Runtime]:
 
 
 def get_runtime(request: Request) -> Runtime:
-    return get_collection(request)[1]
+    return get_collection(request).runtime
 
 
 def get_state_or_empty(request: Request) -> Iterator[ServiceState | None]:
@@ -167,7 +170,7 @@ def require_owner_key(request: Request) -> None:
     """Deleting a collection needs the server's key or the collection's write key; a
     collection with a write key needs one of them even on a server without a key of its own.
     A collection without keys on a server without a key is open."""
-    row, _runtime = get_collection(request)
+    row = get_collection(request).row
     if request.app.state.settings.api.api_key is None and row.write_key_sha256 is None:
         return
     key = given_key(request)
@@ -184,7 +187,7 @@ def require_api_key(request: Request) -> None:
     """Changing a collection (documents, jobs) needs a key when the server or the collection
     has one: the server's, or the collection's write key. One collection's key opens
     nothing in another."""
-    row, _runtime = get_collection(request)
+    row = get_collection(request).row
     if request.app.state.settings.api.api_key is None and row.write_key_sha256 is None:
         return
     key = given_key(request)
@@ -200,7 +203,7 @@ def require_jobs_key(request: Request) -> None:
     try:
         require_api_key(request)
     except ApiKeyError:
-        row, _runtime = get_collection(request)
+        row = get_collection(request).row
         if row.read_key_sha256 is None or not row.opens(given_key(request), write=False):
             raise
 
@@ -208,7 +211,7 @@ def require_jobs_key(request: Request) -> None:
 def require_read_key(request: Request) -> None:
     """Reading a collection that has a read key needs it (or its write key, or the
     server's key); a collection without one is open to read."""
-    row, _runtime = get_collection(request)
+    row = get_collection(request).row
     if row.read_key_sha256 is None:
         return
     key = given_key(request)
@@ -267,5 +270,5 @@ ReadKey = Depends(require_read_key)
 JobsKey = Depends(require_jobs_key)
 ServerKey = Depends(require_server_key)
 OwnerKey = Depends(require_owner_key)
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+CollectionDep = Annotated[Collection, Depends(get_collection)]
 StateOrEmptyDep = Annotated[ServiceState | None, Depends(get_state_or_empty)]

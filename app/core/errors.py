@@ -217,7 +217,7 @@ def _deleted_collection(request: Request) -> str | None:
     collections = getattr(request.app.state, "collections", None)
     if held is None or collections is None:
         return None
-    name: str = held[0].name
+    name: str = held.name
     try:
         return None if collections.exists(name) else name
     except OperationalError:

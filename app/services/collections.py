@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -45,11 +47,41 @@ logger = logging.getLogger(__name__)
 DELETE_WAITS_FOR_CHANGES_SECONDS = 30.0
 
 
+@dataclass(frozen=True)
+class Collection:
+    """A collection as a request sees it: found once (`app.api.deps.get_collection`) and
+    passed down, so that no route or service looks its name, settings or folder up again.
+
+    Attributes:
+        row: its SQL row as the request found it (name, keys, the settings it sets apart).
+        runtime: what serves its versions in this process.
+    """
+
+    row: CollectionRow
+    runtime: Runtime
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+    @property
+    def settings(self) -> ServiceSettings:
+        """The settings its work runs with: the server's, with the groups it sets apart."""
+        return self.runtime.settings
+
+    @property
+    def folder(self) -> Path:
+        """The folder of its index versions (`Settings.indexes_dir`): builds and document
+        changes write there, a deletion empties it, and each version SQL records (the path
+        a search loads) is a folder in it."""
+        return self.runtime.indexes_dir
+
+
 class Collections:
     def __init__(self, settings: ServiceSettings, engine: Engine) -> None:
         self.settings = settings  # the server's; each runtime has its collection's
         self.engine = engine
-        self._runtimes: dict[str, tuple[CollectionRow, Runtime]] = {}
+        self._runtimes: dict[str, Collection] = {}
         self._lock = threading.Lock()  # guards `_runtimes` and `_starting`, held briefly
         self._starting: dict[str, threading.Lock] = {}  # one start at a time per collection
         self._versions = ActiveVersions(engine)  # one SQL read per poll for every runtime
@@ -57,7 +89,7 @@ class Collections:
         self._worker_thread: threading.Thread | None = None
 
     # --- requests ------------------------------------------------------------------------
-    def open(self, name: str) -> tuple[CollectionRow, Runtime]:
+    def open(self, name: str) -> Collection:
         """The collection `name` as SQL has it now, and its runtime (started here when this
         process has none yet, or had one for a collection since deleted and made again).
 
@@ -73,13 +105,13 @@ class Collections:
             row = get_collection(self.engine, name)
         except CollectionNotFoundError:
             if known is not None:  # gone; one created again meanwhile stays
-                self._forget(name, known[0])
+                self._forget(name, known.row)
             raise
         with self._lock:
             held = self._runtimes.get(name)
-            if held is not None and held[0].created_at == row.created_at:
-                self._runtimes[name] = (row, held[1])  # its keys may have changed
-                return row, held[1]
+            if held is not None and held.row.created_at == row.created_at:
+                found = self._runtimes[name] = Collection(row, held.runtime)  # keys may change
+                return found
             if held is not None and _newer(held, row):
                 return held
             starting = self._starting.setdefault(name, threading.Lock())
@@ -88,25 +120,25 @@ class Collections:
         with starting:
             with self._lock:
                 held = self._runtimes.get(name)
-            if held is not None and held[0].created_at == row.created_at:
-                return row, held[1]  # started meanwhile by another request
+            if held is not None and held.row.created_at == row.created_at:
+                return Collection(row, held.runtime)  # started meanwhile by another request
             if held is not None and _newer(held, row):
                 return held
-            runtime = self._start(row)
+            started = Collection(row, self._start(row))
             with self._lock:
-                self._runtimes[name] = (row, runtime)
+                self._runtimes[name] = started
         if held is not None:  # deleted and created again elsewhere: a new collection
-            held[1].stop(timeout=5.0)
-        return row, runtime
+            held.runtime.stop(timeout=5.0)
+        return started
 
     def runtime(self, name: str) -> Runtime:
-        return self.open(name)[1]
+        return self.open(name).runtime
 
     def states(self) -> dict[str, ServiceState | None]:
         """The state each loaded collection serves (None: nothing), for the metrics."""
         with self._lock:
             held = list(self._runtimes.items())
-        return {name: runtime.state for name, (_row, runtime) in held}
+        return {name: collection.runtime.state for name, collection in held}
 
     def exists(self, name: str) -> bool:
         """Whether the collection `name` exists now (SQL, not this process's memory)."""
@@ -128,7 +160,7 @@ class Collections:
         write_key: str | None,
         read_key: str | None,
         field_types: Mapping[str, str] | None = None,
-    ) -> tuple[CollectionRow, Runtime]:
+    ) -> Collection:
         """Create the collection `name` (its settings `groups` checked first) and start it.
 
         Raises:
@@ -148,20 +180,19 @@ class Collections:
         )
         return self.open(name)
 
-    def delete(self, name: str) -> list[int]:
-        """Delete the collection `name` with everything it holds, once no build or document
-        change is writing to it (a running build: 409; changes: waits, then 429).
+    def delete(self, collection: Collection) -> list[int]:
+        """Delete `collection` with everything it holds, once no build or document change is
+        writing to its folder (a running build: 409; changes: waits, then 429).
 
         Raises:
             CollectionNotFoundError, CollectionConflictError, BuildRunningError,
             ChangesQueuedError.
         """
-        row = get_collection(self.engine, name)
-        indexes_dir = collection_settings(self.settings, row).indexes_dir
-        indexes_dir.mkdir(parents=True, exist_ok=True)
-        with hold_data_dir(indexes_dir, "delete", DELETE_WAITS_FOR_CHANGES_SECONDS):
-            held = delete_collection(self.engine, name, indexes_dir)
-        self._forget(name, row)
+        folder = collection.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        with hold_data_dir(folder, "delete", DELETE_WAITS_FOR_CHANGES_SECONDS):
+            held = delete_collection(self.engine, collection.name, folder)
+        self._forget(collection.name, collection.row)
         return held
 
     def _forget(self, name: str, gone: CollectionRow) -> None:
@@ -172,7 +203,7 @@ class Collections:
             if held is None or _newer(held, gone):
                 return
             del self._runtimes[name]
-        held[1].stop(timeout=5.0)
+        held.runtime.stop(timeout=5.0)
         logger.info("Collection %r is no longer served", name)
 
     # --- threads -------------------------------------------------------------------------
@@ -186,7 +217,7 @@ class Collections:
         """Load every collection, then start the embedded worker (when configured)."""
         for row in list_collections(self.engine):
             with self._lock:
-                self._runtimes[row.name] = (row, self._start(row))
+                self._runtimes[row.name] = Collection(row, self._start(row))
         if self.settings.jobs.embedded_worker:
             self.worker = Worker(self.settings, self.engine, on_published=self.serve_published)
             self._worker_thread = threading.Thread(
@@ -207,16 +238,16 @@ class Collections:
         with self._lock:
             held = list(self._runtimes.values())
             self._runtimes.clear()
-        for _row, runtime in held:
-            runtime.stop(timeout)
+        for collection in held:
+            collection.runtime.stop(timeout)
         if self._worker_thread is not None:
             self._worker_thread.join(timeout)
 
 
-def _newer(held: tuple[CollectionRow, Runtime], row: CollectionRow) -> bool:
-    """Whether the runtime `held` serves a collection created after `row`'s: `row` was read
-    before its collection was deleted and the name taken again."""
-    return held[0].created_at > row.created_at
+def _newer(held: Collection, row: CollectionRow) -> bool:
+    """Whether `held` is a collection created after `row`'s: `row` was read before its
+    collection was deleted and the name taken again."""
+    return held.row.created_at > row.created_at
 
 
 def unknown_search_names(model: type[BaseModel], search: dict[str, Any]) -> list[str]:

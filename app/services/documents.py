@@ -8,6 +8,7 @@ import time
 from docsim.app.core.errors import DocumentTooLargeError, IndexNotReadyError
 from docsim.app.core.settings import ApiSettings
 from docsim.app.schemas.documents import DocumentsRequest
+from docsim.app.services.collections import Collection
 from docsim.app.services.limits import posted_characters, posted_document, split_within_limits
 from docsim.app.services.runtime import Runtime
 from docsim.app.services.state import ServiceState
@@ -87,17 +88,23 @@ def newest_state(runtime: Runtime) -> ServiceState:
     return state
 
 
-def _change(runtime: Runtime, upserts: list[Document], deletes: list[str]) -> DocumentChange:
+def check_writable(collection: Collection) -> None:
+    """Raises `IndexNotReadyError` where this process cannot write the collection's folder."""
+    if collection.runtime.unwritable is not None:
+        reason = collection.runtime.unwritable
+        raise IndexNotReadyError(f"document changes cannot be written here: {reason}")
+
+
+def _change(collection: Collection, upserts: list[Document], deletes: list[str]) -> DocumentChange:
     """Apply one change as the data directory's writer (changes of this process and of
     others queue for up to `change_wait_seconds`), to the newest revision, and serve it
     before answering: a read that begins after the answer sees the change."""
-    if runtime.unwritable is not None:
-        raise IndexNotReadyError(f"document changes cannot be written here: {runtime.unwritable}")
-    with hold_data_dir(runtime.indexes_dir, "change", runtime.settings.api.change_wait_seconds):
-        state = newest_state(runtime)
+    check_writable(collection)
+    with hold_data_dir(collection.folder, "change", collection.settings.api.change_wait_seconds):
+        state = newest_state(collection.runtime)
         searcher = state.searcher
         change = apply_change(
-            runtime.engine,
+            collection.runtime.engine,
             version_id=state.version_id,
             revision=state.revision,
             upserts=upserts,
@@ -106,65 +113,69 @@ def _change(runtime: Runtime, upserts: list[Document], deletes: list[str]) -> Do
             splitter=searcher.splitter,
             chunk_tokens=int(searcher.index.manifest["chunk_tokens"]),
         )
-        runtime.follow(state, change)
-    runtime.purge()
+        collection.runtime.follow(state, change)
+    collection.runtime.purge()
     return change
 
 
 def upsert(
-    runtime: Runtime, state: ServiceState | None, request: DocumentsRequest
+    collection: Collection, state: ServiceState | None, request: DocumentsRequest
 ) -> DocumentChange:
     """Add or replace the posted documents; in a collection with no version yet, publish
     them as its first (`first_change`)."""
-    splitter = _splitter(runtime, state)
-    read = _sources(request, splitter, runtime.settings.api)
+    splitter = _splitter(collection, state)
+    read = _sources(request, splitter, collection.settings.api)
     if state is None:
-        return first_change(runtime, read, splitter)
-    return _change(runtime, [document for _source, document in read], [])
+        return first_change(collection, read, splitter)
+    return _change(collection, [document for _source, document in read], [])
 
 
-def _splitter(runtime: Runtime, state: ServiceState | None) -> SentenceSplitter:
+def _splitter(collection: Collection, state: ServiceState | None) -> SentenceSplitter:
     """The served version's splitter, or the configured one before the first version."""
     if state is not None:
         return state.searcher.splitter
-    return load_splitter(runtime.settings.punkt_params)
+    return load_splitter(collection.settings.punkt_params)
 
 
 def first_change(
-    runtime: Runtime, read: list[tuple[SourceDocument, Document]], splitter: SentenceSplitter
+    collection: Collection, read: list[tuple[SourceDocument, Document]], splitter: SentenceSplitter
 ) -> DocumentChange:
     """The first change of a collection with no version: its documents published as its
     first version, or, when another writer published one first (a first change or a reindex
     job), applied to that version as an ordinary change. A build running meanwhile is waited
     for, as changes wait for each other (`change_wait_seconds`, then 429)."""
-    if runtime.unwritable is not None:
-        raise IndexNotReadyError(f"document changes cannot be written here: {runtime.unwritable}")
+    check_writable(collection)
     sources = [source for source, _document in read]
-    deadline = time.monotonic() + runtime.settings.api.change_wait_seconds
+    deadline = time.monotonic() + collection.settings.api.change_wait_seconds
     while True:
         try:
-            change = publish_first_version(runtime.settings, runtime.engine, sources, splitter)
+            change = publish_first_version(
+                collection.settings, collection.runtime.engine, sources, splitter
+            )
         except AlreadyPublishedError:
-            return _change(runtime, [document for _source, document in read], [])
+            return _change(collection, [document for _source, document in read], [])
         except BuildBusyError as error:
             if time.monotonic() >= deadline:
                 raise ChangesQueuedError(str(error), retry_after=5) from error
             time.sleep(FIRST_CHANGE_POLL_SECONDS)
             continue
-        runtime.refresh()  # served before the answer: a read that begins after it sees it
+        collection.runtime.refresh()  # served before the answer: a later read sees it
         return change
 
 
 def upsert_files(
-    runtime: Runtime, state: ServiceState | None, uploads: list[UploadedFile], doc_id: str | None
+    collection: Collection,
+    state: ServiceState | None,
+    uploads: list[UploadedFile],
+    doc_id: str | None,
 ) -> DocumentChange:
     """Add or replace the uploaded files' documents: each file's id is its name without the
     extension (or `doc_id`, for one file). Every file is read and checked first: one that
     cannot be read refuses the whole request. In a collection with no version yet, they are
     its first (`first_change`)."""
-    settings = runtime.settings
+    settings = collection.settings
     limits = upload_limits(settings)
-    splitter = _splitter(runtime, state)
+    splitter = _splitter(collection, state)
     read: list[tuple[SourceDocument, Document]] = []
     seen: set[str] = set()
     characters = 0
@@ -178,12 +189,12 @@ def upsert_files(
         what = f"file {upload.name!r}"
         read.append((source, split_within_limits(source, splitter, settings.api, what)))
     if state is None:
-        return first_change(runtime, read, splitter)
-    return _change(runtime, [document for _source, document in read], [])
+        return first_change(collection, read, splitter)
+    return _change(collection, [document for _source, document in read], [])
 
 
-def remove(runtime: Runtime, document_id: str) -> DocumentChange:
-    return _change(runtime, [], [document_id])
+def remove(collection: Collection, document_id: str) -> DocumentChange:
+    return _change(collection, [], [document_id])
 
 
 def show(state: ServiceState, document_id: str) -> SourceDocument:

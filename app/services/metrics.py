@@ -166,7 +166,7 @@ def collection_label(request: Request) -> str:
     else "": an unknown or invalid name never becomes a label value, so the label set stays
     as small as the collections."""
     held = getattr(request.state, "collection", None)
-    return held[0].name if held is not None else ""
+    return held.name if held is not None else ""
 
 
 SCOPED_PREFIX = "/collections/{collection}"  # app.api.routes.collections.PREFIX

@@ -127,17 +127,17 @@ def test_a_collection_deleted_and_created_again_is_empty_every_round(
             deleted.clear()
             deleting.run(lambda: deleted.append(client.delete(prefix).status_code))
             assert client.post("/collections", json=body).status_code == 201, round_
-            runtime = registry.runtime(NOTES)  # what the new collection's requests hold
+            collection = registry.open(NOTES)  # what the new collection's requests hold
             deleting.finish()
             reading.finish()
             assert deleted == [200]
-            assert registry.runtime(NOTES) is runtime, round_
+            assert registry.runtime(NOTES) is collection.runtime, round_
 
             empty = client.post(f"{prefix}/similar", json=QUERY)
             assert empty.status_code == 409, (round_, empty.text)
             assert "has no documents yet" in empty.json()["detail"]
             doc = {"id": f"note-{round_}", "text": "Roasted coffee beans. Brewing at dawn."}
-            upsert(runtime, None, DocumentsRequest.model_validate({"documents": [doc]}))
+            upsert(collection, None, DocumentsRequest.model_validate({"documents": [doc]}))
             found = client.post(f"{prefix}/similar", json=QUERY)
             assert found.status_code == 200, (round_, found.text)
             assert [hit["document_id"] for hit in found.json()["results"]] == [doc["id"]]

@@ -246,7 +246,7 @@ def test_a_collection_loading_holds_up_no_other(fresh_settings, monkeypatch) -> 
     monkeypatch.setattr(registry, "_start", start)
     opened: list[str] = []
     waiting = [
-        threading.Thread(target=lambda: opened.append(registry.open("slow")[0].name))
+        threading.Thread(target=lambda: opened.append(registry.open("slow").name))
         for _ in range(3)
     ]
     for thread in waiting:
@@ -255,7 +255,7 @@ def test_a_collection_loading_holds_up_no_other(fresh_settings, monkeypatch) -> 
     while "slow" not in starts:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    assert registry.open("fast")[0].name == "fast"  # while `slow` is still loading
+    assert registry.open("fast").name == "fast"  # while `slow` is still loading
     assert opened == []
     release.set()
     for thread in waiting:

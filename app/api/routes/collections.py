@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Request
 
 from docsim.app.api.bodies import json_request_body, strict_json
 from docsim.app.api.deps import (
+    CollectionDep,
     OwnerKey,
     ReadKey,
     ServerKey,
@@ -18,8 +19,8 @@ from docsim.app.api.deps import (
 )
 from docsim.app.api.openapi import errors
 from docsim.app.schemas.collections import CollectionRequest
-from docsim.app.services.collections import Collections, requested_groups
-from docsim.indexer.api import COLLECTION_NAME_PATTERN, CollectionRow
+from docsim.app.services.collections import Collection, Collections, requested_groups
+from docsim.indexer.api import COLLECTION_NAME_PATTERN
 from docsim.protocol.answers import CollectionDeleted, CollectionList, CollectionOut
 
 router = APIRouter(prefix="/collections", tags=["collections"])
@@ -43,8 +44,8 @@ def collections_of(request: Request) -> Collections:
 CollectionsDep = Annotated[Collections, Depends(collections_of)]
 
 
-def _out(row: CollectionRow, collections: Collections) -> CollectionOut:
-    state = collections.runtime(row.name).state
+def _out(collection: Collection) -> CollectionOut:
+    row, state = collection.row, collection.runtime.state
     return CollectionOut(
         name=row.name,
         settings=row.settings,
@@ -76,14 +77,14 @@ def create(
     index`. 409 when the name is taken."""
     groups = requested_groups(request, settings)
     secret = lambda key: key.get_secret_value() if key is not None else None  # noqa: E731
-    row, _runtime = collections.create(
+    created = collections.create(
         request.name,
         groups,
         write_key=secret(request.write_key),
         read_key=secret(request.read_key),
         field_types=request.field_types,
     )
-    return _out(row, collections)
+    return _out(created)
 
 
 @router.get("", response_model=CollectionList)
@@ -97,14 +98,13 @@ def listing(collections: CollectionsDep, http: Request) -> CollectionList:
         for row in collections.rows()
         if row.read_key_sha256 is None or server or row.opens(key, write=False)
     ]
-    return CollectionList(collections=[_out(row, collections) for row in readable])
+    return CollectionList(collections=[_out(collections.open(row.name)) for row in readable])
 
 
 @router.get("/{collection}", response_model=CollectionOut, dependencies=[ReadKey])
-def show(collection: CollectionName, collections: CollectionsDep) -> CollectionOut:
+def show(collection: CollectionName, found: CollectionDep) -> CollectionOut:
     """One collection: its settings, the version served and its size, which keys it has."""
-    row, _runtime = collections.open(collection)
-    return _out(row, collections)
+    return _out(found)
 
 
 @router.delete(
@@ -114,13 +114,13 @@ def show(collection: CollectionName, collections: CollectionsDep) -> CollectionO
     responses=errors(409),
 )
 def delete(
-    collection: CollectionName, collections: CollectionsDep, http: Request
+    collection: CollectionName, found: CollectionDep, collections: CollectionsDep, http: Request
 ) -> CollectionDeleted:
     """Delete a collection with its versions, documents and jobs (409 for `default`, and
     while a job of it runs), and its series on /metrics. It needs the server's key or the
     collection's write key; a collection with keys is never deleted anonymously, even on a
     server without a key."""
-    versions = collections.delete(collection)
+    versions = collections.delete(found)
     http.app.state.metrics.forget_collection(http, collection)
     return CollectionDeleted(name=collection, versions=versions)
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from docsim.app.api.bodies import form_body, invalid, is_form, json_body, request_body, validated
 from docsim.app.api.deps import (
     ApiKey,
-    RuntimeDep,
+    CollectionDep,
     SettingsDep,
     StateDep,
     StateOrEmptyDep,
@@ -89,7 +89,7 @@ def upsert(
     http: Request,
     body: Annotated[DocumentsRequest | Upload, Depends(documents_body)],
     state: StateOrEmptyDep,
-    runtime: RuntimeDep,
+    collection: CollectionDep,
 ) -> DocumentsChanged:
     """Add documents, or replace those whose id exists, in the active version (FAISS, BM25
     and SQL together); searchable when this returns. In a collection created with no version
@@ -100,9 +100,9 @@ def upsert(
     started = time.perf_counter()
     with write_paced(http):
         if isinstance(body, DocumentsRequest):
-            change = service.upsert(runtime, state, body)
+            change = service.upsert(collection, state, body)
         else:
-            change = service.upsert_files(runtime, state, *body)
+            change = service.upsert_files(collection, state, *body)
     return documents_changed(change, started)
 
 
@@ -113,10 +113,12 @@ def upsert(
     openapi_extra=named("delete_document"),
     responses={200: _links_to_the_document("deleted"), **errors(429)},
 )
-def remove(document_id: DocumentId, _state: StateDep, runtime: RuntimeDep) -> DocumentsChanged:
+def remove(
+    document_id: DocumentId, _state: StateDep, collection: CollectionDep
+) -> DocumentsChanged:
     """Delete a document: it never appears in results afterwards."""
     started = time.perf_counter()
-    change = service.remove(runtime, document_id)
+    change = service.remove(collection, document_id)
     return documents_changed(change, started)
 
 
