@@ -246,8 +246,7 @@ def test_a_collection_loading_holds_up_no_other(fresh_settings, monkeypatch) -> 
     monkeypatch.setattr(registry, "_start", start)
     opened: list[str] = []
     waiting = [
-        threading.Thread(target=lambda: opened.append(registry.open("slow").name))
-        for _ in range(3)
+        threading.Thread(target=lambda: opened.append(registry.open("slow").name)) for _ in range(3)
     ]
     for thread in waiting:
         thread.start()
