@@ -38,9 +38,10 @@ import psutil
 import torch
 from record import save
 
-from docsim.search.shards.actors import LevelRows, RayShards, ShardSpec
+from docsim.search.shards.actors import LevelRows, ShardSpec
 from docsim.search.shards.coordinator import ShardedSdr
 from docsim.search.shards.cuts import shard_ranges
+from docsim.search.shards.ray_shards import RayShards
 from docsim.search.shards.shard import ShardQuery
 
 logger = logging.getLogger("benchmarks.sharded_latency")

@@ -196,6 +196,19 @@ class ShardSettings(BaseModel):
     call_timeout_seconds: float = Field(
         default=120.0, gt=0, description="A shard slower than this is a 503, never left out."
     )
+    node_resource: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A custom Ray resource each shard actor holds one unit of: the nodes "
+        "started with it (`ray start --resources '{\"docsim_shard\": 2}'`) hold the shards, "
+        "as many each as their units, and the others (the head) none. Default: any node "
+        "with the CPUs.",
+    )
+    spread: bool = Field(
+        default=True,
+        description="Spread the shard actors over the cluster's nodes (Ray's SPREAD "
+        "strategy), rather than fill one node first.",
+    )
 
 
 class FileSettings(BaseModel):

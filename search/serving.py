@@ -30,8 +30,9 @@ from docsim.search.served.lazy_scan import LazyScan
 from docsim.search.served.loaded_index import COMPRESSED_SEARCHED, LoadedIndex
 from docsim.search.served.sentence_scan import ScanShape, SentenceScan
 from docsim.search.settings import QuerySettings
-from docsim.search.shards.actors import RayShards, ShardPlacementError, shard_specs
+from docsim.search.shards.actors import shard_specs
 from docsim.search.shards.coordinator import ShardedLevel, ShardedSdr
+from docsim.search.shards.ray_shards import RayShards, ShardPlacementError
 from docsim.search.shards.shard import SEARCHED_ON_SHARDS
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,8 @@ def serve_on_shards(
         specs,
         num_cpus=options.cpus,
         num_gpus=options.gpus,
+        node_resource=options.node_resource,
+        spread=options.spread,
         timeout=options.call_timeout_seconds,
     )
     try:

@@ -40,6 +40,7 @@ METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 )
 OTHER_METHOD = "other"
+SHARD_PING_SECONDS = 2.0  # a scrape's wait for the shards' answers
 
 
 class ServiceCollector(Collector):
@@ -85,6 +86,12 @@ class ServiceCollector(Collector):
         cache = GaugeMetricFamily(
             "docsim_query_cache_bytes", "Bytes held by the query cache.", labels=by
         )
+        shards = GaugeMetricFamily(
+            "docsim_shards",
+            "A sharded service's shard actors that answer a ping within 2 s (`answering`) and "
+            "that do not (`missing`: dead, restarting, or on a lost node; queries are 503).",
+            labels=[*by, "state"],
+        )
         for name, state in sorted(states.items()):
             if state is None:
                 version.add_metric([name], 0)
@@ -95,7 +102,12 @@ class ServiceCollector(Collector):
                 vectors.add_metric([name, level], count)
                 nbytes.add_metric([name, level], held_bytes)
             cache.add_metric([name], state.queries.used_bytes)
-        yield from (version, documents, vectors, nbytes, cache)
+            if state.shards is not None:
+                health = state.shards.health(timeout=SHARD_PING_SECONDS)
+                missing = len(health.missing)
+                shards.add_metric([name, "answering"], len(health.nodes) - missing)
+                shards.add_metric([name, "missing"], missing)
+        yield from (version, documents, vectors, nbytes, cache, shards)
 
     @staticmethod
     def _job_metrics(engine: Engine) -> Iterator[Metric]:

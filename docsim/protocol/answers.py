@@ -186,10 +186,22 @@ class Health(BaseModel):
     status: str
 
 
+class ShardsOut(BaseModel):
+    """A sharded service's shards, as `/ready` found them: `green` when every one answers
+    (a shard that does not makes `/ready` a 503 naming it, and `/metrics` counts it)."""
+
+    health: str = Field(description="`green`: every shard answers.")
+    count: int
+    nodes: dict[str, int] = Field(description="Shards answering from each Ray node's address.")
+
+
 class Ready(BaseModel):
     status: str
     index_version: int
     documents: int
+    shards: ShardsOut | None = Field(
+        default=None, description="On a sharded service: where its shards answer from."
+    )
 
 
 class ErrorAnswer(BaseModel):

@@ -3,18 +3,14 @@ section) vectors itself, as float16 memory-mapped from the version's files, so t
 restart a dead one from a small `ShardSpec` (the files' paths and the range's rows, never the
 vectors).
 
-`RayShards.call` is `ShardedSdr`'s way to reach them: one round on every shard at once, and a
-`ShardUnavailableError` (503) when one is dead, restarting or too slow, never a ranking
-without it.
+`search.shards.ray_shards.RayShards` places them on a Ray cluster and calls them.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -24,7 +20,6 @@ import torch
 
 from docsim.indexer.store.stored_rows import open_stored, row_format
 from docsim.models.kernels.scoring import RaggedCollection
-from docsim.search.errors import ShardUnavailableError
 from docsim.search.served.mapped_rows import MappedRows
 from docsim.search.served.sentence_scan import ScanShape, scan_basis
 from docsim.search.shards.cuts import compressed, shard_cuts
@@ -35,20 +30,6 @@ if TYPE_CHECKING:  # the actors' process imports no SQL
 
 logger = logging.getLogger(__name__)
 CALL_TIMEOUT_SECONDS = 120.0
-
-
-class ShardPlacementError(ShardUnavailableError):
-    """The cluster has no room for the shard actors asked for: too few CPUs or GPUs in all,
-    or (`busy`) too few free beside the actors that hold them (the serving version's shards)."""
-
-    def __init__(self, message: str, *, busy: bool) -> None:
-        super().__init__(message)
-        self.busy = busy
-
-
-def missing_resources(free: dict[str, float], need: dict[str, float]) -> dict[str, float]:
-    """How much of each resource in `need` `free` lacks (empty: it fits)."""
-    return {k: v - free.get(k, 0.0) for k, v in need.items() if free.get(k, 0.0) + 1e-9 < v}
 
 
 @dataclass(frozen=True)
@@ -221,6 +202,12 @@ class ShardActor:
     def ping(self) -> str:
         return self.incarnation
 
+    def node(self) -> str:
+        """The address of the Ray node it runs on."""
+        import ray
+
+        return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+
     def device(self) -> str:
         """Where its sentences are: "cpu", or "cuda:N" as this actor sees the GPU Ray gave it."""
         return str(self.shard.device)
@@ -235,102 +222,3 @@ class ShardActor:
         if self.shard.device.type == "cuda":
             out["gpu_allocated"] = int(torch.cuda.memory_allocated(self.shard.device))
         return out
-
-
-class RayShards:
-    """Shard actors on Ray (a local Ray, or the cluster at `address`), restarted by Ray when
-    they die; `call` is `ShardedSdr`'s."""
-
-    def __init__(
-        self,
-        specs: Sequence[ShardSpec],
-        *,
-        num_cpus: float = 1.0,
-        num_gpus: float = 0.0,
-        timeout: float = CALL_TIMEOUT_SECONDS,
-        wait_for_room: float = 0.0,
-    ) -> None:
-        """Start one actor per spec once the cluster has room for all of them (waiting up to
-        `wait_for_room` seconds for resources being freed), and wait until each has loaded.
-
-        Raises:
-            ShardPlacementError: no room (the actors are not started).
-            ShardUnavailableError: they did not all load within `timeout` (they are killed).
-        """
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
-
-        need = {"CPU": len(specs) * num_cpus} | ({"GPU": len(specs) * num_gpus} if num_gpus else {})
-        # the ignores: Ray leaves its resource queries untyped
-        short = missing_resources(ray.cluster_resources(), need)  # type: ignore[no-untyped-call]
-        if short:
-            raise ShardPlacementError(
-                f"the Ray cluster cannot hold {len(specs)} shard actors of {num_cpus:g} CPUs "
-                f"and {num_gpus:g} GPUs: it lacks {short}",
-                busy=False,
-            )
-        deadline = time.monotonic() + wait_for_room
-        while short := missing_resources(ray.available_resources(), need):  # type: ignore[no-untyped-call]
-            if time.monotonic() >= deadline:
-                raise ShardPlacementError(
-                    f"no room for {len(specs)} shard actors of {num_cpus:g} CPUs and "
-                    f"{num_gpus:g} GPUs beside those running: {short} short",
-                    busy=True,
-                )
-            time.sleep(0.1)
-        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=-1)(ShardActor)
-        self.actors = [remote.remote(spec) for spec in specs]
-        self.timeout = timeout
-        try:
-            ray.get(self._pings(), timeout=timeout)  # loaded, ready
-        except (RayActorError, GetTimeoutError) as error:
-            self.close()
-            raise ShardUnavailableError(
-                f"the shard actors did not load within {timeout:g} s ({type(error).__name__})"
-            ) from error
-
-    def _pings(self) -> list[Any]:
-        """A ping of every actor, one object ref each (the ignore: Ray's stubs type the
-        `.remote` of a `ray.method`-decorated method only)."""
-        return [a.ping.remote() for a in self.actors]  # type: ignore[attr-defined]
-
-    def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
-
-        refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args, strict=True)]
-        try:
-            return ray.get(refs, timeout=self.timeout)
-        except (RayActorError, GetTimeoutError) as error:
-            for ref in refs:
-                ray.cancel(ref, force=False)
-            raise ShardUnavailableError(
-                f"a shard could not answer ({type(error).__name__}); it is restarting: retry"
-            ) from error
-
-    def check(self, timeout: float = 5.0) -> None:
-        """Every shard answers a ping within `timeout` seconds (readiness).
-
-        Raises:
-            ShardUnavailableError: one did not.
-        """
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
-
-        try:
-            ray.get(self._pings(), timeout=timeout)
-        except (RayActorError, GetTimeoutError) as error:
-            raise ShardUnavailableError(
-                f"a shard does not answer ({type(error).__name__}); it is restarting: retry"
-            ) from error
-
-    def close(self) -> None:
-        import ray
-
-        if not ray.is_initialized():  # Ray was shut down: its actors are gone with it
-            return
-        for actor in self.actors:
-            try:  # the ignore: Ray types a started actor as its handle or its class
-                ray.kill(actor, no_restart=True)  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001 - already gone, or Ray is shutting down
-                logger.debug("A shard actor could not be killed", exc_info=True)

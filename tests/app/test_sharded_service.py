@@ -183,6 +183,9 @@ def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestCli
     local, remote = pair
     body = {"document": QUERY, "method": "sdr"}
     expected = ranking(local, body)
+    ready = remote.get("/ready").json()["shards"]  # green: both answer, from this one node
+    assert ready["health"] == "green" and ready["count"] == 2
+    assert sum(ready["nodes"].values()) == 2 and len(ready["nodes"]) == 1
     actors = served_state(remote.app).shards.actors
     ray.kill(actors[0], no_restart=False)  # Ray restarts it from its spec
     deadline, statuses = time.monotonic() + 90, []
@@ -202,6 +205,10 @@ def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestCli
     assert refused.status_code == 503, refused.text
     not_ready = remote.get("/ready")  # a load balancer sends no more traffic here
     assert not_ready.status_code == 503 and not_ready.headers["retry-after"], not_ready.text
+    assert "1 of 2 shards do not answer (shard 1)" in not_ready.json()["detail"]
+    counted = scrape(remote)
+    assert counted[("docsim_shards", (("collection", "default"), ("state", "missing")))] == 1
+    assert counted[("docsim_shards", (("collection", "default"), ("state", "answering")))] == 1
     assert local.post("/similar", json={"top_k": 48, **body}).status_code == 200
 
 

@@ -4,7 +4,7 @@ from fastapi import APIRouter
 from sqlalchemy import text
 
 from docsim.app.api.deps import EngineDep, StateDep
-from docsim.protocol.answers import Health, Ready
+from docsim.protocol.answers import Health, Ready, ShardsOut
 
 router = APIRouter(tags=["health"])
 
@@ -18,11 +18,17 @@ def health() -> Health:
 @router.get("/ready", response_model=Ready)
 def ready(state: StateDep, engine: EngineDep) -> Ready:
     """Readiness: an index version is loaded, the database answers and, on a sharded
-    service, every shard answers (503 otherwise, as `/similar` would answer)."""
+    service, every shard answers (503 naming those that do not, as `/similar` would answer),
+    and where they answer from."""
     with engine.connect() as conn:  # OperationalError while the database is down: 503
         conn.execute(text("SELECT 1"))
+    shards = None
     if state.shards is not None:
-        state.shards.check()  # ShardUnavailableError: 503
+        health = state.shards.check()  # ShardUnavailableError: 503
+        shards = ShardsOut(health=health.colour, count=len(health.nodes), nodes=health.per_node())
     return Ready(
-        status="ready", index_version=state.version_id, documents=state.searcher.index.n_documents
+        status="ready",
+        index_version=state.version_id,
+        documents=state.searcher.index.n_documents,
+        shards=shards,
     )

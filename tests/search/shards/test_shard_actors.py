@@ -15,14 +15,10 @@ import torch
 from docsim.search.errors import ShardUnavailableError
 from docsim.search.searcher import Searcher
 from docsim.search.served.sentence_scan import ScanShape
-from docsim.search.shards.actors import (
-    RayShards,
-    ShardPlacementError,
-    load_shard,
-    shard_specs,
-)
+from docsim.search.shards.actors import load_shard, shard_specs
 from docsim.search.shards.coordinator import ShardedSdr, sentence_method_scores
 from docsim.search.shards.cuts import shards_of
+from docsim.search.shards.ray_shards import RayShards, ShardPlacementError
 from docsim.search.shards.shard import SEARCHED_ON_SHARDS, in_process
 from tests.search.shards.test_shards import POOL, shard_query
 from tests.search.test_search import posted_query

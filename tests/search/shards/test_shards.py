@@ -251,3 +251,17 @@ def test_a_fusion_refines_its_best_exactly_on_compressed_shards(searcher: Search
         overlaps.append(len(ref & {h.document_id for h in got}) / 3)
     print(f"fused overlap {np.mean(overlaps):.3f}")
     assert np.mean(overlaps) >= 0.85
+
+
+def test_shards_health_names_the_missing_and_counts_per_node() -> None:
+    """The health a sharded service reports: green only when every shard answered, the
+    missing ones named by their index, the answering counted per node."""
+    from docsim.search.shards.ray_shards import ShardsHealth
+
+    whole = ShardsHealth(("10.0.0.3", "10.0.0.4", "10.0.0.3"))
+    assert whole.colour == "green" and whole.missing == []
+    assert whole.per_node() == {"10.0.0.3": 2, "10.0.0.4": 1}
+    lost = ShardsHealth(("10.0.0.3", None, "10.0.0.3", None))
+    assert lost.colour == "red" and lost.missing == [1, 3]
+    assert lost.per_node() == {"10.0.0.3": 2}
+    assert lost.describe() == "2 of 4 shards do not answer (shard 1, 3)"
