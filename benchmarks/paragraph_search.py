@@ -18,11 +18,11 @@ import numpy as np
 from record import save
 
 from docsim.indexer.store.db import make_engine
+from docsim.protocol.answers import UnitResult
 from docsim.protocol.choices import Granularity, Method
 from docsim.protocol.requests import SimilarOptions
 from docsim.search.serving import open_searcher
 from docsim.search.settings import QuerySettings, SearchSettings
-from docsim.search.types import UnitHit
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
             started = time.perf_counter()
             found = searcher.similar(query, options)
             times.append((time.perf_counter() - started) * 1000)
-            units = [h for h in found.results if isinstance(h, UnitHit)]
+            units = [h for h in found.results if isinstance(h, UnitResult)]
             tops[store].append([(h.document_id, h.unit_id) for h in units])
         result[store] = {
             "p50_ms": float(np.percentile(times, 50)),

@@ -9,7 +9,7 @@ is public, and changes to it are changes of interface.
   `Searcher.with_changes` follows document changes.
 - **Search and explain**: `Searcher` with its query and result types (a request's options are
   the protocol's `SimilarOptions`); metadata filters (`FilterColumns`, the fields and
-  their types; a filter's tree is the protocol's); `explain_pair` and `Explanation`.
+  their types; a filter's tree is the protocol's); `explain_pair` and `PairExplanation`.
 
 Plain imports, each from the module that defines the name (`tests/test_layers.py` checks it).
 """
@@ -17,23 +17,20 @@ Plain imports, each from the module that defines the name (`tests/test_layers.py
 from __future__ import annotations
 
 from docsim.protocol.choices import Granularity, Method, Population, ScoringMode
-from docsim.search.explanations import Explanation, Side, explain_pair
+from docsim.search.explanations import PairExplanation, Side, explain_pair
 from docsim.search.filters import FilterColumns
 from docsim.search.scorer_settings import regrouped
 from docsim.search.searcher import Searcher
 from docsim.search.serving import open_searcher, serve_on_shards
 from docsim.search.settings import QuerySettings, SearchSettings
 from docsim.search.types import (
-    DocumentHit,
     ParagraphStats,
     Query,
     SearchResult,
-    UnitHit,
 )
 
 __all__ = [
-    "DocumentHit",
-    "Explanation",
+    "PairExplanation",
     "FilterColumns",
     "Granularity",
     "Method",
@@ -47,7 +44,6 @@ __all__ = [
     "regrouped",
     "Searcher",
     "Side",
-    "UnitHit",
     "explain_pair",
     "open_searcher",
     "serve_on_shards",

@@ -1,7 +1,7 @@
 """Why two documents are similar: every map behind one source/target pair.
 
 `explain_pair` joins two queries (a posted document kept after `/similar`, or indexed
-documents) into an `Explanation`: the SDR document score with the statistics the ranking used,
+documents) into an `PairExplanation`: the SDR document score with the statistics the ranking used,
 the CoLDE-style section and chunk cosine maps, SDR's paragraph matrix (raw and normalised),
 each source paragraph's best target paragraph with its sentence alignments, the top pairs
 with their text, and the passages the two texts share word for word (`lexical.passages`).
@@ -17,8 +17,9 @@ import torch
 
 from docsim.models.encoders.encoder import DocumentInput
 from docsim.models.kernels.explain import PairAlignment, align_pair, cosine_matrix
+from docsim.protocol.answers import SharedPassageOut
 from docsim.search.errors import PairTooLargeError
-from docsim.search.lexical.passages import SharedPassage, shared_passages
+from docsim.search.lexical.passages import shared_passages
 from docsim.search.searcher import Searcher
 from docsim.search.types import ParagraphStats, Query
 
@@ -80,7 +81,7 @@ class TopPair:
 
 
 @dataclass(frozen=True)
-class Explanation:
+class PairExplanation:
     source: Side
     target: Side
     score: float  # SDR document score, as `/similar` computes it with `stats`
@@ -94,7 +95,7 @@ class Explanation:
     # the neighbouring section; None for encoders without it
     chunk_attention: dict[str, torch.Tensor] | None = None
     # the longest runs of words the two texts share, longest first
-    shared_passages: list[SharedPassage] = field(default_factory=list)
+    shared_passages: list[SharedPassageOut] = field(default_factory=list)
 
 
 def _side(query: Query, ref: str, kind: str, searcher: Searcher) -> Side:
@@ -141,7 +142,7 @@ def explain_pair(
     top_pairs: int = 10,
     passage_words: int = 8,
     passages: int = 20,
-) -> Explanation:
+) -> PairExplanation:
     """Everything that makes `target_id` similar (or not) to the source.
 
     Args:
@@ -176,7 +177,7 @@ def explain_pair(
         searcher.sentence_weights(source),
     )
     vectors = searcher.level_vectors
-    explanation = Explanation(
+    explanation = PairExplanation(
         source=source_side,
         target=target_side,
         score=alignment.score,

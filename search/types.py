@@ -1,11 +1,13 @@
-"""What a search takes and returns: the query document, hits and results (the request's
-options and choices are the wire's: `docsim.protocol.requests.SimilarOptions`)."""
+"""What a search takes and returns: the query document and results (the request's options
+and its hits are the wire's own models: `docsim.protocol.requests.SimilarOptions`, and
+`docsim.protocol.answers`' `DocumentResult` and `UnitResult`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from docsim.protocol.answers import DocumentResult, UnitResult
 from docsim.protocol.choices import Method, Population, ScoringMode
 
 if TYPE_CHECKING:  # only annotations: the command line reads the enums without torch
@@ -13,7 +15,6 @@ if TYPE_CHECKING:  # only annotations: the command line reads the enums without 
 
     from docsim.indexer.text.documents import Document
     from docsim.models.kernels.scoring import RowStats
-    from docsim.search.lexical.passages import SharedPassage
 
 
 @dataclass
@@ -60,48 +61,8 @@ class ParagraphStats:
 
 
 @dataclass
-class ParagraphMatch:
-    source_paragraph: int
-    source_start: int
-    source_end: int
-    target_paragraph_id: int
-    target_start: int
-    target_end: int
-    score: float
-    source_text: str = ""
-    target_text: str = ""
-    target_page: int | None = None  # the page of a paged (PDF) document's paragraph
-    source_page: int | None = None  # the same of the query's paragraph
-
-
-@dataclass
-class DocumentHit:
-    document_id: str
-    title: str
-    score: float
-    rank: int
-    matches: list[ParagraphMatch] = field(default_factory=list)
-    # the longest runs of words the hit shares with the query (`search.lexical.passages`)
-    passages: list[SharedPassage] = field(default_factory=list)
-
-
-@dataclass
-class UnitHit:
-    unit_id: int
-    level: str
-    document_id: str
-    title: str
-    score: float
-    rank: int
-    start: int
-    end: int
-    text: str
-    section_title: str | None = None
-
-
-@dataclass
 class SearchResult:
-    results: list[DocumentHit] | list[UnitHit]
+    results: list[DocumentResult] | list[UnitResult]  # the wire's answers, as they are sent
     mode: ScoringMode  # exhaustive or candidate
     scored_documents: int
     stats: ParagraphStats | None = None  # what SDR normalised with, when it did

@@ -11,10 +11,11 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.store.reader import document_texts, level_unit_rows
+from docsim.protocol.answers import UnitResult
 from docsim.protocol.choices import ScoringMode
 from docsim.search.served.loaded_index import LoadedIndex
 from docsim.search.served.mapped_rows import MappedRows
-from docsim.search.types import SearchResult, UnitHit
+from docsim.search.types import SearchResult
 
 
 def similar_units(
@@ -88,7 +89,7 @@ def similar_units(
 
 def unit_hits(
     index: LoadedIndex, engine: Engine, level: str, chosen: list[int], best: dict[int, float]
-) -> list[UnitHit]:
+) -> list[UnitResult]:
     """The units `chosen` of `level`, in that order, scored `best`, with their texts and
     documents."""
     rows = level_unit_rows(engine, level, chosen)
@@ -98,7 +99,7 @@ def unit_hits(
         row = rows[u]
         d = _document_of(index, level, u)
         results.append(
-            UnitHit(
+            UnitResult(
                 unit_id=u,
                 level=level,
                 document_id=index.external_ids[d],

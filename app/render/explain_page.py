@@ -12,7 +12,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from docsim.app.render.grids import explanation_maps
-from docsim.search.api import Explanation, Side
+from docsim.search.api import PairExplanation, Side
 
 _templates = Environment(
     loader=PackageLoader("docsim.app", "web"), autoescape=select_autoescape(["html"])
@@ -36,7 +36,7 @@ def _side(side: Side) -> dict[str, Any]:
     }
 
 
-def page_data(explanation: Explanation, max_per_axis: int) -> dict[str, Any]:
+def page_data(explanation: PairExplanation, max_per_axis: int) -> dict[str, Any]:
     alignment = explanation.alignment
     sentence_paragraph = explanation.source.sentence_paragraph
     aligned: list[list[list[float]]] = [[] for _ in explanation.source.paragraphs]
@@ -72,11 +72,11 @@ def page_data(explanation: Explanation, max_per_axis: int) -> dict[str, Any]:
             for m in explanation_maps(explanation, max_per_axis)
         ],
         "top_pairs": [vars(p) for p in explanation.top_pairs],
-        "passages": [vars(p) for p in explanation.shared_passages],
+        "passages": [p.model_dump() for p in explanation.shared_passages],
     }
 
 
-def render_html(explanation: Explanation, max_per_axis: int) -> str:
+def render_html(explanation: PairExplanation, max_per_axis: int) -> str:
     data = page_data(explanation, max_per_axis)
     return _templates.get_template("explain.html").render(
         data=data,

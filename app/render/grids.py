@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from docsim.models.kernels.explain import Grid, display_grid
-from docsim.search.api import Explanation
+from docsim.search.api import PairExplanation
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Map:
         )
 
 
-def explanation_maps(explanation: Explanation, max_per_axis: int) -> list[Map]:
+def explanation_maps(explanation: PairExplanation, max_per_axis: int) -> list[Map]:
     """Section cosines, chunk cosines and SDR's paragraph matrix (z-scored when the ranking
     normalised), in that order."""
     paragraph_title = (

@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from docsim.app.render.grids import Map, explanation_maps  # noqa: E402
-from docsim.search.api import Explanation  # noqa: E402
+from docsim.search.api import PairExplanation  # noqa: E402
 
 TITLE_TICKS = 20  # label rows / columns with section titles up to this many sections
 
@@ -32,7 +32,7 @@ def _label(text: str, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _draw(axes: Axes, figure: FigureBase, item: Map, explanation: Explanation) -> None:
+def _draw(axes: Axes, figure: FigureBase, item: Map, explanation: PairExplanation) -> None:
     grid = item.grid
     image = axes.imshow(
         grid.values.numpy(),
@@ -108,7 +108,7 @@ def _cells(values: torch.Tensor) -> Iterator[tuple[tuple[int, int], float]]:
             yield (i, j), value
 
 
-def scoring_note(explanation: Explanation) -> str:
+def scoring_note(explanation: PairExplanation) -> str:
     """How the maps' scores were normalised, in words (the image's title says it)."""
     stats = explanation.stats
     if stats is None:
@@ -116,7 +116,7 @@ def scoring_note(explanation: Explanation) -> str:
     return f"z-scored against the {stats.population.value} of {stats.documents} documents"
 
 
-def render_png(explanation: Explanation, max_per_axis: int) -> bytes:
+def render_png(explanation: PairExplanation, max_per_axis: int) -> bytes:
     """The three maps of a pair and its scores as one PNG image."""
     section, chunk, paragraph = explanation_maps(explanation, max_per_axis)
     figure = Figure(figsize=(15, 15), dpi=100, layout="constrained")

@@ -16,12 +16,11 @@ from docsim.protocol.explanations import (
     SectionOut,
     SentenceAlignmentOut,
     SentenceOut,
-    SharedPassageOut,
     SideOut,
     StatisticsOut,
     TopPairOut,
 )
-from docsim.search.api import Explanation, Side
+from docsim.search.api import PairExplanation, Side
 
 DECIMALS = 5  # of the scores and matrices /explain returns
 
@@ -74,7 +73,7 @@ def side_out(side: Side) -> SideOut:
 
 
 def explain_response(
-    explanation: Explanation, *, index_version: int, encoder: str, started: float
+    explanation: PairExplanation, *, index_version: int, encoder: str, started: float
 ) -> ExplainResponse:
     """`explanation` as data, scores and matrices rounded to `DECIMALS`; `started` is the
     request's `time.perf_counter()` reading."""
@@ -124,7 +123,7 @@ def explain_response(
             for i, j in enumerate(best)
         ],
         top_pairs=[TopPairOut(**vars(p)) for p in explanation.top_pairs],
-        shared_passages=[SharedPassageOut(**vars(p)) for p in explanation.shared_passages],
+        shared_passages=explanation.shared_passages,
         chunk_attention=(
             {k: _rounded(v) for k, v in explanation.chunk_attention.items()}
             if explanation.chunk_attention is not None

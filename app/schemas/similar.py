@@ -9,15 +9,11 @@ from pydantic import ConfigDict, Field
 
 from docsim.app.schemas.common import took_ms
 from docsim.protocol.answers import (
-    DocumentResult,
-    MatchOut,
-    SharedPassageOut,
     SimilarResponse,
-    UnitResult,
 )
 from docsim.protocol.bodies import as_form
 from docsim.protocol.requests import OPTION_RULES, SimilarOptions
-from docsim.search.api import DocumentHit, Granularity, SearchResult
+from docsim.search.api import Granularity, SearchResult
 
 
 class SimilarUpload(SimilarOptions):
@@ -63,21 +59,7 @@ def similar_response(
     """The answer to `request`, ranked as `result` by `encoder` over `index_version` (its
     results from the request's `offset` on); `started` is the request's
     `time.perf_counter()` reading."""
-    results: list[DocumentResult] | list[UnitResult]
-    if result.results and isinstance(result.results[0], DocumentHit):
-        results = [
-            DocumentResult(
-                document_id=h.document_id,
-                title=h.title,
-                score=h.score,
-                rank=h.rank,
-                matches=[MatchOut(**vars(m)) for m in h.matches],
-                shared_passages=[SharedPassageOut(**vars(p)) for p in h.passages],
-            )
-            for h in result.results
-        ]
-    else:
-        results = [UnitResult(**vars(h)) for h in result.results]
+    results = result.results  # the wire's models already
     end = request.offset + request.top_k
     method = result.method or request.method
     if method is None:  # `Searcher.similar` names the method it ranked by, always

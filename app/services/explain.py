@@ -10,7 +10,7 @@ from docsim.app.core.settings import ApiSettings
 from docsim.app.services.query_cache import CachedQuery
 from docsim.app.services.state import ServiceState
 from docsim.indexer.errors import DocumentNotFoundError
-from docsim.search.api import Explanation, ParagraphStats, Query, Searcher, explain_pair
+from docsim.search.api import PairExplanation, ParagraphStats, Query, Searcher, explain_pair
 
 
 def resolve_source(
@@ -63,7 +63,7 @@ def _stats_again(
         ) from None
 
 
-def explain(state: ServiceState, source: str, target: str, limits: ApiSettings) -> Explanation:
+def explain(state: ServiceState, source: str, target: str, limits: ApiSettings) -> PairExplanation:
     query, kind, stats = resolve_source(state, source, limits.query_cache_ttl_seconds)
     return explain_pair(
         state.searcher,

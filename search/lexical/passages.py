@@ -24,25 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from docsim.protocol.answers import SharedPassageOut
 from docsim.search.lexical.shingles import MAX_N, shingle_hashes
 
 WORD = re.compile(r"\w+")
 MIX = np.uint64(0x9E3779B97F4A7C15)
 CANDIDATES_PER_PASSAGE = 50  # runs considered, longest first, for each passage wanted
-
-
-@dataclass(frozen=True)
-class SharedPassage:
-    """A run of `words` words found at `source_start:source_end` of the source text and at
-    `target_start:target_end` of the target (character offsets); `text` as the source has
-    it."""
-
-    source_start: int
-    source_end: int
-    target_start: int
-    target_end: int
-    words: int
-    text: str
 
 
 @dataclass(frozen=True)
@@ -107,7 +94,7 @@ def shared_passages(
     min_words: int = 8,
     limit: int = 20,
     max_repeats: int = 16,
-) -> list[SharedPassage]:
+) -> list[SharedPassageOut]:
     """The longest passages (at least `min_words` words) of `source_text` found word for word
     in `target_text`, at most `limit`, longest first (ties: in source order), none
     overlapping another on either side; of runs as long, the one first in the source (then
@@ -127,7 +114,7 @@ def shared_passages(
     runs = runs[runs[:, 2] + seed - 1 >= min_words]  # long enough
     runs = runs[np.lexsort((runs[:, 1], runs[:, 0], -runs[:, 2]))]  # longest, then by place
     runs = runs[: limit * CANDIDATES_PER_PASSAGE]  # the rest would mostly overlap these
-    taken: list[SharedPassage] = []
+    taken: list[SharedPassageOut] = []
     used_s: list[tuple[int, int]] = []
     used_t: list[tuple[int, int]] = []
     for s, t, seeds_in_run in runs.tolist():
@@ -142,7 +129,7 @@ def shared_passages(
         used_t.append((t, t + length))
         start, end = int(source.starts[s]), int(source.ends[s + length - 1])
         taken.append(
-            SharedPassage(
+            SharedPassageOut(
                 source_start=start,
                 source_end=end,
                 target_start=int(target.starts[t]),

@@ -8,11 +8,12 @@ import torch
 from sqlalchemy import Engine
 
 from docsim.indexer.store.reader import document_texts, paragraph_offsets
+from docsim.protocol.answers import DocumentResult, MatchOut
 from docsim.protocol.choices import Method
 from docsim.search.lexical.passages import shared_passages
 from docsim.search.ranking.scorer import RankedScores, ScoringContext
 from docsim.search.served.loaded_index import LoadedIndex
-from docsim.search.types import DocumentHit, ParagraphMatch, Query
+from docsim.search.types import Query
 
 
 def document_hits(
@@ -24,13 +25,17 @@ def document_hits(
     pmatrix: torch.Tensor | None = None,
     first_column: np.ndarray | None = None,
     matches_per_result: int = 0,
-) -> list[DocumentHit]:
+) -> list[DocumentResult]:
     """The documents at positions `ranked` with their `scores` `(D,)`; given SDR's paragraph
     matrix `(I, J)` and each document's first column in it `(D,)`, each hit also gets its
     `matches_per_result` best (query paragraph, document paragraph) pairs."""
     hits = [
-        DocumentHit(
-            document_id=index.external_ids[d], title=index.titles[d], score=float(scores[d]), rank=r
+        DocumentResult(
+            document_id=index.external_ids[d],
+            title=index.titles[d],
+            score=float(scores[d]),
+            rank=r,
+            matches=[],
         )
         for r, d in enumerate(ranked, start=1)
     ]
@@ -58,7 +63,7 @@ def document_hits(
             s0, s1 = query.paragraphs[i]
             t0, t1, page = offsets[pid]
             hit.matches.append(
-                ParagraphMatch(
+                MatchOut(
                     source_paragraph=i,
                     source_start=s0,
                     source_end=s1,
@@ -83,7 +88,7 @@ def paragraph_hits(
     ranked: np.ndarray,
     scores: np.ndarray,
     matches_per_result: int,
-) -> list[DocumentHit]:
+) -> list[DocumentResult]:
     """The `ranked` documents with `scores`, each with its best paragraph pairs with `query`
     as `ranking`, the query's own ranking by one of SDR's rankings, found them."""
     sdr_scorer, sdr = context.sdr, ranking.sdr
@@ -112,7 +117,7 @@ def add_shared_passages(
     index: LoadedIndex,
     engine: Engine,
     query_text: str,
-    hits: list[DocumentHit],
+    hits: list[DocumentResult],
     ranked: np.ndarray,
     per_hit: int,
     min_words: int,
@@ -124,6 +129,6 @@ def add_shared_passages(
     doc_ids = index.doc_ids[ranked].tolist()
     texts = document_texts(engine, doc_ids)
     for hit, doc_id in zip(hits, doc_ids, strict=True):
-        hit.passages = shared_passages(
+        hit.shared_passages = shared_passages(
             query_text, texts[doc_id], min_words=min_words, limit=per_hit
         )

@@ -149,17 +149,14 @@ class RayShards:
         import ray
 
         refs = [a.node.remote() for a in self.actors]  # type: ignore[attr-defined]
-        ready, _late = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        answered = {ref.hex() for ref in ready}
+        deadline = time.monotonic() + timeout
         nodes: list[str | None] = []
-        for ref in refs:
+        for ref in refs:  # asked at once; a dead one answers at once, with its error
             try:
-                nodes.append(ray.get(ref, timeout=0) if ref.hex() in answered else None)
-            except Exception:  # noqa: BLE001 - a dead or restarting actor: no answer
-                nodes.append(None)
-        for ref in refs:
-            if ref.hex() not in answered:
+                nodes.append(ray.get(ref, timeout=max(deadline - time.monotonic(), 0.01)))
+            except Exception:  # noqa: BLE001 - dead, restarting or late: no answer
                 ray.cancel(ref, force=False)
+                nodes.append(None)
         return ShardsHealth(tuple(nodes))
 
     def check(self, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ShardsHealth:

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from docsim.indexer.store.tables import LEVEL_TABLES, documents
 from docsim.indexer.text.corpus import json_document
+from docsim.protocol.answers import UnitResult
 from docsim.protocol.choices import Granularity, Method, ScoringMode
 from docsim.protocol.requests import SimilarOptions
 from docsim.search.arrays import concatenated_ranges
@@ -25,7 +26,7 @@ from docsim.search.ranking.pool import first_pass, scoring_mode
 from docsim.search.scorer_settings import CandidateSettings, ExhaustiveSettings
 from docsim.search.searcher import Searcher
 from docsim.search.settings import SearchSettings
-from docsim.search.types import Query, UnitHit
+from docsim.search.types import Query
 
 RRF_K = 60  # reciprocal-rank fusion's constant, as documented for `hybrid`
 UNIT_LEVELS = ("section", "paragraph", "sentence")
@@ -247,7 +248,7 @@ def brute_force_units(
     }
 
 
-def unit_mismatches(hits: list[UnitHit], reference: dict[int, float], top_k: int) -> list[str]:
+def unit_mismatches(hits: list[UnitResult], reference: dict[int, float], top_k: int) -> list[str]:
     """How `hits` differ from the best `top_k` of `reference` (1e-5): the score at each rank,
     and each hit's own score (so units may only swap places within near-ties)."""
     expected = sorted(reference.values(), reverse=True)[:top_k]

@@ -10,12 +10,13 @@ import re
 import numpy as np
 import pytest
 
-from docsim.search.lexical.passages import SharedPassage, _run_hashes, _seeds, shared_passages
+from docsim.protocol.answers import SharedPassageOut
+from docsim.search.lexical.passages import _run_hashes, _seeds, shared_passages
 
 WORDS = "the court held that appeal section act bail granted accused tenant rent".split()
 
 
-def reference(source: str, target: str, min_words: int, limit: int) -> list[SharedPassage]:
+def reference(source: str, target: str, min_words: int, limit: int) -> list[SharedPassageOut]:
     """Maximal common runs of case-folded words (O(a * b)), longest first, none overlapping
     one taken on either side."""
 
@@ -45,7 +46,14 @@ def reference(source: str, target: str, min_words: int, limit: int) -> list[Shar
         used_b.append((t, t + length))
         start, end = a[s][1], a[s + length - 1][2]
         taken.append(
-            SharedPassage(start, end, b[t][1], b[t + length - 1][2], length, source[start:end])
+            SharedPassageOut(
+                source_start=start,
+                source_end=end,
+                target_start=b[t][1],
+                target_end=b[t + length - 1][2],
+                words=length,
+                text=source[start:end],
+            )
         )
         if len(taken) == limit:
             break

@@ -1,0 +1,272 @@
+"""The service on a Ray cluster of separate nodes (`tests.utils.netns_cluster`: a head and two
+worker nodes, each in its own network namespace): the api runs in a namespace of its own and
+joins through Ray Client (`ray://head:10001`, as its Kubernetes pod does), its shards are
+placed on the worker nodes only (two each, by `DOCSIM_SHARDS__NODE_RESOURCE`),
+and its answers equal the service's in one process. Then a worker node is killed while 8
+clients query: every answer is the exact ranking or a 503 with `Retry-After`, `/ready` and
+`/metrics` name the missing shards, and once the node is back every answer is exact again.
+
+Set `DOCSIM_CLUSTER_REPORT` to a file to keep the run's figures (JSON): the nodes, the shards
+per node, the answers compared, the answers during the loss by status, the time to recover.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from docsim.app.core.settings import ServiceSettings
+from docsim.app.main import create_app
+from docsim.search.settings import SearchSettings
+from tests.app.test_sharded_service import QUERY, assert_same
+from tests.utils.netns_cluster import SHARD_RESOURCE, NetnsCluster, unavailable
+from tests.utils.postgres import free_port
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed"),
+]
+logger = logging.getLogger(__name__)
+SHARDS = 4
+CLIENTS = 8
+METHODS = ["sdr", "maxsim", "best-sentence", "ot", "fused"]
+QUERIES: list[dict[str, Any]] = [
+    {"document": QUERY},
+    {"document_id": "baking-01"},
+    {"document_id": "astronomy-02"},
+]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[NetnsCluster]:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with NetnsCluster(workers=2, shard_units=2) as made:
+        yield made
+
+
+@pytest.fixture()
+def served(
+    cluster: NetnsCluster,
+    fresh_settings,
+    _postgres,  # noqa: ANN001
+) -> Iterator[tuple[TestClient, str]]:
+    """The sample corpus's version served in this process, and by an api on the cluster's
+    head (its URL), its shards on the worker nodes."""
+    if _postgres is not None:
+        pytest.skip("the cluster is tested on the SQLite pass")
+    settings: ServiceSettings = fresh_settings(embedded_worker=False)
+    # exact sentences on both sides, as tests/app/test_sharded_service.py compares them
+    settings = settings.model_copy(update={"search": SearchSettings(sentence_store="float32")})
+    port = free_port()
+    env = {
+        "DOCSIM_DATA_DIR": str(settings.data_dir),
+        "DOCSIM_SEARCH__SENTENCE_STORE": "float32",
+        "DOCSIM_JOBS__EMBEDDED_WORKER": "false",
+        "DOCSIM_RAY__ADDRESS": cluster.client_address,
+        "DOCSIM_SHARDS__COUNT": str(SHARDS),
+        "DOCSIM_SHARDS__CPUS": "0.5",
+        "DOCSIM_SHARDS__NODE_RESOURCE": SHARD_RESOURCE,
+        "DOCSIM_SHARDS__CALL_TIMEOUT_SECONDS": "10",
+        "DOCSIM_API__HOST": cluster.client.address,
+        "DOCSIM_API__PORT": str(port),
+    }
+    log = settings.data_dir / "api.log"
+    with log.open("wb") as out:
+        docsim = str(Path(sys.executable).parent / "docsim")
+        api = cluster.popen(cluster.client, [docsim, "serve"], env, stdout=out, stderr=out)
+    url = f"http://{cluster.client.address}:{port}"
+    try:
+        _wait_ready(url, api, log)
+        with TestClient(create_app(settings)) as local:
+            yield local, url
+    finally:
+        api.terminate()
+        try:
+            api.wait(30)
+        except subprocess.TimeoutExpired:
+            api.kill()
+            api.wait(10)
+
+
+def _wait_ready(url: str, api: subprocess.Popen[bytes], log: Path, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if api.poll() is not None:
+            raise RuntimeError(f"the api exited:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/ready", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"the api was not ready in {seconds:g} s:\n{log.read_text()[-3000:]}")
+
+
+def ranking(answer: dict[str, Any]) -> list[tuple[str, float]]:
+    return [(r["document_id"], r["score"]) for r in answer["results"]]
+
+
+def test_a_cluster_answers_as_one_process_and_survives_losing_a_node(
+    cluster: NetnsCluster, served: tuple[TestClient, str]
+) -> None:
+    local, url = served
+    report: dict[str, Any] = {"nodes": [n.address for n in cluster.nodes], "shards": SHARDS}
+    with httpx.Client(base_url=url, timeout=60) as http:
+        ready = http.get("/ready").json()["shards"]
+        report["shards_per_node"] = ready["nodes"]
+        workers = {w.address for w in cluster.workers}
+        assert ready["health"] == "green" and set(ready["nodes"]) == workers, ready
+        assert all(count == 2 for count in ready["nodes"].values()), ready
+        expected = {}
+        for method in METHODS:
+            for i, query in enumerate(QUERIES):
+                body = {"top_k": 48, "method": method, **query}
+                remote = http.post("/similar", json=body)
+                assert remote.status_code == 200, remote.text
+                mine = local.post("/similar", json=body)
+                assert_same(ranking(mine.json()), ranking(remote.json()))
+                expected[(method, i)] = ranking(mine.json())
+        report["answers_compared"] = len(expected)
+        report["per_query"] = traffic_and_latency(cluster, http, local)
+        report["loss"] = lose_a_node(cluster, http, url, expected)
+    logger.info("cluster run: %s", report)
+    path = os.environ.get("DOCSIM_CLUSTER_REPORT")
+    if path:
+        Path(path).write_text(json.dumps(report, indent=1) + "\n")
+
+
+def traffic_and_latency(
+    cluster: NetnsCluster, http: httpx.Client, local: TestClient, rounds: int = 20
+) -> dict[str, float]:
+    """One `sdr` query, `rounds` times, on the cluster and in one process: the median latency
+    of each, and the bytes the worker nodes' links carried per query (to and from the
+    shards, with Ray's own traffic in the same time)."""
+    body = {"top_k": 10, "method": "sdr", **QUERIES[1]}
+
+    def median_seconds(post: Any) -> float:
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            assert post("/similar", json=body).status_code == 200
+            times.append(time.perf_counter() - started)
+        return sorted(times)[len(times) // 2]
+
+    one_process = median_seconds(local.post)
+    before = cluster.link_bytes(cluster.workers)
+    on_cluster = median_seconds(http.post)
+    carried = cluster.link_bytes(cluster.workers) - before
+    return {
+        "median_ms_one_process": round(one_process * 1000, 1),
+        "median_ms_cluster": round(on_cluster * 1000, 1),
+        "cluster_over_one_process": round(on_cluster / one_process, 2),
+        "worker_link_bytes_per_query": round(carried / rounds),
+    }
+
+
+def lose_a_node(
+    cluster: NetnsCluster,
+    http: httpx.Client,
+    url: str,
+    expected: dict[tuple[str, int], list[tuple[str, float]]],
+) -> dict[str, Any]:
+    """Kill a worker node under 8 querying clients, start it again, and check every answer;
+    the figures of the run."""
+    answers = Counter[str]()
+    wrong: list[str] = []
+    stop = threading.Event()
+    recovered = threading.Event()
+    after_recovery = Counter[str]()
+
+    def client(seed: int) -> None:
+        with httpx.Client(base_url=url, timeout=60) as mine:
+            turn = seed
+            while not stop.is_set():
+                key = ("sdr", turn % len(QUERIES))
+                body = {"top_k": 48, "method": key[0], **QUERIES[key[1]]}
+                response = mine.post("/similar", json=body)
+                turn += 1
+                status = str(response.status_code)
+                (after_recovery if recovered.is_set() else answers)[status] += 1
+                if response.status_code == 200:
+                    try:
+                        assert_same(expected[key], ranking(response.json()))
+                    except AssertionError:
+                        wrong.append(response.text[:200])
+                elif response.status_code != 503 or not response.headers.get("retry-after"):
+                    wrong.append(f"{status}: {response.text[:200]}")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(3)
+        lost = cluster.workers[0]
+        killed_at = time.monotonic()
+        killed = cluster.kill(lost)
+        not_ready = _wait_for(lambda: http.get("/ready"), lambda r: r.status_code == 503, 60)
+        assert "2 of 4 shards do not answer" in not_ready.json()["detail"], not_ready.text
+        missing = _missing_shards(http)
+        assert missing == 2, missing
+        time.sleep(5)
+        back_at = time.monotonic()
+        cluster.start_ray(lost)
+        green = _wait_for(lambda: http.get("/ready"), lambda r: r.status_code == 200, 180)
+        recovery = time.monotonic() - back_at
+        recovered.set()
+        time.sleep(3)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(120)
+    assert wrong == [], wrong[:5]
+    assert answers["503"] > 0 and after_recovery["200"] > 0, (answers, after_recovery)
+    assert set(after_recovery) == {"200"}, after_recovery
+    return {
+        "killed_node": lost.address,
+        "processes_killed": killed,
+        "missing_shards_on_metrics": missing,
+        "answers_until_recovered": dict(answers),
+        "answers_after_recovered": dict(after_recovery),
+        "wrong_rankings": len(wrong),
+        "seconds_from_restart_to_green": round(recovery, 1),
+        "seconds_from_kill_to_green": round(time.monotonic() - killed_at, 1),
+        "shards_per_node_after": green.json()["shards"]["nodes"],
+    }
+
+
+def _missing_shards(http: httpx.Client) -> float:
+    """`/metrics`' count of the default collection's missing shards."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(http.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == "docsim_shards" and sample.labels.get("state") == "missing":
+                return sample.value
+    raise AssertionError("/metrics has no docsim_shards")
+
+
+def _wait_for(ask: Any, done: Any, seconds: float) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = ask()
+        if done(answer):
+            return answer
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds:g} s: {answer.status_code} {answer.text}")
+        time.sleep(0.5)
