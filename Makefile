@@ -92,7 +92,8 @@ test-image: setup image-tools postgres
 
 # The sharded service's slow tests run in a process of their own: one slow run crashed without
 # a report (exit 1) after several Ray sessions had started and stopped in one process.
-SHARDED_SLOW = tests/app/test_sharded_aila_slow.py tests/app/test_sharded_service.py
+SHARDED_SLOW = tests/app/test_sharded_aila_slow.py tests/app/test_sharded_service.py \
+	tests/app/test_cluster_slow.py
 # The last run is the PostgreSQL run of the `heavy_sql` tests, which `make test` runs on SQLite.
 test-slow: setup postgres image-tools
 	$(BIN)/pytest -m slow $(addprefix --ignore=,$(SHARDED_SLOW))

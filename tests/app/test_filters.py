@@ -261,3 +261,14 @@ def test_group_by_is_refused_for_whole_documents(client: TestClient) -> None:
     response = client.post("/similar", json={"document_id": "baking-01", "group_by": "document"})
     assert response.status_code == 422
     assert "group_by groups the units" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("method", ["sdr", "fused", "bm25", "maxsim", "hybrid"])
+def test_a_filter_that_keeps_nothing_ranks_nothing(client: TestClient, method: str) -> None:
+    """As a search engine answers a query that matches no document: 200 and no results,
+    whether the filter keeps no document at all or only the query's own."""
+    nothing = {"field": "topic", "eq": "no-such-topic"}
+    only_itself = {"and": [{"field": "topic", "eq": "baking"}, {"field": "number", "eq": 1}]}
+    for keeps in (nothing, only_itself):
+        answer = _similar(client, document_id="baking-01", method=method, filter=keeps)
+        assert answer["results"] == [] and answer["next_offset"] is None, answer

@@ -112,6 +112,7 @@ class NetnsCluster:
             self.temp.mkdir(parents=True, exist_ok=True)
             for node in self.nodes:
                 self.start_ray(node)
+            self.wait_for_nodes(len(self.nodes))
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -188,6 +189,27 @@ class NetnsCluster:
             stats = Path("/sys/class/net") / node.host_link / "statistics"
             total += sum(int((stats / f"{way}_bytes").read_text()) for way in ("rx", "tx"))
         return total
+
+    def alive_nodes(self) -> int:
+        """How many nodes the head counts alive (`ray status`)."""
+        status = self.popen(
+            self.head,
+            [str(self._bin / "ray"), "status", "--address", self.ray_address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        out, _ = status.communicate(timeout=60)
+        text = out.decode()
+        active = text.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in text else ""
+        return sum(1 for line in active.splitlines() if " node_" in line)
+
+    def wait_for_nodes(self, count: int, seconds: float = 120) -> None:
+        """Returns once the head counts `count` nodes alive."""
+        deadline = time.monotonic() + seconds
+        while (alive := self.alive_nodes()) != count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{alive} of {count} Ray nodes alive after {seconds:g} s")
+            time.sleep(1)
 
     def kill(self, node: Node) -> int:
         """SIGKILL every process in `node`'s namespace (the node is lost); how many."""
