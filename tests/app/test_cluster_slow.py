@@ -204,10 +204,11 @@ def lose_a_node(
             while not stop.is_set():
                 key = ("sdr", turn % len(QUERIES))
                 body = {"top_k": 48, "method": key[0], **QUERIES[key[1]]}
+                asked_in = phase[0]  # an answer counts in the phase its request began in
                 response = mine.post("/similar", json=body)
                 turn += 1
                 status = str(response.status_code)
-                phases[phase[0]][status] += 1
+                phases[asked_in][status] += 1
                 if response.status_code == 200:
                     try:
                         assert_same(expected[key], ranking(response.json()))
@@ -223,8 +224,8 @@ def lose_a_node(
         time.sleep(3)
         lost = cluster.workers[0]
         killed_at = time.monotonic()
-        phase[0] = "lost"
         killed = cluster.kill(lost)
+        phase[0] = "lost"  # from the moment its processes are gone
         not_ready = _wait_for(lambda: http.get("/ready"), lambda r: r.status_code == 503, 60)
         assert "2 of 4 shards do not answer" in not_ready.json()["detail"], not_ready.text
         missing = _missing_shards(http)
@@ -241,8 +242,10 @@ def lose_a_node(
         for thread in threads:
             thread.join(120)
     assert wrong == [], wrong[:5]
-    assert phases["lost"]["503"] > 0 and phases["recovered"]["200"] > 0, phases
-    assert set(phases["before"]) == set(phases["recovered"]) == {"200"}, phases
+    # a request in flight when the node dies, or sent in the moment before the kill, may
+    # land either way; one sent once `/ready` is green again is answered
+    assert phases["before"]["200"] > 0 and phases["lost"]["503"] > 0, phases
+    assert set(phases["recovered"]) == {"200"}, phases
     return {
         "killed_node": lost.address,
         "processes_killed": killed,
