@@ -9,9 +9,10 @@ multipart at all, a 413 for one over the upload limit).
 
 from __future__ import annotations
 
+import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import anyio
 from fastapi import FastAPI, Request
@@ -279,3 +280,16 @@ def add_body_schemas(app: FastAPI) -> None:
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+UNIONS = (Union, types.UnionType)
+
+
+def list_fields(model: type[BaseModel]) -> set[str]:
+    """The fields of `model` that hold a list (or a list or None)."""
+    found = set()
+    for name, field in model.model_fields.items():
+        kinds = get_args(field.annotation) if get_origin(field.annotation) in UNIONS else ()
+        if any(get_origin(kind) is list for kind in (field.annotation, *kinds)):
+            found.add(name)
+    return found

@@ -194,10 +194,14 @@ def _settings_bounds(schemas: dict[str, Any], settings: ServiceSettings) -> None
 
 
 def _search_fields(schemas: dict[str, Any]) -> dict[str, Any]:
-    """The JSON schemas of the search settings' fields (their models in `schemas`)."""
+    """The JSON schemas of the search settings' fields (their models in `schemas`). A group
+    (`rm3`, `ot`, ...) takes its own settings only, as the service refuses any other name in
+    it (`unknown_search_names`: 422)."""
     _, found = models_json_schema([(SearchSettings, "validation")], ref_template=REF)
     for name, schema in found.get("$defs", {}).items():
         if name != SearchSettings.__name__:
+            if schema.get("type") == "object" and "properties" in schema:
+                schema["additionalProperties"] = False
             schemas.setdefault(name, schema)
     fields: dict[str, Any] = found["$defs"][SearchSettings.__name__]["properties"]
     return fields

@@ -150,8 +150,10 @@ def _run(app: FastAPI, headers: dict[str, str]) -> tuple[list[str], Counter[tupl
             for check in checks:
                 if check.status == Status.FAILURE and check.failure_info is not None:
                     failure = check.failure_info.failure
+                    said = answer.response.content[:600] if answer and answer.response else b""
                     failures.append(
                         f"{check.name}: {case.method} {case.formatted_path} {status}: "
-                        f"{failure.title}: {failure.message}"
+                        f"{failure.title}: {failure.message}\n  sent: {str(case.body)[:600]}"
+                        f"\n  answered: {said!r}"
                     )
     return failures, statuses

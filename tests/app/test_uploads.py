@@ -235,6 +235,14 @@ def test_malformed_uploads_are_refused_with_what_is_wrong(
     )
     assert pool.status_code == 200, pool.text
     assert {r["document_id"] for r in pool.json()["results"]} == {"coffee-01", "baking-01"}
+    # every list option is a form field given once or repeated (`exclude` was read as text
+    # when given once: a 422 that the conformance test found)
+    for left_out in ("coffee-01", ["coffee-01", "baking-01"]):
+        fields = {"exclude": left_out, "method": "bm25", "top_k": 48}
+        ranked = client.post("/similar", files=file, data=fields)
+        assert ranked.status_code == 200, ranked.text
+        found = {r["document_id"] for r in ranked.json()["results"]}
+        assert "coffee-01" not in found and (left_out == "coffee-01") == ("baking-01" in found)
 
 
 def test_files_over_the_limits_get_a_413(

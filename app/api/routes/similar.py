@@ -10,6 +10,7 @@ from docsim.app.api.bodies import (
     invalid,
     is_form,
     json_body,
+    list_fields,
     request_body,
     validated,
 )
@@ -39,11 +40,12 @@ async def similar_body(
 
         return await json_body(http, SimilarRequest, check), None
     options = set(SimilarOptions.model_fields)
+    lists = list_fields(SimilarOptions)  # `candidates`, `exclude`: given once or repeated
     form = await form_body(
         http,
         file_fields={"file"},
-        scalar_fields=options - {"candidates"},
-        list_fields={"candidates"},
+        scalar_fields=options - lists,
+        list_fields=lists,
         max_file_bytes=settings.files.max_bytes,
     )
     if len(form.files) != 1:
