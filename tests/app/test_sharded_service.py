@@ -206,8 +206,9 @@ def test_a_lost_shard_is_a_503_then_served_again(pair: tuple[TestClient, TestCli
     assert refused.status_code == 503, refused.text
     not_ready = remote.get("/ready")  # a load balancer sends no more traffic here
     assert not_ready.status_code == 503 and not_ready.headers["retry-after"], not_ready.text
-    # shard 1 is named; shard 0 may be restarting too: the refused query cancelled its task
-    # (`RayShards.call`), which can end a sync actor's process under load
+    # shard 1 is named; shard 0 once did not answer within the check's 5 s either, in a
+    # fresh-clone CI run under load (cause not known: a cancelled task does not end a sync
+    # actor's process, checked by hand)
     detail = not_ready.json()["detail"]
     assert re.search(r"(1|2) of 2 shards do not answer \(shard (0, )?1\)", detail), detail
     counted = scrape(remote)
