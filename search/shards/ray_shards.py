@@ -10,8 +10,13 @@ process or node died (`max_restarts=-1`) wherever it finds room again: the node 
 returns, or another with a free unit.
 
 `call` is `ShardedSdr`'s way to reach them: one round on every shard at once, and a
-`ShardUnavailableError` (503) when one is dead, restarting or too slow, never a ranking
-without it. `health` asks each shard on its own, for `/ready` and `/metrics`.
+`ShardUnavailableError` (503) when one is dead, restarting or too slow, or when the cluster
+itself is cut off, never a ranking without it. `health` asks each shard on its own, for
+`/ready` and `/metrics`.
+
+The actors belong to the connection that made them. When the process loses its cluster (a
+head that died: `indexer.ray_session`), `connected` turns false for good, every call is a
+503, and the service places new actors once it has joined again (`app.services.runtime`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from docsim.indexer.ray_session import ray_connected, ray_generation
 from docsim.search.errors import ShardUnavailableError
 from docsim.search.shards.actors import CALL_TIMEOUT_SECONDS, ShardActor, ShardSpec
 
@@ -47,9 +53,11 @@ def missing_resources(free: Mapping[str, float], need: Mapping[str, float]) -> d
 @dataclass(frozen=True)
 class ShardsHealth:
     """Each shard's answer to a ping: the node it answered from, or None (dead, restarting,
-    its node lost, or slower than the check's timeout)."""
+    its node lost, or slower than the check's timeout); `cut_off`: none could be asked, the
+    cluster being unreachable."""
 
     nodes: tuple[str | None, ...]
+    cut_off: bool = False
 
     @property
     def missing(self) -> list[int]:
@@ -113,6 +121,7 @@ class RayShards:
             scheduling_strategy=strategy,
             max_restarts=-1,
         )(ShardActor)
+        self.generation = ray_generation()  # the connection the actors belong to
         self.actors = [remote.remote(spec) for spec in specs]
         self.timeout = timeout
         try:
@@ -130,12 +139,21 @@ class RayShards:
         `.remote` of a `ray.method`-decorated method only)."""
         return [a.ping.remote() for a in self.actors]  # type: ignore[attr-defined]
 
+    @property
+    def connected(self) -> bool:
+        """Whether the connection that made the actors still stands (false for good once
+        the cluster was lost: the actors are then unreachable from here)."""
+        return ray_connected(self.generation)
+
     def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
-        refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args, strict=True)]
+        if not self.connected:  # never touch Ray then: a call could start a new local one
+            raise self._cut_off()
+        refs = []
         try:
+            refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args, strict=True)]
             return ray.get(refs, timeout=self.timeout)
         except (RayActorError, GetTimeoutError) as error:
             for ref in refs:
@@ -143,12 +161,28 @@ class RayShards:
             raise ShardUnavailableError(
                 f"a shard could not answer ({type(error).__name__}); it is restarting: retry"
             ) from error
+        except Exception as error:  # Ray Client's, once cut off: ConnectionError, Exception
+            if isinstance(error, ConnectionError) or not self.connected:
+                raise self._cut_off() from error
+            raise  # a shard's own failure (RayTaskError): a bug, not an outage
+
+    @staticmethod
+    def _cut_off() -> ShardUnavailableError:
+        return ShardUnavailableError(
+            "the Ray cluster is unreachable (its head lost?): the shards are placed again "
+            "once it is back; retry"
+        )
 
     def health(self, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ShardsHealth:
         """Each shard asked on its own where it runs, all within `timeout` seconds."""
         import ray
 
-        refs = [a.node.remote() for a in self.actors]  # type: ignore[attr-defined]
+        if not self.connected:
+            return ShardsHealth((None,) * len(self.actors), cut_off=True)
+        try:
+            refs = [a.node.remote() for a in self.actors]  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - Ray Client cut off, not yet given up
+            return ShardsHealth((None,) * len(self.actors), cut_off=True)
         deadline = time.monotonic() + timeout
         nodes: list[str | None] = []
         for ref in refs:  # asked at once; a dead one answers at once, with its error
@@ -166,6 +200,8 @@ class RayShards:
             ShardUnavailableError: one did not, naming which.
         """
         health = self.health(timeout)
+        if health.cut_off:
+            raise self._cut_off()
         if health.missing:
             raise ShardUnavailableError(f"{health.describe()}: they are restarting; retry")
         return health
@@ -173,7 +209,7 @@ class RayShards:
     def close(self) -> None:
         import ray
 
-        if not ray.is_initialized():  # Ray was shut down: its actors are gone with it
+        if not self.connected:  # Ray was shut down or lost: the actors are out of reach
             return
         for actor in self.actors:
             try:  # the ignore: Ray types a started actor as its handle or its class

@@ -5,9 +5,11 @@ placed on the worker nodes only (two each, by `DOCSIM_SHARDS__NODE_RESOURCE`),
 and its answers equal the service's in one process. Then a worker node is killed while 8
 clients query: every answer is the exact ranking or a 503 with `Retry-After`, `/ready` and
 `/metrics` name the missing shards, and once the node is back every answer is exact again.
+Then the head itself is killed and started again: the api answers 503 while it is cut off,
+joins the new cluster and places its shards again, and every answer is exact again.
 
 Set `DOCSIM_CLUSTER_REPORT` to a file to keep the run's figures (JSON): the nodes, the shards
-per node, the answers compared, the answers during the loss by status, the time to recover.
+per node, the answers compared, the answers during each loss by status, the times to recover.
 """
 
 from __future__ import annotations
@@ -151,6 +153,8 @@ def test_a_cluster_answers_as_one_process_and_survives_losing_a_node(
         report["answers_compared"] = len(expected)
         report["per_query"] = traffic_and_latency(cluster, http, local)
         report["loss"] = lose_a_node(cluster, http, url, expected)
+        report["head_restart"] = restart_the_head(cluster, http, url, expected)
+        assert http.post("/similar", json={"method": "fused", **QUERIES[0]}).status_code == 200
     logger.info("cluster run: %s", report)
     path = os.environ.get("DOCSIM_CLUSTER_REPORT")
     if path:
@@ -185,6 +189,62 @@ def traffic_and_latency(
     }
 
 
+class QueryingClients:
+    """`CLIENTS` threads that query `url` (`sdr`, the queries in turn) until the block ends:
+    each answer is counted by status in the phase its request was sent in (`phase`), and
+    anything but the exact ranking or a 503 with `Retry-After` is kept in `wrong`."""
+
+    def __init__(self, url: str, expected: dict[tuple[str, int], list[tuple[str, float]]]):
+        self.url, self.expected = url, expected
+        self.phase = "before"
+        self.phases: dict[str, Counter[str]] = {}
+        self.wrong: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._query, args=(i,)) for i in range(CLIENTS)]
+
+    def __enter__(self) -> QueryingClients:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(120)
+
+    def _query(self, seed: int) -> None:
+        with httpx.Client(base_url=self.url, timeout=120) as mine:
+            turn = seed
+            while not self._stop.is_set():
+                key = ("sdr", turn % len(QUERIES))
+                body = {"top_k": 48, "method": key[0], **QUERIES[key[1]]}
+                asked_in = self.phase  # an answer counts in the phase its request began in
+                response = mine.post("/similar", json=body)
+                turn += 1
+                status = str(response.status_code)
+                self.phases.setdefault(asked_in, Counter())[status] += 1
+                if response.status_code == 200:
+                    try:
+                        assert_same(self.expected[key], ranking(response.json()))
+                    except AssertionError:
+                        self.wrong.append(response.text[:200])
+                elif response.status_code != 503 or not response.headers.get("retry-after"):
+                    self.wrong.append(f"{status}: {response.text[:200]}")
+
+    def figures(self) -> dict[str, Any]:
+        """The answers by phase and status; the wrong ones were checked to be none."""
+        assert self.wrong == [], self.wrong[:5]
+        # a request in flight when the node dies, or sent in the moment before the kill, may
+        # land either way; one sent once `/ready` is green again is answered
+        before, lost = self.phases.get("before", {}), self.phases.get("lost", {})
+        assert before.get("200", 0) > 0 and lost.get("503", 0) > 0, self.phases
+        assert set(self.phases["recovered"]) == {"200"}, self.phases
+        return {
+            "answers_by_phase": {name: dict(counts) for name, counts in self.phases.items()},
+            "wrong_rankings": len(self.wrong),
+        }
+
+
 def lose_a_node(
     cluster: NetnsCluster,
     http: httpx.Client,
@@ -193,39 +253,12 @@ def lose_a_node(
 ) -> dict[str, Any]:
     """Kill a worker node under 8 querying clients, start it again, and check every answer;
     the figures of the run."""
-    phases = {phase: Counter[str]() for phase in ("before", "lost", "recovered")}
-    phase = ["before"]  # the phase the clients' answers count in
-    wrong: list[str] = []
-    stop = threading.Event()
-
-    def client(seed: int) -> None:
-        with httpx.Client(base_url=url, timeout=60) as mine:
-            turn = seed
-            while not stop.is_set():
-                key = ("sdr", turn % len(QUERIES))
-                body = {"top_k": 48, "method": key[0], **QUERIES[key[1]]}
-                asked_in = phase[0]  # an answer counts in the phase its request began in
-                response = mine.post("/similar", json=body)
-                turn += 1
-                status = str(response.status_code)
-                phases[asked_in][status] += 1
-                if response.status_code == 200:
-                    try:
-                        assert_same(expected[key], ranking(response.json()))
-                    except AssertionError:
-                        wrong.append(response.text[:200])
-                elif response.status_code != 503 or not response.headers.get("retry-after"):
-                    wrong.append(f"{status}: {response.text[:200]}")
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    try:
+    with QueryingClients(url, expected) as clients:
         time.sleep(3)
         lost = cluster.workers[0]
         killed_at = time.monotonic()
         killed = cluster.kill(lost)
-        phase[0] = "lost"  # from the moment its processes are gone
+        clients.phase = "lost"  # from the moment its processes are gone
         not_ready = _wait_for(lambda: http.get("/ready"), lambda r: r.status_code == 503, 60)
         assert "2 of 4 shards do not answer" in not_ready.json()["detail"], not_ready.text
         missing = _missing_shards(http)
@@ -235,23 +268,58 @@ def lose_a_node(
         cluster.start_ray(lost)
         green = _wait_for(lambda: http.get("/ready"), lambda r: r.status_code == 200, 180)
         recovery = time.monotonic() - back_at
-        phase[0] = "recovered"
+        clients.phase = "recovered"
         time.sleep(3)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(120)
-    assert wrong == [], wrong[:5]
-    # a request in flight when the node dies, or sent in the moment before the kill, may
-    # land either way; one sent once `/ready` is green again is answered
-    assert phases["before"]["200"] > 0 and phases["lost"]["503"] > 0, phases
-    assert set(phases["recovered"]) == {"200"}, phases
     return {
         "killed_node": lost.address,
         "processes_killed": killed,
         "missing_shards_on_metrics": missing,
-        "answers_by_phase": {name: dict(counts) for name, counts in phases.items()},
-        "wrong_rankings": len(wrong),
+        **clients.figures(),
+        "seconds_from_restart_to_green": round(recovery, 1),
+        "seconds_from_kill_to_green": round(time.monotonic() - killed_at, 1),
+        "shards_per_node_after": green.json()["shards"]["nodes"],
+    }
+
+
+def restart_the_head(
+    cluster: NetnsCluster,
+    http: httpx.Client,
+    url: str,
+    expected: dict[tuple[str, int], list[tuple[str, float]]],
+) -> dict[str, Any]:
+    """Kill the head under 8 querying clients, then start it again and the workers after it
+    (Ray without GCS fault tolerance lets no worker join a new head: their supervisors, here
+    the test, start them again, as KubeRay restarts pods); the api joins the new cluster and
+    places its shards again. The figures of the run."""
+    with QueryingClients(url, expected) as clients:
+        time.sleep(3)
+        killed_at = time.monotonic()
+        killed = cluster.kill(cluster.head)
+        clients.phase = "lost"
+        # Ray Client gives the lost head 30 s before the api knows it is cut off
+        cut_off = _wait_for(
+            lambda: http.get("/ready", timeout=120),
+            lambda r: r.status_code == 503 and "unreachable" in r.text,
+            120,
+        )
+        missing = _missing_shards(http)
+        back_at = time.monotonic()
+        cluster.start_ray(cluster.head)
+        for worker in cluster.workers:
+            cluster.kill(worker)
+            cluster.start_ray(worker)
+        cluster.wait_for_nodes(len(cluster.nodes))
+        green = _wait_for(
+            lambda: http.get("/ready", timeout=120), lambda r: r.status_code == 200, 300
+        )
+        recovery = time.monotonic() - back_at
+        clients.phase = "recovered"
+        time.sleep(3)
+    return {
+        "processes_killed": killed,
+        "ready_while_lost": cut_off.json()["detail"],
+        "missing_shards_on_metrics": missing,
+        **clients.figures(),
         "seconds_from_restart_to_green": round(recovery, 1),
         "seconds_from_kill_to_green": round(time.monotonic() - killed_at, 1),
         "shards_per_node_after": green.json()["shards"]["nodes"],

@@ -169,8 +169,11 @@ class NetnsCluster:
     def start_ray(self, node: Node) -> None:
         """Start Ray's head (the head node) or a worker joining it, and wait for `ray start`."""
         ray = str(self._bin / "ray")
+        temp = self.node_temp(node)  # empty, as a restarted container's
+        shutil.rmtree(temp, ignore_errors=True)
+        temp.mkdir(parents=True)
         argv = [ray, "start", "--node-ip-address", node.address, "--num-cpus", str(node.cpus)]
-        argv += ["--temp-dir", str(self.temp), "--disable-usage-stats"]
+        argv += ["--temp-dir", str(temp), "--disable-usage-stats"]
         if node is self.head:
             argv += ["--head", "--port", str(RAY_PORT), "--include-dashboard", "false"]
         else:
@@ -181,6 +184,10 @@ class NetnsCluster:
         out, _ = started.communicate(timeout=120)
         if started.returncode != 0:
             raise RuntimeError(f"ray start on {node.name} failed:\n{out.decode()[-2000:]}")
+
+    def node_temp(self, node: Node) -> Path:
+        """`node`'s own temporary folder (its sessions, sockets and logs)."""
+        return self.temp / node.name.removeprefix(self.prefix)
 
     def link_bytes(self, nodes: Sequence[Node]) -> int:
         """The bytes the links of `nodes` have carried both ways so far."""
