@@ -311,3 +311,67 @@ def test_the_kubernetes_environment_names_the_services_settings(
                 monkeypatch.setenv(name, value)
             ServiceSettings()  # raises on an invalid value
     assert seen > 15
+
+
+# What the test knows of KubeRay's ray.io/v1 RayCluster: the fields of its spec, of the head
+# group and of a worker group that the manifest may use (its CRD's schema is not to be had from
+# the package registries here; each group's pod template is checked against Kubernetes' own).
+RAY_CLUSTER_FIELDS = {
+    "spec": {"rayVersion", "headGroupSpec", "workerGroupSpecs", "enableInTreeAutoscaling"},
+    "head": {"rayStartParams", "template", "serviceType"},
+    "worker": {"groupName", "replicas", "minReplicas", "maxReplicas", "rayStartParams", "template"},
+}
+
+
+def test_the_kubernetes_manifest_holds_to_kubernetes_schemas() -> None:
+    """Every core object of the manifest, and every pod template of the RayCluster, is valid
+    against Kubernetes 1.37's schemas in strict mode (a misspelt or misplaced field fails, as
+    the broken copy shows); the RayCluster's own fields are KubeRay's, with string start
+    parameters and replicas within their bounds."""
+    import copy
+
+    import kubernetes_validate
+
+    def strict(doc: dict) -> None:
+        kubernetes_validate.validate(doc, "1.37", strict=True)
+
+    for (kind, _name), doc in KUBE.items():
+        if kind != "RayCluster":
+            strict(doc)
+    cluster = KUBE[("RayCluster", "docsim")]["spec"]
+    groups = [("head", cluster["headGroupSpec"])]
+    groups += [("worker", g) for g in cluster["workerGroupSpecs"]]
+    assert set(cluster) <= RAY_CLUSTER_FIELDS["spec"]
+    for role, group in groups:
+        assert set(group) <= RAY_CLUSTER_FIELDS[role], role
+        assert all(isinstance(v, str) for v in group["rayStartParams"].values()), role
+        template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": role}}
+        strict(template | {"template": group["template"]})
+        if role == "worker":
+            assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+
+    broken = copy.deepcopy(KUBE[("Deployment", "docsim-api")])
+    broken["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError, match="readinesProbe"):
+        strict(broken)
+
+
+def test_the_shards_fit_the_ray_clusters_workers() -> None:
+    """The api's shard actors each hold a unit of the resource that only the worker group
+    offers (`ray start --resources`, as KubeRay passes it), and the workers have units and
+    CPUs for all of them: none on the head."""
+    import shlex
+
+    (api,) = _pods()["docsim-api"]["containers"]
+    env = {name: entry["value"] for name, entry in _env(api).items() if "value" in entry}
+    count, cpus = int(env["DOCSIM_SHARDS__COUNT"]), float(env["DOCSIM_SHARDS__CPUS"])
+    resource = env["DOCSIM_SHARDS__NODE_RESOURCE"]
+    cluster = KUBE[("RayCluster", "docsim")]["spec"]
+    assert "resources" not in cluster["headGroupSpec"]["rayStartParams"]
+    units = worker_cpus = 0.0
+    for group in cluster["workerGroupSpecs"]:
+        offered = json.loads(shlex.split(group["rayStartParams"]["resources"])[0])
+        (container,) = group["template"]["spec"]["containers"]
+        units += group["replicas"] * offered.get(resource, 0)
+        worker_cpus += group["replicas"] * float(container["resources"]["requests"]["cpu"])
+    assert units >= count and worker_cpus >= count * cpus, (units, worker_cpus, count)

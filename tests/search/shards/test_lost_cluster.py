@@ -22,7 +22,10 @@ from tests.search.test_search import posted_query
 from tests.utils.ray_local import local_ray
 
 
-def test_shards_of_a_lost_cluster_are_refused_and_left_alone(searcher: Searcher, _postgres) -> None:  # noqa: ANN001
+def test_shards_of_a_lost_cluster_are_refused_and_left_alone(
+    searcher: Searcher,
+    _postgres,  # noqa: ANN001
+) -> None:
     if _postgres is not None:  # as in tests/search/shards/test_shard_actors.py
         pytest.skip("Ray shards are tested on the SQLite pass")
     if importlib.util.find_spec("ray") is None:
