@@ -20,14 +20,13 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -37,6 +36,7 @@ from docsim.search.settings import SearchSettings
 from tests.app.test_sharded_service import QUERY, assert_same
 from tests.utils.netns_cluster import SHARD_RESOURCE, NetnsCluster, unavailable
 from tests.utils.postgres import free_port
+from tests.utils.querying_clients import QueryingClients, ranking
 
 pytestmark = [
     pytest.mark.slow,
@@ -126,10 +126,6 @@ def _log_tail(log: Path) -> str:
     return "\n".join(line for line in lines if "uvicorn.access" not in line)[-4000:]
 
 
-def ranking(answer: dict[str, Any]) -> list[tuple[str, float]]:
-    return [(r["document_id"], r["score"]) for r in answer["results"]]
-
-
 def test_a_cluster_answers_as_one_process_and_survives_losing_a_node(
     cluster: NetnsCluster, served: tuple[TestClient, str]
 ) -> None:
@@ -189,62 +185,6 @@ def traffic_and_latency(
     }
 
 
-class QueryingClients:
-    """`CLIENTS` threads that query `url` (`sdr`, the queries in turn) until the block ends:
-    each answer is counted by status in the phase its request was sent in (`phase`), and
-    anything but the exact ranking or a 503 with `Retry-After` is kept in `wrong`."""
-
-    def __init__(self, url: str, expected: dict[tuple[str, int], list[tuple[str, float]]]):
-        self.url, self.expected = url, expected
-        self.phase = "before"
-        self.phases: dict[str, Counter[str]] = {}
-        self.wrong: list[str] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._query, args=(i,)) for i in range(CLIENTS)]
-
-    def __enter__(self) -> QueryingClients:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(120)
-
-    def _query(self, seed: int) -> None:
-        with httpx.Client(base_url=self.url, timeout=120) as mine:
-            turn = seed
-            while not self._stop.is_set():
-                key = ("sdr", turn % len(QUERIES))
-                body = {"top_k": 48, "method": key[0], **QUERIES[key[1]]}
-                asked_in = self.phase  # an answer counts in the phase its request began in
-                response = mine.post("/similar", json=body)
-                turn += 1
-                status = str(response.status_code)
-                self.phases.setdefault(asked_in, Counter())[status] += 1
-                if response.status_code == 200:
-                    try:
-                        assert_same(self.expected[key], ranking(response.json()))
-                    except AssertionError:
-                        self.wrong.append(response.text[:200])
-                elif response.status_code != 503 or not response.headers.get("retry-after"):
-                    self.wrong.append(f"{status}: {response.text[:200]}")
-
-    def figures(self) -> dict[str, Any]:
-        """The answers by phase and status; the wrong ones were checked to be none."""
-        assert self.wrong == [], self.wrong[:5]
-        # a request in flight when the node dies, or sent in the moment before the kill, may
-        # land either way; one sent once `/ready` is green again is answered
-        before, lost = self.phases.get("before", {}), self.phases.get("lost", {})
-        assert before.get("200", 0) > 0 and lost.get("503", 0) > 0, self.phases
-        assert set(self.phases["recovered"]) == {"200"}, self.phases
-        return {
-            "answers_by_phase": {name: dict(counts) for name, counts in self.phases.items()},
-            "wrong_rankings": len(self.wrong),
-        }
-
-
 def lose_a_node(
     cluster: NetnsCluster,
     http: httpx.Client,
@@ -253,7 +193,7 @@ def lose_a_node(
 ) -> dict[str, Any]:
     """Kill a worker node under 8 querying clients, start it again, and check every answer;
     the figures of the run."""
-    with QueryingClients(url, expected) as clients:
+    with QueryingClients(url, expected, QUERIES, assert_same, CLIENTS) as clients:
         time.sleep(3)
         lost = cluster.workers[0]
         killed_at = time.monotonic()
@@ -291,7 +231,7 @@ def restart_the_head(
     (Ray without GCS fault tolerance lets no worker join a new head: their supervisors, here
     the test, start them again, as KubeRay restarts pods); the api joins the new cluster and
     places its shards again. The figures of the run."""
-    with QueryingClients(url, expected) as clients:
+    with QueryingClients(url, expected, QUERIES, assert_same, CLIENTS) as clients:
         time.sleep(3)
         killed_at = time.monotonic()
         killed = cluster.kill(cluster.head)
@@ -346,3 +286,61 @@ def _wait_for(ask: Any, done: Any, seconds: float) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {seconds:g} s: {answer.status_code} {answer.text}")
         time.sleep(0.5)
+
+
+def test_a_build_on_the_cluster_encodes_on_its_workers_as_one_process_does(
+    cluster: NetnsCluster,
+    sample_corpus: Path,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    _postgres,  # noqa: ANN001
+) -> None:
+    """`docsim index --engine ray` run in the api's namespace, joined through Ray Client:
+    Ray Data's encode actors hold a CPU each, and only the workers have CPUs (the head has
+    none, as on KubeRay), so they encode on the worker nodes; the version equals the one a
+    build in one process makes, level by level (same ids, vectors to 1e-5)."""
+    if _postgres is not None:
+        pytest.skip("the cluster is tested on the SQLite pass")
+    assert cluster.head.cpus == 0 and all(w.cpus > 0 for w in cluster.workers)
+    docsim = str(Path(sys.executable).parent / "docsim")
+    common = [str(sample_corpus), "--encoder", str(tiny_encoder_dir), "--backend", "torch"]
+    common += ["--no-progress"]
+    alone = subprocess.run(
+        [docsim, "index", *common, "--data-dir", str(tmp_path / "alone")],
+        capture_output=True,
+        text=True,
+    )
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    env = {"DOCSIM_RAY__ADDRESS": cluster.client_address, "DOCSIM_RAY__ACTORS": "2"}
+    argv = [docsim, "index", *common, "--engine", "ray", "--data-dir", str(tmp_path / "ray")]
+    before = cluster.link_bytes(cluster.workers)
+    spread = cluster.popen(
+        cluster.client, argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    out, _ = spread.communicate(timeout=600)
+    assert spread.returncode == 0, out.decode()[-3000:]
+    assert "on Ray with 2 actor(s)" in out.decode()
+    carried = cluster.link_bytes(cluster.workers) - before
+    local, distributed = (_loaded(tmp_path / name) for name in ("alone", "ray"))
+    assert distributed.external_ids == local.external_ids
+    for level in ("document", "section", "paragraph", "sentence", "chunk"):
+        np.testing.assert_array_equal(distributed.ids[level], local.ids[level])
+        np.testing.assert_allclose(
+            distributed.vectors[level].numpy(), local.vectors[level].numpy(), atol=1e-5
+        )
+    # at least the sentence vectors came back over the workers' links (as float16, at least)
+    assert carried > local.vectors["sentence"].numel() * 2, carried
+    logger.info("build on the cluster: %d bytes on the workers' links", carried)
+
+
+def _loaded(data_dir: Path) -> Any:
+    from docsim.indexer.store.db import make_engine
+    from docsim.indexer.store.versions import active_version
+    from docsim.search.served.loaded_index import LoadedIndex
+    from docsim.search.settings import QuerySettings
+
+    engine = make_engine(QuerySettings(data_dir=data_dir).database_url)
+    try:
+        return LoadedIndex.load(engine, active_version(engine))
+    finally:
+        engine.dispose()

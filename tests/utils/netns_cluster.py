@@ -67,7 +67,8 @@ class NetnsCluster:
         subnet = f"10.213.{tag % 250}"
         self.bridge = f"{self.prefix}b"
         self.gateway = f"{subnet}.1"
-        self.head = Node(f"{self.prefix}h", f"{subnet}.2", f"{self.prefix}vh", cpus=1)
+        # no CPU on the head, as on KubeRay (docsim-ray.yaml): work goes to the workers
+        self.head = Node(f"{self.prefix}h", f"{subnet}.2", f"{self.prefix}vh", cpus=0)
         self.workers = [
             Node(
                 f"{self.prefix}w{i}",
@@ -218,12 +219,16 @@ class NetnsCluster:
                 raise RuntimeError(f"{alive} of {count} Ray nodes alive after {seconds:g} s")
             time.sleep(1)
 
-    def kill(self, node: Node) -> int:
-        """SIGKILL every process in `node`'s namespace (the node is lost); how many."""
+    def pids(self, node: Node) -> list[int]:
+        """The processes running in `node`'s namespace."""
         listed = subprocess.run(
             ["ip", "netns", "pids", node.name], capture_output=True, text=True, check=False
         )
-        pids = [int(p) for p in listed.stdout.split()]
+        return [int(p) for p in listed.stdout.split()]
+
+    def kill(self, node: Node) -> int:
+        """SIGKILL every process in `node`'s namespace (the node is lost); how many."""
+        pids = self.pids(node)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
