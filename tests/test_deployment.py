@@ -359,7 +359,7 @@ def test_the_kubernetes_manifest_holds_to_kubernetes_schemas() -> None:
 def test_the_shards_fit_the_ray_clusters_workers() -> None:
     """The api's shard actors each hold a unit of the resource that only the worker group
     offers (`ray start --resources`, as KubeRay passes it), and the workers have units and
-    CPUs for all of them: none on the head."""
+    CPUs for all of them: none on the head. Compose's workers offer it too."""
     import shlex
 
     (api,) = _pods()["docsim-api"]["containers"]
@@ -375,3 +375,8 @@ def test_the_shards_fit_the_ray_clusters_workers() -> None:
         units += group["replicas"] * offered.get(resource, 0)
         worker_cpus += group["replicas"] * float(container["resources"]["requests"]["cpu"])
     assert units >= count and worker_cpus >= count * cpus, (units, worker_cpus, count)
+    # and compose's: the workers offer the resource the api's shards ask for
+    (offer,) = [a for a in SHARDED["services"]["ray-worker"]["command"] if "--resources" in a]
+    offered = json.loads(offer.split("=", 1)[1])
+    api_env = SHARDED["services"]["api"]["environment"]
+    assert offered.get(api_env["DOCSIM_SHARDS__NODE_RESOURCE"], 0) >= 1, (offered, api_env)
