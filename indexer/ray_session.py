@@ -60,6 +60,10 @@ def connect_ray(settings: Settings, *, data: bool = False) -> tuple[Any, bool]:
 
 
 def _connect(settings: Settings, data: bool) -> tuple[Any, bool]:
+    # Ray starts a local Ray of its own on any call made while it is not joined (a health
+    # check racing a lost connection would start one inside the api); off, before Ray is
+    # imported (it reads the variable then): such a call raises instead
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     imported = sys.modules.get("ray")
     if imported is not None and imported.is_initialized():
         return import_ray(data), False

@@ -196,6 +196,13 @@ class ShardSettings(BaseModel):
     call_timeout_seconds: float = Field(
         default=120.0, gt=0, description="A shard slower than this is a 503, never left out."
     )
+    load_timeout_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long new shard actors may take to start and load their ranges "
+        "(a process each, its range read from disk) before they are closed and the load "
+        "fails.",
+    )
     node_resource: str | None = Field(
         default=None,
         min_length=1,

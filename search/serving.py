@@ -178,6 +178,7 @@ def serve_on_shards(
         node_resource=options.node_resource,
         spread=options.spread,
         timeout=options.call_timeout_seconds,
+        load_timeout=options.load_timeout_seconds,
     )
     try:
         shards = place()

@@ -21,6 +21,7 @@ head that died: `indexer.ray_session`), `connected` turns false for good, every 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,7 @@ class RayShards:
         node_resource: str | None = None,
         spread: bool = True,
         timeout: float = CALL_TIMEOUT_SECONDS,
+        load_timeout: float | None = None,
         wait_for_room: float = 0.0,
     ) -> None:
         """Start one actor per spec once the cluster has room for all of them (waiting up to
@@ -103,7 +105,8 @@ class RayShards:
 
         Raises:
             ShardPlacementError: no room (the actors are not started).
-            ShardUnavailableError: they did not all load within `timeout` (they are killed).
+            ShardUnavailableError: they did not all load within `load_timeout` (default:
+                `timeout`, a call's), and were killed.
         """
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
@@ -124,12 +127,14 @@ class RayShards:
         self.generation = ray_generation()  # the connection the actors belong to
         self.actors = [remote.remote(spec) for spec in specs]
         self.timeout = timeout
+        load_timeout = timeout if load_timeout is None else load_timeout
         try:
-            ray.get(self._pings(), timeout=timeout)  # loaded, ready
+            ray.get(self._pings(), timeout=load_timeout)  # loaded, ready
         except (RayActorError, GetTimeoutError) as error:
             self.close()
             raise ShardUnavailableError(
-                f"the shard actors did not load within {timeout:g} s ({type(error).__name__})"
+                f"the shard actors did not load within {load_timeout:g} s "
+                f"({type(error).__name__})"
             ) from error
         health = self.health()
         logger.info("%d shard actors placed: %s per node", len(specs), health.per_node())
@@ -156,8 +161,11 @@ class RayShards:
             refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args, strict=True)]
             return ray.get(refs, timeout=self.timeout)
         except (RayActorError, GetTimeoutError) as error:
+            if not self.connected:
+                raise self._cut_off() from error
             for ref in refs:
-                ray.cancel(ref, force=False)
+                with contextlib.suppress(Exception):  # cut off meanwhile: nothing to cancel
+                    ray.cancel(ref, force=False)
             raise ShardUnavailableError(
                 f"a shard could not answer ({type(error).__name__}); it is restarting: retry"
             ) from error
@@ -189,8 +197,11 @@ class RayShards:
             try:
                 nodes.append(ray.get(ref, timeout=max(deadline - time.monotonic(), 0.01)))
             except Exception:  # noqa: BLE001 - dead, restarting or late: no answer
-                ray.cancel(ref, force=False)
                 nodes.append(None)
+                if not self.connected:  # cut off meanwhile: touch Ray no more
+                    return ShardsHealth((None,) * len(self.actors), cut_off=True)
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=False)
         return ShardsHealth(tuple(nodes))
 
     def check(self, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ShardsHealth:
