@@ -38,6 +38,14 @@ logger = logging.getLogger(__name__)
 
 
 ENGINES: tuple[str, ...] = tuple(e.value for e in EngineName)
+# Ray Data's executor runs in the driver and needs a raylet of its own there: through Ray
+# Client it fails mid-run ("'Worker' object has no attribute 'core_worker'", Ray 2.60; Ray's
+# maintainers call Ray Data unsupported on Ray Client), so it is refused before any work.
+RAY_DATA_NEEDS_A_NODE = (
+    "the ray engine runs Ray Data, which does not work through Ray Client ({address}): run "
+    "the build on a Ray node (`ray start --address=HEAD:6379 --num-cpus=0` first, then "
+    "DOCSIM_RAY__ADDRESS=auto), or use the local engine"
+)
 # AF_UNIX socket paths are limited to 107 bytes; Ray puts its sockets ~60 bytes below its
 # temporary folder, so the folder itself must be short.
 
@@ -166,6 +174,9 @@ class RayEngine:
             for block in blocks:
                 yield block, []
             return
+        address = self.settings.ray.address or ""
+        if address.startswith("ray://"):
+            raise EngineError(RAY_DATA_NEEDS_A_NODE.format(address=address))
         try:
             ray, started_here = connect_ray(self.settings, data=True)
         except RaySessionError as error:

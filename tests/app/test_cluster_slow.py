@@ -177,6 +177,7 @@ def traffic_and_latency(
     before = cluster.link_bytes(cluster.workers)
     on_cluster = median_seconds(http.post)
     carried = cluster.link_bytes(cluster.workers) - before
+    spread_seconds = time.monotonic() - started
     return {
         "median_ms_one_process": round(one_process * 1000, 1),
         "median_ms_cluster": round(on_cluster * 1000, 1),
@@ -295,32 +296,37 @@ def test_a_build_on_the_cluster_encodes_on_its_workers_as_one_process_does(
     tmp_path: Path,
     _postgres,  # noqa: ANN001
 ) -> None:
-    """`docsim index --engine ray` run in the api's namespace, joined through Ray Client:
-    Ray Data's encode actors hold a CPU each, and only the workers have CPUs (the head has
-    none, as on KubeRay), so they encode on the worker nodes; the version equals the one a
-    build in one process makes, level by level (same ids, vectors to 1e-5)."""
+    """`docsim index --engine ray` run on a Ray node (Ray Data needs a raylet beside its
+    driver: through Ray Client it is refused), here the head's, as a `docsim worker` pod
+    that starts a raylet without CPUs first: Ray Data's encode actors hold a CPU each, and
+    only the workers have CPUs (the head has none, as on KubeRay), so they encode on the
+    worker nodes; the version equals the one a build in one process makes, level by level
+    (same ids, vectors to 1e-5), and its vectors crossed the workers' links."""
     if _postgres is not None:
         pytest.skip("the cluster is tested on the SQLite pass")
     assert cluster.head.cpus == 0 and all(w.cpus > 0 for w in cluster.workers)
     docsim = str(Path(sys.executable).parent / "docsim")
     common = [str(sample_corpus), "--encoder", str(tiny_encoder_dir), "--backend", "torch"]
     common += ["--no-progress"]
+    started = time.monotonic()
     alone = subprocess.run(
         [docsim, "index", *common, "--data-dir", str(tmp_path / "alone")],
         capture_output=True,
         text=True,
     )
     assert alone.returncode == 0, alone.stderr[-3000:]
-    env = {"DOCSIM_RAY__ADDRESS": cluster.client_address, "DOCSIM_RAY__ACTORS": "2"}
+    env = {"DOCSIM_RAY__ADDRESS": cluster.ray_address, "DOCSIM_RAY__ACTORS": "2"}
     argv = [docsim, "index", *common, "--engine", "ray", "--data-dir", str(tmp_path / "ray")]
-    before = cluster.link_bytes(cluster.workers)
+    alone_seconds = time.monotonic() - started
+    before, started = cluster.link_bytes(cluster.workers), time.monotonic()
     spread = cluster.popen(
-        cluster.client, argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        cluster.head, argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     out, _ = spread.communicate(timeout=600)
     assert spread.returncode == 0, out.decode()[-3000:]
     assert "on Ray with 2 actor(s)" in out.decode()
     carried = cluster.link_bytes(cluster.workers) - before
+    spread_seconds = time.monotonic() - started
     local, distributed = (_loaded(tmp_path / name) for name in ("alone", "ray"))
     assert distributed.external_ids == local.external_ids
     for level in ("document", "section", "paragraph", "sentence", "chunk"):
@@ -330,7 +336,17 @@ def test_a_build_on_the_cluster_encodes_on_its_workers_as_one_process_does(
         )
     # at least the sentence vectors came back over the workers' links (as float16, at least)
     assert carried > local.vectors["sentence"].numel() * 2, carried
-    logger.info("build on the cluster: %d bytes on the workers' links", carried)
+    figures = {
+        "seconds_one_process": round(alone_seconds, 1),
+        "seconds_on_the_cluster": round(spread_seconds, 1),
+        "worker_link_bytes": carried,
+        "levels_equal": 5,
+    }
+    logger.info("build on the cluster: %s", figures)
+    path = os.environ.get("DOCSIM_CLUSTER_REPORT")
+    if path and Path(path).exists():  # beside the serving test's figures
+        report = json.loads(Path(path).read_text())
+        Path(path).write_text(json.dumps(report | {"build": figures}, indent=1) + "\n")
 
 
 def _loaded(data_dir: Path) -> Any:

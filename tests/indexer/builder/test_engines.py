@@ -86,6 +86,22 @@ def test_unknown_engines_are_refused(tiny_encoder: Encoder) -> None:
         make_encode_engine("spark", QuerySettings(), tiny_encoder, 8)
 
 
+def test_ray_data_through_ray_client_is_refused_before_any_work(
+    sample_corpus: Path, tiny_encoder: Encoder, tmp_path: Path
+) -> None:
+    """Ray Data cannot run through Ray Client (its executor needs a raylet in the driver's
+    process): a build given a `ray://` address stops at its first block, saying what to do,
+    and joins no Ray (nothing listens at the address)."""
+    import sys
+
+    settings = QuerySettings(data_dir=tmp_path, ray=RaySettings(address="ray://10.0.0.1:10001"))
+    engine = make_encode_engine("ray", settings, tiny_encoder, 8)
+    with pytest.raises(EngineError, match="does not work through Ray Client"):
+        publish(sample_corpus, settings, tiny_encoder, encode_engine=engine)
+    ray = sys.modules.get("ray")
+    assert ray is None or not ray.is_initialized()
+
+
 @pytest.mark.slow
 def test_a_stopped_ray_build_stops_its_local_ray_at_once(
     sample_corpus: Path, tiny_encoder: Encoder, short_dir: Path
