@@ -177,7 +177,6 @@ def traffic_and_latency(
     before = cluster.link_bytes(cluster.workers)
     on_cluster = median_seconds(http.post)
     carried = cluster.link_bytes(cluster.workers) - before
-    spread_seconds = time.monotonic() - started
     return {
         "median_ms_one_process": round(one_process * 1000, 1),
         "median_ms_cluster": round(on_cluster * 1000, 1),
