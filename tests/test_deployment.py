@@ -256,11 +256,16 @@ def test_the_kubernetes_manifest_runs_composes_commands_on_a_ray_cluster() -> No
     (worker,) = pods["docsim-worker"]["containers"]
     (migrate,) = pods["docsim-migrate"]["containers"]
     assert api["command"] == SERVICES["api"]["command"]
-    assert worker["command"] == SERVICES["worker"]["command"]
+    # the worker pod is a Ray node without CPUs first (Ray Data's driver needs a raylet)
+    assert worker["command"][:2] == ["sh", "-c"]
+    start, run = worker["command"][2].split(" && ")
+    assert run == "exec " + " ".join(SERVICES["worker"]["command"])
     assert migrate["command"] == SERVICES["migrate"]["command"]
     head = f"ray://{KUBE[('RayCluster', 'docsim')]['metadata']['name']}-head-svc:10001"
     assert _env(api)["DOCSIM_RAY__ADDRESS"]["value"] == head  # Ray Client: no raylet here
-    assert _env(worker)["DOCSIM_RAY__ADDRESS"]["value"] == head
+    service = head.removeprefix("ray://").split(":")[0]
+    assert start.startswith(f"ray start --address={service}:6379 --num-cpus=0"), start
+    assert _env(worker)["DOCSIM_RAY__ADDRESS"]["value"] == "auto"
     assert KUBE[("RayCluster", "docsim")]["spec"]["headGroupSpec"]["rayStartParams"] == {
         "num-cpus": "0"
     }
