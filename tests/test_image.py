@@ -21,12 +21,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from tests.utils.containers import Container
+from tests.utils.netns_cluster import NetnsCluster
 from tests.utils.postgres import PostgresServer, free_port, running_server
 from tests.utils.scripts import load_script
 from tests.utils.waiting import until
@@ -224,60 +226,81 @@ def _reindex(base: str, report: dict) -> None:
 def test_the_sharded_services_run_from_the_ray_image(
     postgres: PostgresServer, sample_corpus: Path, tmp_path: Path, report: dict
 ) -> None:
-    """docker-compose.sharded.yml: a Ray head (until its health check passes) and a Ray worker
-    node from the image built with `EXTRAS=ray`, and the api placing its shards on them."""
+    """docker-compose.sharded.yml on separate networks: a Ray head (until its health check
+    passes) and a Ray worker node from the image built with `EXTRAS=ray`, each in a network
+    namespace of its own (`NetnsCluster`'s, without Ray of this machine: chroot isolation
+    gives a container the namespace it is run in), and the api, on this machine's network,
+    placing its shards on the worker across the bridge (the shards' resource only it offers)."""
     report["build_ray"] = build_image(f"{TAG}-ray", extras="ray")
     database = postgres.database()
     data = volume(tmp_path / "data")
-    ray_port, client_port, port = free_port(), free_port(), free_port()
+    port = free_port()
     ray_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "image-test-token-0123456789abcdef",
                "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
-    names = ("ray-head", "ray-worker", "api")  # migrate and index: one-offs in the api's
-    containers = {name: Container(f"{TAG}-ray", {data: "/data"}) for name in names}
     logs = tmp_path / "logs"
     logs.mkdir()
+    with NetnsCluster(workers=1, start_ray=False) as network:
+        nodes = {"ray-head": network.head.name, "ray-worker": network.workers[0].name}
+        containers = {name: Container(f"{TAG}-ray", {data: "/data"}, netns) for name, netns in
+                      [*nodes.items(), ("api", None)]}  # fmt: skip
 
-    def on_head(command: list[str]) -> list[str]:
-        """Ray's ports 6379 (GCS) and 10001 (Ray Client) made free ones of this machine."""
-        out = [a.replace("ray-head:", "127.0.0.1:") for a in command]
-        return [a.replace("6379", str(ray_port)).replace("10001", str(client_port)) for a in out]
+        def on_head(command: list[str]) -> list[str]:
+            """The service name `ray-head` made the head namespace's address."""
+            return [a.replace("ray-head:", f"{network.head.address}:") for a in command]
 
-    try:
-        nodes = [
-            containers[name].start(on_head(SHARDED[name]["command"]), ray_env, logs / name)
-            for name in ("ray-head", "ray-worker")
-        ]
-        health = on_head(SHARDED["ray-head"]["healthcheck"]["test"][1:])
-        until(lambda: containers["ray-head"].run(health, ray_env).returncode == 0, 120, 2)
-        report["commands"].append({"service": "ray-head", "healthcheck": "passed"})
-        run(report, containers["api"], SERVICES["migrate"]["command"],
-            compose_env(SERVICES["migrate"], database))  # fmt: skip
-        run(report, containers["api"], ["docsim", "index", "--no-progress"],
-            compose_env(SERVICES["worker"], database))  # fmt: skip
-        sharded = {k: v for k, v in SHARDED["api"]["environment"].items() if "${" not in v}
-        env = compose_env(SERVICES["api"], database) | sharded | ray_env
-        env |= {"DOCSIM_SHARDS__COUNT": "2", "DOCSIM_SHARDS__CPUS": "1"}
-        env["DOCSIM_RAY__ADDRESS"] = on_head([env["DOCSIM_RAY__ADDRESS"]])[0]
-        api = containers["api"].start(on_port(SERVICES["api"]["command"], port), env, logs / "api")
-        probe = on_port(SERVICES["api"]["healthcheck"]["test"][1:], port)
-        until(lambda: containers["api"].run(probe, {}).returncode == 0, seconds=300, every=2)
-        base = f"http://127.0.0.1:{port}"
-        until(lambda: httpx.get(f"{base}/ready").status_code == 200, seconds=300, every=2)
-        similar = httpx.post(
-            f"{base}/similar",
-            json={"document": {"text": "The appeal against the conviction."}, "top_k": 5},
-            headers={"X-API-Key": KEY},
-            timeout=120,
-        )
-        assert similar.status_code == 200 and len(similar.json()["results"]) == 5, similar.text
-        report["commands"].append({"request": "POST /similar (2 shards)", "status": 200})
-        assert "on 2 shard actors" in (logs / "api").read_text()
-        stop(report, "api", containers["api"], api)
-        for name, node in zip(("ray-worker", "ray-head"), reversed(nodes), strict=True):
-            report["commands"].append({"service": name, "exit": containers[name].stop(node)})
-    finally:
-        for container in containers.values():
-            container.remove()
+        try:
+            started = [
+                containers[name].start(on_head(SHARDED[name]["command"]), ray_env, logs / name)
+                for name in nodes
+            ]
+            health = on_head(SHARDED["ray-head"]["healthcheck"]["test"][1:])
+            until(lambda: containers["ray-head"].run(health, ray_env).returncode == 0, 120, 2)
+            report["commands"].append({"service": "ray-head", "healthcheck": "passed"})
+            serve_on_the_cluster(
+                report, containers["api"], database, on_head, ray_env, port, logs / "api"
+            )
+            assert "on 2 shard actors" in (logs / "api").read_text()
+            shards = httpx.get(f"http://127.0.0.1:{port}/ready").json()["shards"]
+            assert shards["nodes"] == {network.workers[0].address: 2}, shards
+            stop(report, "api", containers["api"], containers["api"].started[-1])
+            for name, node in zip(reversed(nodes), reversed(started), strict=True):
+                report["commands"].append({"service": name, "exit": containers[name].stop(node)})
+        finally:
+            for container in containers.values():
+                container.remove()
+
+
+def serve_on_the_cluster(
+    report: dict,
+    api: Container,
+    database: str,
+    on_head: Any,
+    ray_env: dict,
+    port: int,
+    log: Path,
+) -> None:
+    """Migrate, index the sample corpus, and start the sharded api (its output in `log`);
+    `POST /similar` must be answered from the shards."""
+    run(report, api, SERVICES["migrate"]["command"], compose_env(SERVICES["migrate"], database))
+    run(report, api, ["docsim", "index", "--no-progress"],
+        compose_env(SERVICES["worker"], database))  # fmt: skip
+    sharded = {k: v for k, v in SHARDED["api"]["environment"].items() if "${" not in v}
+    env = compose_env(SERVICES["api"], database) | sharded | ray_env
+    env |= {"DOCSIM_SHARDS__COUNT": "2", "DOCSIM_SHARDS__CPUS": "1"}
+    env["DOCSIM_RAY__ADDRESS"] = on_head([env["DOCSIM_RAY__ADDRESS"]])[0]
+    api.start(on_port(SERVICES["api"]["command"], port), env, log)
+    probe = on_port(SERVICES["api"]["healthcheck"]["test"][1:], port)
+    until(lambda: api.run(probe, {}).returncode == 0, seconds=300, every=2)
+    base = f"http://127.0.0.1:{port}"
+    until(lambda: httpx.get(f"{base}/ready").status_code == 200, seconds=300, every=2)
+    similar = httpx.post(
+        f"{base}/similar",
+        json={"document": {"text": "The appeal against the conviction."}, "top_k": 5},
+        headers={"X-API-Key": KEY},
+        timeout=120,
+    )
+    assert similar.status_code == 200 and len(similar.json()["results"]) == 5, similar.text
+    report["commands"].append({"request": "POST /similar (2 shards)", "status": 200})
 
 
 # The gpu variant's two pip commands (Dockerfile, stage `build`), resolved without installing

@@ -1,7 +1,8 @@
 """Containers of the built image, run with buildah (there is no Docker engine here).
 
-buildah's chroot isolation shares the machine's network: a server in a container listens on
-the machine's ports, and reaches the test's PostgreSQL on the loopback address.
+buildah's chroot isolation shares the caller's network: a server in a container listens on
+the machine's ports, and reaches the test's PostgreSQL on the loopback address; run in a
+network namespace (`netns`), it has that namespace's network instead.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ class Container:
     mount replaces what buildah would put at a path the image declares a VOLUME (a folder of
     the container's own, mounted over the bind mount)."""
 
-    def __init__(self, image: str, volumes: Mapping[Path, str]) -> None:
+    def __init__(self, image: str, volumes: Mapping[Path, str], netns: str | None = None) -> None:
+        """`netns`: a network namespace its commands run in (`ip netns exec`: chroot
+        isolation keeps the caller's network, so the container has that namespace's)."""
         self.volumes = dict(volumes)
+        self.netns = netns
         self.name = subprocess.run(
             [*BUILDAH, "from", "--quiet", image], check=True, capture_output=True, text=True
         ).stdout.strip()
@@ -38,7 +42,8 @@ class Container:
 
     def command(self, args: Sequence[str], env: Mapping[str, str]) -> list[str]:
         """`buildah run`'s command line for `args` with the extra environment `env`."""
-        out = [*BUILDAH, "run", "--isolation", "chroot"]
+        out = ["ip", "netns", "exec", self.netns] if self.netns else []
+        out += [*BUILDAH, "run", "--isolation", "chroot"]
         for host, inside in self.volumes.items():
             out += ["--volume", f"{host}:{inside}"]
         for key, value in env.items():

@@ -61,7 +61,16 @@ class NetnsCluster:
     which joins through Ray Client (`client_address`) as the api's pod does on Kubernetes.
     Use as a context manager: everything it made is removed on exit."""
 
-    def __init__(self, workers: int = 2, *, shard_units: int = 2, worker_cpus: int = 2) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        *,
+        shard_units: int = 2,
+        worker_cpus: int = 2,
+        start_ray: bool = True,
+    ) -> None:
+        """`start_ray=False`: the namespaces and their network only (the caller runs Ray in
+        them: tests/test_image.py, from the image's containers)."""
         tag = os.getpid() % 100000
         self.prefix = f"dsc{tag}"
         subnet = f"10.213.{tag % 250}"
@@ -88,6 +97,7 @@ class NetnsCluster:
             "RAY_USAGE_STATS_ENABLED": "0",
         }
         self._bin = Path(sys.executable).parent
+        self._start_ray = start_ray
 
     @property
     def ray_address(self) -> str:
@@ -111,9 +121,10 @@ class NetnsCluster:
             for node in [*self.nodes, self.client]:
                 self._make(node)
             self.temp.mkdir(parents=True, exist_ok=True)
-            for node in self.nodes:
-                self.start_ray(node)
-            self.wait_for_nodes(len(self.nodes))
+            if self._start_ray:
+                for node in self.nodes:
+                    self.start_ray(node)
+                self.wait_for_nodes(len(self.nodes))
         except BaseException:
             self.__exit__(None, None, None)
             raise
