@@ -18,19 +18,18 @@ changes answer 503 with it, and the watcher keeps trying to load, backing off to
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine
 
 from docsim.app.core.settings import ServiceSettings
+from docsim.app.services.lost_shards import LostShards
 from docsim.app.services.pins import RevisionPins
 from docsim.app.services.retirement import ShardRetirement
-from docsim.app.services.state import ServiceState, load_state, on_shards, with_change
+from docsim.app.services.state import ServiceState, load_state, with_change
 from docsim.app.services.watcher import ActiveVersions, Watcher
 from docsim.indexer.api import DocumentChange, active_version, prepare_data_dir, purge_retired
 from docsim.indexer.errors import IndexBuildError, NoActiveIndexError
@@ -60,7 +59,8 @@ class Runtime:
         self._pins = RevisionPins()  # what requests read: its rows are not purged
         self.indexes_dir: Path = settings.indexes_dir
         self.unwritable: str | None = None  # why document changes cannot be written here
-        self._shards_lost: str | None = None  # why lost shards could not be placed again
+        # shards lost with their Ray cluster, placed again by the watcher
+        self._lost = LostShards(settings, self._reload_lock, lambda: self.state, self.swap)
 
     # --- readers -------------------------------------------------------------------------
     def pinned(self) -> contextlib.AbstractContextManager[ServiceState | None]:
@@ -137,38 +137,7 @@ class Runtime:
         if served != active:
             self.refresh()
         else:
-            self.place_lost_shards()
-
-    def place_lost_shards(self) -> None:
-        """Place the served state's shards again when the process lost the Ray cluster that
-        held them (its head died: `RayShards.connected` is false for good), once the cluster
-        answers again; until then queries that need them are 503s, and the next tick tries
-        again. The searcher is kept: only its shards are new."""
-        state = self.state
-        if state is None or state.shards is None or state.shards.connected:
-            return
-        if not self.settings.ray.address:  # the process's own Ray: shut down, not lost
-            return
-        with self._reload_lock:
-            if self.state is not state:  # swapped meanwhile: the new state has its own
-                return
-            started = time.monotonic()
-            try:
-                shards = on_shards(self.settings, state.searcher, self._close_all_shards)
-            except Exception as error:  # noqa: BLE001 - unreachable yet, or no room yet
-                reason = f"{type(error).__name__}: {error}"
-                log = logger.warning if reason != self._shards_lost else logger.debug
-                log("The shards' Ray cluster is not back yet: %s", reason)
-                self._shards_lost = reason
-                return
-            self._shards_lost = None
-            self.swap(dataclasses.replace(state, shards=shards))
-            logger.warning(
-                "Collection %r: its shards were lost with the Ray cluster, and are placed "
-                "again (%.1f s)",
-                self.collection,
-                time.monotonic() - started,
-            )
+            self._lost.tick()
 
     def _load_and_swap_again_if_moved(self, current: ServiceState | None) -> None:
         """`_load_and_swap`, once more when it failed because a document change committed
