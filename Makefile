@@ -22,8 +22,12 @@ $(VENV)/.installed: pyproject.toml scripts/install.py
 	# CPU install path: the local CPU wheel of torch, pinned (an unpinned torch pulls CUDA).
 	# setuptools comes first too, so that docsim's own editable build runs in this environment
 	# (--no-build-isolation) instead of a fresh one that would need setuptools installed.
+	# Then docsim's requirements, and docsim itself last (--no-deps): uv builds the editable
+	# while it installs the rest, and setuptools runs every installed package's egg_info hook,
+	# so a fresh clone once failed on transformers' `kernels` installed without httpcore2 yet.
 	$(BIN)/python scripts/install.py torch==2.13.0 "setuptools>=68"
-	$(BIN)/python scripts/install.py --no-build-isolation -e ".[cpu,dev]"
+	$(BIN)/python scripts/install.py --dependencies-of ".[cpu,dev]"
+	$(BIN)/python scripts/install.py --no-build-isolation --no-deps -e ".[cpu,dev]"
 	touch $@
 
 setup: $(VENV)/.installed

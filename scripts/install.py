@@ -108,12 +108,50 @@ def uv_install(argv: Sequence[str], pip: list[str]) -> bool:
     return False
 
 
-def main(argv: Sequence[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+def project_dependencies(pyproject: dict, spec: str) -> list[str]:
+    """The requirements `pip install SPEC` would install for the project itself (SPEC: `.`,
+    or `.[extra,...]`): its dependencies and those of the extras, following an extra that
+    names the project with extras of its own (`docsim[ray]`)."""
+    project = pyproject["project"]
+    optional = project.get("optional-dependencies", {})
+    found = list(project.get("dependencies", []))
+    extras, seen = _extras(spec), set()
+    while extras:
+        extra = extras.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for requirement in optional[extra]:
+            if requirement.startswith(f"{project['name']}["):  # the project, with extras
+                extras += _extras(requirement)
+            else:
+                found.append(requirement)
+    return list(dict.fromkeys(found))
+
+
+def _extras(spec: str) -> list[str]:
+    """`.[cpu, dev]` -> ["cpu", "dev"]."""
+    listed = spec.partition("[")[2].partition("]")[0]
+    return [extra.strip() for extra in listed.split(",") if extra.strip()]
+
+
+def install(argv: Sequence[str]) -> int:
     pip = [sys.executable, "-m", "pip"]
     if uv_install(argv, pip):
         return 0
     return subprocess.run([*pip, "install", "--quiet", "--no-compile", *argv]).returncode
+
+
+def main(argv: Sequence[str]) -> int:
+    """`install.py ARGS`: `pip install ARGS`. `install.py --dependencies-of SPEC`: the
+    requirements of the project in this folder (`.[cpu,dev]`), without the project."""
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    if argv[:1] == ["--dependencies-of"]:
+        import tomllib
+
+        with open("pyproject.toml", "rb") as file:
+            return install(project_dependencies(tomllib.load(file), argv[1]))
+    return install(argv)
 
 
 if __name__ == "__main__":

@@ -95,3 +95,26 @@ def test_the_real_pip_listing_is_read(install: ModuleType, tmp_path: Path) -> No
     assert settings["index-url"] == "file:///c"
     assert settings["extra-index-url"] == "file:///a file:///b"
     assert settings["find-links"] == "/w1 /w2"
+
+
+def test_the_projects_dependencies_are_those_its_extras_name(install) -> None:  # noqa: ANN001
+    """`--dependencies-of .[cpu,dev]` installs what `pip install -e .[cpu,dev]` would,
+    without the project: its dependencies, each extra's, and those of an extra naming the
+    project itself (followed once)."""
+    pyproject = {
+        "project": {
+            "name": "docsim",
+            "dependencies": ["numpy>=1.26", "torch>=2.3"],
+            "optional-dependencies": {
+                "cpu": ["torch==2.13.0", "faiss-cpu>=1.8"],
+                "dev": ["pytest>=8", "docsim[ray,cpu]"],
+                "ray": ["ray[data]>=2.52", "numpy>=1.26"],
+            },
+        }
+    }
+    got = install.project_dependencies(pyproject, ".[cpu, dev]")
+    assert sorted(got) == sorted(
+        ["numpy>=1.26", "torch>=2.3", "torch==2.13.0", "faiss-cpu>=1.8", "pytest>=8",
+         "ray[data]>=2.52"]
+    )  # fmt: skip
+    assert install.project_dependencies(pyproject, ".") == ["numpy>=1.26", "torch>=2.3"]
