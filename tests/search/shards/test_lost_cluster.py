@@ -2,7 +2,7 @@
 its grace period, and `ray.is_initialized()` turns false) answer every call with a
 `ShardUnavailableError` naming the lost cluster, report every shard missing, and touch Ray no
 more: closing them neither fails nor starts a Ray. The service then places new ones
-(`app.services.runtime.Runtime.place_lost_shards`; on a real cluster in
+(`app.services.lost_shards.LostShards`; on a real cluster in
 tests/app/test_cluster_slow.py)."""
 
 from __future__ import annotations
