@@ -18,9 +18,12 @@ method (`fused`, candidate pool). Per run and query set: p50 and p95; the cluste
 one process; the top-10 agreement and the largest score difference. On the cluster, each
 query alone: the bytes carried by the workers' links, the head's and the api's (both ways,
 Ray's own traffic in the same time included), against the query's sentences (a least-squares
-line: bytes = fixed + per sentence). And the resident memory of each shard process.
-All nodes share this machine's cores: the cluster can only add work here (round trips, the
-query's vectors to every shard, the coordinator's merge); what it buys is memory per node.
+line: bytes = fixed + per sentence). And the resident memory of each shard process, and
+per run and query set the CPU time of every process of the nodes and the api (per query, and
+as cores kept busy on average).
+All nodes share this machine's cores: the cluster adds work here (round trips, the query's
+vectors to every shard, the coordinator's merge) and can only win the cores one process
+leaves idle; on separate machines it buys cores and memory per node.
 """
 
 from __future__ import annotations
@@ -90,6 +93,20 @@ def ask_all(
             carried.append({k: after[k] - before[k] for k in after})
         rankings.append([(r["document_id"], r["score"]) for r in answer.json()["results"]])
     return {"latencies": latencies, "rankings": rankings, "bytes": carried}
+
+
+def cpu_seconds(cluster: NetnsCluster) -> float:
+    """The CPU time (user and system) used so far by every process of every node and of the
+    api's namespace: the one process alone, or the api, Ray and the shards together."""
+    total = 0.0
+    for node in [*cluster.nodes, cluster.client]:
+        for pid in cluster.pids(node):
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+    return total
 
 
 def shard_memory(cluster: NetnsCluster) -> list[dict[str, Any]]:
@@ -166,7 +183,13 @@ def measure(
     try:
         with httpx.Client(base_url=url, timeout=900) as http:
             for query_set, extra in QUERY_SETS.items():
+                cpu_before, wall_before = cpu_seconds(cluster), time.monotonic()
                 runs[query_set] = ask_all(http, texts, extra, counter)
+                cpu, wall = cpu_seconds(cluster) - cpu_before, time.monotonic() - wall_before
+                figures[query_set] = {  # the warm-up query included
+                    "cpu_seconds_per_query": round(cpu / (len(texts) + 1), 2),
+                    "cores_busy": round(cpu / wall, 2),
+                }
             if name == "cluster":
                 figures["shards_per_node"] = http.get("/ready").json()["shards"]["nodes"]
                 figures["shard_memory"] = shard_memory(cluster)
