@@ -16,7 +16,8 @@ itself is cut off, never a ranking without it. `health` asks each shard on its o
 
 The actors belong to the connection that made them. When the process loses its cluster (a
 head that died: `indexer.ray_session`), `connected` turns false for good, every call is a
-503, and the service places new actors once it has joined again (`app.services.runtime`).
+503, and the service places new actors once it has joined again
+(`app.services.lost_shards`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class ShardsHealth:
 
     nodes: tuple[str | None, ...]
     cut_off: bool = False
+
+    @classmethod
+    def unreachable(cls, shards: int) -> ShardsHealth:
+        """None of `shards` could be asked: the cluster is cut off."""
+        return cls((None,) * shards, cut_off=True)
 
     @property
     def missing(self) -> list[int]:
@@ -133,8 +139,7 @@ class RayShards:
         except (RayActorError, GetTimeoutError) as error:
             self.close()
             raise ShardUnavailableError(
-                f"the shard actors did not load within {load_timeout:g} s "
-                f"({type(error).__name__})"
+                f"the shard actors did not load within {load_timeout:g} s ({type(error).__name__})"
             ) from error
         health = self.health()
         logger.info("%d shard actors placed: %s per node", len(specs), health.per_node())
@@ -186,11 +191,11 @@ class RayShards:
         import ray
 
         if not self.connected:
-            return ShardsHealth((None,) * len(self.actors), cut_off=True)
+            return ShardsHealth.unreachable(len(self.actors))
         try:
             refs = [a.node.remote() for a in self.actors]  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 - Ray Client cut off, not yet given up
-            return ShardsHealth((None,) * len(self.actors), cut_off=True)
+            return ShardsHealth.unreachable(len(self.actors))
         deadline = time.monotonic() + timeout
         nodes: list[str | None] = []
         for ref in refs:  # asked at once; a dead one answers at once, with its error
@@ -199,7 +204,7 @@ class RayShards:
             except Exception:  # noqa: BLE001 - dead, restarting or late: no answer
                 nodes.append(None)
                 if not self.connected:  # cut off meanwhile: touch Ray no more
-                    return ShardsHealth((None,) * len(self.actors), cut_off=True)
+                    return ShardsHealth.unreachable(len(self.actors))
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=False)
         return ShardsHealth(tuple(nodes))
